@@ -1,0 +1,44 @@
+# rbctl — build, test, demo. Sub-makefiles in mk/*.mk add targets and extend TEST_TARGETS.
+GO        ?= go
+BIN       := bin/rbctl
+PKGS      := ./...
+# Targets run by `make test` after the unit tests; mk/*.mk append to it (vmtest, ...).
+TEST_TARGETS :=
+# Short fuzzing of every decoder in `make test`; longer in `make fuzz`.
+FUZZTIME_SHORT ?= 3s
+FUZZTIME       ?= 60s
+
+.PHONY: all build test unit lint vet fmt demo bench fuzz setup clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/rbctl
+
+setup:
+	bash scripts/setup.sh
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+lint: vet fmt
+
+unit:
+	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+include $(wildcard mk/*.mk)
+
+# The README's test command: setup (idempotent), lint, unit tests (root-only tests run on
+# loop devices when root), short fuzzing, then the extra suites (VM test, ...).
+test: setup build lint unit fuzz-short $(TEST_TARGETS)
+	@echo "make test: all suites passed"
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+clean:
+	rm -rf bin .cache

@@ -1,0 +1,117 @@
+// Package blockdev is the device layer the engine writes through: regular files, loop and
+// other block devices, and (through adapters in other packages) NVMe passthrough and the
+// emulated FDP SSD. Every backend implements Device; the engine sees nothing else.
+package blockdev
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Placement is a placement-handle index chosen by a placement policy (0, 1, 2, ...), or
+// NoPlacement. A device with FDP maps the index to a placement identifier (PID) from its
+// RUH status; a device without FDP ignores it.
+type Placement int32
+
+// NoPlacement asks the device to place the write wherever it likes (no directive).
+const NoPlacement Placement = -1
+
+// Kind says what sort of device a path turned out to be.
+type Kind string
+
+const (
+	KindFile     Kind = "file"      // regular, pre-sized file
+	KindBlock    Kind = "block"     // any block device: loop, null_blk, /dev/nvmeXnY
+	KindNVMeChar Kind = "nvme-char" // NVMe generic char device /dev/ngXnY (passthrough)
+	KindEmulated Kind = "emulated"  // the in-process emulated FDP SSD
+	KindMemory   Kind = "memory"    // test-only memory device
+)
+
+// Info describes a device as the engine needs it.
+type Info struct {
+	Path         string
+	Kind         Kind
+	Size         int64 // usable bytes
+	LogicalBlock int   // bytes; offsets and lengths given to the device are multiples of it when Direct
+	MaxTransfer  int   // largest single transfer in bytes the backend issues (0: no limit)
+	Direct       bool  // O_DIRECT or passthrough: buffers, offsets and lengths must be aligned
+	Handles      int   // placement handles usable with Op.Handle (0: no placement support)
+	Deallocate   bool  // Deallocate reaches the medium (DSM, BLKDISCARD or punch-hole)
+}
+
+// Op is one transfer in a batch given to Device.Submit.
+type Op struct {
+	Write  bool
+	Off    int64
+	Buf    []byte    // for Direct devices: aligned (see Alloc) and a multiple of LogicalBlock
+	Handle Placement // writes only; NoPlacement for no directive
+
+	// Set by Submit.
+	N   int   // bytes transferred
+	Err error // nil when the whole of Buf was transferred
+}
+
+// Range is a byte range given to Deallocate.
+type Range struct {
+	Off, Len int64
+}
+
+// Device is a block-addressed store. Implementations are safe for concurrent use: the engine
+// calls Submit from several workers at once, and a backend keeps as many operations in flight
+// as it is configured for (queue depth), resuming short transfers itself.
+type Device interface {
+	Info() Info
+	// Submit performs every op in the batch and returns when all have completed. Ops in one
+	// batch may run concurrently and complete in any order. Each op's outcome is in its Err;
+	// the returned error is the first op error (or a failure of the batch as a whole).
+	Submit(ops []Op) error
+	// Deallocate tells the device the ranges hold no live data (NVMe DSM deallocate,
+	// BLKDISCARD, or punching a hole in a file). Devices without support return ErrNotSupported.
+	Deallocate(ranges []Range) error
+	// Flush makes completed writes durable.
+	Flush() error
+	Close() error
+}
+
+// BufferRegistrar is implemented by backends that can pre-register the engine's buffer pool
+// with the kernel (io_uring fixed buffers). Buffers must come from Alloc and stay alive until Close.
+type BufferRegistrar interface {
+	RegisterBuffers(bufs [][]byte) error
+}
+
+var (
+	// ErrNotSupported: the device or kernel cannot do what was asked.
+	ErrNotSupported = errors.New("not supported by this device")
+	// ErrUnexpectedEOF: a read or write reached the end of the device.
+	ErrUnexpectedEOF = errors.New("unexpected EOF")
+	// ErrOutOfRange: an op does not lie within the device.
+	ErrOutOfRange = errors.New("offset out of device range")
+	// ErrMisaligned: an op on a Direct device is not aligned to the logical block size.
+	ErrMisaligned = errors.New("misaligned transfer")
+)
+
+// ReadAt reads len(p) bytes at off through d.
+func ReadAt(d Device, p []byte, off int64) error {
+	ops := []Op{{Off: off, Buf: p, Handle: NoPlacement}}
+	return d.Submit(ops)
+}
+
+// WriteAt writes p at off through d with placement handle h.
+func WriteAt(d Device, p []byte, off int64, h Placement) error {
+	ops := []Op{{Write: true, Off: off, Buf: p, Handle: h}}
+	return d.Submit(ops)
+}
+
+// CheckOp validates an op against a device's geometry; backends call it before issuing I/O.
+func CheckOp(info Info, op *Op) error {
+	if op.Off < 0 || op.Off+int64(len(op.Buf)) > info.Size {
+		return fmt.Errorf("%w: [%d, %d) on a %d-byte device", ErrOutOfRange, op.Off, op.Off+int64(len(op.Buf)), info.Size)
+	}
+	if info.Direct && info.LogicalBlock > 0 {
+		lb := int64(info.LogicalBlock)
+		if op.Off%lb != 0 || int64(len(op.Buf))%lb != 0 {
+			return fmt.Errorf("%w: offset %d length %d, logical block %d", ErrMisaligned, op.Off, len(op.Buf), lb)
+		}
+	}
+	return nil
+}

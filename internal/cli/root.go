@@ -1,0 +1,60 @@
+// Package cli holds rbctl's commands, one file per command. Each file registers its
+// constructor with register() from an init function, so commands never edit this file.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/spf13/cobra"
+)
+
+var constructors []func() *cobra.Command
+
+// register adds a top-level command; call it from an init function in the command's file.
+func register(newCmd func() *cobra.Command) { constructors = append(constructors, newCmd) }
+
+// ExitError carries a specific exit code out of a command.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// NewRoot builds the root command with every registered sub-command.
+func NewRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "rbctl",
+		Short:         "NVMe FDP research toolkit for raw-block LLM KV-caches",
+		Long:          "rbctl formats, inspects, recovers and benchmarks raw-block KV-cache devices\n(LMCache raw-block compatible), and reads and drives NVMe Flexible Data Placement.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	cmds := make([]*cobra.Command, 0, len(constructors))
+	for _, c := range constructors {
+		cmds = append(cmds, c())
+	}
+	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name() < cmds[j].Name() })
+	root.AddCommand(cmds...)
+	return root
+}
+
+// Execute runs rbctl with args and returns the process exit code.
+func Execute(ctx context.Context, args []string) int {
+	root := NewRoot()
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "rbctl: %v\n", err)
+		var ee *ExitError
+		if errors.As(err, &ee) {
+			return ee.Code
+		}
+		return 1
+	}
+	return 0
+}
