@@ -1,0 +1,200 @@
+package emu
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// store holds the namespace's data: a sparse file or sparse memory. Unwritten and
+// deallocated ranges read as zeroes (Identify Namespace DLFEAT = 1).
+type store interface {
+	ReadAt(p []byte, off int64) error
+	WriteAt(p []byte, off int64) error
+	// Deallocate makes [off, off+n) read as zeroes and releases its space where possible.
+	Deallocate(off, n int64) error
+	Sync() error
+	// Extents calls f for each range that may hold data (to rebuild the FTL map on open).
+	Extents(f func(off, n int64)) error
+	Close() error
+}
+
+// fileStore keeps data in a sparse file; deallocate punches holes.
+type fileStore struct {
+	f    *os.File
+	size int64
+}
+
+func openFileStore(path string, size int64) (*fileStore, bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, false, fmt.Errorf("emu: open data file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, false, fmt.Errorf("emu: %s is not a regular file; the emulator keeps its data in a (sparse) file", path)
+	}
+	existed := st.Size() > 0
+	switch {
+	case st.Size() == 0:
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			return nil, false, fmt.Errorf("emu: size data file: %w", err)
+		}
+	case st.Size() != size:
+		f.Close()
+		return nil, false, fmt.Errorf("%w: %s is %d bytes but the spec asks for %d; give size=%d or use another file", ErrSpec, path, st.Size(), size, st.Size())
+	}
+	return &fileStore{f: f, size: size}, existed, nil
+}
+
+func (s *fileStore) ReadAt(p []byte, off int64) error {
+	_, err := s.f.ReadAt(p, off)
+	if errors.Is(err, io.EOF) {
+		return nil // the file is pre-sized; EOF cannot cut a checked range
+	}
+	return err
+}
+
+func (s *fileStore) WriteAt(p []byte, off int64) error {
+	_, err := s.f.WriteAt(p, off)
+	return err
+}
+
+func (s *fileStore) Deallocate(off, n int64) error {
+	err := unix.Fallocate(int(s.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return err
+	}
+	// No hole punching on this filesystem: write zeroes.
+	z := make([]byte, min(n, 1<<20))
+	for n > 0 {
+		k := min(n, int64(len(z)))
+		if _, err := s.f.WriteAt(z[:k], off); err != nil {
+			return err
+		}
+		off, n = off+k, n-k
+	}
+	return nil
+}
+
+func (s *fileStore) Sync() error { return unix.Fdatasync(int(s.f.Fd())) }
+
+func (s *fileStore) Extents(f func(off, n int64)) error {
+	fd := int(s.f.Fd())
+	for off := int64(0); off < s.size; {
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return nil // no data after off
+		}
+		if err != nil {
+			// No SEEK_DATA: treat the whole file as written.
+			f(0, s.size)
+			return nil
+		}
+		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
+		if err != nil {
+			hole = s.size
+		}
+		hole = min(hole, s.size)
+		if hole > data {
+			f(data, hole-data)
+		}
+		off = hole
+	}
+	return nil
+}
+
+func (s *fileStore) Close() error { return s.f.Close() }
+
+// memStore keeps data in memory in 64 KiB chunks allocated on first write.
+type memStore struct {
+	mu     sync.RWMutex
+	chunks [][]byte
+	size   int64
+}
+
+const memChunk = 64 << 10
+
+func newMemStore(size int64) *memStore {
+	return &memStore{chunks: make([][]byte, (size+memChunk-1)/memChunk), size: size}
+}
+
+func (s *memStore) ReadAt(p []byte, off int64) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for len(p) > 0 {
+		c, o := off/memChunk, off%memChunk
+		n := min(int64(len(p)), memChunk-o)
+		if ch := s.chunks[c]; ch != nil {
+			copy(p[:n], ch[o:])
+		} else {
+			clear(p[:n])
+		}
+		p, off = p[n:], off+n
+	}
+	return nil
+}
+
+func (s *memStore) WriteAt(p []byte, off int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(p) > 0 {
+		c, o := off/memChunk, off%memChunk
+		n := min(int64(len(p)), memChunk-o)
+		if s.chunks[c] == nil {
+			s.chunks[c] = make([]byte, memChunk)
+		}
+		copy(s.chunks[c][o:], p[:n])
+		p, off = p[n:], off+n
+	}
+	return nil
+}
+
+func (s *memStore) Deallocate(off, n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n > 0 {
+		c, o := off/memChunk, off%memChunk
+		k := min(n, memChunk-o)
+		if o == 0 && k == memChunk {
+			s.chunks[c] = nil
+		} else if ch := s.chunks[c]; ch != nil {
+			clear(ch[o : o+k])
+		}
+		off, n = off+k, n-k
+	}
+	return nil
+}
+
+func (s *memStore) Sync() error { return nil }
+
+func (s *memStore) Extents(f func(off, n int64)) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for i, ch := range s.chunks {
+		if ch != nil {
+			f(int64(i)*memChunk, min(memChunk, s.size-int64(i)*memChunk))
+		}
+	}
+	return nil
+}
+
+func (s *memStore) Close() error {
+	s.mu.Lock()
+	s.chunks = nil
+	s.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,446 @@
+// Package engine is rbctl's raw-block KV-cache engine: an on-disk compatible Go
+// reimplementation of LMCache's raw-block backend (RawBlockCore), with a compact index,
+// O(1) slot allocation, a checkpoint that never holds the index lock for a full
+// serialisation and is never silently skipped, payload checksums, placement hooks for NVMe
+// FDP, and an asynchronous task API. The on-disk format is documented in docs/format.md.
+//
+// This file is the exported surface other packages code against; keep it stable (additive
+// changes only).
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"github.com/rbctl/rbctl/internal/blockdev"
+)
+
+// Namespace selects how keys map to the 64-bit slot identity stored in slot headers.
+type Namespace string
+
+const (
+	// NamespaceObject: identity = BLAKE2b-64 (little-endian) of the encoded key (LMCache MP mode).
+	NamespaceObject Namespace = "object"
+	// NamespaceLegacy: identity = chunk hash masked to 64 bits (LMCache's non-MP plugin).
+	NamespaceLegacy Namespace = "legacy"
+)
+
+// CheckpointFormat selects the encoding of the metadata container payload.
+type CheckpointFormat string
+
+const (
+	// CheckpointLMCacheV1 is LMCache's v1 JSON state, byte for byte what LMCache writes.
+	CheckpointLMCacheV1 CheckpointFormat = "lmcache-v1"
+	// CheckpointCompact is rbctl's compact binary checkpoint (docs/format.md). Readers of
+	// both formats are always available; this only chooses what is written.
+	CheckpointCompact CheckpointFormat = "compact"
+)
+
+// WriteInfo describes one write for a Placer.
+type WriteInfo struct {
+	Key      Key
+	Size     int  // payload bytes
+	Metadata bool // true for checkpoint writes (Config.MetadataHandle is used for those)
+}
+
+// Placer chooses the placement handle of a slot write. Package placement provides policies;
+// the engine only sees this interface. A nil Placer means blockdev.NoPlacement for every write.
+type Placer interface {
+	Place(WriteInfo) blockdev.Placement
+}
+
+// AccessEvent says what happened to a key, for hotness-learning policies.
+type AccessEvent uint8
+
+const (
+	AccessLookupHit AccessEvent = iota + 1 // ExistsMany / MetadataPrefix hit
+	AccessLoad                             // LoadManyInto returned the payload
+	AccessStore                            // PutMany stored the key
+	AccessDelete                           // DeleteMany removed the key
+)
+
+func (a AccessEvent) String() string {
+	switch a {
+	case AccessLookupHit:
+		return "lookup-hit"
+	case AccessLoad:
+		return "load"
+	case AccessStore:
+		return "store"
+	case AccessDelete:
+		return "delete"
+	}
+	return "unknown"
+}
+
+// AccessObserver is optionally implemented by a Placer (or set as Config.Observer); it is
+// called without the index lock held, on the calling goroutine.
+type AccessObserver interface {
+	Observe(k Key, ev AccessEvent)
+}
+
+// Config is the engine configuration. Field names follow LMCache's raw_block keys; see
+// DefaultConfig for LMCache's defaults (MP adapter).
+type Config struct {
+	DevicePath string // recorded in the v1 checkpoint ("device_path"); checked on load when both are set
+
+	BlockAlign     int    // block_align, power of two (default 4096)
+	HeaderBytes    int    // header_bytes, multiple of BlockAlign, >= 24 (default 4096)
+	SlotBytes      int64  // slot_bytes, multiple of BlockAlign, >= HeaderBytes+1
+	MetaTotalBytes int64  // meta_total_bytes, multiple of BlockAlign (default 256 MiB)
+	CapacityBytes  int64  // capacity_bytes, 0 = whole device
+	MetaMagic      string // meta_magic, 8 bytes (default "LMCIDX01")
+	MetaVersion    uint32 // meta_version (default 1)
+
+	// Checkpoint cadence. The periodic thread wakes every CheckpointInterval (LMCache's
+	// max(1s, meta_checkpoint_interval_sec)) and writes when dirty and idle for IdleQuiet.
+	// Beyond LMCache (C5), it also writes when dirty and ForceAfterOps dirty operations or
+	// ForceAfter time have accumulated since the last checkpoint, idle or not: the crash
+	// window is bounded by min(ForceAfterOps ops, ForceAfter + CheckpointInterval).
+	Periodic           bool          // meta_enable_periodic (default true)
+	CheckpointInterval time.Duration // default 60 s
+	IdleQuiet          time.Duration // default 100 ms
+	ForceAfterOps      int64         // default 65536; 0 disables
+	ForceAfter         time.Duration // default 5 min; 0 disables
+	FinalCheckpoint    bool          // Close writes a final forced checkpoint (default true)
+
+	VerifyOnLoad    bool // meta_verify_on_load: read every slot header at Open (default true)
+	RecoveryReaders int  // parallel header readers at Open (default 8)
+	LoadCheckpoint  bool // load_checkpoint_on_init (default true); false starts empty
+
+	Namespace        Namespace        // default object
+	CheckpointFormat CheckpointFormat // default compact
+	// PayloadChecksum stores a CRC-32C of the payload in slot-header bytes 24..32 (with a
+	// marker), verified on load and at recovery with VerifyOnLoad. LMCache v1 readers only
+	// check magic, identity and length, so they still accept such slots. Default true.
+	PayloadChecksum bool
+	// VerifyPayloadOnRecover additionally reads every payload at Open and checks its CRC
+	// (slow; rbctl recover --verify). Default false.
+	VerifyPayloadOnRecover bool
+
+	StoreWorkers  int // async store pool (default 2)
+	LookupWorkers int // async lookup pool (default 1)
+	LoadWorkers   int // async load pool (default 4)
+	QueueDepth    int // max ops per device Submit batch from one call (default 256)
+
+	// ReadOnly opens without ever writing to the device: no checkpoints, puts and deletes
+	// fail with ErrReadOnly. Used by inspect and recover --dry-run.
+	ReadOnly bool
+
+	// Placement hooks.
+	Placer             Placer             // nil: NoPlacement for data writes
+	Observer           AccessObserver     // nil: Placer is used if it implements AccessObserver
+	MetadataHandle     blockdev.Placement // handle for checkpoint writes (default NoPlacement)
+	SlotAffinity       bool               // reuse a free slot last written with the same handle (LMCache pid_affinity)
+	DeallocateOnDelete bool               // batch freed slots into Device.Deallocate (H6)
+	DeallocateBatch    int                // slots per Deallocate call (default 64)
+	// SlotGroupBytes groups consecutive slots (rounded down to whole slots, >= 1 slot) into
+	// reclaim-unit-sized groups; a group is owned by one handle at a time and each handle
+	// allocates from its own groups. When a handle has no free slot in its groups and no
+	// unowned group is left, it falls back to a free slot of another handle's group (counted
+	// in Stats.GroupFallbacks). 0 disables grouping (LMCache behaviour: global LIFO).
+	SlotGroupBytes int64
+
+	// Progress, when set, is called during recovery with entries verified so far and total.
+	Progress func(done, total int)
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Key is an encoded cache key and its 64-bit slot identity.
+type Key struct {
+	enc string
+	id  uint64
+	ns  Namespace
+}
+
+// PutResult is PutMany's outcome: Results[i] for keys[i] (true also for an already-indexed
+// key), Stored the indexes of keys actually written by this call.
+type PutResult struct {
+	Results []bool
+	Stored  []int
+}
+
+// EntryMeta is what the index holds for a key.
+type EntryMeta struct {
+	Offset          int64              // slot offset on the device
+	Size            int                // payload bytes
+	Slot            uint32             // slot number
+	Handle          blockdev.Placement // placement handle the slot was written with
+	Checksum        uint32             // CRC-32C of the payload (0 when unknown)
+	HasChecksum     bool
+	Locks           uint32 // lock reference count
+	Shape           []int  // optional tensor metadata carried in the v1 checkpoint
+	Dtype           string
+	Fmt             string
+	CachedPositions []int
+}
+
+// ObjMeta is optional tensor metadata stored with a key (v1 checkpoint fields).
+type ObjMeta struct {
+	Shape           []int
+	Dtype           string
+	Fmt             string
+	CachedPositions []int
+}
+
+// Usage reports slot occupancy.
+type Usage struct {
+	SlotsTotal    int64
+	SlotsUsed     int64 // indexed entries
+	SlotsInflight int64
+	SlotsFree     int64 // on free lists, including SlotsPending
+	SlotsPending  int64 // freed, waiting for a batched Deallocate before reuse
+	NextSlot      int64 // slots never used yet: [NextSlot, SlotsTotal)
+	Fraction      float64
+	BytesBySalt   map[string]int64 // slot_bytes per entry, by cache_salt ("" = none)
+	SlotsByHandle map[blockdev.Placement]int64
+}
+
+// Stats are cumulative counters since Open/Format.
+type Stats struct {
+	Puts, PutBytes, PutSkipped, PutFailed int64
+	Loads, LoadBytes, LoadMisses          int64
+	ChecksumErrors                        int64
+	Deletes, DeletesRefused               int64
+	Lookups, LookupHits                   int64
+
+	Checkpoints        int64 // written successfully
+	CheckpointsForced  int64 // written because of ForceAfterOps/ForceAfter, not idleness
+	CheckpointErrors   int64 // failures, including a checkpoint too large for its container
+	CheckpointBytes    int64 // payload bytes of the last checkpoint
+	CheckpointEntries  int64 // entries in the last checkpoint
+	CheckpointSeq      uint64
+	MaxLockHold        time.Duration // longest index-lock hold taken by a checkpoint snapshot
+	LastCheckpointTime time.Duration // duration of the last checkpoint (snapshot+encode+write+flush)
+	DirtyOps           int64         // mutations not yet in a checkpoint
+
+	AffinityHits, AffinityFallbacks int64
+	GroupFallbacks                  int64
+	DeallocatedSlots                int64
+	DeallocateErrors                int64
+	LastCheckpointError             string // "" when the last checkpoint attempt succeeded
+
+	Recovery RecoveryReport
+}
+
+// RecoveryReport says what Open found.
+type RecoveryReport struct {
+	Container  int    // container index used (-1: none valid, started empty)
+	Seq        uint64 // its sequence number
+	Format     CheckpointFormat
+	Loaded     int // entries in the checkpoint
+	Kept       int
+	Dropped    []DroppedEntry
+	Verified   bool
+	Duration   time.Duration
+	FreeSlots  int64
+	NextSlot   int64
+	Containers [2]ContainerInfo
+}
+
+// DroppedEntry is an entry recovery refused, with the reason.
+type DroppedEntry struct {
+	Key    string
+	Slot   int64
+	Reason string
+}
+
+// Layout is the geometry derived from a Config and a device size.
+type Layout struct {
+	DeviceSize      int64
+	Capacity        int64 // effective capacity
+	BlockAlign      int
+	HeaderBytes     int
+	SlotBytes       int64
+	MetaTotalBytes  int64
+	ContainerBytes  int64 // C
+	ContainerOffset [2]int64
+	PayloadCap      int64 // C - block_align
+	DataBase        int64 // = MetaTotalBytes
+	MaxSlots        int64
+}
+
+// ContainerInfo describes one metadata container as found on the device.
+type ContainerInfo struct {
+	Index       int
+	Offset      int64
+	Magic       string
+	Version     uint32
+	Seq         uint64
+	PayloadLen  uint64
+	CRC         uint32
+	ComputedCRC uint32
+	Valid       bool
+	Problem     string // why it is not valid ("" when valid, "empty" when never written)
+	Format      CheckpointFormat
+}
+
+// TaskID identifies an async task.
+type TaskID uint64
+
+// TaskKind is the kind of an async task.
+type TaskKind uint8
+
+const (
+	TaskStore  TaskKind = iota + 1 // PutMany
+	TaskLookup                     // ExistsMany with lock=true
+	TaskLoad                       // LoadManyInto
+)
+
+// TaskResult is a completed async task.
+type TaskResult struct {
+	ID      TaskID
+	Kind    TaskKind
+	Results []bool // per key (store: PutResult.Results, lookup: hit bitmap, load: loaded)
+	Stored  []int  // store only
+	Err     error
+}
+
+// Sentinel errors; match with errors.Is.
+var (
+	ErrConfig           = errors.New("invalid engine config")
+	ErrLayoutMismatch   = errors.New("checkpoint layout does not match the config")
+	ErrBadMagic         = errors.New("bad magic")
+	ErrBadVersion       = errors.New("unsupported version")
+	ErrChecksum         = errors.New("checksum mismatch")
+	ErrTruncated        = errors.New("truncated record")
+	ErrCorrupt          = errors.New("corrupt metadata")
+	ErrNoCheckpoint     = errors.New("no valid checkpoint")
+	ErrCheckpointTooBig = errors.New("checkpoint does not fit its metadata container")
+	ErrClosed           = errors.New("engine closed")
+	ErrReadOnly         = errors.New("engine opened read-only")
+	ErrKeyFormat        = errors.New("key cannot be parsed")
+	ErrDeviceTooSmall   = errors.New("device too small for the layout")
+)
+
+// DefaultConfig returns LMCache's MP-adapter defaults plus rbctl's additions. SlotBytes is
+// required by LMCache; the default here is 1 MiB (a 4 KiB header plus 1020 KiB of payload).
+func DefaultConfig() Config { return defaultConfig() }
+
+// Validate checks the config; each error names the field and the fix.
+func (c Config) Validate() error { return c.validate() }
+
+// ComputeLayout derives the on-disk geometry for a device of devSize bytes.
+func ComputeLayout(c Config, devSize int64) (Layout, error) { return computeLayout(c, devSize) }
+
+// Format writes a fresh, empty cache (both containers: an empty checkpoint with seq 1 in
+// container 0, container 1 zeroed) and returns an open engine.
+func Format(dev blockdev.Device, cfg Config) (*Engine, error) { return format(dev, cfg) }
+
+// Open recovers the cache on dev: picks the valid container with the highest seq, rejects a
+// layout mismatch, rebuilds free slots, verifies slot headers in parallel when
+// cfg.VerifyOnLoad, and starts the checkpoint thread and worker pools.
+func Open(dev blockdev.Device, cfg Config) (*Engine, error) { return open(dev, cfg) }
+
+// ReadLayout computes the layout of dev under cfg without touching the device's contents.
+func ReadLayout(dev blockdev.Device, cfg Config) (Layout, error) {
+	return computeLayout(cfg, dev.Info().Size)
+}
+
+// ReadContainers reads both metadata container headers and checks their CRCs (read-only).
+func ReadContainers(dev blockdev.Device, cfg Config) ([2]ContainerInfo, error) {
+	return readContainers(dev, cfg)
+}
+
+// DetectConfig infers block_align, meta_total_bytes, header_bytes, slot_bytes, magic,
+// version, namespace and checkpoint format from a formatted device (read-only). Fields it
+// cannot infer keep DefaultConfig values; the error says when no container was found.
+func DetectConfig(dev blockdev.Device) (Config, error) { return detectConfig(dev) }
+
+// PutMany stores payloads under keys (LMCache put_many semantics): an already indexed key
+// is true and not rewritten; an in-flight key is false; no free slot is false; a payload
+// larger than slot_bytes-header_bytes is false. Device errors fail only the keys involved.
+func (e *Engine) PutMany(keys []Key, payloads [][]byte) (PutResult, error) {
+	return e.putMany(keys, payloads, nil)
+}
+
+// PutManyMeta is PutMany with per-key tensor metadata (metas may be nil or hold nils).
+func (e *Engine) PutManyMeta(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutResult, error) {
+	return e.putMany(keys, payloads, metas)
+}
+
+// LoadManyInto reads each key's payload into bufs[i] (len(bufs[i]) must be >= the size; the
+// first Size bytes are written). With PayloadChecksum the CRC is checked and a mismatch is a
+// false result (and Stats.ChecksumErrors). The returned error is the first device error.
+func (e *Engine) LoadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
+	return e.loadManyInto(keys, bufs)
+}
+
+// ExistsMany returns the hit bitmap; with lock each hit's lock count is incremented.
+func (e *Engine) ExistsMany(keys []Key, lock bool) []bool { return e.existsMany(keys, lock) }
+
+// MetadataPrefix returns the metadata of the leading hits (stops at the first miss),
+// locking each when lock is set.
+func (e *Engine) MetadataPrefix(keys []Key, lock bool) []EntryMeta {
+	return e.metadataPrefix(keys, lock)
+}
+
+// UnlockMany decrements lock counts (floor 0); missing keys are ignored.
+func (e *Engine) UnlockMany(keys []Key) { e.unlockMany(keys) }
+
+// DeleteMany removes keys: a locked entry is kept (false) unless force; an in-flight key is
+// cancelled (true) and its slot returns to the free list when its write ends; a missing key
+// is false; otherwise the slot is freed (true).
+func (e *Engine) DeleteMany(keys []Key, force bool) []bool { return e.deleteMany(keys, force) }
+
+// Lookup returns one key's metadata.
+func (e *Engine) Lookup(k Key) (EntryMeta, bool) { return e.lookup(k) }
+
+// Usage reports slot occupancy.
+func (e *Engine) Usage() Usage { return e.usage() }
+
+// Stats returns the counters.
+func (e *Engine) Stats() Stats { return e.stats() }
+
+// Layout returns the engine's geometry.
+func (e *Engine) Layout() Layout { return e.layout }
+
+// Config returns the effective config.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Device returns the device the engine writes through.
+func (e *Engine) Device() blockdev.Device { return e.dev }
+
+// CheckpointNow writes a checkpoint now if anything changed since the last one (LMCache:
+// force bypasses idleness, not dirtiness). An error is returned and counted, never skipped.
+func (e *Engine) CheckpointNow() error { return e.checkpoint(true, false) }
+
+// Entries calls fn for each indexed entry (snapshot; order unspecified) until fn returns false.
+func (e *Engine) Entries(fn func(Key, EntryMeta) bool) { e.entries(fn) }
+
+// Close stops workers and the checkpoint thread, writes a final checkpoint when
+// Config.FinalCheckpoint, and closes the device.
+func (e *Engine) Close() error { return e.close(true) }
+
+// CloseNoCheckpoint closes like a crash after the last checkpoint: no final checkpoint.
+// The device is closed.
+func (e *Engine) CloseNoCheckpoint() error { return e.close(false) }
+
+// SubmitStore queues PutMany(keys, payloads) on the store pool; never blocks. Payload
+// slices must stay untouched until the result is popped.
+func (e *Engine) SubmitStore(keys []Key, payloads [][]byte) TaskID {
+	return e.submit(TaskStore, keys, payloads)
+}
+
+// SubmitLookup queues ExistsMany(keys, lock=true) on the lookup pool; never blocks.
+func (e *Engine) SubmitLookup(keys []Key) TaskID { return e.submit(TaskLookup, keys, nil) }
+
+// SubmitLoad queues LoadManyInto(keys, bufs) on the load pool; never blocks.
+func (e *Engine) SubmitLoad(keys []Key, bufs [][]byte) TaskID {
+	return e.submit(TaskLoad, keys, bufs)
+}
+
+// PopCompleted returns up to max completed results (max <= 0: all) in completion order.
+func (e *Engine) PopCompleted(max int) []TaskResult { return e.popCompleted(max) }
+
+// Notify returns a channel that receives (coalesced) after tasks complete.
+func (e *Engine) Notify() <-chan struct{} { return e.notify }
+
+// EventFD returns an eventfd written (counter += completions) after tasks complete, for
+// callers that poll file descriptors. It is created on first use and closed by Close.
+func (e *Engine) EventFD() (int, error) { return e.eventFD() }
+
+// WaitTask blocks until the task with id completed and returns its result (removing it
+// from the completed queue), or ErrClosed.
+func (e *Engine) WaitTask(id TaskID) (TaskResult, error) { return e.waitTask(id) }

@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/blake2b"
+)
+
+// ObjectKey builds an object-namespace key exactly as LMCache's key_codec does:
+// quote(model, safe="") + "@" + f"{kv_rank:#010x}" + "@" + chunk_hash.hex() [+ "@" + salt].
+// Its identity is BLAKE2b (8-byte digest) of the UTF-8 string, read little-endian.
+func ObjectKey(model string, kvRank uint32, chunkHash []byte, cacheSalt string) Key {
+	var b strings.Builder
+	b.Grow(len(model)*3 + 12 + 2*len(chunkHash) + 1 + len(cacheSalt))
+	b.WriteString(pyQuote(model))
+	b.WriteByte('@')
+	b.WriteString(fmtRank(kvRank))
+	b.WriteByte('@')
+	b.WriteString(hex.EncodeToString(chunkHash))
+	if cacheSalt != "" {
+		b.WriteByte('@')
+		b.WriteString(cacheSalt)
+	}
+	s := b.String()
+	return Key{enc: s, id: objectIdentity(s), ns: NamespaceObject}
+}
+
+// LegacyKey is a legacy-namespace key: encoded is CacheEngineKey.to_string(), and the
+// identity is the chunk hash masked to 64 bits.
+func LegacyKey(encoded string, chunkHash uint64) Key {
+	return Key{enc: encoded, id: chunkHash, ns: NamespaceLegacy}
+}
+
+// RawKey is an object-namespace key from an already encoded string of any shape.
+func RawKey(encoded string) Key {
+	return Key{enc: encoded, id: objectIdentity(encoded), ns: NamespaceObject}
+}
+
+// ParseKey rebuilds a Key from its encoded string. Object keys of any shape are accepted
+// (the identity hashes the whole string). Legacy keys need the chunk hash: the last '@'
+// field is parsed as hex (LMCache's "fmt@model@world@worker@hash" family); a key whose
+// hash cannot be read returns ErrKeyFormat together with a key of identity 0.
+func ParseKey(encoded string, ns Namespace) (Key, error) {
+	switch ns {
+	case NamespaceObject, "":
+		return RawKey(encoded), nil
+	case NamespaceLegacy:
+		i := strings.LastIndexByte(encoded, '@')
+		field := encoded[i+1:]
+		field = strings.TrimPrefix(field, "0x")
+		if v, err := strconv.ParseUint(field, 16, 64); err == nil && field != "" {
+			return LegacyKey(encoded, v), nil
+		}
+		if v, err := strconv.ParseInt(encoded[i+1:], 10, 64); err == nil {
+			return LegacyKey(encoded, uint64(v)), nil
+		}
+		return Key{enc: encoded, ns: NamespaceLegacy}, fmt.Errorf("%w: legacy key %q has no hex chunk hash in its last '@' field", ErrKeyFormat, encoded)
+	}
+	return Key{}, fmt.Errorf("%w: unknown namespace %q (use object or legacy)", ErrKeyFormat, ns)
+}
+
+// String returns the encoded key.
+func (k Key) String() string { return k.enc }
+
+// Identity returns the 64-bit slot identity.
+func (k Key) Identity() uint64 { return k.id }
+
+// Namespace returns the key's namespace.
+func (k Key) Namespace() Namespace { return k.ns }
+
+// IsZero reports whether k is the zero Key.
+func (k Key) IsZero() bool { return k.enc == "" && k.id == 0 }
+
+// ObjectParts is an object key split into its fields.
+type ObjectParts struct {
+	Model     string // unquoted
+	KVRank    uint32
+	ChunkHash []byte
+	CacheSalt string
+}
+
+// Parts parses an object key of LMCache's shape (3 or 4 '@' fields, rank in hex). Keys of
+// other shapes (newer object-group keys, "-SEP-" forks) return false: they stay opaque.
+func (k Key) Parts() (ObjectParts, bool) {
+	f := strings.Split(k.enc, "@")
+	if len(f) != 3 && len(f) != 4 {
+		return ObjectParts{}, false
+	}
+	model, err := pyUnquote(f[0])
+	if err != nil {
+		return ObjectParts{}, false
+	}
+	r := f[1]
+	if !strings.HasPrefix(r, "0x") || len(r) < 3 {
+		return ObjectParts{}, false
+	}
+	rank, err := strconv.ParseUint(r[2:], 16, 32)
+	if err != nil {
+		return ObjectParts{}, false
+	}
+	h, err := hex.DecodeString(f[2])
+	if err != nil {
+		return ObjectParts{}, false
+	}
+	p := ObjectParts{Model: model, KVRank: uint32(rank), ChunkHash: h}
+	if len(f) == 4 {
+		p.CacheSalt = f[3]
+	}
+	return p, true
+}
+
+// Model returns the unquoted model name when the key parses.
+func (k Key) Model() (string, bool) { p, ok := k.Parts(); return p.Model, ok }
+
+// KVRank returns the kv rank when the key parses.
+func (k Key) KVRank() (uint32, bool) { p, ok := k.Parts(); return p.KVRank, ok }
+
+// CacheSalt returns the cache salt ("" when none or unparseable).
+func (k Key) CacheSalt() string {
+	if k.ns == NamespaceLegacy {
+		return ""
+	}
+	// Fast path: the salt is the 4th field.
+	n := strings.Count(k.enc, "@")
+	if n != 3 {
+		return ""
+	}
+	return k.enc[strings.LastIndexByte(k.enc, '@')+1:]
+}
+
+func objectIdentity(s string) uint64 {
+	h, _ := blake2b.New(8, nil)
+	h.Write([]byte(s))
+	var d [8]byte
+	h.Sum(d[:0])
+	return binary.LittleEndian.Uint64(d[:])
+}
+
+func fmtRank(r uint32) string {
+	// Python f"{r:#010x}": "0x" + at least 8 hex digits.
+	s := strconv.FormatUint(uint64(r), 16)
+	if len(s) < 8 {
+		s = strings.Repeat("0", 8-len(s)) + s
+	}
+	return "0x" + s
+}
+
+// pyQuote is urllib.parse.quote(s, safe=""): UTF-8 bytes, unreserved characters
+// (A-Z a-z 0-9 _ . - ~) kept, everything else %XX in upper case.
+func pyQuote(s string) string {
+	safe := true
+	for i := 0; i < len(s); i++ {
+		if !unreserved(s[i]) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	const hexd = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(s) * 3)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if unreserved(c) {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('%')
+			b.WriteByte(hexd[c>>4])
+			b.WriteByte(hexd[c&15])
+		}
+	}
+	return b.String()
+}
+
+func unreserved(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == '~'
+}
+
+func pyUnquote(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s)+0 && i+2 <= len(s)-1 {
+			v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+			if err != nil {
+				return "", fmt.Errorf("%w: bad escape in %q", ErrKeyFormat, s)
+			}
+			b = append(b, byte(v))
+			i += 2
+			continue
+		}
+		if s[i] == '%' {
+			return "", fmt.Errorf("%w: bad escape in %q", ErrKeyFormat, s)
+		}
+		b = append(b, s[i])
+	}
+	return string(b), nil
+}

@@ -1,0 +1,544 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rbctl/rbctl/internal/blockdev"
+)
+
+// scanContainers reads both container headers and, for those whose header is sound, the
+// payload, checking its CRC. It never writes.
+func scanContainers(dev blockdev.Device, cfg Config, lay Layout) ([2]ContainerInfo, [2][]byte) {
+	var infos [2]ContainerInfo
+	var payloads [2][]byte
+	ba := int64(cfg.BlockAlign)
+	for i := 0; i < 2; i++ {
+		ci := &infos[i]
+		ci.Index, ci.Offset = i, lay.ContainerOffset[i]
+		hb, err := blockdev.Alloc(int(ba))
+		if err != nil {
+			ci.Problem = err.Error()
+			continue
+		}
+		err = blockdev.ReadAt(dev, hb, ci.Offset)
+		if err != nil {
+			blockdev.Free(hb)
+			ci.Problem = "read error: " + err.Error()
+			continue
+		}
+		h, err := decodeContainerHeader(hb, cfg.MetaMagic, cfg.MetaVersion, lay.PayloadCap)
+		blockdev.Free(hb)
+		ci.Magic, ci.Version, ci.Seq, ci.PayloadLen, ci.CRC = printable(h.Magic[:]), h.Version, h.Seq, h.Len, h.CRC
+		if err != nil {
+			if errors.Is(err, ErrNoCheckpoint) {
+				ci.Problem = "empty"
+			} else {
+				ci.Problem = err.Error()
+			}
+			continue
+		}
+		pb, err := blockdev.Alloc(int(roundUp(int64(h.Len), ba)))
+		if err != nil {
+			ci.Problem = err.Error()
+			continue
+		}
+		if err := blockdev.ReadAt(dev, pb, ci.Offset+ba); err != nil {
+			blockdev.Free(pb)
+			ci.Problem = "payload read error: " + err.Error()
+			continue
+		}
+		p := append([]byte(nil), pb[:h.Len]...)
+		blockdev.Free(pb)
+		ci.ComputedCRC = crc32.ChecksumIEEE(p)
+		if ci.ComputedCRC != h.CRC {
+			ci.Problem = fmt.Sprintf("%v: header CRC %08x, payload CRC %08x", ErrChecksum, h.CRC, ci.ComputedCRC)
+			continue
+		}
+		switch {
+		case len(p) >= 8 && string(p[:8]) == compactMagic:
+			ci.Format = CheckpointCompact
+		case len(p) > 0 && p[0] == '{':
+			ci.Format = CheckpointLMCacheV1
+		}
+		ci.Valid = true
+		payloads[i] = p
+	}
+	return infos, payloads
+}
+
+func readContainers(dev blockdev.Device, cfg Config) ([2]ContainerInfo, error) {
+	lay, err := computeLayout(cfg, dev.Info().Size)
+	if err != nil {
+		return [2]ContainerInfo{}, err
+	}
+	infos, _ := scanContainers(dev, cfg, lay)
+	return infos, nil
+}
+
+// checkLayout rejects a checkpoint whose layout differs from cfg (LMCache's
+// _apply_loaded_state checks, plus namespace for compact checkpoints).
+func (e *Engine) checkLayout(st *ckptState) error {
+	c := e.cfg
+	mis := func(field string, got, want any) error {
+		return fmt.Errorf("%w: %s is %v on the device but %v in the config; open with --%s %v (or reformat)", ErrLayoutMismatch, field, got, want, flagName(field), got)
+	}
+	if st.version != 1 {
+		return fmt.Errorf("%w: checkpoint state version %d", ErrBadVersion, st.version)
+	}
+	if st.hasDevPath && c.DevicePath != "" && st.devicePath != c.DevicePath {
+		return fmt.Errorf("%w: device_path is %q in the checkpoint but %q was opened; open the same path (or leave DevicePath empty)", ErrLayoutMismatch, st.devicePath, c.DevicePath)
+	}
+	switch {
+	case st.blockAlign != int64(c.BlockAlign):
+		return mis("block_align", st.blockAlign, c.BlockAlign)
+	case st.headerBytes != int64(c.HeaderBytes):
+		return mis("header_bytes", st.headerBytes, c.HeaderBytes)
+	case st.slotBytes != c.SlotBytes:
+		return mis("slot_bytes", st.slotBytes, c.SlotBytes)
+	case st.metaTotal != c.MetaTotalBytes:
+		return mis("meta_total_bytes", st.metaTotal, c.MetaTotalBytes)
+	case st.metaMagic != c.MetaMagic:
+		return mis("meta_magic", st.metaMagic, c.MetaMagic)
+	case st.metaVersion != int64(c.MetaVersion):
+		return mis("meta_version", st.metaVersion, c.MetaVersion)
+	}
+	if st.hasNS && st.legacyNS != (c.Namespace == NamespaceLegacy) {
+		ns := NamespaceObject
+		if st.legacyNS {
+			ns = NamespaceLegacy
+		}
+		return mis("namespace", ns, c.Namespace)
+	}
+	if st.nextSlot < 0 || st.nextSlot > e.layout.MaxSlots {
+		return fmt.Errorf("%w: next_slot %d outside [0, %d] (max_slots); the checkpoint belongs to a larger device or --capacity", ErrLayoutMismatch, st.nextSlot, e.layout.MaxSlots)
+	}
+	return nil
+}
+
+func flagName(field string) string {
+	switch field {
+	case "block_align":
+		return "block-align"
+	case "header_bytes":
+		return "header-bytes"
+	case "slot_bytes":
+		return "slot-bytes"
+	case "meta_total_bytes":
+		return "meta-bytes"
+	case "meta_magic":
+		return "meta-magic"
+	case "meta_version":
+		return "meta-version"
+	}
+	return field
+}
+
+func open(dev blockdev.Device, cfg Config) (*Engine, error) {
+	e, err := newEngine(dev, cfg)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	infos, payloads := scanContainers(dev, cfg, e.layout)
+	e.recovery.Containers = infos
+	var maxSeq uint64
+	order := []int{}
+	for i := 0; i < 2; i++ {
+		if infos[i].Valid {
+			maxSeq = max(maxSeq, infos[i].Seq)
+			order = append(order, i)
+		}
+	}
+	if len(order) == 2 && infos[order[1]].Seq > infos[order[0]].Seq {
+		order[0], order[1] = order[1], order[0]
+	}
+	e.seq = maxSeq
+	if !cfg.LoadCheckpoint {
+		if !cfg.ReadOnly {
+			e.dirty = 1
+		}
+		e.start()
+		return e, nil
+	}
+	if len(order) == 0 {
+		if dc, derr := detectConfig(dev); derr == nil {
+			if err := layoutDiff(dc, cfg); err != nil {
+				return nil, err
+			}
+		}
+		return nil, fmt.Errorf("%w on the device: container 0: %s; container 1: %s. Format it first (rbctl format), or check --meta-bytes/--block-align/--meta-magic", ErrNoCheckpoint, infos[0].Problem, infos[1].Problem)
+	}
+	var st *ckptState
+	var decErr error
+	for _, i := range order {
+		s, err := decodeCheckpoint(payloads[i])
+		if err != nil {
+			e.recovery.Containers[i].Valid = false
+			e.recovery.Containers[i].Problem = err.Error()
+			decErr = errors.Join(decErr, fmt.Errorf("container %d (seq %d): %w", i, infos[i].Seq, err))
+			continue
+		}
+		st = s
+		e.recovery.Container, e.recovery.Seq, e.recovery.Format = i, infos[i].Seq, s.format
+		break
+	}
+	if st == nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoCheckpoint, decErr)
+	}
+	if err := e.checkLayout(st); err != nil {
+		return nil, err
+	}
+	if e.cfg.DevicePath == "" && st.hasDevPath {
+		e.cfg.DevicePath = st.devicePath
+	}
+	e.applyState(st)
+	if cfg.VerifyOnLoad {
+		e.verifyEntries()
+		e.recovery.Verified = true
+	}
+	e.rebuildFree()
+	e.recovery.Kept = int(e.live)
+	e.recovery.FreeSlots = e.alloc.nfree
+	e.recovery.NextSlot = e.nextSlot
+	e.recovery.Duration = time.Since(start)
+	if len(e.recovery.Dropped) > 0 && !cfg.ReadOnly {
+		e.dirty = 1 // persist the repaired index at the next checkpoint
+		e.firstDirt = e.now()
+	}
+	e.start()
+	return e, nil
+}
+
+// applyState inserts the checkpoint's entries, dropping those LMCache would skip and
+// those that would make two entries share a slot or a key.
+func (e *Engine) applyState(st *ckptState) {
+	e.recovery.Loaded = len(st.entries)
+	maxPayload := e.cfg.SlotBytes - int64(e.cfg.HeaderBytes)
+	base := e.layout.DataBase
+	drop := func(ce *ckptEntry, slot int64, why string) {
+		e.recovery.Dropped = append(e.recovery.Dropped, DroppedEntry{Key: ce.key, Slot: slot, Reason: why})
+	}
+	e.nextSlot = st.nextSlot
+	for i := range st.entries {
+		ce := &st.entries[i]
+		slot := int64(-1)
+		if ce.offset >= base && (ce.offset-base)%e.cfg.SlotBytes == 0 {
+			slot = (ce.offset - base) / e.cfg.SlotBytes
+		}
+		switch {
+		case ce.offset < base:
+			drop(ce, -1, fmt.Sprintf("offset %d is below data_base %d", ce.offset, base))
+			continue
+		case slot < 0:
+			drop(ce, -1, fmt.Sprintf("offset %d is not slot-aligned", ce.offset))
+			continue
+		case slot >= e.layout.MaxSlots:
+			drop(ce, slot, fmt.Sprintf("slot %d is beyond max_slots %d", slot, e.layout.MaxSlots))
+			continue
+		case ce.size <= 0 || ce.size > maxPayload:
+			drop(ce, slot, fmt.Sprintf("size %d outside (0, %d]", ce.size, maxPayload))
+			continue
+		case len(ce.key) > 65535:
+			drop(ce, slot, "key longer than 65535 bytes")
+			continue
+		}
+		if e.slots[slot].state != stFree {
+			drop(ce, slot, "slot already owned by an earlier entry")
+			continue
+		}
+		var k Key
+		if ce.hasID {
+			k = Key{enc: ce.key, id: ce.id, ns: e.cfg.Namespace}
+		} else {
+			k, _ = ParseKey(ce.key, e.cfg.Namespace) // an unparseable legacy key keeps identity 0 until verified
+		}
+		if e.find(k) >= 0 {
+			drop(ce, slot, "duplicate key")
+			continue
+		}
+		s := int32(slot)
+		r := &e.slots[s]
+		r.state = stLive
+		r.size = uint32(ce.size)
+		r.handle = ce.handle
+		if !ce.hasID {
+			r.handle = -1
+		}
+		if ce.hasCRC {
+			r.crc = ce.crc
+			r.flags |= flHasCRC
+		}
+		if ce.meta != nil {
+			r.flags |= flHasMeta
+			e.metas[s] = ce.meta
+		}
+		e.stamp++
+		r.stamp = e.stamp
+		e.bind(s, k)
+		e.live++
+		e.bySalt[k.CacheSalt()] += e.cfg.SlotBytes
+		e.byHandle[blockdev.Placement(r.handle)]++
+		if slot >= e.nextSlot {
+			e.nextSlot = slot + 1 // never hand out a live slot again from next_slot
+		}
+	}
+}
+
+// verifyEntries reads every live slot's header (and payload with VerifyPayloadOnRecover)
+// with RecoveryReaders goroutines over contiguous ranges, and drops entries whose header
+// has the wrong magic, identity or length, or a checksum that differs from the checkpoint's.
+func (e *Engine) verifyEntries() {
+	var live []int32
+	for s := int32(0); int64(s) < e.nextSlot; s++ {
+		if e.slots[s].state == stLive {
+			live = append(live, s)
+		}
+	}
+	total := len(live)
+	if total == 0 {
+		return
+	}
+	type verdict struct {
+		slot   int32
+		reason string
+		id     uint64 // adopted identity (unknown legacy keys)
+		crc    uint32
+		hasCRC bool
+	}
+	workers := min(e.cfg.RecoveryReaders, total)
+	results := make([][]verdict, workers)
+	var done atomic.Int64
+	var progMu sync.Mutex
+	report := func() {
+		if e.cfg.Progress != nil {
+			progMu.Lock()
+			e.cfg.Progress(int(done.Load()), total)
+			progMu.Unlock()
+		}
+	}
+	const batch = 32
+	hb := int64(e.cfg.HeaderBytes)
+	hdrRead := e.lbs // the header's first block holds all 32 bytes we need
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := w*total/workers, (w+1)*total/workers
+		wg.Add(1)
+		go func(w int, part []int32) {
+			defer wg.Done()
+			buf, err := blockdev.Alloc(int(hdrRead) * batch)
+			if err != nil {
+				for _, s := range part {
+					results[w] = append(results[w], verdict{slot: s, reason: "cannot allocate read buffer: " + err.Error()})
+				}
+				return
+			}
+			defer blockdev.Free(buf)
+			var pbuf []byte
+			if e.cfg.VerifyPayloadOnRecover {
+				pbuf, _ = blockdev.Alloc(int(e.cfg.SlotBytes))
+				defer blockdev.Free(pbuf)
+			}
+			ops := make([]blockdev.Op, 0, batch)
+			for len(part) > 0 {
+				n := min(batch, len(part))
+				ops = ops[:0]
+				for j := 0; j < n; j++ {
+					ops = append(ops, blockdev.Op{Off: e.slotOff(part[j]), Buf: buf[int64(j)*hdrRead : int64(j+1)*hdrRead], Handle: blockdev.NoPlacement})
+				}
+				_ = e.dev.Submit(ops)
+				for j := 0; j < n; j++ {
+					s := part[j]
+					r := &e.slots[s] // read-only here; no other goroutine writes records during recovery
+					v := verdict{slot: s}
+					if ops[j].Err != nil {
+						v.reason = "slot header read failed: " + ops[j].Err.Error()
+						results[w] = append(results[w], v)
+						continue
+					}
+					h, err := decodeSlotHeader(ops[j].Buf[:min(hb, hdrRead)])
+					switch {
+					case err != nil:
+						v.reason = "stale slot header: " + err.Error()
+					case r.id == 0 && e.cfg.Namespace == NamespaceLegacy:
+						v.id = h.Identity // unparseable legacy key: adopt the header's identity
+					case h.Identity != r.id:
+						v.reason = fmt.Sprintf("stale slot header: identity %016x, key's is %016x", h.Identity, r.id)
+					}
+					if v.reason == "" && h.Len != uint64(r.size) {
+						v.reason = fmt.Sprintf("stale slot header: payload_len %d, checkpoint size %d", h.Len, r.size)
+					}
+					if v.reason == "" && h.HasCRC {
+						if r.flags&flHasCRC != 0 && r.crc != h.CRC {
+							v.reason = fmt.Sprintf("slot rewritten after the checkpoint: header checksum %08x, checkpoint %08x", h.CRC, r.crc)
+						} else {
+							v.crc, v.hasCRC = h.CRC, true
+						}
+					}
+					if v.reason == "" && pbuf != nil && (v.hasCRC || r.flags&flHasCRC != 0) {
+						want := r.crc
+						if v.hasCRC {
+							want = v.crc
+						}
+						rb := pbuf[:roundUp(int64(r.size), e.lbs)]
+						if err := blockdev.ReadAt(e.dev, rb, e.slotOff(s)+hb); err != nil {
+							v.reason = "payload read failed: " + err.Error()
+						} else if payloadCRC(rb[:r.size]) != want {
+							v.reason = "payload checksum mismatch (torn or stale payload)"
+						}
+					}
+					if v.reason != "" || v.id != 0 || v.hasCRC {
+						results[w] = append(results[w], v)
+					}
+				}
+				part = part[n:]
+				if done.Add(int64(n))%4096 < int64(n) {
+					report()
+				}
+			}
+		}(w, live[lo:hi])
+	}
+	wg.Wait()
+	report()
+	for _, rs := range results {
+		for _, v := range rs {
+			s := v.slot
+			r := &e.slots[s]
+			if v.reason != "" {
+				k := e.keyOf(s)
+				e.recovery.Dropped = append(e.recovery.Dropped, DroppedEntry{Key: k.enc, Slot: int64(s), Reason: v.reason})
+				e.bySalt[k.CacheSalt()] -= e.cfg.SlotBytes
+				if e.bySalt[k.CacheSalt()] <= 0 {
+					delete(e.bySalt, k.CacheSalt())
+				}
+				e.byHandle[blockdev.Placement(r.handle)]--
+				if e.byHandle[blockdev.Placement(r.handle)] <= 0 {
+					delete(e.byHandle, blockdev.Placement(r.handle))
+				}
+				e.unbind(s)
+				r.state = stFree
+				e.live--
+				continue
+			}
+			if v.id != 0 {
+				e.tabDelete(s)
+				r.id = v.id
+				e.tabInsert(s)
+			}
+			if v.hasCRC {
+				r.crc = v.crc
+				r.flags |= flHasCRC
+			}
+		}
+	}
+}
+
+// detectConfig infers the layout of a formatted device from its container 0 (or 1).
+func detectConfig(dev blockdev.Device) (Config, error) {
+	cfg := DefaultConfig()
+	size := dev.Info().Size
+	tried := 0
+	for _, ba := range []int64{4096, 512, 1024, 2048, 8192, 16384, 32768, 65536} {
+		if size < 2*ba {
+			continue
+		}
+		if lb := int64(dev.Info().LogicalBlock); dev.Info().Direct && ba%lb != 0 {
+			continue
+		}
+		for _, off := range candidateOffsets(ba, size) {
+			tried++
+			st, ok := tryContainer(dev, ba, off, size)
+			if !ok {
+				continue
+			}
+			cfg.BlockAlign = int(st.blockAlign)
+			cfg.HeaderBytes = int(st.headerBytes)
+			cfg.SlotBytes = st.slotBytes
+			cfg.MetaTotalBytes = st.metaTotal
+			cfg.MetaMagic = st.metaMagic
+			cfg.MetaVersion = uint32(st.metaVersion)
+			cfg.CheckpointFormat = st.format
+			if st.hasNS && st.legacyNS {
+				cfg.Namespace = NamespaceLegacy
+			}
+			if st.capacity > 0 && st.capacity < size {
+				cfg.CapacityBytes = st.capacity
+			}
+			if err := cfg.validate(); err != nil {
+				return cfg, fmt.Errorf("detected layout is invalid: %w", err)
+			}
+			return cfg, nil
+		}
+	}
+	return cfg, fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted (rbctl format)?", ErrNoCheckpoint, tried)
+}
+
+func candidateOffsets(ba, size int64) []int64 {
+	offs := []int64{0}
+	for m := int64(1 << 20); m <= 8<<30 && m < size; m <<= 1 {
+		c := (m / 2 / ba) * ba
+		offs = append(offs, c)
+	}
+	return offs
+}
+
+func tryContainer(dev blockdev.Device, ba, off, size int64) (*ckptState, bool) {
+	hb, err := blockdev.Alloc(int(ba))
+	if err != nil {
+		return nil, false
+	}
+	defer blockdev.Free(hb)
+	if off+ba > size || blockdev.ReadAt(dev, hb, off) != nil {
+		return nil, false
+	}
+	magic := string(hb[:8])
+	if allZero(hb[:8]) {
+		return nil, false
+	}
+	h, err := decodeContainerHeader(hb, magic, uint32(hb[8])|uint32(hb[9])<<8|uint32(hb[10])<<16|uint32(hb[11])<<24, size)
+	if err != nil || off+ba+int64(h.Len) > size {
+		return nil, false
+	}
+	pb, err := blockdev.Alloc(int(roundUp(int64(h.Len), ba)))
+	if err != nil {
+		return nil, false
+	}
+	defer blockdev.Free(pb)
+	if blockdev.ReadAt(dev, pb, off+ba) != nil || crc32.ChecksumIEEE(pb[:h.Len]) != h.CRC {
+		return nil, false
+	}
+	st, err := decodeCheckpoint(pb[:h.Len])
+	if err != nil || st.blockAlign != ba || st.metaMagic != magic {
+		return nil, false
+	}
+	if off != 0 && (st.metaTotal/2/ba)*ba != off {
+		return nil, false
+	}
+	return st, true
+}
+
+// layoutDiff names the first layout field where a detected config differs from cfg.
+func layoutDiff(got, want Config) error {
+	mis := func(field string, g, w any) error {
+		return fmt.Errorf("%w: the device was formatted with %s %v but the config has %v; open with --%s %v (or reformat)", ErrLayoutMismatch, field, g, w, flagName(field), g)
+	}
+	switch {
+	case got.BlockAlign != want.BlockAlign:
+		return mis("block_align", got.BlockAlign, want.BlockAlign)
+	case got.HeaderBytes != want.HeaderBytes:
+		return mis("header_bytes", got.HeaderBytes, want.HeaderBytes)
+	case got.SlotBytes != want.SlotBytes:
+		return mis("slot_bytes", got.SlotBytes, want.SlotBytes)
+	case got.MetaTotalBytes != want.MetaTotalBytes:
+		return mis("meta_total_bytes", got.MetaTotalBytes, want.MetaTotalBytes)
+	case got.MetaMagic != want.MetaMagic:
+		return mis("meta_magic", got.MetaMagic, want.MetaMagic)
+	case got.MetaVersion != want.MetaVersion:
+		return mis("meta_version", got.MetaVersion, want.MetaVersion)
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package blockdev
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// FileOptions configures the posix backend.
+type FileOptions struct {
+	Direct     bool // O_DIRECT: buffers, offsets and lengths aligned to Info.LogicalBlock
+	ReadOnly   bool // O_RDONLY; writes fail
+	Exclusive  bool // O_EXCL on block devices: fail if mounted or claimed by another holder
+	QueueDepth int  // ops of one Submit run concurrently on up to this many goroutines (default 32)
+}
+
+// DefaultFileOptions: O_DIRECT on, read-write, exclusive, queue depth 32.
+func DefaultFileOptions() FileOptions {
+	return FileOptions{Direct: true, Exclusive: true, QueueDepth: 32}
+}
+
+// File is the posix backend: pread/pwrite on a regular pre-sized file, a loop device or any
+// block device.
+type File struct {
+	f      *os.File
+	fd     int
+	info   Info
+	qd     int
+	ro     bool
+	closed atomic.Bool
+	mu     sync.RWMutex // Close waits for in-flight Submits
+}
+
+var _ Device = (*File)(nil)
+
+// ErrEmptyFile: a regular file of size 0 cannot hold a cache.
+var ErrEmptyFile = errors.New("file is empty")
+
+// CreateFile creates (or extends) a regular file of size bytes, sparse where the
+// filesystem allows. It refuses to shrink an existing file.
+func CreateFile(path string, size int64) error {
+	if size <= 0 {
+		return fmt.Errorf("create %s: size %d must be positive", path, size)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("create %s: not a regular file (--create is for files; block devices have their own size)", path)
+	}
+	if st.Size() > size {
+		return fmt.Errorf("create %s: file already has %d bytes, more than %d; remove it first or pass its size", path, st.Size(), size)
+	}
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("create %s: truncate to %d: %w", path, size, err)
+	}
+	return nil
+}
+
+// OpenFile opens a regular file or block device for the posix backend.
+func OpenFile(path string, opt FileOptions) (*File, error) {
+	if opt.QueueDepth <= 0 {
+		opt.QueueDepth = 32
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	isBlock := st.Mode&unix.S_IFMT == unix.S_IFBLK
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFBLK:
+	case unix.S_IFCHR:
+		return nil, fmt.Errorf("open %s: %w: a character device (NVMe generic /dev/ngXnY?) needs the passthrough engine (--io-engine passthru)", path, ErrNotSupported)
+	default:
+		return nil, fmt.Errorf("open %s: not a regular file or block device", path)
+	}
+	flags := unix.O_CLOEXEC | unix.O_RDWR
+	if opt.ReadOnly {
+		flags = unix.O_CLOEXEC | unix.O_RDONLY
+	}
+	if opt.Direct {
+		flags |= unix.O_DIRECT
+	}
+	if isBlock && opt.Exclusive {
+		flags |= unix.O_EXCL
+	}
+	fd, err := unix.Open(path, flags, 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.EBUSY):
+			return nil, fmt.Errorf("open %s: device is busy (mounted, or held by another program); unmount it first: %w", path, err)
+		case errors.Is(err, unix.EINVAL) && opt.Direct:
+			return nil, fmt.Errorf("open %s: the filesystem refuses O_DIRECT (tmpfs?); put the file on another filesystem or pass --direct=false: %w", path, err)
+		}
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	d := &File{f: os.NewFile(uintptr(fd), path), fd: fd, qd: opt.QueueDepth, ro: opt.ReadOnly}
+	d.info = Info{Path: path, Kind: KindFile, Direct: opt.Direct, Deallocate: true, LogicalBlock: 1}
+	if isBlock {
+		d.info.Kind = KindBlock
+		size, err := unix.IoctlGetUint64(fd, unix.BLKGETSIZE64)
+		if err != nil {
+			d.f.Close()
+			return nil, fmt.Errorf("open %s: BLKGETSIZE64: %w", path, err)
+		}
+		lbs, err := unix.IoctlGetInt(fd, unix.BLKSSZGET)
+		if err != nil {
+			d.f.Close()
+			return nil, fmt.Errorf("open %s: BLKSSZGET: %w", path, err)
+		}
+		d.info.Size, d.info.LogicalBlock = int64(size), lbs
+	} else {
+		var sx unix.Statx_t
+		if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_SIZE|unix.STATX_DIOALIGN, &sx); err != nil {
+			d.f.Close()
+			return nil, fmt.Errorf("open %s: statx: %w", path, err)
+		}
+		d.info.Size = int64(sx.Size)
+		if opt.Direct {
+			d.info.LogicalBlock = 4096 // unknown alignment: safe on every filesystem
+			if sx.Mask&unix.STATX_DIOALIGN != 0 && sx.Dio_offset_align > 0 {
+				d.info.LogicalBlock = int(max(sx.Dio_offset_align, sx.Dio_mem_align))
+			}
+		}
+		if d.info.Size == 0 {
+			d.f.Close()
+			return nil, fmt.Errorf("open %s: %w; create it pre-sized (rbctl format --create SIZE, or truncate -s SIZE)", path, ErrEmptyFile)
+		}
+	}
+	return d, nil
+}
+
+// Info implements Device.
+func (d *File) Info() Info { return d.info }
+
+// Submit implements Device: one op runs inline; a batch runs on up to QueueDepth goroutines.
+func (d *File) Submit(ops []Op) error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if len(ops) == 0 {
+		return nil
+	}
+	if d.closed.Load() {
+		for i := range ops {
+			ops[i].Err = fmt.Errorf("%s: closed", d.info.Path)
+		}
+		return ops[0].Err
+	}
+	if len(ops) == 1 {
+		d.do(&ops[0])
+		return ops[0].Err
+	}
+	workers := min(len(ops), d.qd)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ops) {
+					return
+				}
+				d.do(&ops[i])
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range ops {
+		if ops[i].Err != nil {
+			return ops[i].Err
+		}
+	}
+	return nil
+}
+
+// do runs one op, resuming short transfers; a transfer of 0 bytes is ErrUnexpectedEOF.
+func (d *File) do(op *Op) {
+	op.N, op.Err = 0, nil
+	if err := CheckOp(d.info, op); err != nil {
+		op.Err = err
+		return
+	}
+	if op.Write && d.ro {
+		op.Err = fmt.Errorf("%s: write on a read-only device", d.info.Path)
+		return
+	}
+	if d.info.Direct && d.info.LogicalBlock > 1 && len(op.Buf) > 0 &&
+		uintptr(unsafe.Pointer(&op.Buf[0]))%uintptr(d.info.LogicalBlock) != 0 {
+		op.Err = fmt.Errorf("%w: buffer address not aligned to %d (use blockdev.Alloc)", ErrMisaligned, d.info.LogicalBlock)
+		return
+	}
+	for op.N < len(op.Buf) {
+		var n int
+		var err error
+		off := op.Off + int64(op.N)
+		if op.Write {
+			n, err = unix.Pwrite(d.fd, op.Buf[op.N:], off)
+		} else {
+			n, err = unix.Pread(d.fd, op.Buf[op.N:], off)
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			op.Err = fmt.Errorf("%s: %s at %d: %w", d.info.Path, map[bool]string{true: "pwrite", false: "pread"}[op.Write], off, err)
+			return
+		}
+		if n == 0 {
+			op.Err = fmt.Errorf("%w at offset %d of %s", ErrUnexpectedEOF, off, d.info.Path)
+			return
+		}
+		op.N += n
+	}
+}
+
+// Deallocate implements Device: BLKDISCARD on block devices, a punched hole in files.
+func (d *File) Deallocate(ranges []Range) error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.ro {
+		return fmt.Errorf("%s: deallocate on a read-only device", d.info.Path)
+	}
+	for _, r := range ranges {
+		if r.Off < 0 || r.Len < 0 || r.Off+r.Len > d.info.Size {
+			return fmt.Errorf("%w: deallocate [%d, %d) on a %d-byte device", ErrOutOfRange, r.Off, r.Off+r.Len, d.info.Size)
+		}
+		if r.Len == 0 {
+			continue
+		}
+		var err error
+		if d.info.Kind == KindBlock {
+			rg := [2]uint64{uint64(r.Off), uint64(r.Len)}
+			if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(d.fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&rg))); errno != 0 {
+				err = errno
+			}
+		} else {
+			err = unix.Fallocate(d.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, r.Off, r.Len)
+		}
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTTY) {
+			return fmt.Errorf("%s: deallocate: %w (%v)", d.info.Path, ErrNotSupported, err)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: deallocate [%d, %d): %w", d.info.Path, r.Off, r.Off+r.Len, err)
+		}
+	}
+	return nil
+}
+
+// Flush implements Device (fdatasync).
+func (d *File) Flush() error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.ro {
+		return nil
+	}
+	for {
+		err := unix.Fdatasync(d.fd)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: fdatasync: %w", d.info.Path, err)
+		}
+		return nil
+	}
+}
+
+// Close implements Device.
+func (d *File) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.f.Close()
+}

@@ -1,0 +1,475 @@
+package blockdev
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/rbctl/rbctl/internal/sys"
+	"github.com/rbctl/rbctl/internal/uring"
+	"golang.org/x/sys/unix"
+)
+
+// UringOptions configure OpenUring.
+type UringOptions struct {
+	QueueDepth int  // ops in flight per ring (default 32)
+	Rings      int  // rings, each owned by its own goroutine (default min(GOMAXPROCS, 4))
+	Buffered   bool // open without O_DIRECT (default: O_DIRECT)
+	ReadOnly   bool
+	Exclusive  bool // O_EXCL on block devices: fail if mounted or otherwise claimed
+	SQPoll     bool // kernel SQ polling thread per ring (costs a CPU each)
+	// NoFixedFile disables registering the device fd with each ring (IOSQE_FIXED_FILE).
+	NoFixedFile bool
+}
+
+// uringMaxChunk caps one SQE's length (len is 32 bits); longer ops continue like short ones.
+const uringMaxChunk = 1 << 30
+
+// UringDevice is a Device on io_uring: O_DIRECT reads and writes on a file or block device,
+// spread over a few rings each owned by one goroutine (see uring.Executor). Submit puts all
+// ops of a batch into as few io_uring_enter calls as the queue depth allows, keeps up to
+// QueueDepth ops in flight per ring, resubmits short transfers, and uses fixed (registered)
+// buffers for ops whose Buf lies inside a buffer given to RegisterBuffers.
+type UringDevice struct {
+	f         *os.File
+	fd        int
+	info      Info
+	execs     []*uring.Executor
+	rr        atomic.Uint32
+	fixedFile bool
+	readOnly  bool
+	maxChunk  int // largest single SQE transfer (uringMaxChunk; smaller in tests)
+
+	fixedOps, plainOps, resubmits atomic.Int64
+
+	regMu  sync.Mutex                    // serialises RegisterBuffers
+	regs   atomic.Pointer[[]uringRegBuf] // sorted by start; immutable once published
+	closed atomic.Bool
+}
+
+type uringRegBuf struct {
+	start, end uintptr
+	idx        uint16
+}
+
+var (
+	_ Device          = (*UringDevice)(nil)
+	_ BufferRegistrar = (*UringDevice)(nil)
+)
+
+// OpenUring opens path (a pre-sized regular file or a block device) for I/O through io_uring.
+func OpenUring(path string, opt UringOptions) (*UringDevice, error) {
+	if opt.QueueDepth <= 0 {
+		opt.QueueDepth = 32
+	}
+	if opt.Rings <= 0 {
+		opt.Rings = min(runtime.GOMAXPROCS(0), 4)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return nil, fmt.Errorf("uring device %s: %w", path, err)
+	}
+	isBlock := st.Mode&unix.S_IFMT == unix.S_IFBLK
+	if !isBlock && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("uring device %s: not a regular file or block device (use the NVMe transport for /dev/ng*)", path)
+	}
+	flags := unix.O_CLOEXEC | os.O_RDWR
+	if opt.ReadOnly {
+		flags = unix.O_CLOEXEC | os.O_RDONLY
+	}
+	if !opt.Buffered {
+		flags |= unix.O_DIRECT
+	}
+	if isBlock && opt.Exclusive {
+		flags |= unix.O_EXCL
+	}
+	f, err := os.OpenFile(path, flags, 0)
+	if err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return nil, fmt.Errorf("uring device %s: in use (mounted or claimed); unmount it or open without exclusive: %w", path, err)
+		}
+		if errors.Is(err, unix.EINVAL) && !opt.Buffered {
+			return nil, fmt.Errorf("uring device %s: O_DIRECT refused by the filesystem (tmpfs?); put the file elsewhere or use buffered I/O: %w", path, err)
+		}
+		return nil, fmt.Errorf("uring device %s: %w", path, err)
+	}
+	d := &UringDevice{f: f, fd: int(f.Fd()), readOnly: opt.ReadOnly, maxChunk: uringMaxChunk}
+	d.info, err = uringGeometry(f, path, isBlock, !opt.Buffered)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	ropt := uring.Options{SingleIssuer: true, DeferTaskrun: true, BestEffort: true}
+	if opt.SQPoll {
+		ropt = uring.Options{SQPoll: true}
+	}
+	for i := 0; i < opt.Rings; i++ {
+		e, err := uring.NewExecutor(ropt, opt.QueueDepth)
+		if err != nil {
+			d.Close()
+			if errors.Is(err, uring.ErrNotSupported) {
+				return nil, fmt.Errorf("uring device %s: %w (%w)", path, err, ErrNotSupported)
+			}
+			return nil, fmt.Errorf("uring device %s: %w", path, err)
+		}
+		d.execs = append(d.execs, e)
+	}
+	if !opt.NoFixedFile {
+		d.fixedFile = true
+		for _, e := range d.execs {
+			if err := e.Do(func(r *uring.Ring) error { return r.RegisterFiles([]int32{int32(d.fd)}) }); err != nil {
+				d.fixedFile = false // harmless: ops name the fd directly
+				break
+			}
+		}
+	}
+	return d, nil
+}
+
+func uringGeometry(f *os.File, path string, isBlock, direct bool) (Info, error) {
+	info := Info{Path: path, Kind: KindFile, Direct: direct, Deallocate: true, LogicalBlock: 512}
+	fd := int(f.Fd())
+	if isBlock {
+		info.Kind = KindBlock
+		size, err := unix.IoctlGetUint64(fd, unix.BLKGETSIZE64)
+		if err != nil {
+			return info, fmt.Errorf("uring device %s: BLKGETSIZE64: %w", path, err)
+		}
+		lbs, err := unix.IoctlGetInt(fd, unix.BLKSSZGET)
+		if err != nil {
+			return info, fmt.Errorf("uring device %s: BLKSSZGET: %w", path, err)
+		}
+		info.Size, info.LogicalBlock = int64(size), lbs
+	} else {
+		var sx unix.Statx_t
+		if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_SIZE|unix.STATX_DIOALIGN, &sx); err != nil {
+			return info, fmt.Errorf("uring device %s: statx: %w", path, err)
+		}
+		info.Size = int64(sx.Size)
+		switch {
+		case sx.Mask&unix.STATX_DIOALIGN != 0 && sx.Dio_offset_align > 0:
+			info.LogicalBlock = int(max(sx.Dio_offset_align, sx.Dio_mem_align))
+		case direct:
+			info.LogicalBlock = 4096 // unknown: the safe choice on every filesystem
+		}
+		if info.Size == 0 {
+			return info, fmt.Errorf("uring device %s: file is empty; create it pre-sized (fallocate -l SIZE %s)", path, path)
+		}
+	}
+	if !direct {
+		info.LogicalBlock = max(info.LogicalBlock, 1)
+	}
+	return info, nil
+}
+
+// Info implements Device.
+func (d *UringDevice) Info() Info { return d.info }
+
+// Rings is the number of rings (owner goroutines) the device runs.
+func (d *UringDevice) Rings() int { return len(d.execs) }
+
+// RingFlags are the IORING_SETUP_* flags in effect on the device's rings.
+func (d *UringDevice) RingFlags() uint32 { return d.execs[0].Flags() }
+
+// UringStats count SQEs a UringDevice issued.
+type UringStats struct {
+	FixedOps  int64 // READ_FIXED / WRITE_FIXED (Buf inside a registered buffer)
+	PlainOps  int64 // READ / WRITE
+	Resubmits int64 // SQEs issued for the remainder of a short (or >1 GiB) transfer
+}
+
+// Stats returns the device's SQE counters.
+func (d *UringDevice) Stats() UringStats {
+	return UringStats{FixedOps: d.fixedOps.Load(), PlainOps: d.plainOps.Load(), Resubmits: d.resubmits.Load()}
+}
+
+// FixedFile reports whether the device fd is registered with every ring.
+func (d *UringDevice) FixedFile() bool { return d.fixedFile }
+
+// RegisterBuffers implements BufferRegistrar: it registers bufs with every ring (replacing an
+// earlier registration) so ops whose Buf lies inside one — sub-ranges allowed — use
+// IORING_OP_READ_FIXED/WRITE_FIXED. Buffers must come from Alloc and outlive the device.
+func (d *UringDevice) RegisterBuffers(bufs [][]byte) error {
+	if d.closed.Load() {
+		return fmt.Errorf("uring device %s: closed", d.info.Path)
+	}
+	if len(bufs) > 1<<14 {
+		return fmt.Errorf("uring device: %d buffers exceeds the kernel limit of 16384", len(bufs))
+	}
+	table := make([]uringRegBuf, 0, len(bufs))
+	for i, b := range bufs {
+		if len(b) == 0 || len(b) > 1<<30 {
+			return fmt.Errorf("uring device: buffer %d has %d bytes; registered buffers hold 1 byte to 1 GiB", i, len(b))
+		}
+		s := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		table = append(table, uringRegBuf{start: s, end: s + uintptr(len(b)), idx: uint16(i)})
+	}
+	slices.SortFunc(table, func(a, b uringRegBuf) int {
+		if a.start < b.start {
+			return -1
+		}
+		if a.start > b.start {
+			return 1
+		}
+		return 0
+	})
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
+	d.regs.Store(nil) // new Submits stop using the old indices
+	for _, e := range d.execs {
+		err := e.Do(func(r *uring.Ring) error {
+			if err := r.UnregisterBuffers(); err != nil && !errors.Is(err, unix.ENXIO) {
+				return err
+			}
+			return r.RegisterBuffers(bufs)
+		})
+		if err != nil {
+			return fmt.Errorf("uring device %s: %w", d.info.Path, err)
+		}
+	}
+	d.regs.Store(&table)
+	return nil
+}
+
+// fixedIndex returns the registered buffer holding all of p.
+func (d *UringDevice) fixedIndex(regs []uringRegBuf, p []byte) (uint16, bool) {
+	if len(regs) == 0 || len(p) == 0 {
+		return 0, false
+	}
+	s := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	// Last buffer starting at or before s.
+	i, found := slices.BinarySearchFunc(regs, s, func(r uringRegBuf, s uintptr) int {
+		if r.start < s {
+			return -1
+		}
+		if r.start > s {
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		i--
+	}
+	if i < 0 || s+uintptr(len(p)) > regs[i].end {
+		return 0, false
+	}
+	return regs[i].idx, true
+}
+
+// uringBatch adapts a slice of Ops to uring.Batch.
+type uringBatch struct {
+	d     *UringDevice
+	ops   []Op
+	items []int32 // indices into ops of the ops to issue
+	regs  []uringRegBuf
+	tries []uint8 // EAGAIN/EINTR retries per item
+}
+
+func (b *uringBatch) Len() int { return len(b.items) }
+
+func (b *uringBatch) Prep(i int, sqe uring.SQE) {
+	op := &b.ops[b.items[i]]
+	p := op.Buf[op.N:]
+	if len(p) > b.d.maxChunk {
+		p = p[:b.d.maxChunk]
+	}
+	if op.N > 0 {
+		b.d.resubmits.Add(1)
+	}
+	off := uint64(op.Off + int64(op.N))
+	fd := int32(b.d.fd)
+	if b.d.fixedFile {
+		fd = 0
+	}
+	if idx, ok := b.d.fixedIndex(b.regs, p); ok {
+		b.d.fixedOps.Add(1)
+		if op.Write {
+			sqe.PrepWriteFixed(fd, p, off, idx)
+		} else {
+			sqe.PrepReadFixed(fd, p, off, idx)
+		}
+	} else if b.d.plainOps.Add(1); op.Write {
+		sqe.PrepWrite(fd, p, off)
+	} else {
+		sqe.PrepRead(fd, p, off)
+	}
+	if b.d.fixedFile {
+		sqe.SetFlags(sys.IOSQE_FIXED_FILE)
+	}
+}
+
+func (b *uringBatch) Complete(i int, c uring.CQE) bool {
+	op := &b.ops[b.items[i]]
+	switch {
+	case c.Res < 0:
+		errno := unix.Errno(-c.Res)
+		if (errno == unix.EAGAIN || errno == unix.EINTR) && b.tries[i] < 16 {
+			b.tries[i]++
+			return true
+		}
+		what := "read"
+		if op.Write {
+			what = "write"
+		}
+		op.Err = fmt.Errorf("uring %s of %d bytes at %d on %s: %w", what, len(op.Buf)-op.N, op.Off+int64(op.N), b.d.info.Path, errno)
+		return false
+	case c.Res == 0:
+		op.Err = fmt.Errorf("uring: %w at offset %d of %s", ErrUnexpectedEOF, op.Off+int64(op.N), b.d.info.Path)
+		return false
+	}
+	op.N += int(c.Res)
+	return op.N < len(op.Buf) // short transfer: issue the remainder
+}
+
+// Submit implements Device.
+func (d *UringDevice) Submit(ops []Op) error {
+	if d.closed.Load() {
+		return fmt.Errorf("uring device %s: closed", d.info.Path)
+	}
+	items := make([]int32, 0, len(ops))
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for i := range ops {
+		op := &ops[i]
+		op.N, op.Err = 0, nil
+		if err := CheckOp(d.info, op); err != nil {
+			op.Err = err
+			continue
+		}
+		if op.Write && d.readOnly {
+			op.Err = fmt.Errorf("uring device %s: opened read-only", d.info.Path)
+			continue
+		}
+		if len(op.Buf) == 0 {
+			continue
+		}
+		pin.Pin(&op.Buf[0]) // no-op for Alloc'd (off-heap) memory
+		items = append(items, int32(i))
+	}
+	var regs []uringRegBuf
+	if p := d.regs.Load(); p != nil {
+		regs = *p
+	}
+	depth := d.execs[0].Depth()
+	if len(d.execs) == 1 || len(items) <= depth {
+		e := d.execs[int(d.rr.Add(1))%len(d.execs)]
+		if err := e.Run(&uringBatch{d: d, ops: ops, items: items, regs: regs, tries: make([]uint8, len(items))}); err != nil {
+			return fmt.Errorf("uring device %s: %w", d.info.Path, err)
+		}
+	} else if err := d.runSplit(ops, items, regs); err != nil {
+		return err
+	}
+	for i := range ops {
+		if ops[i].Err != nil {
+			return ops[i].Err
+		}
+	}
+	return nil
+}
+
+// runSplit spreads a large batch over every ring in contiguous chunks.
+func (d *UringDevice) runSplit(ops []Op, items []int32, regs []uringRegBuf) error {
+	n := len(d.execs)
+	start := int(d.rr.Add(1))
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for k := 0; k < n; k++ {
+		lo, hi := k*len(items)/n, (k+1)*len(items)/n
+		if lo == hi {
+			continue
+		}
+		b := &uringBatch{d: d, ops: ops, items: items[lo:hi], regs: regs, tries: make([]uint8, hi-lo)}
+		e := d.execs[(start+k)%n]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = e.Run(b)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("uring device %s: %w", d.info.Path, err)
+	}
+	return nil
+}
+
+// Deallocate implements Device: BLKDISCARD on block devices, a punched hole in files.
+func (d *UringDevice) Deallocate(ranges []Range) error {
+	if d.closed.Load() {
+		return fmt.Errorf("uring device %s: closed", d.info.Path)
+	}
+	for _, r := range ranges {
+		if r.Off < 0 || r.Len < 0 || r.Off+r.Len > d.info.Size {
+			return fmt.Errorf("%w: deallocate [%d, %d) on a %d-byte device", ErrOutOfRange, r.Off, r.Off+r.Len, d.info.Size)
+		}
+		if r.Len == 0 {
+			continue
+		}
+		var err error
+		if d.info.Kind == KindBlock {
+			rg := [2]uint64{uint64(r.Off), uint64(r.Len)}
+			_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(d.fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&rg)))
+			if errno != 0 {
+				err = errno
+			}
+		} else {
+			err = unix.Fallocate(d.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, r.Off, r.Len)
+		}
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTTY) {
+			return fmt.Errorf("uring device %s: deallocate: %w (%w)", d.info.Path, ErrNotSupported, err)
+		}
+		if err != nil {
+			return fmt.Errorf("uring device %s: deallocate [%d, %d): %w", d.info.Path, r.Off, r.Off+r.Len, err)
+		}
+	}
+	return nil
+}
+
+// uringFsync is a one-item batch issuing IORING_OP_FSYNC (datasync).
+type uringFsync struct {
+	fd  int32
+	err error
+}
+
+func (f *uringFsync) Len() int { return 1 }
+func (f *uringFsync) Prep(_ int, sqe uring.SQE) {
+	sqe.PrepFsync(f.fd, sys.IORING_FSYNC_DATASYNC)
+}
+func (f *uringFsync) Complete(_ int, c uring.CQE) bool {
+	if c.Res == -int32(unix.EINTR) || c.Res == -int32(unix.EAGAIN) {
+		return true
+	}
+	f.err = c.Err()
+	return false
+}
+
+// Flush implements Device with an fdatasync issued through the ring.
+func (d *UringDevice) Flush() error {
+	if d.closed.Load() {
+		return fmt.Errorf("uring device %s: closed", d.info.Path)
+	}
+	b := &uringFsync{fd: int32(d.fd)}
+	if err := d.execs[0].Run(b); err != nil {
+		return fmt.Errorf("uring device %s: flush: %w", d.info.Path, err)
+	}
+	if b.err != nil {
+		return fmt.Errorf("uring device %s: fdatasync: %w", d.info.Path, b.err)
+	}
+	return nil
+}
+
+// Close implements Device. It waits for in-flight operations.
+func (d *UringDevice) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	for _, e := range d.execs {
+		e.Close()
+	}
+	return d.f.Close()
+}

@@ -1,0 +1,446 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/rbctl/rbctl/emu"
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/fdp"
+	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/placement"
+	"github.com/rbctl/rbctl/reports"
+	"github.com/rbctl/rbctl/workloads"
+)
+
+func init() { register(newBenchCmd) }
+
+type benchFlags struct {
+	wl            workloadFlags
+	out           outputFlags
+	placement     string
+	duration      time.Duration
+	warmup        float64
+	warmupTimeout time.Duration
+	precondition  string
+	deallocate    bool
+	handles       int
+	ru            string
+	op            float64
+	isolation     string
+	gc            string
+	size          string
+	slotGroups    bool
+	metaBytes     string
+	ckptInterval  time.Duration
+	queueDepth    int
+	force         bool
+	quiet         bool
+}
+
+func newBenchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench DEV",
+		Short: "Run a KV-cache workload through the engine once per placement policy and compare them",
+		Long: `bench formats DEV, runs the workload through the engine, and repeats that for every policy
+in --placement, then prints one comparison: ops/s, GB/s read and written, latency percentiles
+per operation, hit ratio, the host WAF estimate of a shadow FTL model fed with exactly the
+writes and deallocates the engine issued (labelled "modelled"), the device WAF from the FDP
+statistics log when DEV has FDP (emulated or real), and bytes deallocated.
+
+DEV is a pre-sized file (created with --size if missing), a block device, an emulated FDP
+SSD (emu:PATH?size=1G&ru=16M&ruhs=8, see docs/emulator.md), or mem:SIZE (in memory).
+bench ERASES the cache on DEV; block and character devices need --force.
+
+Figures cover the measured window: after --warmup device capacities of payload were stored
+(or --warmup-timeout passed), for --duration.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args[0], &f) },
+	}
+	fs := cmd.Flags()
+	f.wl.register(fs, "tiny")
+	f.out.register(fs)
+	fs.StringVar(&f.placement, "placement", "none,cache-salt", "comma-separated placement policies to compare ("+strings.Join(placement.Known(), ", ")+", compositions with +)")
+	fs.DurationVar(&f.duration, "duration", 20*time.Second, "measured window per policy (after warm-up)")
+	fs.Float64Var(&f.warmup, "warmup", 1, "warm-up, in cache capacities of payload stored (0: none)")
+	fs.DurationVar(&f.warmupTimeout, "warmup-timeout", time.Minute, "end the warm-up after this long even if --warmup was not reached")
+	fs.StringVar(&f.precondition, "precondition", "trim", "before each run: trim (deallocate the device) or fill (write it sequentially)")
+	fs.BoolVar(&f.deallocate, "deallocate", true, "deallocate freed slots on delete/evict (H6)")
+	fs.IntVar(&f.handles, "handles", 8, "placement handles for the policy and shadow model when DEV has no FDP")
+	fs.StringVar(&f.ru, "ru", "16M", "shadow model reclaim unit size when DEV does not report one")
+	fs.Float64Var(&f.op, "op", 0.07, "shadow model over-provisioning when DEV does not report it")
+	fs.StringVar(&f.isolation, "isolation", "", "shadow model handle isolation (default: the emulator's, else initial)")
+	fs.StringVar(&f.gc, "gc", "greedy", "shadow model GC policy: greedy or cost-benefit")
+	fs.StringVar(&f.size, "size", "", "create DEV as a sparse file of this size if it does not exist")
+	fs.BoolVar(&f.slotGroups, "slot-groups", false, "group slots per handle into reclaim-unit-sized groups (H4)")
+	fs.StringVar(&f.metaBytes, "meta-bytes", "auto", "metadata region (meta_total_bytes); auto sizes it for a full index")
+	fs.DurationVar(&f.ckptInterval, "checkpoint-interval", time.Second, "engine checkpoint interval")
+	fs.IntVar(&f.queueDepth, "queue-depth", 64, "device queue depth (io_uring backends)")
+	fs.BoolVar(&f.force, "force", false, "allow formatting a block or character device")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	return cmd
+}
+
+// benchDevice is an opened bench target and what it says about itself.
+type benchDevice struct {
+	dev      blockdev.Device
+	stats    func() (*fdp.Stats, error) // nil without FDP
+	handles  int                        // placement handles the device maps to PIDs (0: none)
+	ruBytes  int64                      // 0: unknown
+	op       float64                    // <0: unknown
+	iso      ftl.Isolation
+	isoKnown bool
+	kind     string
+	notes    []string
+}
+
+// openBenchDevice opens DEV. This is bench's own adapter over the device packages.
+func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
+	switch {
+	case strings.HasPrefix(path, "mem:"):
+		n, err := parseSize(strings.TrimPrefix(path, "mem:"))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%s: want mem:SIZE, e.g. mem:256M", path)
+		}
+		return &benchDevice{dev: blockdev.NewMem(n/4096*4096, 4096), op: -1, kind: string(blockdev.KindMemory)}, nil
+	case emu.IsSpec(path):
+		sp, err := emu.ParseSpec(path)
+		if err != nil {
+			return nil, err
+		}
+		dev, disc, err := emu.OpenDevice(path)
+		if err != nil {
+			return nil, err
+		}
+		bd := &benchDevice{dev: dev, op: sp.OP, ruBytes: sp.RUSize, iso: sp.Isolation, isoKnown: true, kind: string(blockdev.KindEmulated)}
+		if disc != nil && disc.Config != nil && len(disc.PIDs) > 0 {
+			bd.handles = len(disc.PIDs)
+			bd.ruBytes = int64(disc.Config.RUNS)
+			t, eg := dev.Transport(), disc.EnduranceGroup
+			bd.stats = func() (*fdp.Stats, error) { s, _, err := fdp.ReadStats(t, eg); return s, err }
+		} else {
+			bd.notes = append(bd.notes, "emulated device has FDP disabled: no device WAF")
+		}
+		return bd, nil
+	}
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) && f.size != "" {
+		n, perr := parseSize(f.size)
+		if perr != nil || n <= 0 {
+			return nil, fmt.Errorf("--size %q: %v", f.size, perr)
+		}
+		fh, cerr := os.Create(path)
+		if cerr != nil {
+			return nil, cerr
+		}
+		if terr := fh.Truncate(n / 4096 * 4096); terr != nil {
+			fh.Close()
+			return nil, terr
+		}
+		fh.Close()
+		st, err = os.Stat(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (give --size to create a file)", path, err)
+	}
+	if !st.Mode().IsRegular() && !f.force {
+		return nil, fmt.Errorf("%s is a device: bench formats it and destroys its contents; pass --force if that is intended", path)
+	}
+	dev, err := blockdev.OpenUring(path, blockdev.UringOptions{QueueDepth: f.queueDepth})
+	if err != nil && st.Mode().IsRegular() {
+		// O_DIRECT refused (tmpfs) or io_uring unavailable: buffered I/O still measures WAF.
+		dev, err = blockdev.OpenUring(path, blockdev.UringOptions{QueueDepth: f.queueDepth, Buffered: true})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &benchDevice{dev: dev, op: -1, kind: string(dev.Info().Kind),
+		notes: []string{"device has no FDP: placement handles reach only the shadow model"}}, nil
+}
+
+func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
+	b, err := f.wl.build()
+	if err != nil {
+		return err
+	}
+	if f.wl.writeTrace != "" {
+		return f.wl.writeTraceFile(b, cmd.OutOrStdout())
+	}
+	policies := splitList(f.placement)
+	if len(policies) == 0 {
+		return fmt.Errorf("--placement: give at least one policy, e.g. none,cache-salt")
+	}
+	bd, err := openBenchDevice(path, f)
+	if err != nil {
+		return err
+	}
+	defer bd.dev.Close()
+	info := bd.dev.Info()
+	handles := bd.handles
+	if handles == 0 {
+		handles = f.handles
+	}
+	// Validate every policy before the first format.
+	for _, p := range policies {
+		if _, err := placement.Parse(p, handles); err != nil {
+			return fmt.Errorf("--placement %s: %w", p, err)
+		}
+	}
+	ru := bd.ruBytes
+	if ru == 0 {
+		if ru, err = parseSize(f.ru); err != nil {
+			return fmt.Errorf("--ru: %w", err)
+		}
+	}
+	op := bd.op
+	if op < 0 {
+		op = f.op
+	}
+	iso := ftl.InitiallyIsolated
+	if bd.isoKnown {
+		iso = bd.iso
+	}
+	if f.isolation != "" {
+		if iso, err = ftl.ParseIsolation(f.isolation); err != nil {
+			return err
+		}
+	}
+	gc, err := ftl.ParseGCPolicy(f.gc)
+	if err != nil {
+		return err
+	}
+	const unit = 4096
+	logical := info.Size / unit * unit
+	fc := ftl.Config{MappingUnit: unit, LogicalBytes: logical, OP: op, RUBytes: ru / unit * unit, Handles: handles,
+		Isolation: iso, GC: gc}
+	if _, err := ftl.New(fc); err != nil {
+		return fmt.Errorf("shadow FTL model for %s: %w", path, err)
+	}
+
+	slotBytes := int64(4096+b.chunkBytes+4095) / 4096 * 4096
+	ecfg := engine.DefaultConfig()
+	ecfg.DevicePath = path
+	ecfg.SlotBytes = slotBytes
+	ecfg.CheckpointInterval = f.ckptInterval
+	ecfg.IdleQuiet = 10 * time.Millisecond
+	ecfg.ForceAfterOps = 4096
+	ecfg.DeallocateOnDelete = f.deallocate
+	ecfg.LoadCheckpoint = false
+	ecfg.QueueDepth = max(f.queueDepth, 1)
+	if f.slotGroups {
+		ecfg.SlotGroupBytes = max(ru, slotBytes)
+	}
+	if f.metaBytes == "auto" {
+		slots := logical / slotBytes
+		c := (4096 + slots*256 + 4095) / 4096 * 4096
+		ecfg.MetaTotalBytes = min(2*c, 256<<20)
+	} else {
+		n, err := parseSize(f.metaBytes)
+		if err != nil {
+			return fmt.Errorf("--meta-bytes: %w", err)
+		}
+		ecfg.MetaTotalBytes = n
+	}
+
+	rep := reports.New("bench")
+	rep.Device = reports.Device{Path: path, Kind: bd.kind, SizeBytes: info.Size, FDP: bd.stats != nil, Handles: handles,
+		RUBytes: fc.RUBytes, OP: op, MappingUnit: unit, Isolation: iso.String(), GC: gc.String(),
+		Precondition: f.precondition, Deallocate: f.deallocate}
+	rep.Notes = append(rep.Notes, bd.notes...)
+	rep.Notes = append(rep.Notes, "host WAF is modelled: a shadow FTL model fed with every write and deallocate the engine issued")
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	for _, pol := range policies {
+		run, wl, err := benchOne(ctx, cmd, f, bd, b, pol, handles, fc, ecfg)
+		if err != nil {
+			return fmt.Errorf("bench %s: %w", pol, err)
+		}
+		rep.Runs = append(rep.Runs, run)
+		rep.Workload = wl
+		if ctx.Err() != nil {
+			rep.Notes = append(rep.Notes, "interrupted")
+			break
+		}
+	}
+	rep.Window.Description = fmt.Sprintf("after %g× cache capacity warm-up (≤ %s), for %s; steady = last half", f.warmup, f.warmupTimeout, f.duration)
+	if len(rep.Runs) > 0 {
+		rep.Window.MeasuredBytes = rep.Runs[0].WrittenBytes
+	}
+	return f.out.emit(cmd, rep)
+}
+
+type benchSample struct {
+	t     time.Duration
+	c     workloads.Counters
+	stats ftl.Stats
+}
+
+// benchOne formats the device for one policy, runs the workload and returns its report run.
+func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchDevice, b *builtWorkload, pol string,
+	handles int, fc ftl.Config, ecfg engine.Config) (reports.Run, reports.Workload, error) {
+	var wl reports.Workload
+	policy, err := placement.Parse(pol, handles)
+	if err != nil {
+		return reports.Run{}, wl, err
+	}
+	model, err := ftl.New(fc)
+	if err != nil {
+		return reports.Run{}, wl, err
+	}
+	sh := workloads.NewShadow(bd.dev, model)
+	sh.KeepInnerOpen = true
+	note, err := sh.Precondition(f.precondition, 1<<20)
+	if err != nil {
+		return reports.Run{}, wl, fmt.Errorf("precondition: %w", err)
+	}
+	placer := workloads.PolicyPlacer{Policy: policy, Model: f.wl.model}
+	ecfg.Placer = placer
+	ecfg.MetadataHandle = placer.MetadataHandle()
+	e, err := engine.Format(sh, ecfg)
+	if err != nil {
+		return reports.Run{}, wl, fmt.Errorf("format: %w", err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			e.Close()
+		}
+	}()
+	gen, err := b.newGen()
+	if err != nil {
+		return reports.Run{}, wl, err
+	}
+	be := workloads.NewEngineBackend(e, f.wl.model, gen.Salts(), gen.ChunkBytes())
+	dc, err := f.wl.driverConfig(b)
+	if err != nil {
+		return reports.Run{}, wl, err
+	}
+	capBytes := be.Slots() * int64(gen.ChunkBytes())
+	dc.WarmupBytes = int64(f.warmup * float64(capBytes))
+	dc.WarmupTimeout = f.warmupTimeout
+	dc.Duration = f.duration
+
+	var (
+		mu        sync.Mutex
+		samples   []benchSample
+		warmStats ftl.Stats
+		warmDev   *fdp.Stats
+		warmAt    time.Duration
+		devErr    error
+		dealloc0  = sh.DeallocatedBytes()
+		start     = time.Now()
+	)
+	dc.OnWarm = func() {
+		warmStats = sh.Stats()
+		warmAt = time.Since(start)
+		if bd.stats != nil {
+			warmDev, devErr = bd.stats()
+		}
+	}
+	d, err := workloads.NewDriver(dc, gen, be)
+	if err != nil {
+		return reports.Run{}, wl, err
+	}
+	every := max(f.duration/50, 100*time.Millisecond)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var bar *progressbar.ProgressBar
+	if !f.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+		bar = progressbar.NewOptions64(int64(f.duration/time.Millisecond), progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetDescription(pol), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				s := benchSample{t: time.Since(start), c: d.Counters(), stats: sh.Stats()}
+				mu.Lock()
+				samples = append(samples, s)
+				w := warmAt
+				mu.Unlock()
+				if bar != nil && w > 0 {
+					bar.Set64(int64((s.t - w) / time.Millisecond))
+				}
+			}
+		}
+	}()
+	res, runErr := d.Run(ctx)
+	close(stop)
+	wg.Wait()
+	if bar != nil {
+		bar.Finish()
+	}
+	endStats := sh.Stats()
+	var endDev *fdp.Stats
+	if bd.stats != nil && devErr == nil {
+		endDev, devErr = bd.stats()
+	}
+	usage := e.Usage()
+	closed = true
+	if err := e.Close(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("close: %w", err)
+	}
+	run := reports.FromResult(policy.Name(), res, true)
+	if runErr != nil {
+		run.Error = runErr.Error()
+	}
+	win := endStats.Sub(warmStats)
+	run.HostWAF = &reports.WAF{Value: win.WAF(), Source: "modelled", HostBytes: win.HostBytes, MediaBytes: win.MediaBytes}
+	run.Infeasible = sh.Infeasible()
+	run.DeallocatedBytes = sh.DeallocatedBytes() - dealloc0
+	run.Utilisation = float64(endStats.ValidBytes) / float64(fc.LogicalBytes)
+	// Steady state: the second half of the measured window.
+	var post []benchSample
+	for _, s := range samples {
+		if s.t >= warmAt {
+			post = append(post, s)
+		}
+	}
+	if len(post) >= 2 {
+		run.HostWAF.Steady = endStats.Sub(post[len(post)/2].stats).WAF()
+	}
+	for i := 1; i < len(samples); i++ {
+		a, z := samples[i-1], samples[i]
+		dt := (z.t - a.t).Seconds()
+		run.Timeline = append(run.Timeline, reports.Point{Seconds: z.t.Seconds(), PayloadBytes: z.c.BytesWritten,
+			OpsPerSec: float64(z.c.Ops-a.c.Ops) / dt, WriteGBps: float64(z.c.BytesWritten-a.c.BytesWritten) / dt / 1e9,
+			ReadGBps: float64(z.c.BytesRead-a.c.BytesRead) / dt / 1e9, WAF: z.stats.Sub(a.stats).WAF()})
+	}
+	if bd.stats != nil {
+		if devErr != nil {
+			run.Error = strings.TrimPrefix(run.Error+"; ", "; ") + "FDP statistics: " + devErr.Error()
+		} else if warmDev != nil && endDev != nil {
+			dd := endDev.Sub(warmDev)
+			run.DeviceWAF = &reports.WAF{Value: dd.WAF(), Source: "fdp-stats", HostBytes: uint64(dd.HBMW.Float64()), MediaBytes: uint64(dd.MBMW.Float64())}
+		}
+	}
+	if res.WarmupTimedOut {
+		run.Error = strings.TrimPrefix(run.Error+"; ", "; ") + "warm-up timed out before the target was stored"
+	}
+	if note != "" {
+		run.Error = strings.TrimPrefix(run.Error+"; ", "; ") + note
+	}
+	wl = reports.Workload{Name: b.name, Seed: f.wl.seed, Tenants: b.salts, ChunkBytes: b.chunkBytes,
+		SlotBytes: ecfg.SlotBytes, Slots: usage.SlotsTotal, TargetUtil: f.wl.util, Eviction: f.wl.eviction,
+		Workers: f.wl.workers, Rate: f.wl.rate, Description: b.desc}
+	return run, wl, nil
+}

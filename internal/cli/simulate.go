@@ -1,0 +1,522 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/reports"
+	"github.com/rbctl/rbctl/reports/plots"
+	"github.com/rbctl/rbctl/workloads"
+)
+
+func init() { register(newSimulateCmd) }
+
+// workloadFlags are the generator and driver knobs bench and simulate share.
+type workloadFlags struct {
+	kind         string
+	preset       string
+	tenants      []string
+	model        string
+	bytesPerTok  string
+	chunkTokens  int
+	maxContext   int
+	readOnlyFrac float64
+	requests     int64
+	seed         uint64
+	keys         uint64
+	theta        float64
+	readFrac     float64
+	size         string
+	synthTenants int
+	eviction     string
+	util         float64
+	workers      int
+	rate         float64
+	writeTrace   string
+	traceLoops   int
+}
+
+func (w *workloadFlags) register(fs *pflag.FlagSet, defaultModel string) {
+	fs.StringVar(&w.kind, "workload", "kv", "kv, sequential, uniform, zipf, or trace:FILE (.jsonl or .csv; docs/bench.md)")
+	fs.StringVar(&w.preset, "preset", "multi-tenant", "kv tenants when no --tenant is given: multi-tenant (chat/rag/agent with different lifetimes) or chat")
+	fs.StringArrayVar(&w.tenants, "tenant", nil, "kv tenant SALT:k=v,... (w, prefixes, prefix, theta, sessions, turns, prompt, output, ttl); repeatable")
+	fs.StringVar(&w.model, "model", defaultModel, "model preset for KV bytes per token: "+modelNames())
+	fs.StringVar(&w.bytesPerTok, "bytes-per-token", "", "override the model's KV bytes per token (e.g. 128K)")
+	fs.IntVar(&w.chunkTokens, "chunk-tokens", 256, "tokens per cached chunk (LMCache chunk_size)")
+	fs.IntVar(&w.maxContext, "max-context", 32768, "kv: a conversation ends when its context would exceed this many tokens")
+	fs.Float64Var(&w.readOnlyFrac, "read-only-frac", 0, "kv: fraction of requests that only look up and load")
+	fs.Int64Var(&w.requests, "requests", 0, "stop after this many ops (0: no limit)")
+	fs.Uint64Var(&w.seed, "seed", 1, "generator seed (same seed, same ops)")
+	fs.Uint64Var(&w.keys, "keys", 100000, "synthetic: key space")
+	fs.Float64Var(&w.theta, "theta", 0.99, "synthetic zipf: skew")
+	fs.Float64Var(&w.readFrac, "read-frac", 0.5, "synthetic: fraction of gets")
+	fs.StringVar(&w.size, "value-size", "", "synthetic: payload bytes per key (default: one kv chunk)")
+	fs.IntVar(&w.synthTenants, "synthetic-tenants", 4, "synthetic: spread keys over this many salts")
+	fs.StringVar(&w.eviction, "eviction", "lru", "cache eviction at the target utilisation: lru or fifo")
+	fs.Float64Var(&w.util, "util", 0.9, "target utilisation: the cache evicts to keep this fraction of its slots in use")
+	fs.IntVar(&w.workers, "workers", 1, "concurrent requests")
+	fs.Float64Var(&w.rate, "rate", 0, "arrival rate in requests/s (Poisson); 0 = closed loop")
+	fs.StringVar(&w.writeTrace, "write-trace", "", "write the generated ops (--requests of them) as a trace file (.jsonl or .csv) and exit")
+	fs.IntVar(&w.traceLoops, "trace-loops", 1, "trace: replay the trace this many times")
+}
+
+func modelNames() string {
+	var n []string
+	for _, m := range workloads.ModelPresets {
+		n = append(n, fmt.Sprintf("%s (%d KiB/token)", m.Name, m.BytesPerToken()>>10))
+	}
+	return strings.Join(n, ", ")
+}
+
+// builtWorkload is a generator factory (a fresh, identical stream per run) and what to report.
+type builtWorkload struct {
+	newGen     func() (workloads.Generator, error)
+	ttl        []float64
+	chunkBytes int
+	name       string
+	desc       string
+	salts      []string
+}
+
+func (w *workloadFlags) build() (*builtWorkload, error) {
+	m, err := workloads.LookupModel(w.model)
+	if err != nil {
+		return nil, err
+	}
+	bpt := m.BytesPerToken()
+	if w.bytesPerTok != "" {
+		v, err := parseSize(w.bytesPerTok)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("--bytes-per-token %q: want a positive byte count such as 128K", w.bytesPerTok)
+		}
+		bpt = int(v)
+	}
+	chunk := w.chunkTokens * bpt
+	b := &builtWorkload{name: w.kind, chunkBytes: chunk}
+	switch {
+	case w.kind == "kv":
+		var ts []workloads.Tenant
+		if len(w.tenants) > 0 {
+			for _, s := range w.tenants {
+				t, err := workloads.ParseTenant(s)
+				if err != nil {
+					return nil, err
+				}
+				ts = append(ts, t)
+			}
+		} else {
+			switch w.preset {
+			case "multi-tenant":
+				ts = workloads.MultiTenant()
+			case "chat":
+				ts = []workloads.Tenant{workloads.DefaultTenant("chat")}
+			default:
+				return nil, fmt.Errorf("unknown --preset %q (multi-tenant or chat)", w.preset)
+			}
+		}
+		cfg := workloads.KVConfig{Tenants: ts, ChunkTokens: w.chunkTokens, BytesPerToken: bpt, MaxContextTokens: w.maxContext,
+			ReadOnlyFrac: w.readOnlyFrac, Requests: w.requests, Seed: w.seed}
+		if _, err := workloads.NewKV(cfg); err != nil {
+			return nil, err
+		}
+		b.newGen = func() (workloads.Generator, error) { return workloads.NewKV(cfg) }
+		var parts []string
+		for _, t := range ts {
+			b.ttl = append(b.ttl, t.TTL)
+			b.salts = append(b.salts, t.Salt)
+			parts = append(parts, fmt.Sprintf("%s(w=%g,ttl=%g,turns=%g)", t.Salt, t.Weight, t.TTL, t.Turns))
+		}
+		b.desc = fmt.Sprintf("kv %s, %d tokens/chunk × %d B/token = %s chunks, tenants %s", w.model, w.chunkTokens, bpt,
+			reports.GiB(int64(chunk))+" GiB", strings.Join(parts, " "))
+	case strings.HasPrefix(w.kind, "trace:"):
+		path := strings.TrimPrefix(w.kind, "trace:")
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("--workload %s: %w", w.kind, err)
+		}
+		tr, err := workloads.ReadTrace(f, workloads.FormatOf(path))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		b.newGen = func() (workloads.Generator, error) { return tr.Replay(w.traceLoops), nil }
+		g := tr.Replay(1)
+		b.chunkBytes, b.salts = g.ChunkBytes(), g.Salts()
+		b.desc = fmt.Sprintf("trace %s: %d ops, %d salts", path, len(tr.Ops), len(b.salts))
+	default:
+		size := int64(chunk)
+		if w.size != "" {
+			if size, err = parseSize(w.size); err != nil {
+				return nil, fmt.Errorf("--value-size: %w", err)
+			}
+		}
+		cfg := workloads.SyntheticConfig{Pattern: workloads.Pattern(w.kind), Keys: w.keys, Theta: w.theta, ReadFrac: w.readFrac,
+			Size: int(size), Tenants: w.synthTenants, Ops: w.requests, Seed: w.seed}
+		g, err := workloads.NewSynthetic(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("--workload %s: %w", w.kind, err)
+		}
+		b.newGen = func() (workloads.Generator, error) { return workloads.NewSynthetic(cfg) }
+		b.chunkBytes, b.salts = int(size), g.Salts()
+		b.desc = fmt.Sprintf("%s over %d keys of %d B, read fraction %g", w.kind, w.keys, size, w.readFrac)
+	}
+	return b, nil
+}
+
+// driverConfig is the driver part of the flags.
+func (w *workloadFlags) driverConfig(b *builtWorkload) (workloads.DriverConfig, error) {
+	ev, err := workloads.ParseEviction(w.eviction)
+	if err != nil {
+		return workloads.DriverConfig{}, err
+	}
+	if w.util <= 0 || w.util > 1 {
+		return workloads.DriverConfig{}, fmt.Errorf("--util %g: want a fraction in (0, 1]", w.util)
+	}
+	return workloads.DriverConfig{Eviction: ev, TargetUtil: w.util, TTL: b.ttl, Workers: w.workers, Rate: w.rate,
+		MaxOps: w.requests, Seed: w.seed}, nil
+}
+
+// writeTraceFile writes the first --requests ops of the workload as a trace.
+func (w *workloadFlags) writeTraceFile(b *builtWorkload, out io.Writer) error {
+	if w.requests <= 0 {
+		return fmt.Errorf("--write-trace needs --requests N (how many ops to write)")
+	}
+	g, err := b.newGen()
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(w.writeTrace)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tw, err := workloads.NewTraceWriter(f, workloads.FormatOf(w.writeTrace))
+	if err != nil {
+		return err
+	}
+	var op workloads.Op
+	n := int64(0)
+	for ; n < w.requests && g.Next(&op); n++ {
+		if err := tw.Write(&op, g.Salts()); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %d ops to %s\n", n, w.writeTrace)
+	return f.Close()
+}
+
+// outputFlags select the report format and plots.
+type outputFlags struct {
+	json, csv, markdown bool
+	plot                string
+}
+
+func (o *outputFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.json, "json", false, "print the report as JSON (schema "+reports.Schema+" v"+strconv.Itoa(reports.SchemaVersion)+")")
+	fs.BoolVar(&o.csv, "csv", false, "print the report as CSV")
+	fs.BoolVar(&o.markdown, "markdown", false, "print the report as Markdown tables")
+	fs.StringVar(&o.plot, "plot", "", "write PNG and SVG figures into this directory")
+}
+
+func (o *outputFlags) emit(cmd *cobra.Command, r *reports.Report) error {
+	format := "table"
+	n := 0
+	for f, on := range map[string]bool{"json": o.json, "csv": o.csv, "markdown": o.markdown} {
+		if on {
+			format = f
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("choose one of --json, --csv, --markdown")
+	}
+	if err := reports.Write(cmd.OutOrStdout(), r, format); err != nil {
+		return err
+	}
+	if o.plot != "" {
+		files, err := plots.All(r, o.plot)
+		if err != nil {
+			return fmt.Errorf("--plot %s: %w", o.plot, err)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "plots: %s\n", strings.Join(files, " "))
+	}
+	return nil
+}
+
+// parseSize parses bytes with an optional K/M/G/T (binary) suffix.
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		if i := strings.IndexByte("KMGT", t[n-1]); i >= 0 {
+			mult = 1 << (10 * (i + 1))
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || v*float64(mult) > math.MaxInt64/2 {
+		return 0, fmt.Errorf("bad size %q (bytes, or a number with a K/M/G/T suffix)", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+// sweepSpec is --sweep NAME=FROM:TO:STEP.
+type sweepSpec struct {
+	name   string
+	values []float64
+}
+
+func parseSweep(s string) (*sweepSpec, error) {
+	name, rng, ok := strings.Cut(s, "=")
+	parts := strings.Split(rng, ":")
+	if !ok || len(parts) != 3 {
+		return nil, fmt.Errorf("--sweep %q: want NAME=FROM:TO:STEP, e.g. util=0.5:0.95:0.05", s)
+	}
+	switch name {
+	case "util", "op", "ru":
+	default:
+		return nil, fmt.Errorf("--sweep %q: can sweep util, op or ru", s)
+	}
+	var v [3]float64
+	for i, p := range parts {
+		x, err := parseSize(p)
+		if err != nil || strings.ContainsAny(p, ".") {
+			f, ferr := strconv.ParseFloat(p, 64)
+			if ferr != nil {
+				return nil, fmt.Errorf("--sweep %q: %q is not a number", s, p)
+			}
+			v[i] = f
+		} else {
+			v[i] = float64(x)
+		}
+	}
+	if v[2] <= 0 || v[1] < v[0] {
+		return nil, fmt.Errorf("--sweep %q: want FROM ≤ TO and STEP > 0", s)
+	}
+	sw := &sweepSpec{name: name}
+	for i := 0; ; i++ {
+		x := v[0] + float64(i)*v[2]
+		if x > v[1]+v[2]*1e-6 {
+			break
+		}
+		sw.values = append(sw.values, math.Round(x*1e9)/1e9)
+	}
+	return sw, nil
+}
+
+type simFlags struct {
+	wl            workloadFlags
+	out           outputFlags
+	capacity      string
+	op            float64
+	ru            string
+	unit          string
+	handles       int
+	isolation     string
+	gc            string
+	reserve       int
+	precondition  string
+	placement     string
+	deallocate    bool
+	checkpointOps int64
+	warmup        float64
+	measure       float64
+	sweep         string
+}
+
+func newSimulateCmd() *cobra.Command {
+	var f simFlags
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "Run a KV-cache workload straight into the FTL model (no data movement) and compare placement policies",
+		Long: `simulate runs the same workloads as bench through a model of the engine (slots, slot
+allocation, checkpoints, deallocate) into the FTL model of an FDP SSD, once per policy in
+--placement, and reports the modelled WAF over a stated window: after --warmup capacities
+written, over --measure capacities, plus the second half as the steady state.
+A terabyte-class device simulates in seconds. --sweep util=0.5:0.95:0.05 repeats the
+comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, &f) },
+	}
+	fs := cmd.Flags()
+	f.wl.register(fs, "llama3-8b")
+	f.out.register(fs)
+	fs.StringVar(&f.capacity, "capacity", "1T", "logical device capacity")
+	fs.Float64Var(&f.op, "op", 0.07, "over-provisioning: spare factor physical/logical − 1")
+	fs.StringVar(&f.ru, "ru", "auto", "reclaim unit size (auto: capacity/64, rounded to the mapping unit)")
+	fs.StringVar(&f.unit, "unit", "auto", "FTL mapping unit (auto: a power of two ≤ slot/16 and ≤ RU/256, ≥ 4K); slots are rounded up to it")
+	fs.IntVar(&f.handles, "handles", 8, "placement handles (reclaim unit handles)")
+	fs.StringVar(&f.isolation, "isolation", "persistent", "handle isolation: initial or persistent")
+	fs.StringVar(&f.gc, "gc", "greedy", "GC victim policy: greedy or cost-benefit")
+	fs.IntVar(&f.reserve, "reserve", 0, "free RUs kept for GC (0: the minimum, 1)")
+	fs.StringVar(&f.precondition, "precondition", "trim", "state before the run: trim (all deallocated) or fill (sequentially written)")
+	fs.StringVar(&f.placement, "placement", "none,cache-salt,metadata-class+cache-salt,hotness", "comma-separated placement policies to compare")
+	fs.BoolVar(&f.deallocate, "deallocate", true, "deallocate a slot when its key is evicted or deleted (H6)")
+	fs.Int64Var(&f.checkpointOps, "checkpoint-ops", 2000, "write a checkpoint every this many stores+deletes (0: never)")
+	fs.Float64Var(&f.warmup, "warmup", 1, "warm-up, in device capacities of payload written")
+	fs.Float64Var(&f.measure, "measure", 4, "measured window, in device capacities of payload written")
+	fs.StringVar(&f.sweep, "sweep", "", "sweep a parameter: util=FROM:TO:STEP, op=..., ru=... (sizes with suffixes)")
+	return cmd
+}
+
+// simGeometry derives RU and mapping-unit sizes from the flags.
+func simGeometry(capacity, slotBytes int64, ruFlag, unitFlag string) (ru, unit int64, err error) {
+	if ruFlag == "auto" {
+		ru = capacity / 64
+	} else if ru, err = parseSize(ruFlag); err != nil {
+		return 0, 0, fmt.Errorf("--ru: %w", err)
+	}
+	if unitFlag == "auto" {
+		unit = 4096
+		for unit*2 <= slotBytes/16 && unit*2 <= ru/256 {
+			unit *= 2
+		}
+	} else if unit, err = parseSize(unitFlag); err != nil {
+		return 0, 0, fmt.Errorf("--unit: %w", err)
+	}
+	if unit <= 0 || ru < unit {
+		return 0, 0, fmt.Errorf("reclaim unit %d must be at least one mapping unit (%d)", ru, unit)
+	}
+	ru = ru / unit * unit
+	return ru, unit, nil
+}
+
+func runSimulate(cmd *cobra.Command, f *simFlags) error {
+	b, err := f.wl.build()
+	if err != nil {
+		return err
+	}
+	if f.wl.writeTrace != "" {
+		return f.wl.writeTraceFile(b, cmd.OutOrStdout())
+	}
+	capB, err := parseSize(f.capacity)
+	if err != nil {
+		return fmt.Errorf("--capacity: %w", err)
+	}
+	iso, err := ftl.ParseIsolation(f.isolation)
+	if err != nil {
+		return err
+	}
+	gc, err := ftl.ParseGCPolicy(f.gc)
+	if err != nil {
+		return err
+	}
+	pre, err := ftl.ParsePrecondition(f.precondition)
+	if err != nil {
+		return err
+	}
+	var sw *sweepSpec
+	if f.sweep != "" {
+		if sw, err = parseSweep(f.sweep); err != nil {
+			return err
+		}
+	}
+	policies := splitList(f.placement)
+	if len(policies) == 0 {
+		return fmt.Errorf("--placement: give at least one policy, e.g. none,cache-salt")
+	}
+	slotBytes := int64(4096 + b.chunkBytes)
+	rep := reports.New("simulate")
+	rep.Workload = reports.Workload{Name: b.name, Seed: f.wl.seed, Tenants: b.salts, ChunkBytes: b.chunkBytes,
+		TargetUtil: f.wl.util, Eviction: f.wl.eviction, Workers: 1, Description: b.desc}
+	rep.Window = reports.Window{Description: fmt.Sprintf("WAF after %g× capacity warm-up over %g× capacity; steady = last half", f.warmup, f.measure)}
+	values := []float64{math.NaN()}
+	if sw != nil {
+		rep.Sweep = sw.name
+		values = sw.values
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	for _, v := range values {
+		util, op, ruFlag := f.wl.util, f.op, f.ru
+		if sw != nil {
+			switch sw.name {
+			case "util":
+				util = v
+			case "op":
+				op = v
+			case "ru":
+				ruFlag = strconv.FormatInt(int64(v), 10)
+			}
+		}
+		ru, unit, err := simGeometry(capB, slotBytes, ruFlag, f.unit)
+		if err != nil {
+			return err
+		}
+		logical := capB / unit * unit
+		fc := ftl.Config{MappingUnit: unit, LogicalBytes: logical, OP: op, RUBytes: ru, Handles: f.handles,
+			Isolation: iso, GC: gc, FreeReserve: f.reserve}
+		rep.Device = reports.Device{Kind: "model", SizeBytes: logical, FDP: false, Handles: f.handles, RUBytes: ru, OP: op,
+			MappingUnit: unit, Isolation: iso.String(), GC: gc.String(), Precondition: pre.String(), Deallocate: f.deallocate}
+		for _, pol := range policies {
+			g, err := b.newGen()
+			if err != nil {
+				return err
+			}
+			dc, err := f.wl.driverConfig(b)
+			if err != nil {
+				return err
+			}
+			dc.TargetUtil = util
+			dc.Workers = 1 // the model is deterministic only single-threaded
+			res, err := workloads.RunSim(ctx, workloads.SimRun{Gen: g, Driver: dc, FTL: fc, Precondition: pre, Policy: pol,
+				Model: f.wl.model, SlotBytes: slotBytes, Deallocate: f.deallocate, CheckpointOps: f.checkpointOps,
+				WarmupCaps: f.warmup, MeasureCaps: f.measure})
+			if err != nil {
+				return fmt.Errorf("simulate %s: %w", pol, err)
+			}
+			run := simRun(res, logical)
+			if sw != nil {
+				run.Param = v
+			}
+			rep.Runs = append(rep.Runs, run)
+			rep.Workload.SlotBytes, rep.Workload.Slots = res.SlotBytes, res.Slots
+			rep.Window.WarmupBytes = res.WarmupBytes
+			if rep.Window.MeasuredBytes == 0 {
+				rep.Window.MeasuredBytes = res.Run.Counters.BytesWritten
+			}
+		}
+	}
+	rep.Notes = append(rep.Notes, "WAF is modelled (FTL model fed with the simulated engine's writes and deallocates), not measured on a drive")
+	return f.out.emit(cmd, rep)
+}
+
+// simRun converts a simulate result into a report run.
+func simRun(res *workloads.SimResult, logical int64) reports.Run {
+	run := reports.FromResult(res.Policy, res.Run, false)
+	run.HostWAF = &reports.WAF{Value: res.WAF, Steady: res.SteadyWAF, Source: "modelled",
+		HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes}
+	run.Infeasible = res.Infeasible
+	tl := res.Timeline
+	if n := len(tl); n > 0 {
+		run.Utilisation = float64(tl[n-1].Stats.ValidBytes) / float64(logical)
+	}
+	for i := 1; i < len(tl); i++ {
+		run.Timeline = append(run.Timeline, reports.Point{PayloadBytes: tl[i].PayloadBytes, WAF: tl[i].Stats.Sub(tl[i-1].Stats).WAF()})
+	}
+	return run
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

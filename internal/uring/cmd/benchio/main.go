@@ -1,0 +1,276 @@
+// Command benchio compares rbctl's io_uring device path with fio on one pre-allocated file:
+// the same block (slot) size, queue depth, O_DIRECT, random order, and run time, for writes
+// and reads. `make bench-io` runs it through scripts/bench-io.sh.
+//
+// The rbctl side drives blockdev.UringDevice the way the engine does: every op is one whole
+// slot (a 4 KiB header "LMCBLK01"+identity+length, then payload) from a registered buffer
+// pool, and several submitters each hand the device batches of slots (like concurrent
+// put_many / load_many_into calls) while one ring keeps QD ops in flight.
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rbctl/rbctl/internal/blockdev"
+)
+
+type config struct {
+	file       string
+	qd         int
+	runtime    time.Duration
+	ramp       time.Duration
+	batch      int
+	submitters int
+	rings      int
+	fixed      bool
+	fio        string
+	rounds     int
+}
+
+func main() {
+	var c config
+	var bsList, rwList string
+	flag.StringVar(&c.file, "file", "", "pre-allocated file (or block device) to run on")
+	flag.StringVar(&bsList, "bs", "1M,64K", "block (slot) sizes")
+	flag.StringVar(&rwList, "rw", "write,read", "directions")
+	flag.IntVar(&c.qd, "qd", 32, "queue depth (fio iodepth; ring depth for rbctl)")
+	flag.DurationVar(&c.runtime, "runtime", 10*time.Second, "measured time per run")
+	flag.DurationVar(&c.ramp, "ramp", time.Second, "warm-up before measuring")
+	flag.IntVar(&c.batch, "batch", 16, "slots per Submit call (put_many batch)")
+	flag.IntVar(&c.submitters, "submitters", 4, "concurrent submitting goroutines")
+	flag.IntVar(&c.rings, "rings", 1, "rings (fio runs one job, so 1 is the like-for-like setting)")
+	flag.BoolVar(&c.fixed, "fixed", true, "register the buffer pool (fixed reads/writes, as the engine does)")
+	flag.StringVar(&c.fio, "fio", "fio", "fio binary ('' to skip fio)")
+	flag.IntVar(&c.rounds, "rounds", 1, "rounds per case (order alternates; the mean is printed)")
+	flag.Parse()
+	if c.file == "" {
+		fmt.Fprintln(os.Stderr, "benchio: -file is required")
+		os.Exit(2)
+	}
+	if c.fio != "" {
+		out, err := exec.Command(c.fio, "--version").Output()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "benchio: %s --version: %v (install fio: scripts/setup.sh)\n", c.fio, err)
+			os.Exit(1)
+		}
+		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s rbctl: rings=%d submitters=%d batch=%d fixed=%v\n",
+			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.submitters, c.batch, c.fixed)
+	}
+	failed := false
+	for _, bsStr := range strings.Split(bsList, ",") {
+		bs, err := parseSize(bsStr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchio:", err)
+			os.Exit(2)
+		}
+		for _, rw := range strings.Split(rwList, ",") {
+			write := rw == "write"
+			var fioSum, fioFixedSum, rbSum float64
+			for round := 0; round < c.rounds; round++ {
+				runFio := func() {
+					if c.fio == "" {
+						return
+					}
+					v, err := fioRun(c, bs, write, false)
+					if err != nil {
+						fmt.Fprintln(os.Stderr, "benchio: fio:", err)
+						failed = true
+					}
+					fioSum += v
+					v, err = fioRun(c, bs, write, true)
+					if err != nil {
+						fmt.Fprintln(os.Stderr, "benchio: fio --fixedbufs:", err)
+						failed = true
+					}
+					fioFixedSum += v
+				}
+				runRb := func() {
+					v, err := rbctlRun(c, bs, write)
+					if err != nil {
+						fmt.Fprintln(os.Stderr, "benchio: rbctl:", err)
+						failed = true
+					}
+					rbSum += v
+				}
+				if round%2 == 0 {
+					runFio()
+					runRb()
+				} else {
+					runRb()
+					runFio()
+				}
+			}
+			// The ratio is taken against the better of fio's default io_uring job and fio with
+			// registered buffers and files (the features rbctl uses): the strict comparison.
+			n := float64(c.rounds)
+			fd, ff, r := fioSum/n/1e9, fioFixedSum/n/1e9, rbSum/n/1e9
+			f := max(fd, ff)
+			ratio := "n/a"
+			if f > 0 {
+				ratio = fmt.Sprintf("%.2f", r/f)
+			}
+			fmt.Printf("bench-io %s bs=%s qd=%d fio=%.2f GB/s rbctl=%.2f GB/s ratio_vs_fio=%s (fio default %.2f, fio fixedbufs+registerfiles %.2f)\n",
+				rw, sizeName(bs), c.qd, f, r, ratio, fd, ff)
+		}
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func parseSize(s string) (int, error) {
+	s = strings.TrimSpace(strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s, "iB"), "B")))
+	mul := 1
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mul, s = 1<<10, strings.TrimSuffix(s, "K")
+	case strings.HasSuffix(s, "M"):
+		mul, s = 1<<20, strings.TrimSuffix(s, "M")
+	case strings.HasSuffix(s, "G"):
+		mul, s = 1<<30, strings.TrimSuffix(s, "G")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n * mul, nil
+}
+
+func sizeName(n int) string {
+	switch {
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return strconv.Itoa(n)
+}
+
+// fioRun runs one fio job (io_uring, O_DIRECT, random, time based) and returns bytes/s.
+// fixed adds --fixedbufs --registerfiles (the registered buffers and files rbctl uses).
+func fioRun(c config, bs int, write, fixed bool) (float64, error) {
+	rw := "randread"
+	if write {
+		rw = "randwrite"
+	}
+	args := []string{
+		"--name=benchio", "--filename=" + c.file, "--ioengine=io_uring", "--direct=1",
+		"--rw=" + rw, "--bs=" + strconv.Itoa(bs), "--iodepth=" + strconv.Itoa(c.qd), "--numjobs=1",
+		"--time_based", fmt.Sprintf("--runtime=%dms", c.runtime.Milliseconds()),
+		fmt.Sprintf("--ramp_time=%dms", c.ramp.Milliseconds()),
+		"--norandommap", "--randrepeat=0", "--output-format=json",
+	}
+	if fixed {
+		args = append(args, "--fixedbufs", "--registerfiles")
+	}
+	out, err := exec.Command(c.fio, args...).Output()
+	if err != nil {
+		return 0, fmt.Errorf("%v: %s", err, out)
+	}
+	// fio may print warnings before the JSON document.
+	if i := strings.IndexByte(string(out), '{'); i > 0 {
+		out = out[i:]
+	}
+	var res struct {
+		Jobs []struct {
+			Read struct {
+				BwBytes float64 `json:"bw_bytes"`
+			} `json:"read"`
+			Write struct {
+				BwBytes float64 `json:"bw_bytes"`
+			} `json:"write"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Jobs) == 0 {
+		return 0, fmt.Errorf("parsing fio JSON: %v", err)
+	}
+	if write {
+		return res.Jobs[0].Write.BwBytes, nil
+	}
+	return res.Jobs[0].Read.BwBytes, nil
+}
+
+// rbctlRun drives the io_uring device with slot-sized ops and returns bytes/s.
+func rbctlRun(c config, bs int, write bool) (float64, error) {
+	d, err := blockdev.OpenUring(c.file, blockdev.UringOptions{QueueDepth: c.qd, Rings: c.rings})
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	slots := d.Info().Size / int64(bs)
+	if slots < int64(c.batch) {
+		return 0, fmt.Errorf("%s holds %d slots of %d bytes; need at least %d", c.file, slots, bs, c.batch)
+	}
+	pool, err := blockdev.Alloc(c.submitters * c.batch * bs)
+	if err != nil {
+		return 0, err
+	}
+	defer blockdev.Free(pool)
+	if c.fixed {
+		if err := d.RegisterBuffers([][]byte{pool}); err != nil {
+			return 0, err
+		}
+	}
+	for i := range pool {
+		pool[i] = byte(i*131 + i>>12)
+	}
+	var (
+		bytesDone atomic.Int64
+		stop      atomic.Bool
+		firstErr  error
+		errOnce   sync.Once
+		wg        sync.WaitGroup
+	)
+	for s := 0; s < c.submitters; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(s), uint64(time.Now().UnixNano())))
+			mine := pool[s*c.batch*bs : (s+1)*c.batch*bs]
+			ops := make([]blockdev.Op, c.batch)
+			for !stop.Load() {
+				for i := range ops {
+					slot := rng.Int64N(slots)
+					buf := mine[i*bs : (i+1)*bs]
+					if write { // slot header as the engine lays it out
+						copy(buf, "LMCBLK01")
+						binary.LittleEndian.PutUint64(buf[8:], uint64(slot)*0x9E3779B97F4A7C15)
+						binary.LittleEndian.PutUint64(buf[16:], uint64(bs-4096))
+					}
+					ops[i] = blockdev.Op{Write: write, Off: slot * int64(bs), Buf: buf, Handle: blockdev.NoPlacement}
+				}
+				if err := d.Submit(ops); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					stop.Store(true)
+					return
+				}
+				bytesDone.Add(int64(c.batch * bs))
+			}
+		}()
+	}
+	time.Sleep(c.ramp)
+	b0, t0 := bytesDone.Load(), time.Now()
+	time.Sleep(c.runtime)
+	b1, t1 := bytesDone.Load(), time.Now()
+	stop.Store(true)
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	st := d.Stats()
+	if c.fixed && st.PlainOps > 0 {
+		return 0, fmt.Errorf("%d ops missed the registered pool", st.PlainOps)
+	}
+	return float64(b1-b0) / t1.Sub(t0).Seconds(), nil
+}

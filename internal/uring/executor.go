@@ -1,0 +1,293 @@
+package uring
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/rbctl/rbctl/internal/sys"
+	"golang.org/x/sys/unix"
+)
+
+// Batch is work handed to an Executor: Len items, each prepared into one SQE and completed by
+// one CQE. Prep and Complete run on the Executor's goroutine, one call at a time per batch.
+type Batch interface {
+	Len() int
+	// Prep fills sqe for item i. The Executor sets user_data afterwards; do not touch it.
+	Prep(i int, sqe SQE)
+	// Complete receives item i's completion. Returning true asks for Prep(i) and submission
+	// again, e.g. for the remainder of a short transfer; Complete then runs again later.
+	Complete(i int, c CQE) (again bool)
+}
+
+// Executor owns one Ring on a goroutine locked to its OS thread and runs Batches handed to it
+// by Run from any goroutine, keeping up to Depth items in flight across all of them. Items
+// are matched to completions by an index into a preallocated op table carried in user_data.
+// The goroutine sleeps in io_uring_enter; new work wakes it through an eventfd the ring polls.
+type Executor struct {
+	depth int
+	efd   int
+	flags uint32
+	feats uint32
+	probe *Probe
+
+	mu       sync.Mutex
+	queue    []*job
+	sleeping bool // the owner waits in the kernel and must be woken for new work
+	closing  bool
+	exited   chan struct{}
+}
+
+type job struct {
+	b    Batch
+	n    int // items
+	next int // next item never prepared
+	left int // items not finally completed
+	fn   func(*Ring) error
+	err  error
+	done chan struct{}
+}
+
+var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
+
+type opSlot struct {
+	j *job
+	i int
+}
+
+const wakeTag = ^uint64(0) // user_data of the eventfd poll; op-table indices are small
+
+// NewExecutor starts an Executor whose ring is set up with opt on its own locked thread.
+// depth (>= 1) bounds the items in flight; opt.Entries is raised to fit it.
+func NewExecutor(opt Options, depth int) (*Executor, error) {
+	if depth < 1 {
+		return nil, fmt.Errorf("io_uring executor: depth %d must be at least 1", depth)
+	}
+	need := uint32(depth + 1) // + the eventfd poll
+	if opt.Entries < need {
+		opt.Entries = 1
+		for opt.Entries < need {
+			opt.Entries <<= 1
+		}
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("io_uring executor: eventfd: %w", err)
+	}
+	e := &Executor{depth: depth, efd: efd, exited: make(chan struct{})}
+	ready := make(chan error, 1)
+	go e.loop(opt, ready)
+	if err := <-ready; err != nil {
+		unix.Close(efd)
+		return nil, err
+	}
+	return e, nil
+}
+
+// Depth is the most items the Executor keeps in flight.
+func (e *Executor) Depth() int { return e.depth }
+
+// Flags and Features describe the ring (IORING_SETUP_* in effect, IORING_FEAT_*).
+func (e *Executor) Flags() uint32    { return e.flags }
+func (e *Executor) Features() uint32 { return e.feats }
+
+// Probe is the ring's opcode probe (nil before Linux 5.6).
+func (e *Executor) Probe() *Probe { return e.probe }
+
+// Run performs every item of b and returns when all have completed. It returns ErrClosed if
+// the Executor is closed; item outcomes are the Batch's business.
+func (e *Executor) Run(b Batch) error {
+	n := b.Len()
+	if n == 0 {
+		return nil
+	}
+	j := jobPool.Get().(*job)
+	j.b, j.n, j.next, j.left, j.fn, j.err = b, n, 0, n, nil, nil
+	if err := e.enqueue(j); err != nil {
+		j.b = nil
+		jobPool.Put(j)
+		return err
+	}
+	<-j.done
+	j.b = nil
+	jobPool.Put(j)
+	return nil
+}
+
+// Do runs fn on the Executor's thread with its ring (e.g. to register buffers on a
+// SINGLE_ISSUER ring) and returns fn's error.
+func (e *Executor) Do(fn func(*Ring) error) error {
+	j := &job{fn: fn, done: make(chan struct{}, 1)}
+	if err := e.enqueue(j); err != nil {
+		return err
+	}
+	<-j.done
+	return j.err
+}
+
+func (e *Executor) enqueue(j *job) error {
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	e.queue = append(e.queue, j)
+	wake := e.sleeping
+	e.sleeping = false
+	e.mu.Unlock()
+	if wake {
+		e.wake()
+	}
+	return nil
+}
+
+func (e *Executor) wake() {
+	one := [8]byte{1}
+	unix.Write(e.efd, one[:]) // EAGAIN only if the counter is saturated: the poll fires anyway
+}
+
+// Close waits for queued and in-flight work to finish, then tears the ring down.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	already := e.closing
+	e.closing = true
+	wake := e.sleeping
+	e.sleeping = false
+	e.mu.Unlock()
+	if !already && wake {
+		e.wake()
+	}
+	<-e.exited
+	return nil
+}
+
+func (e *Executor) loop(opt Options, ready chan<- error) {
+	// Never unlocked: a SINGLE_ISSUER ring is bound to this thread, which exits with us.
+	runtime.LockOSThread()
+	defer close(e.exited)
+	r, err := Setup(opt)
+	if err != nil {
+		ready <- err
+		return
+	}
+	defer unix.Close(e.efd)
+	defer r.Close()
+	e.flags, e.feats, e.probe = r.Flags(), r.Features(), r.Probe()
+	ready <- nil
+
+	table := make([]opSlot, e.depth)
+	free := make([]uint32, e.depth)
+	for i := range free {
+		free[i] = uint32(e.depth - 1 - i)
+	}
+	cqes := make([]CQE, 2*e.depth+2)
+	var (
+		active, spare []*job
+		retry         []opSlot
+		inflight      int
+		pollArmed     bool
+		efdBuf        [8]byte
+	)
+	for {
+		e.mu.Lock()
+		spare, e.queue = e.queue, spare[:0]
+		closing := e.closing
+		e.mu.Unlock()
+		for _, j := range spare {
+			if j.fn != nil {
+				j.err = j.fn(r)
+				j.done <- struct{}{}
+				continue
+			}
+			active = append(active, j)
+		}
+		clear(spare)
+		if closing && inflight == 0 && len(active) == 0 && len(retry) == 0 {
+			return
+		}
+
+		// Prepare as many items as depth and the SQ allow: retries first, then in order.
+		for inflight < e.depth && (len(retry) > 0 || len(active) > 0) {
+			sqe, ok := r.GetSQE()
+			if !ok {
+				break
+			}
+			var s opSlot
+			if n := len(retry); n > 0 {
+				s, retry = retry[n-1], retry[:n-1]
+			} else {
+				j := active[0]
+				s = opSlot{j, j.next}
+				if j.next++; j.next == j.n {
+					active[0] = nil
+					active = active[1:]
+				}
+			}
+			idx := free[len(free)-1]
+			free = free[:len(free)-1]
+			table[idx] = s
+			s.j.b.Prep(s.i, sqe)
+			sqe.SetUserData(uint64(idx))
+			inflight++
+		}
+		if !pollArmed {
+			if sqe, ok := r.GetSQE(); ok {
+				sqe.SetOpcode(sys.IORING_OP_POLL_ADD)
+				sqe.SetFd(int32(e.efd))
+				sqe.SetOpFlags(unix.POLLIN)
+				sqe.SetUserData(wakeTag)
+				pollArmed = true
+			}
+		}
+
+		// Sleep in the kernel unless new work is already queued. Callers wake us only while
+		// we could take more work (below depth).
+		var wait uint32
+		e.mu.Lock()
+		if len(e.queue) == 0 && !e.closing && len(retry) == 0 {
+			wait = 1
+			e.sleeping = inflight < e.depth
+		}
+		e.mu.Unlock()
+		_, err := r.SubmitAndWait(wait)
+		if wait == 1 {
+			e.mu.Lock()
+			e.sleeping = false
+			e.mu.Unlock()
+		}
+		if err != nil {
+			// Not recoverable by retrying (EBUSY/EAGAIN are absorbed by reaping below).
+			if !isBusy(err) {
+				panic(fmt.Sprintf("io_uring executor: %v", err))
+			}
+		}
+		for {
+			n := r.Reap(cqes)
+			if n == 0 {
+				break
+			}
+			for _, c := range cqes[:n] {
+				if c.UserData == wakeTag {
+					unix.Read(e.efd, efdBuf[:])
+					pollArmed = false
+					continue
+				}
+				s := table[c.UserData]
+				table[c.UserData] = opSlot{}
+				free = append(free, uint32(c.UserData))
+				inflight--
+				if s.j.b.Complete(s.i, c) {
+					retry = append(retry, s)
+					continue
+				}
+				if s.j.left--; s.j.left == 0 {
+					s.j.done <- struct{}{}
+				}
+			}
+		}
+	}
+}
+
+func isBusy(err error) bool {
+	return errorsIs(err, unix.EBUSY) || errorsIs(err, unix.EAGAIN)
+}

@@ -1,0 +1,151 @@
+package uring
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/rbctl/rbctl/internal/sys"
+)
+
+// rwBatch reads or writes chunk-sized pieces of buf at off+i*chunk, resubmitting short
+// transfers; cap, when > 0, limits every transfer to cap bytes to force the short path.
+type rwBatch struct {
+	fd    int32
+	write bool
+	buf   []byte
+	off   int64
+	chunk int
+	cap   int
+	done  []int
+	errs  []error
+	preps int
+}
+
+func (b *rwBatch) Len() int { return len(b.buf) / b.chunk }
+
+func (b *rwBatch) Prep(i int, sqe SQE) {
+	b.preps++
+	p := b.buf[i*b.chunk+b.done[i] : (i+1)*b.chunk]
+	if b.cap > 0 && len(p) > b.cap {
+		p = p[:b.cap]
+	}
+	off := uint64(b.off + int64(i*b.chunk+b.done[i]))
+	if b.write {
+		sqe.PrepWrite(b.fd, p, off)
+	} else {
+		sqe.PrepRead(b.fd, p, off)
+	}
+}
+
+func (b *rwBatch) Complete(i int, c CQE) bool {
+	if c.Res <= 0 {
+		b.errs[i] = fmt.Errorf("item %d: res %d", i, c.Res)
+		return false
+	}
+	b.done[i] += int(c.Res)
+	return b.done[i] < b.chunk
+}
+
+func newRW(fd int32, write bool, buf []byte, off int64, chunk int) *rwBatch {
+	n := len(buf) / chunk
+	return &rwBatch{fd: fd, write: write, buf: buf, off: off, chunk: chunk, done: make([]int, n), errs: make([]error, n)}
+}
+
+func newExecutorOrSkip(t testing.TB, opt Options, depth int) *Executor {
+	t.Helper()
+	e, err := NewExecutor(opt, depth)
+	if err != nil {
+		if ns, ok := err.(*NotSupportedError); ok {
+			t.Skipf("kernel lacks %s (needs %s)", ns.Feature, ns.MinKernel)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func TestExecutorConcurrentBatches(t *testing.T) {
+	for _, opt := range []Options{
+		{},
+		{SingleIssuer: true, DeferTaskrun: true, BestEffort: true},
+		{CoopTaskrun: true, BestEffort: true},
+	} {
+		t.Run(fmt.Sprintf("flags=%#x", opt.setupFlags()), func(t *testing.T) {
+			e := newExecutorOrSkip(t, opt, 8)
+			f := tempFile(t, 8<<20, true)
+			const workers, chunk, per = 6, 16 << 10, 24
+			bufs := make([][]byte, workers)
+			var wg sync.WaitGroup
+			for w := 0; w < workers; w++ {
+				bufs[w] = offHeap(t, chunk*per)
+				fill(bufs[w], byte(w))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					b := newRW(int32(f.Fd()), true, bufs[w], int64(w*chunk*per), chunk)
+					if err := e.Run(b); err != nil {
+						t.Error(err)
+					}
+					for i, err := range b.errs {
+						if err != nil || b.done[i] != chunk {
+							t.Errorf("worker %d item %d: done %d err %v", w, i, b.done[i], err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			got := offHeap(t, chunk*per*workers)
+			rb := newRW(int32(f.Fd()), false, got, 0, chunk)
+			if err := e.Run(rb); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, bytes.Join(bufs, nil)) {
+				t.Fatal("read back differs from what the workers wrote")
+			}
+		})
+	}
+}
+
+func TestExecutorResubmitsShortTransfers(t *testing.T) {
+	e := newExecutorOrSkip(t, Options{}, 4)
+	f := tempFile(t, 1<<20, true)
+	buf := offHeap(t, 64<<10)
+	fill(buf, 11)
+	w := newRW(int32(f.Fd()), true, buf, 0, 16<<10)
+	w.cap = 4096 // every transfer a quarter of the item: three resubmits each
+	if err := e.Run(w); err != nil {
+		t.Fatal(err)
+	}
+	if w.preps != 16 {
+		t.Fatalf("%d preparations, want 16 (4 items x 4 pieces)", w.preps)
+	}
+	got := offHeap(t, 64<<10)
+	if err := e.Run(newRW(int32(f.Fd()), false, got, 0, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, buf) {
+		t.Fatal("bytes differ after resubmitted short writes")
+	}
+}
+
+func TestExecutorDoAndClose(t *testing.T) {
+	e, err := NewExecutor(Options{SingleIssuer: true, BestEffort: true}, 2)
+	if err != nil {
+		t.Skip(err)
+	}
+	buf := offHeap(t, 4096)
+	if err := e.Do(func(r *Ring) error { return r.RegisterBuffers([][]byte{buf}) }); err != nil {
+		t.Fatalf("RegisterBuffers on the owner thread: %v", err)
+	}
+	if e.Flags()&sys.IORING_SETUP_SINGLE_ISSUER == 0 {
+		t.Log("SINGLE_ISSUER dropped by BestEffort")
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(newRW(0, false, buf, 0, 4096)); err != ErrClosed {
+		t.Fatalf("Run after Close = %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,44 @@
+package placement
+
+import (
+	"strconv"
+	"testing"
+)
+
+// BenchmarkPlace reports decisions per second for each policy on one goroutine.
+func BenchmarkPlace(b *testing.B) {
+	salts := make([]string, 64)
+	for i := range salts {
+		salts[i] = "tenant-salt-" + strconv.Itoa(i)
+	}
+	for _, spec := range []string{"none", "static:1", "round-robin", "cache-salt", "cache-salt:rank", "hotness", "metadata-class+cache-salt", "metadata-class+hotness"} {
+		b.Run(spec, func(b *testing.B) {
+			p, err := Parse(spec, 8)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := Write{Namespace: "vllm", Model: "llama", ChunkIndex: -1, Size: 256 << 10}
+			sink := 0
+			b.ResetTimer()
+			for i := range b.N {
+				w.CacheSalt = salts[i&63]
+				w.Identity = uint64(i) * 0x9e3779b97f4a7c15
+				w.Metadata = i&1023 == 0
+				sink += p.Place(w)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+			if sink == 42 {
+				b.Log(sink)
+			}
+		})
+	}
+}
+
+// BenchmarkObserve reports hotness sketch updates per second.
+func BenchmarkObserve(b *testing.B) {
+	p := NewHotness(4)
+	for i := range b.N {
+		Observe(p, uint64(i%100000), Lookup)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "observations/s")
+}

@@ -1,0 +1,28 @@
+package placement
+
+import "testing"
+
+// FuzzParse: any spec either parses into a policy whose decisions stay in range and whose
+// Name parses back to itself, or fails with ErrSpec. Never panics.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"none", "static:3", "metadata-class+cache-salt", "cache-salt:rank", "hotness+", "x+y+z"} {
+		f.Add(s, 4)
+	}
+	f.Fuzz(func(t *testing.T, spec string, handles int) {
+		handles %= 300
+		p, err := Parse(spec, handles)
+		if err != nil {
+			return
+		}
+		for i := range 20 {
+			w := Write{CacheSalt: spec[:i%(len(spec)+1)], Identity: uint64(i), Metadata: i%3 == 0, Size: i}
+			Observe(p, w.Identity, Lookup)
+			if h := p.Place(w); h != None && (h < 0 || h >= handles) {
+				t.Fatalf("%q with %d handles placed on %d", spec, handles, h)
+			}
+		}
+		if q, err := Parse(p.Name(), handles); err != nil || q.Name() != p.Name() {
+			t.Fatalf("Name %q does not round-trip: %v", p.Name(), err)
+		}
+	})
+}

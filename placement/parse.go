@@ -1,0 +1,105 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrSpec is wrapped by every Parse error.
+var ErrSpec = errors.New("placement: bad policy")
+
+// Known lists the policy names Parse accepts (compositions join one data policy to
+// metadata-class with '+').
+func Known() []string {
+	return []string{"none", "static:N", "round-robin", "cache-salt", "cache-salt:rank", "hotness", "metadata-class"}
+}
+
+// Parse builds a policy from a flag string for a device with the given number of
+// placement handles. Grammar: a data policy (none, static:N, round-robin, cache-salt,
+// cache-salt:hash, cache-salt:rank, hotness), metadata-class alone, or metadata-class
+// joined with one data policy by '+' in either order ("metadata-class+cache-salt").
+// With metadata-class, handle handles-1 is reserved for metadata and the data policy gets
+// handles 0..handles-2. "" means none.
+func Parse(spec string, handles int) (Policy, error) {
+	spec = strings.ToLower(strings.TrimSpace(spec))
+	if spec == "" || spec == "none" {
+		return NewNone(), nil
+	}
+	parts := strings.Split(spec, "+")
+	meta := false
+	var data []string
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		switch {
+		case p == "":
+			return nil, fmt.Errorf("%w: empty component in %q", ErrSpec, spec)
+		case p == "metadata-class":
+			if meta {
+				return nil, fmt.Errorf("%w: metadata-class given twice in %q", ErrSpec, spec)
+			}
+			meta = true
+		default:
+			data = append(data, p)
+		}
+	}
+	if len(data) > 1 {
+		return nil, fmt.Errorf("%w: %q combines %d data policies (%s); only metadata-class composes with one data policy",
+			ErrSpec, spec, len(data), strings.Join(data, ", "))
+	}
+	if handles < 1 {
+		return nil, fmt.Errorf("%w: policy %q needs placement handles, but the device has none (no FDP); use 'none'", ErrSpec, spec)
+	}
+	dataHandles := handles
+	if meta {
+		if handles < 2 {
+			return nil, fmt.Errorf("%w: metadata-class needs at least 2 handles (one for metadata, one for data), device has %d", ErrSpec, handles)
+		}
+		dataHandles = handles - 1
+	}
+	var inner Policy
+	if len(data) == 1 {
+		var err error
+		if inner, err = parseData(data[0], dataHandles, handles, meta); err != nil {
+			return nil, err
+		}
+	}
+	if meta {
+		return NewMetadataClass(handles, inner), nil
+	}
+	return inner, nil
+}
+
+func parseData(p string, n, handles int, meta bool) (Policy, error) {
+	switch p {
+	case "none":
+		return NewNone(), nil
+	case "round-robin", "roundrobin", "rr":
+		return NewRoundRobin(n), nil
+	case "cache-salt", "cache-salt:hash":
+		return NewCacheSalt(n), nil
+	case "cache-salt:rank":
+		return NewCacheSaltRank(n), nil
+	case "hotness":
+		return NewHotness(n), nil
+	}
+	if arg, ok := strings.CutPrefix(p, "static:"); ok {
+		h, err := strconv.Atoi(arg)
+		if err != nil || h < 0 {
+			return nil, fmt.Errorf("%w: %q: static needs a handle index >= 0, as in static:1", ErrSpec, p)
+		}
+		if h >= n {
+			if meta {
+				return nil, fmt.Errorf("%w: %s needs at least %d data handles, device has %d handles and metadata-class reserves handle %d",
+					ErrSpec, p, h+1, handles, handles-1)
+			}
+			return nil, fmt.Errorf("%w: %s needs at least %d handles, device has %d", ErrSpec, p, h+1, handles)
+		}
+		return NewStatic(h), nil
+	}
+	if p == "static" {
+		return nil, fmt.Errorf("%w: static needs a handle index, as in static:1", ErrSpec)
+	}
+	return nil, fmt.Errorf("%w: unknown policy '%s'; known: %s", ErrSpec, p, strings.Join(Known(), ", "))
+}

@@ -1,0 +1,253 @@
+package placement
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+func mustParse(t testing.TB, spec string, handles int) Policy {
+	t.Helper()
+	p, err := Parse(spec, handles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestNoneAndStatic(t *testing.T) {
+	if h := mustParse(t, "none", 4).Place(Write{CacheSalt: "a", Metadata: true}); h != None {
+		t.Fatalf("none placed on %d", h)
+	}
+	p := mustParse(t, "static:2", 4)
+	for _, w := range []Write{{}, {CacheSalt: "x"}, {Metadata: true}} {
+		if h := p.Place(w); h != 2 {
+			t.Fatalf("static:2 placed %+v on %d", w, h)
+		}
+	}
+}
+
+func TestRoundRobin(t *testing.T) {
+	p := mustParse(t, "round-robin", 3)
+	for i := range 9 {
+		if h := p.Place(Write{}); h != i%3 {
+			t.Fatalf("write %d on %d", i, h)
+		}
+	}
+	// Concurrent callers see every handle equally often.
+	p = mustParse(t, "round-robin", 4)
+	var mu sync.Mutex
+	counts := make([]int, 4)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			local := make([]int, 4)
+			for range 1000 {
+				local[p.Place(Write{})]++
+			}
+			mu.Lock()
+			for i, c := range local {
+				counts[i] += c
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for i, c := range counts {
+		if c != 1000 {
+			t.Fatalf("handle %d got %d of 4000 writes", i, c)
+		}
+	}
+}
+
+func TestCacheSaltHash(t *testing.T) {
+	p := mustParse(t, "cache-salt", 4)
+	seen := map[int]bool{}
+	for i := range 64 {
+		salt := fmt.Sprintf("tenant-%d", i)
+		h := p.Place(Write{CacheSalt: salt, Identity: uint64(i)})
+		if h < 0 || h >= 4 {
+			t.Fatalf("salt %s on %d", salt, h)
+		}
+		for j := range 5 { // stable: independent of key, chunk and size
+			if h2 := p.Place(Write{CacheSalt: salt, Identity: uint64(j * 77), ChunkIndex: j, Size: j}); h2 != h {
+				t.Fatalf("salt %s moved from %d to %d", salt, h, h2)
+			}
+		}
+		seen[h] = true
+	}
+	if len(seen) != 4 {
+		t.Fatalf("64 salts used only handles %v", seen)
+	}
+	if h := p.Place(Write{}); h != 0 {
+		t.Fatalf("empty salt on %d, want 0", h)
+	}
+}
+
+func TestCacheSaltRank(t *testing.T) {
+	p := mustParse(t, "cache-salt:rank", 3)
+	// "big" writes most bytes, "mid" next; "small" and "tiny" share the last handle.
+	for range 10 {
+		p.Place(Write{CacheSalt: "big", Size: 1000})
+		p.Place(Write{CacheSalt: "mid", Size: 500})
+		p.Place(Write{CacheSalt: "small", Size: 10})
+		p.Place(Write{CacheSalt: "tiny", Size: 1})
+	}
+	want := map[string]int{"big": 0, "mid": 1, "small": 2, "tiny": 2, "": 2}
+	for salt, h := range want {
+		if got := p.Place(Write{CacheSalt: salt, Size: 1}); got != h {
+			t.Errorf("salt %q on %d, want %d", salt, got, h)
+		}
+	}
+	// Ranks follow bytes: once "tiny" outgrows everyone it gets handle 0 (after a re-rank).
+	for range 2 * rankEvery {
+		p.Place(Write{CacheSalt: "tiny", Size: 10000})
+	}
+	if got := p.Place(Write{CacheSalt: "tiny", Size: 1}); got != 0 {
+		t.Errorf("heaviest salt on %d, want 0", got)
+	}
+}
+
+func TestMetadataClass(t *testing.T) {
+	p := mustParse(t, "metadata-class+cache-salt", 4)
+	if h := p.Place(Write{Metadata: true, CacheSalt: "x"}); h != 3 {
+		t.Fatalf("metadata on %d, want 3", h)
+	}
+	for i := range 200 {
+		if h := p.Place(Write{CacheSalt: fmt.Sprint(i)}); h < 0 || h >= 3 {
+			t.Fatalf("data on %d, must avoid the metadata handle 3", h)
+		}
+	}
+	alone := mustParse(t, "metadata-class", 2)
+	if alone.Place(Write{Metadata: true}) != 1 || alone.Place(Write{}) != 0 {
+		t.Fatal("metadata-class alone: metadata → 1, data → 0")
+	}
+	rr := mustParse(t, "metadata-class+round-robin", 3)
+	for i := range 6 {
+		if h := rr.Place(Write{}); h != i%2 {
+			t.Fatalf("data write %d on %d", i, h)
+		}
+	}
+}
+
+// lcg is a deterministic stream of pseudo-random numbers for building skewed key streams.
+type lcg uint64
+
+func (r *lcg) next() uint64 {
+	*r = *r*6364136223846793005 + 1442695040888963407
+	return uint64(*r >> 11)
+}
+
+func TestHotnessSeparatesHotFromCold(t *testing.T) {
+	p := mustParse(t, "hotness", 2)
+	r := lcg(1)
+	const hot, cold = 50, 20000
+	// 80% of lookups go to 50 hot keys; 20% spread over 20,000 cold keys.
+	for range 200000 {
+		x := r.next()
+		var id uint64
+		if x%10 < 8 {
+			id = 1 + x/10%hot
+		} else {
+			id = 1000 + x/10%cold
+		}
+		Observe(p, id, Lookup)
+	}
+	hotOnHot, coldOnCold := 0, 0
+	for i := range uint64(hot) {
+		if p.Place(Write{Identity: 1 + i}) == 1 {
+			hotOnHot++
+		}
+	}
+	for i := range uint64(cold) {
+		if p.Place(Write{Identity: 1000 + i}) == 0 {
+			coldOnCold++
+		}
+	}
+	t.Logf("hot keys on the hot handle: %d/%d; cold keys on the cold handle: %d/%d", hotOnHot, hot, coldOnCold, cold)
+	if hotOnHot != hot {
+		t.Errorf("only %d of %d hot keys classed hot", hotOnHot, hot)
+	}
+	if coldOnCold < cold*9/10 {
+		t.Errorf("only %d of %d cold keys classed cold", coldOnCold, cold)
+	}
+	// Graded classes on 4 handles: hot keys (~3,000 lookups each) in the top class, cold
+	// keys (~2 each) in the bottom two.
+	p4 := mustParse(t, "hotness", 4)
+	r = lcg(1)
+	for range 200000 {
+		x := r.next()
+		var id uint64
+		if x%10 < 8 {
+			id = 1 + x/10%hot
+		} else {
+			id = 1000 + x/10%cold
+		}
+		Observe(p4, id, Lookup)
+	}
+	coldLow, hotTop := 0, 0
+	for i := range uint64(cold) {
+		if p4.Place(Write{Identity: 1000 + i}) <= 1 {
+			coldLow++
+		}
+	}
+	for i := range uint64(hot) {
+		if p4.Place(Write{Identity: 1 + i}) == 3 {
+			hotTop++
+		}
+	}
+	t.Logf("4 handles: hot keys on handle 3: %d/%d; cold keys on handles 0-1: %d/%d", hotTop, hot, coldLow, cold)
+	if hotTop != hot || coldLow < cold*9/10 {
+		t.Errorf("graded classes do not separate: hot top %d/%d, cold low %d/%d", hotTop, hot, coldLow, cold)
+	}
+	// Unseen keys are cold; a delete keeps history; a rewrite after eviction keeps the class.
+	if h := p4.Place(Write{Identity: 999999999}); h != 0 {
+		t.Errorf("unseen key on %d", h)
+	}
+	before := p4.Place(Write{Identity: 1})
+	Observe(p4, 1, Delete)
+	Observe(p4, 1, Store)
+	if after := p4.Place(Write{Identity: 1}); after != before {
+		t.Errorf("key moved from %d to %d after delete+store", before, after)
+	}
+	// A first store teaches nothing.
+	Observe(p4, 424242, Store)
+	if h := p4.Place(Write{Identity: 424242}); h != 0 {
+		t.Errorf("first store made a key hot: %d", h)
+	}
+}
+
+func TestHotnessDecay(t *testing.T) {
+	p := NewHotness(8).(*hotness)
+	for range 100 {
+		p.Observe(7, Load)
+	}
+	before := p.Estimate(7)
+	// Enough other traffic to trigger several halvings.
+	for i := range 3 * p.decayEvery {
+		p.Observe(1_000_000+i%5000, Lookup)
+	}
+	if after := p.Estimate(7); after >= before/4 {
+		t.Fatalf("estimate %d → %d after 3 decay periods", before, after)
+	}
+}
+
+func TestConcurrentSafety(t *testing.T) {
+	for _, spec := range []string{"round-robin", "cache-salt", "cache-salt:rank", "hotness", "metadata-class+hotness"} {
+		p := mustParse(t, spec, 4)
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 2000 {
+					id := uint64(g*100000 + i%300)
+					Observe(p, id, Lookup)
+					if h := p.Place(Write{CacheSalt: fmt.Sprint(i % 7), Identity: id, Size: 100, Metadata: i%50 == 0}); h < 0 || h >= 4 {
+						t.Errorf("%s placed on %d", spec, h)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+}

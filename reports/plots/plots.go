@@ -1,0 +1,182 @@
+// Package plots draws a report's figures as PNG and SVG with gonum/plot: the latency CDF per
+// strategy, WAF over time per strategy, throughput over time, and a sweep's WAF curve.
+package plots
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/rbctl/rbctl/reports"
+)
+
+// ErrNoData: the report has nothing to draw for a figure.
+var ErrNoData = errors.New("no data to plot")
+
+const width, height = 7 * vg.Inch, 4.5 * vg.Inch
+
+// save writes p as dir/name.png and dir/name.svg and returns the paths.
+func save(p *plot.Plot, dir, name string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ext := range []string{".png", ".svg"} {
+		path := filepath.Join(dir, name+ext)
+		if err := p.Save(width, height, path); err != nil {
+			return out, fmt.Errorf("saving %s: %w", path, err)
+		}
+		out = append(out, path)
+	}
+	return out, nil
+}
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// lines adds one named line per series; series with no points are skipped.
+func lines(p *plot.Plot, names []string, series []plotter.XYs) (int, error) {
+	var args []any
+	for i, s := range series {
+		if len(s) > 0 {
+			args = append(args, names[i], s)
+		}
+	}
+	if len(args) == 0 {
+		return 0, ErrNoData
+	}
+	return len(args) / 2, plotutil.AddLines(p, args...)
+}
+
+// LatencyCDF draws each run's request latency CDF (log-scaled latency).
+func LatencyCDF(r *reports.Report, dir string) ([]string, error) {
+	p := newPlot("Request latency CDF", "latency (µs, log)", "fraction of requests")
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	var names []string
+	var series []plotter.XYs
+	for _, run := range r.Runs {
+		var xy plotter.XYs
+		for _, c := range run.RequestCDF {
+			if c.Us > 0 {
+				xy = append(xy, plotter.XY{X: c.Us, Y: c.Fraction})
+			}
+		}
+		names = append(names, run.Policy)
+		series = append(series, xy)
+	}
+	if _, err := lines(p, names, series); err != nil {
+		return nil, err
+	}
+	return save(p, dir, "latency-cdf")
+}
+
+// WAFOverTime draws each run's modelled WAF per interval against payload written.
+func WAFOverTime(r *reports.Report, dir string) ([]string, error) {
+	p := newPlot("Host WAF (modelled) over time", "payload written (GiB)", "WAF over interval")
+	var names []string
+	var series []plotter.XYs
+	for _, run := range r.Runs {
+		var xy plotter.XYs
+		for _, pt := range run.Timeline {
+			if pt.WAF > 0 {
+				xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: pt.WAF})
+			}
+		}
+		names = append(names, run.Policy)
+		series = append(series, xy)
+	}
+	if _, err := lines(p, names, series); err != nil {
+		return nil, err
+	}
+	p.Y.Min = math.Min(p.Y.Min, 1)
+	return save(p, dir, "waf-over-time")
+}
+
+// Throughput draws each run's ops/s over wall-clock time.
+func Throughput(r *reports.Report, dir string) ([]string, error) {
+	p := newPlot("Throughput over time", "seconds", "ops/s")
+	var names []string
+	var series []plotter.XYs
+	for _, run := range r.Runs {
+		var xy plotter.XYs
+		for _, pt := range run.Timeline {
+			if pt.Seconds > 0 {
+				xy = append(xy, plotter.XY{X: pt.Seconds, Y: pt.OpsPerSec})
+			}
+		}
+		names = append(names, run.Policy)
+		series = append(series, xy)
+	}
+	if _, err := lines(p, names, series); err != nil {
+		return nil, err
+	}
+	p.Y.Min = 0
+	return save(p, dir, "throughput")
+}
+
+// Sweep draws WAF against the swept parameter, one line per policy, into dir/name.{png,svg}.
+func Sweep(r *reports.Report, dir, name string) ([]string, error) {
+	p := newPlot(fmt.Sprintf("Modelled WAF vs %s", r.Sweep), r.Sweep, "WAF (measured window)")
+	idx := map[string]int{}
+	var names []string
+	var series []plotter.XYs
+	for _, run := range r.Runs {
+		if run.HostWAF == nil || run.HostWAF.Value == 0 || run.Infeasible {
+			continue
+		}
+		i, ok := idx[run.Policy]
+		if !ok {
+			i = len(names)
+			idx[run.Policy] = i
+			names = append(names, run.Policy)
+			series = append(series, nil)
+		}
+		series[i] = append(series[i], plotter.XY{X: run.Param, Y: run.HostWAF.Value})
+	}
+	if _, err := lines(p, names, series); err != nil {
+		return nil, err
+	}
+	p.Y.Min = math.Min(p.Y.Min, 1)
+	return save(p, dir, name)
+}
+
+// All draws every figure the report has data for (bench: CDF, WAF, throughput; simulate:
+// WAF over time, or the sweep) and returns the files written.
+func All(r *reports.Report, dir string) ([]string, error) {
+	var out []string
+	var figs []func(*reports.Report, string) ([]string, error)
+	if r.Sweep != "" {
+		figs = append(figs, func(r *reports.Report, d string) ([]string, error) { return Sweep(r, d, "sweep-"+r.Sweep) })
+	} else {
+		figs = append(figs, WAFOverTime)
+		if r.Command == "bench" {
+			figs = append(figs, LatencyCDF, Throughput)
+		}
+	}
+	for _, f := range figs {
+		files, err := f(r, dir)
+		if errors.Is(err, ErrNoData) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, files...)
+	}
+	return out, nil
+}

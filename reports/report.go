@@ -1,0 +1,144 @@
+// Package reports holds the results of rbctl bench and rbctl simulate (one versioned schema
+// for both) and renders them as tables, JSON, CSV and Markdown. Plots are in reports/plots.
+package reports
+
+import (
+	"time"
+)
+
+// Schema identifies the JSON document. Bump SchemaVersion on any incompatible change (a
+// removed or renamed field, a changed unit); adding a field is compatible.
+const (
+	Schema        = "rbctl.report"
+	SchemaVersion = 1
+)
+
+// Report is one comparison: the same workload run once per placement policy (and, in a
+// sweep, once per parameter value).
+type Report struct {
+	Schema        string    `json:"schema"`
+	SchemaVersion int       `json:"schema_version"`
+	Command       string    `json:"command"` // "bench" or "simulate"
+	Created       time.Time `json:"created"`
+	Device        Device    `json:"device"`
+	Workload      Workload  `json:"workload"`
+	Window        Window    `json:"window"`
+	Sweep         string    `json:"sweep,omitempty"` // swept parameter name ("util", "op", ...)
+	Runs          []Run     `json:"runs"`
+	Notes         []string  `json:"notes,omitempty"`
+}
+
+// Device describes what the runs wrote to (or, for simulate, what was modelled).
+type Device struct {
+	Path         string  `json:"path,omitempty"`
+	Kind         string  `json:"kind"` // blockdev.Kind or "model"
+	SizeBytes    int64   `json:"size_bytes"`
+	FDP          bool    `json:"fdp"`     // device WAF comes from its FDP statistics log
+	Handles      int     `json:"handles"` // placement handles
+	RUBytes      int64   `json:"ru_bytes"`
+	OP           float64 `json:"op"` // spare factor of the (shadow) FTL model
+	MappingUnit  int64   `json:"mapping_unit"`
+	Isolation    string  `json:"isolation"`
+	GC           string  `json:"gc"`
+	Precondition string  `json:"precondition"`
+	Deallocate   bool    `json:"deallocate"` // freed slots are deallocated
+}
+
+// Workload describes the generator and driver settings.
+type Workload struct {
+	Name        string   `json:"name"` // kv, sequential, uniform, zipf, trace:<path>
+	Seed        uint64   `json:"seed"`
+	Tenants     []string `json:"tenants,omitempty"`
+	ChunkBytes  int      `json:"chunk_bytes"`
+	SlotBytes   int64    `json:"slot_bytes"`
+	Slots       int64    `json:"slots"`
+	TargetUtil  float64  `json:"target_util"`
+	Eviction    string   `json:"eviction"`
+	Workers     int      `json:"workers"`
+	Rate        float64  `json:"rate,omitempty"` // requests/s; 0 = closed loop
+	Description string   `json:"description,omitempty"`
+}
+
+// Window states what the figures cover (SPEC: WAF after a warm-up).
+type Window struct {
+	WarmupBytes   int64  `json:"warmup_bytes"`   // payload bytes stored before measuring
+	MeasuredBytes int64  `json:"measured_bytes"` // payload bytes stored while measuring (first run)
+	Description   string `json:"description"`
+}
+
+// Latency summarises one operation's latency histogram, in microseconds.
+type Latency struct {
+	Op     string  `json:"op"`
+	Count  int64   `json:"count"`
+	MeanUs float64 `json:"mean_us"`
+	P50Us  float64 `json:"p50_us"`
+	P99Us  float64 `json:"p99_us"`
+	P999Us float64 `json:"p999_us"`
+	MaxUs  float64 `json:"max_us"`
+}
+
+// WAF is a write-amplification figure and where it came from.
+type WAF struct {
+	Value      float64 `json:"value"`            // over the measured window
+	Steady     float64 `json:"steady,omitempty"` // second half of the measured window
+	Source     string  `json:"source"`           // "modelled" (shadow FTL) or "fdp-stats" (device log)
+	HostBytes  uint64  `json:"host_bytes"`
+	MediaBytes uint64  `json:"media_bytes"`
+}
+
+// Tenant is one cache_salt's share of a run.
+type Tenant struct {
+	Salt         string  `json:"salt"`
+	Requests     int64   `json:"requests"`
+	BytesWritten int64   `json:"bytes_written"`
+	HitRatio     float64 `json:"hit_ratio"`
+}
+
+// Point is one timeline sample.
+type Point struct {
+	Seconds      float64 `json:"seconds"`       // wall clock since start (bench); 0 for simulate
+	PayloadBytes int64   `json:"payload_bytes"` // payload bytes stored so far
+	OpsPerSec    float64 `json:"ops_per_sec"`   // over the interval ending here (bench)
+	WriteGBps    float64 `json:"write_gbps"`
+	ReadGBps     float64 `json:"read_gbps"`
+	WAF          float64 `json:"waf"` // host (modelled) WAF over the interval ending here
+}
+
+// CDFPoint is one point of a latency CDF.
+type CDFPoint struct {
+	Us       float64 `json:"us"`
+	Fraction float64 `json:"fraction"`
+}
+
+// Run is one policy's result.
+type Run struct {
+	Policy           string     `json:"policy"`
+	Param            float64    `json:"param,omitempty"` // sweep value
+	Ops              int64      `json:"ops"`
+	Requests         int64      `json:"requests"`
+	ElapsedSec       float64    `json:"elapsed_sec"`
+	OpsPerSec        float64    `json:"ops_per_sec"`
+	ReadBytes        int64      `json:"read_bytes"`
+	WrittenBytes     int64      `json:"written_bytes"`
+	ReadGBps         float64    `json:"read_gbps"`
+	WriteGBps        float64    `json:"write_gbps"`
+	HitRatio         float64    `json:"hit_ratio"`
+	Latency          []Latency  `json:"latency"`
+	HostWAF          *WAF       `json:"host_waf"`             // modelled; nil when no model ran
+	DeviceWAF        *WAF       `json:"device_waf,omitempty"` // FDP statistics delta; nil without FDP
+	DeallocatedBytes int64      `json:"deallocated_bytes"`
+	Evicted          int64      `json:"evicted"`
+	Expired          int64      `json:"expired"`
+	StoreFailed      int64      `json:"store_failed"`
+	Utilisation      float64    `json:"utilisation"` // valid bytes / logical bytes at the end (model)
+	Infeasible       bool       `json:"infeasible,omitempty"`
+	Tenants          []Tenant   `json:"tenants,omitempty"`
+	Timeline         []Point    `json:"timeline,omitempty"`
+	RequestCDF       []CDFPoint `json:"request_cdf,omitempty"`
+	Error            string     `json:"error,omitempty"`
+}
+
+// New starts a report for command.
+func New(command string) *Report {
+	return &Report{Schema: Schema, SchemaVersion: SchemaVersion, Command: command, Created: time.Now().UTC()}
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# make bench-io: fio (ioengine=io_uring, O_DIRECT) against rbctl's io_uring engine path on the
+# SAME pre-allocated file, same block size and queue depth, in one run, for writes and reads,
+# at 1 MiB and 64 KiB, QD 32. Prints one line per case:
+#   bench-io write bs=1MiB qd=32 fio=X.XX GB/s rbctl=Y.YY GB/s ratio_vs_fio=Z.ZZ
+# Knobs (environment): BENCH_DIR (default /var/tmp), BENCH_SIZE (2G), BENCH_RUNTIME (5s per
+# run), BENCH_RAMP (1s), BENCH_QD (32), BENCH_BS (1M,64K), BENCH_ROUNDS (2), BENCH_KEEP=1 to
+# keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch, -rings, -fixed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${BENCH_DIR:-/var/tmp}
+size=${BENCH_SIZE:-2G}
+file="$dir/rbctl-bench-io.$$.dat"
+
+command -v fio >/dev/null 2>&1 || bash scripts/setup.sh
+command -v fio >/dev/null 2>&1 || { echo "bench-io: fio is not installed (run scripts/setup.sh as root)" >&2; exit 1; }
+
+cleanup() { [ "${BENCH_KEEP:-0}" = 1 ] || rm -f "$file"; }
+trap cleanup EXIT
+
+mkdir -p "$dir"
+echo "bench-io: preparing $size in $file (fallocate, then one sequential O_DIRECT fill so reads hit written blocks)" >&2
+fallocate -l "$size" "$file"
+fio --name=fill --filename="$file" --ioengine=io_uring --direct=1 --rw=write --bs=1M --iodepth=32 \
+    --size="$size" --output=/dev/null
+
+go build -o bin/benchio ./internal/uring/cmd/benchio
+# shellcheck disable=SC2086
+bin/benchio -file "$file" -qd "${BENCH_QD:-32}" -bs "${BENCH_BS:-1M,64K}" \
+    -runtime "${BENCH_RUNTIME:-5s}" -ramp "${BENCH_RAMP:-1s}" -rounds "${BENCH_ROUNDS:-2}" ${BENCH_ARGS:-}

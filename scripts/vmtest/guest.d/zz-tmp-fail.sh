@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "deliberate failure hook"
+exit 3

@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# `make vmtest`: run rbctl's real-device tests against a real Linux NVMe driver and null_blk.
+# Builds static Go test binaries and rbctl, packs them with busybox, nvme-cli and the kernel
+# modules into an initramfs, boots Debian's kernel under qemu-system-x86_64 (TCG, or KVM when
+# /dev/kvm works) with an emulated NVMe controller, and exits with the guest's result.
+# See docs/vmtest.md. Knobs (environment):
+#   VMTEST_PKGS="./nvme ./engine"  packages to test (default: those whose tests use RBCTL_TEST_*)
+#   VMTEST_RUN=REGEX               -test.run for every binary (default: scripts/vmtest/filters)
+#   VMTEST_TIMEOUT=600             seconds for the whole boot; VMTEST_TEST_TIMEOUT=300 per binary
+#   VMTEST_KERNEL=6.1.0-x-amd64    kernel version (default: newest /boot/vmlinuz-* with nvme.ko)
+#   VMTEST_NVME_SIZE=1073741824    bytes of the emulated namespace; VMTEST_SERIAL=deadbeef
+#   VMTEST_MEM=2048 VMTEST_SMP=2   guest memory (MiB) and CPUs
+#   VMTEST_NO_SMOKE=1              do not build rbctl; skip the rbctl CLI smoke steps
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+HERE=$ROOT/scripts/vmtest
+WORK=${VMTEST_WORK:-$ROOT/.cache/vmtest}
+TIMEOUT=${VMTEST_TIMEOUT:-600}
+TEST_TIMEOUT=${VMTEST_TEST_TIMEOUT:-300}
+SERIAL=${VMTEST_SERIAL:-deadbeef}
+NVME_SIZE=${VMTEST_NVME_SIZE:-1073741824}
+MEM=${VMTEST_MEM:-2048}
+SMP=${VMTEST_SMP:-2}
+NULLB_PARAMS="memory_backed=1 discard=1 gb=1 bs=4096"
+
+say() { echo "vmtest: $*"; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+die() {
+	echo "vmtest: FAIL: $*" >&2
+	exit 1
+}
+# missing WHAT: a prerequisite is absent. Non-root machines skip; root (CI) must have it,
+# because scripts/setup.sh installs it.
+missing() {
+	if [ "$(id -u)" != 0 ]; then
+		say "SKIP: $* (not root, so scripts/setup.sh could not install it)"
+		exit 0
+	fi
+	die "$* — run 'make setup' (scripts/setup.sh) first"
+}
+
+[ "$(uname -s)" = Linux ] || {
+	say "SKIP: needs Linux (this is $(uname -s))"
+	exit 0
+}
+QEMU=$(command -v qemu-system-x86_64 || true)
+[ -n "$QEMU" ] || missing "qemu-system-x86_64 not found (package qemu-system-x86)"
+for tool in cpio gzip modinfo go; do
+	command -v "$tool" >/dev/null || missing "$tool not found"
+done
+BUSYBOX=$(command -v busybox || true)
+[ -n "$BUSYBOX" ] || missing "busybox not found (package busybox-static)"
+
+# Newest kernel image that has matching modules with the NVMe driver (the host may run a
+# different kernel, so uname -r is no guide).
+pick_kernel() {
+	local k v
+	for k in $(ls /boot/vmlinuz-* 2>/dev/null | sort -rV); do
+		v=${k#/boot/vmlinuz-}
+		[ -r "$k" ] || continue
+		compgen -G "/lib/modules/$v/kernel/drivers/nvme/host/nvme.ko*" >/dev/null && {
+			echo "$v"
+			return
+		}
+	done
+}
+KVER=${VMTEST_KERNEL:-$(pick_kernel)}
+[ -n "$KVER" ] || missing "no readable /boot/vmlinuz-* with /lib/modules/<ver>/.../nvme.ko (package linux-image-amd64)"
+KIMG=/boot/vmlinuz-$KVER
+[ -r "$KIMG" ] || missing "$KIMG not readable"
+
+# One QEMU boot at a time on this machine, and one user of $WORK.
+mkdir -p "$WORK"
+exec 9>"${VMTEST_LOCK:-/tmp/rbctl-vmtest.lock}"
+if ! flock -n 9; then
+	say "another vmtest run holds the lock; waiting"
+	flock 9
+fi
+
+t_build=$(date +%s.%N)
+RFS=$WORK/rootfs
+rm -rf "$RFS"
+mkdir -p "$RFS"/{bin,sbin,usr/bin,usr/sbin,lib/modules,tests,src,vmtest/guest.d,etc,proc,sys,dev,tmp,root}
+
+# --- busybox, nvme-cli (with its shared libraries) -----------------------------------------
+# copy_bin SRC DEST: copy an executable and, if it is dynamic, every library ldd names, at the
+# same paths.
+copy_bin() {
+	local src=$1 dst=$2 lib libs
+	install -D -m 0755 "$src" "$RFS$dst"
+	libs=$(ldd "$src" 2>/dev/null | grep -oE '/[^ ]+' || true) # none for a static binary
+	for lib in $libs; do
+		[ -e "$RFS$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$RFS$lib"
+	done
+}
+copy_bin "$BUSYBOX" /bin/busybox
+NVMECLI=$(command -v nvme || true)
+if [ -n "$NVMECLI" ]; then
+	copy_bin "$NVMECLI" /usr/sbin/nvme
+else
+	[ "$(id -u)" = 0 ] && die "nvme-cli not installed — run 'make setup'"
+	say "note: nvme-cli not installed; the guest's nvme-cli steps will fail"
+fi
+# util-linux tools tests call with long options busybox lacks (losetup --find --show ...).
+for tool in losetup blkdiscard blockdev wipefs; do
+	p=$(command -v "$tool" || true)
+	[ -n "$p" ] && copy_bin "$p" "$p"
+done
+printf 'root:x:0:0:root:/root:/bin/sh\n' >"$RFS/etc/passwd"
+printf 'root:x:0:\n' >"$RFS/etc/group"
+
+# --- kernel modules, dependencies first ---------------------------------------------------
+MODDIR=/lib/modules/$KVER
+declare -A MOD_NEED=()
+MOD_ORDER=()
+# add_mod NAME|ALIAS required|optional
+add_mod() {
+	local name=$1 need=$2 files f dep soft pre
+	files=$(modinfo -k "$KVER" -F filename "$name" 2>/dev/null) || files=
+	if [ -z "$files" ]; then
+		[ "$need" = required ] && die "kernel module $name not found for $KVER"
+		say "note: optional module $name not found for $KVER"
+		return 0
+	fi
+	for f in $files; do
+		case $f in /*) ;; *) continue ;; esac # "(builtin)"
+		if [ -n "${MOD_NEED[$f]:-}" ]; then
+			[ "$need" = required ] && MOD_NEED[$f]=required
+			continue
+		fi
+		MOD_NEED[$f]=$need
+		# Soft pre-dependencies (e.g. crc-t10dif wants a crct10dif implementation) are best effort.
+		soft=$(modinfo -F softdep "$f" 2>/dev/null | sed -n 's/.*pre: *\([^:]*\)\( post:.*\)\{0,1\}$/\1/p')
+		for pre in $soft; do add_mod "$pre" optional; done
+		for dep in $(modinfo -F depends "$f" | tr , ' '); do add_mod "$dep" "$need"; done
+		MOD_ORDER+=("$f")
+	done
+}
+add_mod nvme required
+add_mod null_blk required
+add_mod loop required # loop + ext4: an O_DIRECT-capable /tmp (rootfs and tmpfs refuse O_DIRECT)
+add_mod ext4 required
+for m in nvme-tcp nvmet-tcp; do add_mod "$m" optional; done # NVMe/TCP host and target, for fabrics tests
+: >"$RFS/vmtest/modules"
+for f in "${MOD_ORDER[@]}"; do
+	rel=${f#"$MODDIR"/}
+	dst=$RFS/lib/modules/${rel%.ko*}.ko
+	mkdir -p "$(dirname "$dst")"
+	case $f in
+	*.ko) cp "$f" "$dst" ;;
+	*.ko.xz) xz -dc "$f" >"$dst" ;;
+	*.ko.zst) zstd -qdc "$f" >"$dst" ;;
+	*.ko.gz) gzip -dc "$f" >"$dst" ;;
+	*) die "unknown module format: $f" ;;
+	esac
+	params=
+	[ "$(basename "$dst")" = null_blk.ko ] && params=$NULLB_PARAMS
+	echo "${rel%.ko*}.ko ${MOD_NEED[$f]} $params" >>"$RFS/vmtest/modules"
+done
+
+# --- Go: rbctl and the test binaries ------------------------------------------------------
+export CGO_ENABLED=0
+MOD=$(go list -m)
+if [ "${VMTEST_NO_SMOKE:-0}" != 1 ]; then
+	go build -trimpath -o "$RFS/bin/rbctl" ./cmd/rbctl || die "go build ./cmd/rbctl failed"
+fi
+
+# Selection: the packages listed in scripts/vmtest/packages, plus every package with tests that
+# reaches the RBCTL_TEST_* variables, in its own files or through a package of this module
+# that its test binary imports.
+select_pkgs() {
+	local -A env=()
+	local ip dir deps d p _
+	while read -r p _; do
+		case $p in '' | \#*) continue ;; esac
+		go list -e -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' "./$p" 2>/dev/null || true
+	done <"$HERE/packages"
+	while IFS=$'\t' read -r ip dir; do
+		[ -n "$dir" ] && grep -qs 'RBCTL_TEST_' "$dir"/*.go && env[$ip]=1
+	done < <(go list -e -f $'{{.ImportPath}}\t{{.Dir}}' ./...)
+	while IFS=$'\t' read -r ip deps; do
+		[[ $ip == *.test ]] || continue
+		for d in ${deps//,/ }; do
+			d=${d%_test}
+			if [ -n "${env[$d]:-}" ]; then
+				echo "${ip%.test}"
+				break
+			fi
+		done
+	done < <(go list -e -test -f $'{{.ImportPath}}\t{{join .Deps ","}}' ./... | sed 's/ \[[^],]*\]//g')
+}
+if [ -n "${VMTEST_PKGS:-}" ]; then
+	# shellcheck disable=SC2086 # a list of patterns
+	mapfile -t PKGS < <(go list -e $VMTEST_PKGS)
+else
+	mapfile -t PKGS < <(select_pkgs | sort -u)
+fi
+[ ${#PKGS[@]} -gt 0 ] || say "note: no package has VM tests yet; only the smoke steps run"
+
+# filter_for REL: the -test.run regex for a package ("-" = all tests).
+filter_for() {
+	local rel=$1 p re
+	if [ -n "${VMTEST_RUN:-}" ]; then
+		echo "$VMTEST_RUN"
+		return
+	fi
+	while read -r p re; do
+		case $p in '' | \#*) continue ;; esac
+		[ "$p" = "$rel" ] && [ -n "$re" ] && {
+			echo "$re"
+			return
+		}
+	done <"$HERE/packages"
+	echo -
+}
+: >"$RFS/vmtest/tests"
+for ip in "${PKGS[@]}"; do
+	rel=${ip#"$MOD"}
+	rel=${rel#/}
+	[ -n "$rel" ] || rel=.
+	name=$(echo "${rel//\//-}" | tr -c 'A-Za-z0-9_.\n-' _).test
+	[ "$rel" = . ] && name=root.test
+	out=$RFS/tests/$name
+	go test -c -trimpath -o "$out" "$ip" || die "go test -c $ip failed"
+	[ -f "$out" ] || continue # no test files
+	dir=$(go list -f '{{.Dir}}' "$ip")
+	[ -d "$dir/testdata" ] && mkdir -p "$RFS/src/$rel" && cp -a "$dir/testdata" "$RFS/src/$rel/"
+	echo "$name $rel $(filter_for "$rel")" >>"$RFS/vmtest/tests"
+done
+
+# --- config, init, hooks, pack ------------------------------------------------------------
+cat >"$RFS/vmtest/config" <<EOF
+RBCTL_TEST_NVME_CTRL=/dev/nvme0
+RBCTL_TEST_NVME_NS=/dev/ng0n1
+RBCTL_TEST_NVME_BLK=/dev/nvme0n1
+RBCTL_TEST_NULLB=/dev/nullb0
+RBCTL_TEST_NVME_SERIAL=$SERIAL
+RBCTL_TEST_NVME_SIZE=$NVME_SIZE
+DEVICES="/dev/nvme0 /dev/ng0n1 /dev/nvme0n1 /dev/nullb0"
+DEVICE_WAIT_S=60
+TEST_TIMEOUT_S=$TEST_TIMEOUT
+SMOKE_LINES=25
+SCRATCH_MB=${VMTEST_SCRATCH_MB:-1024}
+NO_SMOKE=${VMTEST_NO_SMOKE:-0}
+EOF
+install -m 0755 "$HERE/init.sh" "$RFS/init"
+for h in "$HERE"/guest.d/*.sh; do [ -e "$h" ] && install -m 0755 "$h" "$RFS/vmtest/guest.d/"; done
+(cd "$RFS" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc -R 0:0 --quiet) | gzip -1 >"$WORK/initrd.gz"
+rm -f "$WORK/nvme.img"
+truncate -s "$NVME_SIZE" "$WORK/nvme.img"
+t_boot=$(date +%s.%N)
+say "kernel $KVER; test packages: $(awk '{print $2}' "$RFS/vmtest/tests" | tr '\n' ' ')"
+say "initramfs $(du -m "$WORK/initrd.gz" | cut -f1) MiB, built in $(elapsed "$t_build" "$t_boot") s"
+
+# --- boot -----------------------------------------------------------------------------------
+ACCEL=(-accel tcg -cpu max)
+if [ -r /dev/kvm ] && [ -w /dev/kvm ] && { exec 8<>/dev/kvm; } 2>/dev/null; then
+	exec 8>&-
+	ACCEL=(-accel kvm -cpu host)
+fi
+LOG=$WORK/console.log
+say "booting ${ACCEL[1]} guest (-m $MEM -smp $SMP, timeout ${TIMEOUT}s); console also in $LOG"
+set +e
+timeout -k 10 "$TIMEOUT" "$QEMU" -m "$MEM" -smp "$SMP" "${ACCEL[@]}" -nographic -no-reboot \
+	-kernel "$KIMG" -initrd "$WORK/initrd.gz" -append "console=ttyS0 quiet panic=-1" \
+	-drive "file=$WORK/nvme.img,if=none,id=nvm,format=raw" -device "nvme,serial=$SERIAL,drive=nvm" \
+	-nic none </dev/null 2>&1 | sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' | tee "$LOG"
+qrc=${PIPESTATUS[0]}
+set -e
+t_end=$(date +%s.%N)
+wall=$(elapsed "$t_boot" "$t_end")
+
+echo
+say "---- summary ($LOG) ----"
+grep -aE '^VMTEST (PASS|FAIL|SKIP|skipped)' "$LOG" | sed 's/^/vmtest:   /' || true
+res=$(grep -aoE '^RBCTL-VMTEST-RESULT: [0-9]+' "$LOG" | tail -1 | awk '{print $2}' || true)
+if [ -z "$res" ]; then
+	[ "$qrc" = 124 ] && why="timed out after ${TIMEOUT}s" || why="QEMU exited $qrc"
+	say "no result marker ($why); last console lines:"
+	tail -n 40 "$LOG" | sed 's/^/vmtest: | /'
+	die "guest gave no result ($why, ${wall}s)"
+fi
+if [ "$res" != 0 ]; then
+	die "$res guest step(s) failed (boot-to-result ${wall}s)"
+fi
+say "PASS (boot-to-result ${wall}s, kernel $KVER, ${ACCEL[1]})"

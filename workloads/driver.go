@@ -1,0 +1,539 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Phase names the operations whose latency the Driver records.
+type Phase int
+
+const (
+	PhaseRequest Phase = iota // one whole request (lookup, load, unlock, store)
+	PhaseLookup
+	PhaseLoad
+	PhaseStore
+	PhaseDelete
+	NumPhases
+)
+
+var phaseNames = [...]string{"request", "lookup", "load", "store", "delete"}
+
+func (p Phase) String() string { return phaseNames[p] }
+
+// DriverConfig sets how a workload is run.
+type DriverConfig struct {
+	Eviction   Eviction
+	TargetUtil float64   // evict to keep resident chunks ≤ TargetUtil × Backend.Slots() (default 0.9)
+	TTL        []float64 // per tenant (Op.Tenant), in capacity-writes; 0 = none
+	Workers    int       // concurrent requests (default 1)
+	Rate       float64   // requests per second, Poisson arrivals; 0 = closed loop
+	// Duration bounds the measured window (after warm-up), wall clock; 0 = no limit.
+	Duration time.Duration
+	// WarmupTimeout ends the warm-up after this long even if WarmupBytes were not stored yet
+	// (Result.WarmupTimedOut says so); 0 = no limit.
+	WarmupTimeout time.Duration
+	// OnWarm is called (lock held) when the measured window starts.
+	OnWarm func()
+	MaxOps int64 // stop after this many ops (0: when the generator ends)
+	// StopAfterBytes stops once this many payload bytes were stored (0: no limit).
+	StopAfterBytes int64
+	// WarmupBytes: counters and histograms restart once this many bytes were stored, so the
+	// result describes the measured window only.
+	WarmupBytes int64
+	// SampleBytes calls Sample every time this many more bytes were stored (0: never); it is
+	// called with the driver's lock held, so it sees a consistent backend.
+	SampleBytes int64
+	Sample      func(c Counters)
+	Seed        uint64
+}
+
+// Counters are the driver's running totals.
+type Counters struct {
+	Ops, Requests         int64
+	ChunksRequested       int64 // chunks looked up (requests and gets)
+	ChunksHit             int64
+	ChunksLoaded          int64
+	BytesRead             int64
+	ChunksStored          int64
+	BytesWritten          int64
+	StoreFailed           int64
+	Deleted               int64 // by KindDelete ops
+	Evicted               int64 // by the eviction policy
+	Expired               int64 // by tenant TTLs
+	Errors                int64
+	TenantRequests        []int64
+	TenantBytesWritten    []int64
+	TenantChunksHit       []int64
+	TenantChunksRequested []int64
+}
+
+func (c *Counters) clone() Counters {
+	d := *c
+	d.TenantRequests = append([]int64(nil), c.TenantRequests...)
+	d.TenantBytesWritten = append([]int64(nil), c.TenantBytesWritten...)
+	d.TenantChunksHit = append([]int64(nil), c.TenantChunksHit...)
+	d.TenantChunksRequested = append([]int64(nil), c.TenantChunksRequested...)
+	return d
+}
+
+// Sub returns c − b.
+func (c Counters) Sub(b Counters) Counters {
+	d := c.clone()
+	d.Ops -= b.Ops
+	d.Requests -= b.Requests
+	d.ChunksRequested -= b.ChunksRequested
+	d.ChunksHit -= b.ChunksHit
+	d.ChunksLoaded -= b.ChunksLoaded
+	d.BytesRead -= b.BytesRead
+	d.ChunksStored -= b.ChunksStored
+	d.BytesWritten -= b.BytesWritten
+	d.StoreFailed -= b.StoreFailed
+	d.Deleted -= b.Deleted
+	d.Evicted -= b.Evicted
+	d.Expired -= b.Expired
+	d.Errors -= b.Errors
+	for i := range d.TenantRequests {
+		if i < len(b.TenantRequests) {
+			d.TenantRequests[i] -= b.TenantRequests[i]
+			d.TenantBytesWritten[i] -= b.TenantBytesWritten[i]
+			d.TenantChunksHit[i] -= b.TenantChunksHit[i]
+			d.TenantChunksRequested[i] -= b.TenantChunksRequested[i]
+		}
+	}
+	return d
+}
+
+// HitRatio is chunks hit over chunks requested.
+func (c Counters) HitRatio() float64 {
+	if c.ChunksRequested == 0 {
+		return 0
+	}
+	return float64(c.ChunksHit) / float64(c.ChunksRequested)
+}
+
+// Result is what Run measured over the window after warm-up.
+type Result struct {
+	Counters Counters      // measured window
+	Total    Counters      // whole run, warm-up included
+	Elapsed  time.Duration // measured window, wall clock
+	Latency  [NumPhases]*hdrhistogram.Histogram
+	Salts    []string
+	// WarmupTimedOut: the warm-up ended on WarmupTimeout, before WarmupBytes were stored.
+	WarmupTimedOut bool
+}
+
+// NewHistogram returns the latency histogram the driver uses: 1 µs resolution up to 100 s,
+// 3 significant digits, values in nanoseconds.
+func NewHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(1000, 100e9, 3) }
+
+// Driver runs a generator against a backend.
+type Driver struct {
+	cfg   DriverConfig
+	gen   Generator
+	be    Backend
+	salts []string
+	size  int
+
+	mu       sync.Mutex // guards res, genErr, next sample, the generator
+	res      *residency
+	c        Counters
+	warm     Counters
+	warmed   bool
+	warmAt   time.Time
+	nextSamp int64
+	capBytes int64
+	target   int64
+	done     bool
+	expired  []Key
+
+	phase    atomic.Int64  // bumps at warm-up so workers reset their histograms
+	warmCh   chan struct{} // closed when the measured window starts
+	timedOut bool
+}
+
+// ErrNoCapacity: the backend has no room for even one chunk.
+var ErrNoCapacity = errors.New("cache backend has no capacity")
+
+// NewDriver prepares a run.
+func NewDriver(cfg DriverConfig, gen Generator, be Backend) (*Driver, error) {
+	if cfg.Eviction == "" {
+		cfg.Eviction = LRU
+	}
+	if _, err := ParseEviction(string(cfg.Eviction)); err != nil {
+		return nil, err
+	}
+	if cfg.TargetUtil == 0 {
+		cfg.TargetUtil = 0.9
+	}
+	if cfg.TargetUtil < 0 || cfg.TargetUtil > 1 {
+		return nil, fmt.Errorf("target utilisation %g outside (0,1]", cfg.TargetUtil)
+	}
+	if cfg.Workers < 1 {
+		cfg.Workers = 1
+	}
+	salts := gen.Salts()
+	d := &Driver{cfg: cfg, gen: gen, be: be, salts: salts, size: gen.ChunkBytes(), res: newResidency(len(salts))}
+	slots := be.Slots()
+	if slots <= 0 {
+		return nil, ErrNoCapacity
+	}
+	d.target = max(1, int64(math.Floor(cfg.TargetUtil*float64(slots))))
+	d.capBytes = slots * int64(d.size)
+	n := len(salts)
+	d.c.TenantRequests, d.c.TenantBytesWritten = make([]int64, n), make([]int64, n)
+	d.c.TenantChunksHit, d.c.TenantChunksRequested = make([]int64, n), make([]int64, n)
+	d.nextSamp = cfg.SampleBytes
+	return d, nil
+}
+
+// Counters returns a snapshot of the running totals (whole run).
+func (d *Driver) Counters() Counters {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.c.clone()
+}
+
+// TargetSlots is the resident-chunk limit the eviction policy keeps.
+func (d *Driver) TargetSlots() int64 { return d.target }
+
+type work struct {
+	op    Op
+	keys  []Key
+	start time.Time
+}
+
+// Run executes the workload until the generator ends, MaxOps, Duration, StopAfterBytes or ctx.
+func (d *Driver) Run(ctx context.Context) (*Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	d.warmAt = start
+	d.warmCh = make(chan struct{})
+	d.mu.Lock()
+	if d.cfg.WarmupBytes <= 0 {
+		d.warmLocked()
+	}
+	d.mu.Unlock()
+	go func() {
+		var timeout <-chan time.Time
+		if d.cfg.WarmupTimeout > 0 && d.cfg.WarmupBytes > 0 {
+			t := time.NewTimer(d.cfg.WarmupTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-d.warmCh:
+		case <-timeout:
+			d.mu.Lock()
+			if !d.warmed {
+				d.timedOut = true
+				d.warmLocked()
+			}
+			d.mu.Unlock()
+		case <-ctx.Done():
+			return
+		}
+		if d.cfg.Duration > 0 {
+			t := time.NewTimer(d.cfg.Duration)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel()
+			case <-ctx.Done():
+			}
+		}
+	}()
+	var arrivals func() time.Time
+	if d.cfg.Rate > 0 {
+		r := newRand(d.cfg.Seed ^ 0xa441)
+		var mu sync.Mutex
+		next := start
+		arrivals = func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			next = next.Add(time.Duration(r.ExpFloat64() / d.cfg.Rate * 1e9))
+			return next
+		}
+	}
+	hists := make([][NumPhases]*hdrhistogram.Histogram, d.cfg.Workers)
+	errs := make([]error, d.cfg.Workers)
+	var wg sync.WaitGroup
+	for w := 0; w < d.cfg.Workers; w++ {
+		for p := range hists[w] {
+			hists[w][p] = NewHistogram()
+		}
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			errs[w] = d.worker(ctx, &hists[w], arrivals)
+		}(w)
+	}
+	wg.Wait()
+	end := time.Now()
+	res := &Result{Salts: d.salts}
+	for p := range res.Latency {
+		res.Latency[p] = NewHistogram()
+		for w := range hists {
+			res.Latency[p].Merge(hists[w][p])
+		}
+	}
+	d.mu.Lock()
+	res.WarmupTimedOut = d.timedOut
+	res.Total = d.c.clone()
+	if d.warmed {
+		res.Counters = d.c.Sub(d.warm)
+		res.Elapsed = end.Sub(d.warmAt)
+	} else {
+		// Warm-up never ended: report the whole run rather than nothing.
+		res.Counters = d.c.clone()
+		res.Elapsed = end.Sub(start)
+	}
+	d.mu.Unlock()
+	return res, errors.Join(errs...)
+}
+
+func (d *Driver) worker(ctx context.Context, h *[NumPhases]*hdrhistogram.Histogram, arrivals func() time.Time) error {
+	var w work
+	var phase int64
+	ok := make([]bool, 0, 64)
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !d.nextOp(&w) {
+			return nil
+		}
+		if p := d.phase.Load(); p != phase {
+			phase = p
+			for _, x := range h {
+				x.Reset()
+			}
+		}
+		w.start = time.Now()
+		if arrivals != nil {
+			at := arrivals()
+			if dl := time.Until(at); dl > 0 {
+				select {
+				case <-time.After(dl):
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			// Latency counts from the scheduled arrival, so queueing behind slow requests
+			// shows up (no coordinated omission).
+			w.start = at
+		}
+		var err error
+		switch w.op.Kind {
+		case KindRequest, KindGet:
+			err = d.request(h, &w, &ok)
+		case KindPut:
+			err = d.store(h, w.keys, w.op.Size, &ok)
+		case KindDelete:
+			err = d.delete(h, w.keys)
+		}
+		if err != nil {
+			d.mu.Lock()
+			d.c.Errors++
+			d.mu.Unlock()
+			return fmt.Errorf("%s op: %w", w.op.Kind, err)
+		}
+		h[PhaseRequest].RecordValue(int64(time.Since(w.start)))
+	}
+}
+
+// nextOp pulls the next op from the generator under the lock and copies its keys.
+func (d *Driver) nextOp(w *work) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done {
+		return false
+	}
+	if (d.cfg.MaxOps > 0 && d.c.Ops >= d.cfg.MaxOps) ||
+		(d.cfg.StopAfterBytes > 0 && d.c.BytesWritten >= d.cfg.StopAfterBytes) || !d.gen.Next(&w.op) {
+		d.done = true
+		return false
+	}
+	w.keys = append(w.keys[:0], w.op.Keys...)
+	d.c.Ops++
+	t := w.op.Tenant
+	if w.op.Kind == KindRequest {
+		d.c.Requests++
+		if int(t) < len(d.c.TenantRequests) {
+			d.c.TenantRequests[t]++
+		}
+	}
+	return true
+}
+
+func timed(h *hdrhistogram.Histogram, f func() error) error {
+	t := time.Now()
+	err := f()
+	h.RecordValue(int64(time.Since(t)))
+	return err
+}
+
+// request: lookup-and-lock the longest cached prefix, load it, unlock, store the rest.
+func (d *Driver) request(h *[NumPhases]*hdrhistogram.Histogram, w *work, ok *[]bool) error {
+	keys := w.keys
+	if len(keys) == 0 {
+		return nil
+	}
+	var hits int
+	if err := timed(h[PhaseLookup], func() (err error) { hits, err = d.be.Lookup(keys); return }); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	t := w.op.Tenant
+	d.c.ChunksRequested += int64(len(keys))
+	d.c.ChunksHit += int64(hits)
+	if int(t) < len(d.c.TenantChunksHit) {
+		d.c.TenantChunksHit[t] += int64(hits)
+		d.c.TenantChunksRequested[t] += int64(len(keys))
+	}
+	for _, k := range keys[:hits] {
+		if i, found := d.res.idx[k]; found {
+			d.res.ents[i].pins++
+			if d.cfg.Eviction == LRU && !d.res.ents[i].pending {
+				d.res.touch(i)
+			}
+		}
+	}
+	d.mu.Unlock()
+	var loaded int
+	var lerr error
+	if hits > 0 {
+		lerr = timed(h[PhaseLoad], func() (err error) { loaded, err = d.be.Load(keys[:hits], w.op.Size); return })
+		d.be.Unlock(keys[:hits])
+	}
+	d.mu.Lock()
+	for _, k := range keys[:hits] {
+		if i, found := d.res.idx[k]; found && d.res.ents[i].pins > 0 {
+			d.res.ents[i].pins--
+		}
+	}
+	d.c.ChunksLoaded += int64(loaded)
+	d.c.BytesRead += int64(loaded) * int64(w.op.Size)
+	d.mu.Unlock()
+	if lerr != nil {
+		return lerr
+	}
+	if w.op.Kind == KindGet || w.op.ReadOnly || hits == len(keys) {
+		return nil
+	}
+	return d.store(h, keys[hits:], w.op.Size, ok)
+}
+
+// store writes the keys the cache does not hold yet, evicting and expiring first.
+func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size int, okp *[]bool) error {
+	d.mu.Lock()
+	missing := make([]Key, 0, len(keys))
+	for _, k := range keys {
+		if d.res.reserve(k) {
+			missing = append(missing, k)
+		}
+	}
+	victims := d.expire(nil)
+	for d.res.resident+d.res.pending > d.target {
+		k, found := d.res.victim()
+		if !found {
+			break
+		}
+		victims = append(victims, k)
+		d.c.Evicted++
+	}
+	d.mu.Unlock()
+	if len(victims) > 0 {
+		if err := timed(h[PhaseDelete], func() error { return d.be.Delete(victims) }); err != nil {
+			return err
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	ok := (*okp)[:0]
+	for range missing {
+		ok = append(ok, false)
+	}
+	*okp = ok
+	err := timed(h[PhaseStore], func() error { return d.be.Store(missing, size, ok) })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, k := range missing {
+		ttl := int(k.Tenant) < len(d.cfg.TTL) && d.cfg.TTL[k.Tenant] > 0
+		d.res.commit(k, ok[i], d.c.BytesWritten, ttl)
+		if ok[i] {
+			d.c.ChunksStored++
+			d.c.BytesWritten += int64(size)
+			if int(k.Tenant) < len(d.c.TenantBytesWritten) {
+				d.c.TenantBytesWritten[k.Tenant] += int64(size)
+			}
+		} else {
+			d.c.StoreFailed++
+		}
+	}
+	d.afterWriteLocked()
+	return err
+}
+
+// expire collects chunks whose tenant TTL has passed (lock held).
+func (d *Driver) expire(out []Key) []Key {
+	for t, ttl := range d.cfg.TTL {
+		if ttl <= 0 || t >= len(d.res.ttlq) {
+			continue
+		}
+		before := len(out)
+		out = d.res.expired(t, d.c.BytesWritten-int64(ttl*float64(d.capBytes)), out)
+		d.c.Expired += int64(len(out) - before)
+	}
+	return out
+}
+
+// afterWriteLocked handles the warm-up boundary and samples (lock held).
+func (d *Driver) afterWriteLocked() {
+	if !d.warmed && d.c.BytesWritten >= d.cfg.WarmupBytes {
+		d.warmLocked()
+	}
+	if d.cfg.Sample != nil && d.cfg.SampleBytes > 0 {
+		for d.c.BytesWritten >= d.nextSamp {
+			d.cfg.Sample(d.c.clone())
+			d.nextSamp += d.cfg.SampleBytes
+		}
+	}
+}
+
+// warmLocked starts the measured window (lock held).
+func (d *Driver) warmLocked() {
+	d.warmed = true
+	d.warm = d.c.clone()
+	d.warmAt = time.Now()
+	d.phase.Add(1)
+	close(d.warmCh)
+	if d.cfg.OnWarm != nil {
+		d.cfg.OnWarm()
+	}
+}
+
+func (d *Driver) delete(h *[NumPhases]*hdrhistogram.Histogram, keys []Key) error {
+	d.mu.Lock()
+	var gone []Key
+	for _, k := range keys {
+		if d.res.remove(k) {
+			gone = append(gone, k)
+		}
+	}
+	d.c.Deleted += int64(len(gone))
+	d.mu.Unlock()
+	if len(gone) == 0 {
+		return nil
+	}
+	return timed(h[PhaseDelete], func() error { return d.be.Delete(gone) })
+}
