@@ -1,7 +1,6 @@
 package emu
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/rbctl/rbctl/fdp"
@@ -14,27 +13,25 @@ import (
 // when FDP is disabled). The engine writes through the returned device exactly as it would
 // through /dev/ngXnY. Closing the device closes the controller.
 func OpenDevice(spec string) (*nvme.Device, *fdp.Discovery, error) {
+	return OpenDeviceWith(spec, nvme.DeviceOptions{})
+}
+
+// OpenDeviceWith is OpenDevice with device options (ReadOnly, MaxTransfer, FUA). Path,
+// Kind and PIDs are filled in; KeepTransport is ignored (the device owns the controller).
+func OpenDeviceWith(spec string, opt nvme.DeviceOptions) (*nvme.Device, *fdp.Discovery, error) {
 	c, err := Open(spec)
 	if err != nil {
 		return nil, nil, err
 	}
-	dev, disc, err := NewDevice(c, spec)
+	disc, err := fdp.Discover(c)
 	if err != nil {
 		c.Close()
-		return nil, nil, err
-	}
-	return dev, disc, nil
-}
-
-// NewDevice builds the nvme passthrough device over an open controller (see OpenDevice).
-// Closing the device closes c.
-func NewDevice(c *Controller, path string) (*nvme.Device, *fdp.Discovery, error) {
-	disc, err := fdp.Discover(c)
-	if err != nil && !errors.Is(err, fdp.ErrFDPDisabled) {
 		return nil, nil, fmt.Errorf("emu: FDP discovery: %w", err)
 	}
-	dev, err := nvme.NewDevice(c, nvme.DeviceOptions{Path: path, Kind: blockdev.KindEmulated, PIDs: disc.PIDs})
+	opt.Path, opt.Kind, opt.PIDs, opt.KeepTransport = spec, blockdev.KindEmulated, disc.PIDs, false
+	dev, err := nvme.NewDevice(c, opt)
 	if err != nil {
+		c.Close()
 		return nil, nil, err
 	}
 	return dev, disc, nil

@@ -490,6 +490,31 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 }
 
+func TestClosed(t *testing.T) {
+	for _, spec := range []string{testSpec, "emu:" + filepath.Join(t.TempDir(), "c.img") + "?size=16M&ru=1M&ruhs=2&op=0.5"} {
+		c, err := Open(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("second close: %v", err)
+		}
+		if st := writePID(t, c, 0, 1, 0, 0, 1); st.Err == nil {
+			t.Errorf("%s: write after close succeeded", spec)
+		}
+		if comp := c.Admin(&nvme.Command{Opcode: nvme.OpIdentify}); comp.Err == nil {
+			t.Errorf("%s: admin after close succeeded", spec)
+		}
+		// Racing a Close: the store refuses instead of panicking.
+		if err := c.store.WriteAt(make([]byte, 4096), 0); err == nil {
+			t.Errorf("%s: store write after close succeeded", spec)
+		}
+	}
+}
+
 // FuzzCommands feeds arbitrary command fields to the controller: it must answer every one
 // with a status, never panic or write outside the buffer it was given.
 func FuzzCommands(f *testing.F) {

@@ -135,6 +135,9 @@ func newMemStore(size int64) *memStore {
 func (s *memStore) ReadAt(p []byte, off int64) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.chunks == nil {
+		return errClosed
+	}
 	for len(p) > 0 {
 		c, o := off/memChunk, off%memChunk
 		n := min(int64(len(p)), memChunk-o)
@@ -151,6 +154,9 @@ func (s *memStore) ReadAt(p []byte, off int64) error {
 func (s *memStore) WriteAt(p []byte, off int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.chunks == nil {
+		return errClosed
+	}
 	for len(p) > 0 {
 		c, o := off/memChunk, off%memChunk
 		n := min(int64(len(p)), memChunk-o)
@@ -166,6 +172,9 @@ func (s *memStore) WriteAt(p []byte, off int64) error {
 func (s *memStore) Deallocate(off, n int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.chunks == nil {
+		return errClosed
+	}
 	for n > 0 {
 		c, o := off/memChunk, off%memChunk
 		k := min(n, memChunk-o)

@@ -211,7 +211,8 @@ type Stats struct {
 	CheckpointBytes    int64 // payload bytes of the last checkpoint
 	CheckpointEntries  int64 // entries in the last checkpoint
 	CheckpointSeq      uint64
-	MaxLockHold        time.Duration // longest index-lock hold taken by a checkpoint snapshot
+	MaxLockHold        time.Duration // longest index-lock hold taken by a checkpoint snapshot (wall clock)
+	MaxLockHoldCPU     time.Duration // the same hold measured in on-CPU time of the holding thread
 	LastCheckpointTime time.Duration // duration of the last checkpoint (snapshot+encode+write+flush)
 	DirtyOps           int64         // mutations not yet in a checkpoint
 

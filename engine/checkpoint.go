@@ -7,7 +7,10 @@ import (
 	"hash/crc32"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rbctl/rbctl/internal/blockdev"
 )
@@ -18,7 +21,7 @@ import (
 // no single lock hold is longer than one chunk (or the touched set). Encoding and I/O run
 // without the lock. The write order is payload, flush, header, flush.
 
-const snapChunk = 4096
+const snapChunk = 1024
 
 type snapEnt struct {
 	slot   int32
@@ -53,11 +56,35 @@ func (e *Engine) copyEnt(sn *snapshot, s int32) {
 	sn.ents = append(sn.ents, se)
 }
 
-func (e *Engine) noteHold(t0 time.Time) {
-	d := int64(time.Since(t0))
+// holdStart marks the start of an index-lock hold: wall clock and this thread's CPU clock.
+type holdStart struct {
+	wall time.Time
+	cpu  int64
+}
+
+func threadCPU() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
+}
+
+func startHold() holdStart { return holdStart{time.Now(), threadCPU()} }
+
+// noteHold records the longest lock hold of a checkpoint: wall time (includes the thread
+// being descheduled by an oversubscribed OS) and on-CPU time of the holding thread.
+func (e *Engine) noteHold(h holdStart) {
+	maxInto(&e.st.maxHold, int64(time.Since(h.wall)))
+	if h.cpu != 0 {
+		maxInto(&e.st.maxHoldCPU, threadCPU()-h.cpu)
+	}
+}
+
+func maxInto(a *atomic.Int64, d int64) {
 	for {
-		old := e.st.maxHold.Load()
-		if d <= old || e.st.maxHold.CompareAndSwap(old, d) {
+		old := a.Load()
+		if d <= old || a.CompareAndSwap(old, d) {
 			return
 		}
 	}
@@ -66,17 +93,22 @@ func (e *Engine) noteHold(t0 time.Time) {
 func (e *Engine) takeSnapshot() *snapshot {
 	sn := &snapshot{}
 	e.mu.Lock()
-	t0 := time.Now()
+	t0 := startHold()
 	e.snapOn = true
 	e.touched = e.touched[:0]
 	n := e.nextSlot
-	sn.ents = make([]snapEnt, 0, e.live+16)
-	sn.keys = make([]byte, 0, e.keys.used+64)
+	live := e.live
+	kb := e.keys.used
 	e.noteHold(t0)
 	e.mu.Unlock()
+	sn.ents = make([]snapEnt, 0, live+live/8+16)
+	sn.keys = make([]byte, 0, kb+kb/8+64)
+	// Fault the pages in now, outside the lock, so copies under the lock never page-fault.
+	clear(sn.ents[:cap(sn.ents)])
+	clear(sn.keys[:cap(sn.keys)])
 	for lo := int64(0); lo < n; lo += snapChunk {
 		e.mu.Lock()
-		t0 := time.Now()
+		t0 := startHold()
 		hi := min(lo+snapChunk, n)
 		for s := int32(lo); int64(s) < hi; s++ {
 			if e.slots[s].state == stLive {
@@ -86,34 +118,65 @@ func (e *Engine) takeSnapshot() *snapshot {
 		e.noteHold(t0)
 		e.mu.Unlock()
 	}
-	e.mu.Lock()
-	t0 = time.Now()
-	touched := e.touched
-	e.touched = nil
-	e.snapOn = false
-	slices.Sort(touched)
-	touched = slices.Compact(touched)
-	fresh := &snapshot{keys: sn.keys}
-	for _, s := range touched {
-		if e.slots[s].state == stLive {
-			e.copyEnt(fresh, s)
+	// Slots mutated during the scan are re-copied in rounds, each round in chunks, until
+	// few enough remain to copy in one short final hold; the final hold is the snapshot's
+	// point in time. A slot mutated again after its copy is flagged again and re-copied.
+	redo := &snapshot{keys: sn.keys}
+	latest := map[int32]int{} // slot → index in redo.ents (-1: not live)
+	recopy := func(list []int32) {
+		for _, s := range list {
+			e.slots[s].flags &^= flTouched
+			if e.slots[s].state == stLive {
+				latest[s] = len(redo.ents)
+				e.copyEnt(redo, s)
+			} else {
+				latest[s] = -1
+			}
 		}
 	}
-	sn.keys = fresh.keys
-	sn.prefixes = e.prefixes.strs[:len(e.prefixes.strs):len(e.prefixes.strs)]
-	sn.salts = e.salts.strs[:len(e.salts.strs):len(e.salts.strs)]
-	sn.nextSlot = e.nextSlot
-	sn.dirty = e.dirty
-	e.noteHold(t0)
-	e.mu.Unlock()
-	if len(touched) > 0 {
+	for round := 0; ; round++ {
+		e.mu.Lock()
+		t0 := startHold()
+		list := e.touched
+		e.touched = nil
+		if len(list) <= snapChunk || round >= 8 {
+			recopy(list)
+			sn.prefixes = e.prefixes.strs[:len(e.prefixes.strs):len(e.prefixes.strs)]
+			sn.salts = e.salts.strs[:len(e.salts.strs):len(e.salts.strs)]
+			sn.nextSlot = e.nextSlot
+			sn.dirty = e.dirty
+			e.snapOn = false
+			e.noteHold(t0)
+			e.mu.Unlock()
+			break
+		}
+		e.noteHold(t0)
+		e.mu.Unlock()
+		for len(list) > 0 {
+			k := min(len(list), snapChunk)
+			e.mu.Lock()
+			t0 := startHold()
+			recopy(list[:k])
+			e.noteHold(t0)
+			e.mu.Unlock()
+			list = list[k:]
+		}
+	}
+	sn.keys = redo.keys
+	if len(latest) > 0 {
 		out := sn.ents[:0]
 		for _, se := range sn.ents {
-			if _, found := slices.BinarySearch(touched, se.slot); !found {
+			if _, redone := latest[se.slot]; !redone {
 				out = append(out, se)
 			}
 		}
-		sn.ents = append(out, fresh.ents...)
+		for s, i := range latest {
+			if i >= 0 {
+				out = append(out, redo.ents[i])
+			}
+			_ = s
+		}
+		sn.ents = out
 	}
 	slices.SortFunc(sn.ents, func(a, b snapEnt) int { return cmp.Compare(a.stamp, b.stamp) })
 	return sn

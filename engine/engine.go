@@ -64,6 +64,8 @@ type Engine struct {
 	isClosed bool
 
 	async asyncState
+
+	warmSink uint32
 }
 
 type counters struct {
@@ -73,7 +75,7 @@ type counters struct {
 	lookups, lookupHits                   atomic.Int64
 	ckpts, ckptForced, ckptErrs           atomic.Int64
 	ckptBytes, ckptEntries                atomic.Int64
-	maxHold, lastCkptDur                  atomic.Int64
+	maxHold, maxHoldCPU, lastCkptDur      atomic.Int64
 	deallocSlots, deallocErrs             atomic.Int64
 	lastCkptErr                           atomic.Value // string
 }
@@ -142,7 +144,7 @@ func newEngine(dev blockdev.Device, cfg Config) (*Engine, error) {
 		direct:   info.Direct,
 		lbs:      int64(cfg.BlockAlign),
 		slots:    make([]slotRec, lay.MaxSlots),
-		tab:      newTable(),
+		tab:      newTable(lay.MaxSlots),
 		keys:     newArena(),
 		prefixes: newInterner(),
 		salts:    newInterner(),
@@ -222,20 +224,27 @@ func format(dev blockdev.Device, cfg Config) (*Engine, error) {
 
 func (e *Engine) find(k Key) int32 {
 	t := &e.tab
-	i := mix(k.id) & t.mask
+	h := mix(k.id)
+	fp := t.fp(h)
+	fpMask := ^t.slotMask
+	i := h & t.mask
 	for {
 		c := t.cells[i]
 		if c == 0 {
 			return -1
 		}
-		s := int32(c - 1)
-		r := &e.slots[s]
-		if r.id == k.id && keyEqual(e.keys.bytes(r.key), k.enc, e.prefixes.strs, e.salts.strs) {
-			return s
+		if c&fpMask == fp {
+			s := int32(c&t.slotMask) - 1
+			r := &e.slots[s]
+			if r.id == k.id && keyEqual(e.keys.bytes(r.key), k.enc, e.prefixes.strs, e.salts.strs) {
+				return s
+			}
 		}
 		i = (i + 1) & t.mask
 	}
 }
+
+func (e *Engine) cellSlot(c uint32) int32 { return int32(c&e.tab.slotMask) - 1 }
 
 func (e *Engine) tabInsert(s int32) {
 	t := &e.tab
@@ -245,7 +254,7 @@ func (e *Engine) tabInsert(s int32) {
 		t.mask = uint64(len(t.cells) - 1)
 		for _, c := range old {
 			if c != 0 {
-				j := mix(e.slots[c-1].id) & t.mask
+				j := mix(e.slots[e.cellSlot(c)].id) & t.mask
 				for t.cells[j] != 0 {
 					j = (j + 1) & t.mask
 				}
@@ -253,18 +262,19 @@ func (e *Engine) tabInsert(s int32) {
 			}
 		}
 	}
-	j := mix(e.slots[s].id) & t.mask
+	h := mix(e.slots[s].id)
+	j := h & t.mask
 	for t.cells[j] != 0 {
 		j = (j + 1) & t.mask
 	}
-	t.cells[j] = uint32(s) + 1
+	t.cells[j] = t.fp(h) | uint32(s+1)
 	t.n++
 }
 
 func (e *Engine) tabDelete(s int32) {
 	t := &e.tab
 	i := mix(e.slots[s].id) & t.mask
-	for t.cells[i] != uint32(s)+1 {
+	for e.cellSlot(t.cells[i]) != s {
 		if t.cells[i] == 0 {
 			return
 		}
@@ -279,7 +289,7 @@ func (e *Engine) tabDelete(s int32) {
 		if c == 0 {
 			return
 		}
-		home := mix(e.slots[c-1].id) & t.mask
+		home := mix(e.slots[e.cellSlot(c)].id) & t.mask
 		if (j-home)&t.mask >= (j-i)&t.mask {
 			t.cells[i] = c
 			t.cells[j] = 0
@@ -305,7 +315,7 @@ func (e *Engine) unbind(s int32) {
 	if e.slots[s].flags&flHasMeta != 0 {
 		delete(e.metas, s)
 	}
-	e.slots[s].flags = 0
+	e.slots[s].flags &= flTouched
 	e.slots[s].locks = 0
 }
 
@@ -314,7 +324,8 @@ func (e *Engine) markDirty(s int32) {
 		e.firstDirt = e.now()
 	}
 	e.dirty++
-	if e.snapOn {
+	if e.snapOn && e.slots[s].flags&flTouched == 0 {
+		e.slots[s].flags |= flTouched
 		e.touched = append(e.touched, s)
 	}
 	if e.cfg.ForceAfterOps > 0 && e.dirty-e.persisted >= uint64(e.cfg.ForceAfterOps) {
@@ -451,7 +462,7 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutRe
 			r.state = stInflight
 			r.size = uint32(len(payloads[i]))
 			r.handle = int16(handles[i])
-			r.flags = 0
+			r.flags &= flTouched
 			r.locks = 0
 			e.bind(s, k)
 			e.inflight++
@@ -702,11 +713,33 @@ func (e *Engine) loadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
 
 // ---- lookups ----
 
+// warm touches, for a group of keys, the table cell, the slot record and the first key
+// byte each lookup will need. The loads of different keys are independent, so the CPU
+// overlaps their cache misses; the lookups that follow then hit the cache. (Caller holds e.mu.)
+func (e *Engine) warm(keys []Key) {
+	t := &e.tab
+	var sink uint32
+	for i := range keys {
+		c := t.cells[mix(keys[i].id)&t.mask]
+		if c != 0 {
+			r := &e.slots[e.cellSlot(c)]
+			sink += uint32(r.id) + uint32(e.keys.chunks[r.key>>20][r.key&(arenaChunk-1)])
+		}
+		if s := keys[i].enc; len(s) > 0 {
+			sink += uint32(s[0])
+		}
+	}
+	e.warmSink = sink
+}
+
 func (e *Engine) existsMany(keys []Key, lock bool) []bool {
 	out := make([]bool, len(keys))
 	hits := 0
 	e.mu.Lock()
 	for i, k := range keys {
+		if i%32 == 0 {
+			e.warm(keys[i:min(i+32, len(keys))])
+		}
 		if s := e.find(k); s >= 0 && e.slots[s].state == stLive {
 			out[i] = true
 			hits++
@@ -895,6 +928,7 @@ func (e *Engine) stats() Stats {
 		Checkpoints: e.st.ckpts.Load(), CheckpointsForced: e.st.ckptForced.Load(), CheckpointErrors: e.st.ckptErrs.Load(),
 		CheckpointBytes: e.st.ckptBytes.Load(), CheckpointEntries: e.st.ckptEntries.Load(),
 		MaxLockHold:        time.Duration(e.st.maxHold.Load()),
+		MaxLockHoldCPU:     time.Duration(e.st.maxHoldCPU.Load()),
 		LastCheckpointTime: time.Duration(e.st.lastCkptDur.Load()),
 		DeallocatedSlots:   e.st.deallocSlots.Load(), DeallocateErrors: e.st.deallocErrs.Load(),
 		LastCheckpointError: e.st.lastCkptErr.Load().(string),

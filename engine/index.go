@@ -23,7 +23,7 @@ const (
 	flHasCRC   uint8 = 1 << iota
 	flCanceled       // in-flight put was deleted; free the slot when the write ends
 	flHasMeta        // ObjMeta in Engine.metas
-	flOnStack        // group mode: group is on its owner's stack (unused for slots)
+	flTouched        // mutated while a checkpoint snapshot is being taken (in e.touched)
 )
 
 type slotRec struct {
@@ -284,14 +284,36 @@ func (a *arena) release(ref uint32) {
 
 // ---- hash table ----
 
-// table maps identities to slot numbers (stored +1; 0 = empty).
+// table maps identities to slot numbers. A cell holds slot+1 in its low `shift` bits (0 =
+// empty) and a fingerprint of the identity in the remaining high bits, so probes past
+// other keys rarely touch their slot records.
 type table struct {
-	cells []uint32
-	n     int
-	mask  uint64
+	cells    []uint32
+	n        int
+	mask     uint64
+	shift    uint32 // bits for slot+1
+	slotMask uint32
 }
 
-func newTable() table { return table{cells: make([]uint32, 1024), mask: 1023} }
+func newTable(maxSlots int64) table {
+	shift := uint32(1)
+	for int64(1)<<shift <= maxSlots+1 {
+		shift++
+	}
+	t := table{cells: make([]uint32, 1024), mask: 1023, shift: shift, slotMask: uint32(1<<shift - 1)}
+	if shift >= 32 {
+		t.shift, t.slotMask = 32, ^uint32(0)
+	}
+	return t
+}
+
+// fp is the identity fingerprint stored with a cell (0 bits when slots need all 32).
+func (t *table) fp(h uint64) uint32 {
+	if t.shift >= 32 {
+		return 0
+	}
+	return uint32(h>>40) >> t.shift << t.shift
+}
 
 func mix(id uint64) uint64 {
 	id ^= id >> 33

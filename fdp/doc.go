@@ -53,6 +53,4 @@ var (
 	ErrBadPID = errors.New("fdp: invalid placement identifier")
 	// ErrFDPNotSupported: the controller does not report FDP (CTRATT bit 19 clear).
 	ErrFDPNotSupported = errors.New("FDP not supported")
-	// ErrFDPDisabled: FDP is supported but not enabled in the namespace's endurance group.
-	ErrFDPDisabled = errors.New("FDP not enabled")
 )

@@ -444,6 +444,9 @@ func FuzzDecodeRUHUpdate(f *testing.F) {
 func FuzzDecodeEventEnables(f *testing.F) {
 	f.Add([]byte{0, 1, 3, 0}, 2)
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		if types, err := DecodeEventTypes(b, n&0xff); err == nil && len(types) != n&0xff {
+			t.Fatal("type count")
+		}
 		ev, err := DecodeEventEnables(b, n)
 		if err != nil {
 			return

@@ -193,6 +193,9 @@ func (c Config) resolve() (resolved, error) {
 	if r.unitsPerRU > math.MaxInt32/2 {
 		return bad("RU of %d mapping units is too large", r.unitsPerRU)
 	}
+	if c.RUsPerGroup < 0 {
+		return bad("RUsPerGroup must be >= 0, got %d", c.RUsPerGroup)
+	}
 	if c.RUsPerGroup > 0 {
 		r.rusPerGroup = int64(c.RUsPerGroup)
 	} else {
@@ -200,7 +203,11 @@ func (c Config) resolve() (resolved, error) {
 			return bad("OP (spare factor) must be >= 0, got %v", c.OP)
 		}
 		phys := float64(c.LogicalBytes) * (1 + c.OP)
-		r.rusPerGroup = int64(phys / float64(c.RUBytes*int64(r.ReclaimGroups)))
+		rus := phys / float64(c.RUBytes*int64(r.ReclaimGroups))
+		if rus*float64(r.unitsPerRU) > maxPhysUnits {
+			return bad("OP %v gives a physical space beyond the model's 2^32-2 mapping units", c.OP)
+		}
+		r.rusPerGroup = int64(rus)
 	}
 	r.reserve = c.FreeReserve
 	if r.reserve == 0 {
@@ -210,6 +217,9 @@ func (c Config) resolve() (resolved, error) {
 		return bad("FreeReserve must be >= 0, got %d", c.FreeReserve)
 	}
 	totalRUs := r.rusPerGroup * int64(r.ReclaimGroups)
+	if totalRUs > math.MaxInt32-1 {
+		return bad("%d RUs exceed the model's limit of 2^31-2; use larger RUs", totalRUs)
+	}
 	if totalRUs*r.unitsPerRU > maxPhysUnits {
 		return bad("physical space of %d mapping units exceeds the model's 2^32-2 limit; use a larger MappingUnit", totalRUs*r.unitsPerRU)
 	}

@@ -26,6 +26,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad-gc", func(c *Config) { c.GC = 9 }, "GC policy"},
 		{"negative-handles", func(c *Config) { c.Handles = -1 }, "Handles"},
 		{"negative-reserve", func(c *Config) { c.FreeReserve = -1 }, "FreeReserve"},
+		{"huge-op", func(c *Config) { c.OP = 1e30 }, "2^32"},
+		{"negative-rus", func(c *Config) { c.RUsPerGroup = -3 }, "RUsPerGroup"},
 		{"huge", func(c *Config) { c.MappingUnit = 512; c.LogicalBytes = 4 << 40; c.RUBytes = 1 << 30 }, "2^32"},
 	}
 	for _, tc := range cases {

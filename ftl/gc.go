@@ -71,6 +71,10 @@ func (m *Model) pickVictim(g int32) int32 {
 	if m.cfg.GC == CostBenefit {
 		return m.pickCostBenefit(g)
 	}
+	return m.pickGreedy(g)
+}
+
+func (m *Model) pickGreedy(g int32) int32 {
 	for v := m.minValid[g]; v < int32(m.u); v++ {
 		if ru := m.heads[m.bucket(g, v)]; ru != noRU {
 			m.minValid[g] = v
@@ -118,6 +122,18 @@ func (m *Model) reclaim(g int) error {
 	room := int64(m.freeCount[g]) * int64(m.u)
 	if dest != noRU {
 		room += int64(m.u) - int64(m.ruWP[dest])
+	}
+	if int64(v) > room && m.cfg.GC == CostBenefit {
+		// The best-scoring victim does not fit; the emptiest one is the last chance.
+		if alt := m.pickGreedy(int32(g)); alt != noRU && m.ruValid[alt] < v {
+			victim, v = alt, m.ruValid[alt]
+			slot = m.gcSlot(g, m.ruOwner[victim])
+			dest = m.gcDest[slot]
+			room = int64(m.freeCount[g]) * int64(m.u)
+			if dest != noRU {
+				room += int64(m.u) - int64(m.ruWP[dest])
+			}
+		}
 	}
 	if int64(v) > room {
 		return ErrInfeasible

@@ -104,6 +104,11 @@ func mixedWorkload(t testing.TB, m *Model, ops int, seed uint64) {
 		switch x >> 60 {
 		case 0:
 			m.Deallocate(lba, units)
+		case 2:
+			g := int(r.below(uint64(m.nrg)))
+			if err := m.WriteGroup(lba, units, g, h); err != nil {
+				t.Fatal(err)
+			}
 		case 1:
 			if x&0xff == 0 {
 				if err := m.UpdateRUH(h); err != nil {

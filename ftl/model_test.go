@@ -244,3 +244,39 @@ func TestInfeasibleReported(t *testing.T) {
 	}
 	m.check(t)
 }
+
+// Initially isolated handles share GC destination RUs (data of both handles end up in one
+// RU); persistently isolated ones never do.
+func TestIsolationSemantics(t *testing.T) {
+	for _, iso := range []Isolation{InitiallyIsolated, PersistentlyIsolated} {
+		m := small(t, func(c *Config) { c.Handles = 2; c.Isolation = iso })
+		r := rng(31)
+		n := uint64(m.LogicalUnits())
+		for i := range 6 * n {
+			if err := m.Write(int64(r.below(n)), 1, int(i&1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.check(t)
+		mixedRUs := 0
+		for ru := range m.nRUs {
+			seen := [2]bool{}
+			base := uint32(ru) * m.u
+			for off := uint32(0); off < uint32(m.ruWP[ru]); off++ {
+				if lu := m.p2l[base+off]; m.l2p[lu] == base+off {
+					seen[m.lbaHandle[lu]] = true
+				}
+			}
+			if seen[0] && seen[1] {
+				mixedRUs++
+				if m.ruOwner[ru] != sharedGC {
+					t.Fatalf("%v: RU %d owned by handle %d holds both handles' data", iso, ru, m.ruOwner[ru])
+				}
+			}
+		}
+		t.Logf("%v: %d RUs hold data of both handles", iso, mixedRUs)
+		if (iso == InitiallyIsolated) != (mixedRUs > 0) {
+			t.Errorf("%v: %d mixed RUs", iso, mixedRUs)
+		}
+	}
+}

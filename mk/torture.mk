@@ -1,9 +1,16 @@
-# Crash torture (docs/reliability.md): 200 SIGKILLs of a writer process on a file-backed
-# cache, each followed by recovery and verification. A 10-kill run is part of `go test`
-# (internal/torture). TORTURE_KILLS / TORTURE_SEED override.
-.PHONY: torture
+# Reliability suites (docs/reliability.md).
+# `make torture`: 200 SIGKILLs of a writer process on a file-backed cache, each followed by
+# recovery and verification (a 10-kill run is part of `go test` in internal/torture).
+# `make race-model`: the engine's model-based concurrency and crash-window tests under -race;
+# part of `make test`. TORTURE_KILLS / TORTURE_SEED override.
+.PHONY: torture race-model
 TORTURE_KILLS ?= 200
 TORTURE_SEED  ?= $(shell date +%s)
 
 torture: build
 	$(BIN) torture --kills $(TORTURE_KILLS) --seed $(TORTURE_SEED)
+
+race-model:
+	$(GO) test -count=1 -race -run 'TestConcurrentModel|TestCrashWindow' ./engine
+
+TEST_TARGETS += race-model

@@ -64,7 +64,11 @@ func (s Status) More() bool { return s&(1<<13) != 0 }
 func (s Status) DNR() bool  { return s&(1<<14) != 0 }
 func (s Status) OK() bool   { return s&0x7ff == 0 }
 func (s Status) String() string {
-	return fmt.Sprintf("status 0x%04x (SCT %d SC 0x%02x%s)", uint16(s), s.SCT(), s.SC(), map[bool]string{true: " DNR", false: ""}[s.DNR()])
+	dnr := ""
+	if s.DNR() {
+		dnr = " DNR"
+	}
+	return fmt.Sprintf("status 0x%04x (%s; SCT %d SC 0x%02x%s)", uint16(s), s.Text(), s.SCT(), s.SC(), dnr)
 }
 
 // Transport carries commands to a controller and back. Implementations are safe for

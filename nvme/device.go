@@ -24,6 +24,8 @@ type DeviceOptions struct {
 	FUA bool
 	// KeepTransport: Close does not close the transport (the caller owns it).
 	KeepTransport bool
+	// ReadOnly refuses writes and deallocation (ErrReadOnly) before anything is sent.
+	ReadOnly bool
 }
 
 // Device is a blockdev.Device over any Transport: NVMe Read/Write for slots, DTYPE=2/DSPEC
@@ -46,8 +48,12 @@ type Device struct {
 var _ blockdev.Device = (*Device)(nil)
 var _ blockdev.BufferRegistrar = (*Device)(nil)
 
-// ErrBadHandle: a write's placement handle has no entry in the PID table.
-var ErrBadHandle = errors.New("nvme: placement handle has no placement identifier")
+var (
+	// ErrBadHandle: a write's placement handle has no entry in the PID table.
+	ErrBadHandle = errors.New("nvme: placement handle has no placement identifier")
+	// ErrReadOnly: a write or deallocate on a device opened read-only.
+	ErrReadOnly = errors.New("nvme: device opened read-only")
+)
 
 // NewDevice identifies the transport's namespace and returns a Device over it. It refuses
 // namespaces whose LBA format carries metadata (ErrMetadataFormat).
@@ -154,6 +160,10 @@ func (d *Device) Submit(ops []blockdev.Op) error {
 			continue
 		}
 		var o RWOptions
+		if op.Write && d.opt.ReadOnly {
+			op.Err = fmt.Errorf("%s: %w", d.info.Path, ErrReadOnly)
+			continue
+		}
 		if op.Write {
 			o.FUA = d.opt.FUA
 			if op.Handle != blockdev.NoPlacement && len(d.pids) > 0 {
@@ -208,6 +218,9 @@ func (d *Device) Submit(ops []blockdev.Op) error {
 // Deallocate sends Dataset Management deallocate for the ranges (block aligned), at most
 // 256 ranges per command, all commands in one batch. ErrNotSupported if ONCS lacks DSM.
 func (d *Device) Deallocate(ranges []blockdev.Range) error {
+	if d.opt.ReadOnly {
+		return fmt.Errorf("%s: %w", d.info.Path, ErrReadOnly)
+	}
 	if !d.info.Deallocate {
 		return fmt.Errorf("%s: %w: controller does not support Dataset Management (ONCS bit 2)", d.info.Path, blockdev.ErrNotSupported)
 	}

@@ -10,14 +10,8 @@ import (
 
 func TestProbe(t *testing.T) {
 	f := newFakeCtrl(1024, 12, 0)
-	f.nsid = 0 // controller node: Probe must pick the first active namespace
 	f.ctrl.CTRATT |= CTRATTEnduranceGroups
 	ns, err := Probe(f)
-	if err == nil {
-		t.Fatalf("nsid 0 is not a namespace in the fake; Probe gave %+v", ns)
-	}
-	f.nsid = 1
-	ns, err = Probe(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +22,28 @@ func TestProbe(t *testing.T) {
 	if ns.Ctrl.SerialNumber != "deadbeef" {
 		t.Errorf("serial %q", ns.Ctrl.SerialNumber)
 	}
+	// A transport on a controller node (NSID 0) gets the first active namespace.
+	ns, err = Probe(ctrlNode{f})
+	if err != nil || ns.NSID != 1 || ns.Capacity != 1024*4096 {
+		t.Errorf("probe via controller node: %v %+v", err, ns)
+	}
+	// A transport limit below MDTS wins.
+	ns, _ = Probe(limited{f, 8192})
+	if ns.MaxTransfer != 8192 {
+		t.Errorf("limited max transfer %d", ns.MaxTransfer)
+	}
 }
+
+type ctrlNode struct{ *fakeCtrl }
+
+func (ctrlNode) NSID() uint32 { return 0 }
+
+type limited struct {
+	*fakeCtrl
+	n int
+}
+
+func (l limited) MaxTransferBytes() int { return l.n }
 
 func TestDeviceRefusesMetadata(t *testing.T) {
 	f := newFakeCtrl(64, 12, 8)
@@ -134,7 +149,7 @@ func TestDeviceStatusErrorAndPartialN(t *testing.T) {
 }
 
 func TestDeviceDeallocateBatches(t *testing.T) {
-	f := newFakeCtrl(1<<16, 12, 0)
+	f := newFakeCtrl(2048, 12, 0)
 	d, _ := NewDevice(f, DeviceOptions{})
 	var rs []blockdev.Range
 	for i := 0; i < 600; i++ {

@@ -68,3 +68,12 @@ func TestStatusDecoding(t *testing.T) {
 		t.Errorf("transport error: %v", err)
 	}
 }
+
+func TestStatusString(t *testing.T) {
+	if got := Status(0x4002).String(); got != "status 0x4002 (Invalid Field in Command; SCT 0 SC 0x02 DNR)" {
+		t.Errorf("String = %q", got)
+	}
+	if got := Status(0x0281).String(); got != "status 0x0281 (Unrecovered Read Error; SCT 2 SC 0x81)" {
+		t.Errorf("String = %q", got)
+	}
+}

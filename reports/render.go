@@ -76,8 +76,11 @@ func summary(r *Report) ([]string, [][]string) {
 			if run.Infeasible {
 				note = "infeasible"
 			}
+			if run.Note != "" {
+				note = strings.TrimPrefix(note+"; "+run.Note, "; ")
+			}
 			if run.Error != "" {
-				note = run.Error
+				note = strings.TrimPrefix(note+"; error: "+run.Error, "; ")
 			}
 			row = append(row, f2(100*run.HitRatio), GiB(run.WrittenBytes), wafCell(run.HostWAF, false),
 				wafCell(run.HostWAF, true), f3(run.Utilisation), strconv.FormatInt(run.Evicted, 10),
@@ -140,6 +143,11 @@ func Table(w io.Writer, r *Report) error {
 			if err := renderTable(w, h, rows); err != nil {
 				return err
 			}
+		}
+	}
+	for _, run := range r.Runs {
+		if r.Command == "bench" && run.Note != "" {
+			fmt.Fprintf(w, "note (%s): %s\n", run.Policy, run.Note)
 		}
 	}
 	for _, n := range r.Notes {

@@ -135,7 +135,8 @@ type Run struct {
 	Tenants          []Tenant   `json:"tenants,omitempty"`
 	Timeline         []Point    `json:"timeline,omitempty"`
 	RequestCDF       []CDFPoint `json:"request_cdf,omitempty"`
-	Error            string     `json:"error,omitempty"`
+	Note             string     `json:"note,omitempty"`  // caveats (warm-up timed out, ...)
+	Error            string     `json:"error,omitempty"` // the run failed part-way; figures cover what ran
 }
 
 // New starts a report for command.

@@ -65,6 +65,7 @@ type Counters struct {
 	ChunksStored          int64
 	BytesWritten          int64
 	StoreFailed           int64
+	StoreSkipped          int64 // chunks of prompts longer than half the cache, not stored
 	Deleted               int64 // by KindDelete ops
 	Evicted               int64 // by the eviction policy
 	Expired               int64 // by tenant TTLs
@@ -96,6 +97,7 @@ func (c Counters) Sub(b Counters) Counters {
 	d.ChunksStored -= b.ChunksStored
 	d.BytesWritten -= b.BytesWritten
 	d.StoreFailed -= b.StoreFailed
+	d.StoreSkipped -= b.StoreSkipped
 	d.Deleted -= b.Deleted
 	d.Evicted -= b.Evicted
 	d.Expired -= b.Expired
@@ -436,7 +438,13 @@ func (d *Driver) request(h *[NumPhases]*hdrhistogram.Histogram, w *work, ok *[]b
 func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size int, okp *[]bool) error {
 	d.mu.Lock()
 	missing := make([]Key, 0, len(keys))
-	for _, k := range keys {
+	for i, k := range keys {
+		// A prompt longer than the whole cache keeps only its leading chunks, as a cache of
+		// that size would end up holding after evicting the request's own tail.
+		if int64(len(missing)) >= d.target/2 {
+			d.c.StoreSkipped += int64(len(keys) - i)
+			break
+		}
 		if d.res.reserve(k) {
 			missing = append(missing, k)
 		}

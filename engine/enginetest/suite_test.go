@@ -1,6 +1,10 @@
 package enginetest
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rbctl/rbctl/internal/blockdev"
@@ -12,4 +16,58 @@ func TestSuiteOnMem(t *testing.T) {
 
 func TestSuiteOnDirectMem(t *testing.T) {
 	RunEngineSuite(t, func(t *testing.T) blockdev.Device { return blockdev.NewMem(MinDeviceBytes, 4096) })
+}
+
+func fileDev(t *testing.T, direct bool) blockdev.Device {
+	p := filepath.Join(t.TempDir(), "dev.img")
+	if err := blockdev.CreateFile(p, MinDeviceBytes); err != nil {
+		t.Fatal(err)
+	}
+	d, err := blockdev.OpenFile(p, blockdev.FileOptions{Direct: direct, QueueDepth: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestSuiteOnFile(t *testing.T) {
+	RunEngineSuite(t, func(t *testing.T) blockdev.Device { return fileDev(t, false) })
+}
+
+func TestSuiteOnFileDirect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: the direct-file run repeats TestSuiteOnFile with O_DIRECT")
+	}
+	RunEngineSuite(t, func(t *testing.T) blockdev.Device { return fileDev(t, true) })
+}
+
+// TestSuiteOnLoopDeviceDirect runs the whole suite on a real loop device opened with
+// O_DIRECT and O_EXCL (root only; CI is root).
+func TestSuiteOnLoopDeviceDirect(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to attach a loop device")
+	}
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Skip("losetup not installed (util-linux)")
+	}
+	RunEngineSuite(t, func(t *testing.T) blockdev.Device {
+		img := filepath.Join(t.TempDir(), "loop.img")
+		if err := blockdev.CreateFile(img, MinDeviceBytes); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+		if err != nil {
+			t.Skipf("cannot attach a loop device: %v: %s", err, out)
+		}
+		loop := strings.TrimSpace(string(out))
+		t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
+		d, err := blockdev.OpenFile(loop, blockdev.DefaultFileOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := d.Info(); info.Kind != blockdev.KindBlock || !info.Direct {
+			t.Fatalf("loop device info = %+v", info)
+		}
+		return d
+	})
 }

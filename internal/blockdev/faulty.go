@@ -105,10 +105,11 @@ var ErrShortTransfer = errors.New("short transfer")
 
 // OpInfo describes one operation to a rule's predicate and to Rule.Then.
 type OpInfo struct {
-	Class OpClass
-	Off   int64 // byte offset (0 for flush)
-	Len   int64 // bytes (for deallocate: the sum of the ranges)
-	Seq   int64 // 1-based ordinal of the op among all ops this Faulty has seen
+	Class  OpClass
+	Off    int64     // byte offset (0 for flush)
+	Len    int64     // bytes (for deallocate: the sum of the ranges)
+	Seq    int64     // 1-based ordinal of the op among all ops this Faulty has seen
+	Handle Placement // placement handle of a write (NoPlacement otherwise)
 }
 
 // Fault is what happens to an operation a rule selects.
@@ -118,7 +119,8 @@ type Fault struct {
 	// rounded down to whole blocks (of TornUnit, else Info.LogicalBlock, else 512 bytes).
 	// 0 means one half. For a one-block op the prefix is empty.
 	Fraction float64
-	// TornUnit is the granularity of short and torn transfers in bytes (0: logical block).
+	// TornUnit is the granularity of short and torn transfers in bytes (0: logical block;
+	// on a Direct device rounded up to a multiple of the logical block).
 	TornUnit int
 	// Succeed makes a torn write report success (N = len(Buf), Err = nil).
 	Succeed bool
@@ -293,6 +295,9 @@ func (f *Faulty) prefixLen(flt Fault, n int) int {
 	if unit <= 0 {
 		unit = 512
 	}
+	if lb := f.info.LogicalBlock; f.info.Direct && lb > 0 && unit%lb != 0 {
+		unit = (unit/lb + 1) * lb // a Direct device takes whole logical blocks only
+	}
 	frac := flt.Fraction
 	if frac <= 0 || frac >= 1 {
 		frac = 0.5
@@ -316,7 +321,11 @@ func (f *Faulty) Submit(ops []Op) error {
 		if ops[i].Write {
 			cls = ClassWrite
 		}
-		r, oi := f.decide(OpInfo{Class: cls, Off: ops[i].Off, Len: int64(len(ops[i].Buf))})
+		h := NoPlacement
+		if ops[i].Write {
+			h = ops[i].Handle
+		}
+		r, oi := f.decide(OpInfo{Class: cls, Off: ops[i].Off, Len: int64(len(ops[i].Buf)), Handle: h})
 		if r == nil {
 			pass = append(pass, i)
 			continue
@@ -439,7 +448,7 @@ func (f *Faulty) corrupt(op *Op, r *ruleState, oi OpInfo) {
 // Deallocate applies faults to the call as a whole (Off/Len of the first range and the
 // total length are shown to rules).
 func (f *Faulty) Deallocate(ranges []Range) error {
-	oi := OpInfo{Class: ClassDeallocate}
+	oi := OpInfo{Class: ClassDeallocate, Handle: NoPlacement}
 	if len(ranges) > 0 {
 		oi.Off = ranges[0].Off
 		for _, r := range ranges {
@@ -488,7 +497,7 @@ func (f *Faulty) Deallocate(ranges []Range) error {
 // them), is delayed, or with a silent torn fault (Succeed) is dropped: success is reported
 // without flushing.
 func (f *Faulty) Flush() error {
-	r, oi := f.decide(OpInfo{Class: ClassFlush})
+	r, oi := f.decide(OpInfo{Class: ClassFlush, Handle: NoPlacement})
 	if r == nil {
 		return f.inner.Flush()
 	}

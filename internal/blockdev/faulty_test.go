@@ -202,6 +202,8 @@ func TestFaultyOrdinals(t *testing.T) {
 		{"after1-times2", Rule{After: 1, Times: 2, Fault: Fault{Kind: FaultEIO}}, []bool{false, true, true, false, false, false}},
 		{"every", Rule{Fault: Fault{Kind: FaultEIO}}, []bool{true, true, true, true, true, true}},
 		{"reads-only", Rule{Class: ClassRead, Fault: Fault{Kind: FaultEIO}}, []bool{false, false, false, false, false, false}},
+		{"pred-handle-3", Rule{Pred: func(o OpInfo) bool { return o.Handle == 3 }, Fault: Fault{Kind: FaultEIO}},
+			[]bool{false, false, false, true, false, false}},
 		{"pred-odd-offsets", Rule{Pred: func(o OpInfo) bool { return o.Off/512%2 == 1 }, Fault: Fault{Kind: FaultEIO}},
 			[]bool{false, true, false, true, false, true}},
 	}
@@ -209,7 +211,7 @@ func TestFaultyOrdinals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := NewFaulty(newFaultTestDev(8192), 1, tc.rule)
 			for i, want := range tc.want {
-				err := WriteAt(f, pattern(512, 1), int64(i)*512, NoPlacement)
+				err := WriteAt(f, pattern(512, 1), int64(i)*512, Placement(i))
 				if (err != nil) != want {
 					t.Fatalf("write %d: err %v, want failure %v", i, err, want)
 				}
@@ -385,5 +387,18 @@ func TestFaultyConcurrent(t *testing.T) {
 	c := f.Counts()
 	if c.Ops != 8*200*2 || c.Injected == 0 || c.Injected == c.Ops {
 		t.Fatalf("counts %+v", c)
+	}
+}
+
+func TestFaultyTornOnDirectDeviceKeepsBlocks(t *testing.T) {
+	mem := NewMem(1<<16, 4096) // Direct, 4 KiB logical blocks
+	f := NewFaulty(mem, 1, Rule{Fault: Fault{Kind: FaultTorn, TornUnit: 64, Fraction: 0.6}})
+	buf := pattern(4*4096, 0xCD)
+	ops := []Op{{Write: true, Off: 0, Buf: buf}}
+	if err := f.Submit(ops); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("err %v, want the injected EIO (not a misaligned write)", err)
+	}
+	if ops[0].N != 8192 || bytes.Count(mem.Bytes(), []byte{0xCD}) != 8192 {
+		t.Fatalf("N %d, %d bytes written; want 2 whole blocks", ops[0].N, bytes.Count(mem.Bytes(), []byte{0xCD}))
 	}
 }

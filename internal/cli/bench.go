@@ -26,8 +26,8 @@ import (
 func init() { register(newBenchCmd) }
 
 type benchFlags struct {
-	wl            workloadFlags
-	out           outputFlags
+	wl            wlFlags
+	out           reportOutFlags
 	placement     string
 	duration      time.Duration
 	warmup        float64
@@ -109,7 +109,7 @@ type benchDevice struct {
 func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
 	switch {
 	case strings.HasPrefix(path, "mem:"):
-		n, err := parseSize(strings.TrimPrefix(path, "mem:"))
+		n, err := wlParseSize(strings.TrimPrefix(path, "mem:"))
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("%s: want mem:SIZE, e.g. mem:256M", path)
 		}
@@ -136,7 +136,7 @@ func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
 	}
 	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) && f.size != "" {
-		n, perr := parseSize(f.size)
+		n, perr := wlParseSize(f.size)
 		if perr != nil || n <= 0 {
 			return nil, fmt.Errorf("--size %q: %v", f.size, perr)
 		}
@@ -177,7 +177,7 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	if f.wl.writeTrace != "" {
 		return f.wl.writeTraceFile(b, cmd.OutOrStdout())
 	}
-	policies := splitList(f.placement)
+	policies := wlSplitList(f.placement)
 	if len(policies) == 0 {
 		return fmt.Errorf("--placement: give at least one policy, e.g. none,cache-salt")
 	}
@@ -199,7 +199,7 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	}
 	ru := bd.ruBytes
 	if ru == 0 {
-		if ru, err = parseSize(f.ru); err != nil {
+		if ru, err = wlParseSize(f.ru); err != nil {
 			return fmt.Errorf("--ru: %w", err)
 		}
 	}
@@ -246,7 +246,7 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 		c := (4096 + slots*256 + 4095) / 4096 * 4096
 		ecfg.MetaTotalBytes = min(2*c, 256<<20)
 	} else {
-		n, err := parseSize(f.metaBytes)
+		n, err := wlParseSize(f.metaBytes)
 		if err != nil {
 			return fmt.Errorf("--meta-bytes: %w", err)
 		}
@@ -289,7 +289,7 @@ type benchSample struct {
 }
 
 // benchOne formats the device for one policy, runs the workload and returns its report run.
-func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchDevice, b *builtWorkload, pol string,
+func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchDevice, b *wlBuilt, pol string,
 	handles int, fc ftl.Config, ecfg engine.Config) (reports.Run, reports.Workload, error) {
 	var wl reports.Workload
 	policy, err := placement.Parse(pol, handles)
@@ -344,11 +344,15 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 		start     = time.Now()
 	)
 	dc.OnWarm = func() {
-		warmStats = sh.Stats()
-		warmAt = time.Since(start)
+		ws := sh.Stats()
+		var wd *fdp.Stats
+		var werr error
 		if bd.stats != nil {
-			warmDev, devErr = bd.stats()
+			wd, werr = bd.stats()
 		}
+		mu.Lock()
+		warmStats, warmAt, warmDev, devErr = ws, time.Since(start), wd, werr
+		mu.Unlock()
 	}
 	d, err := workloads.NewDriver(dc, gen, be)
 	if err != nil {
@@ -389,6 +393,8 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 	if bar != nil {
 		bar.Finish()
 	}
+	mu.Lock() // the sampler has stopped; this orders the OnWarm writes before the reads below
+	defer mu.Unlock()
 	endStats := sh.Stats()
 	var endDev *fdp.Stats
 	if bd.stats != nil && devErr == nil {
@@ -433,12 +439,17 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 			run.DeviceWAF = &reports.WAF{Value: dd.WAF(), Source: "fdp-stats", HostBytes: uint64(dd.HBMW.Float64()), MediaBytes: uint64(dd.MBMW.Float64())}
 		}
 	}
+	var notes []string
 	if res.WarmupTimedOut {
-		run.Error = strings.TrimPrefix(run.Error+"; ", "; ") + "warm-up timed out before the target was stored"
+		notes = append(notes, "warm-up timed out before the target was stored")
 	}
 	if note != "" {
-		run.Error = strings.TrimPrefix(run.Error+"; ", "; ") + note
+		notes = append(notes, note)
 	}
+	if ff := sh.ForeignHandleWrites(); ff > 0 {
+		notes = append(notes, fmt.Sprintf("%d writes carried a handle beyond the model's %d (modelled on handle 0)", ff, handles))
+	}
+	run.Note = strings.Join(notes, "; ")
 	wl = reports.Workload{Name: b.name, Seed: f.wl.seed, Tenants: b.salts, ChunkBytes: b.chunkBytes,
 		SlotBytes: ecfg.SlotBytes, Slots: usage.SlotsTotal, TargetUtil: f.wl.util, Eviction: f.wl.eviction,
 		Workers: f.wl.workers, Rate: f.wl.rate, Description: b.desc}

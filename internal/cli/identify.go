@@ -10,13 +10,18 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/nvme"
 )
 
 func init() { register(newIdentifyCmd) }
 
-// openNVMe opens DEV for passthrough; its errors name DEV and say what to pass instead.
+// openNVMe opens DEV for passthrough (or the emulated SSD for an emu: spec); its errors
+// name DEV and say what to pass instead.
 func openNVMe(dev, transport string, nsid uint32) (nvme.Transport, error) {
+	if emu.IsSpec(dev) {
+		return emu.Open(dev)
+	}
 	return nvme.Open(dev, nvme.OpenOptions{Transport: transport, NSID: nsid}) // errors name dev
 }
 
@@ -142,7 +147,7 @@ func printIdentify(w io.Writer, j identifyJSON, ns *nvme.Namespace) error {
 	row("volatile write cache", yesNo(ns.Ctrl.VolatileWriteCache()))
 	mdts := "no limit"
 	if j.MDTS != 0 {
-		mdts = fmt.Sprintf("%d (%s with 4 KiB pages)", j.MDTS, bytesHuman(int64(ns.Ctrl.MaxTransfer(0))))
+		mdts = fmt.Sprintf("%d: %d KiB with 4 KiB pages", j.MDTS, ns.Ctrl.MaxTransfer(0)>>10)
 	}
 	row("mdts", mdts)
 	row("max transfer used", bytesHuman(int64(j.MaxTransfer)))
@@ -182,10 +187,10 @@ func newIdentifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "identify DEV",
 		Short: "Identify an NVMe controller and namespace (model, serial, capabilities, size, LBA format)",
-		Long: "identify sends Identify Controller and Identify Namespace to DEV (/dev/ngXnY, /dev/nvmeXnY\n" +
-			"or /dev/nvmeX) through NVMe passthrough and prints a summary. --json uses nvme-cli's field\n" +
-			"names (sn, mn, fr, ctratt, oncs, nsze, ncap, nuse, flbas, ...) plus derived values\n" +
-			"(lbads, block_size, capacity_bytes, max_transfer_bytes). Needs root (CAP_SYS_ADMIN).",
+		Long: "identify sends Identify Controller and Identify Namespace to DEV (/dev/ngXnY,\n" +
+			"/dev/nvmeXnY, /dev/nvmeX, or an emu: spec) and prints a summary. --json uses nvme-cli's\n" +
+			"field names (sn, mn, fr, ctratt, oncs, nsze, ncap, nuse, flbas, lbafs, ...) plus derived\n" +
+			"values (lbads, block_size, capacity_bytes, max_transfer_bytes). Needs root for devices.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dev := args[0]

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -37,10 +38,10 @@ func newNVMeLogCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "log DEV --lid N",
 		Short: "Read a log page (Get Log Page) and hex-dump it, or write the raw bytes with --raw",
-		Long: "log sends Get Log Page to DEV (/dev/ngXnY, /dev/nvmeXnY or /dev/nvmeX) and prints a hex\n" +
-			"dump of --len bytes. Numbers accept 0x prefixes. FDP logs take the endurance group as\n" +
-			"--lsi (e.g. --lid 0x20 --lsi 1 for FDP configurations); the events log takes --lsp 1\n" +
-			"for host events. Logs longer than 64 KiB are read in pieces at increasing offsets.",
+		Long: "log sends Get Log Page to DEV (/dev/ngXnY, /dev/nvmeXnY, /dev/nvmeX or an emu: spec)\n" +
+			"and prints a hex dump of --len bytes. Numbers accept 0x prefixes. FDP logs take the\n" +
+			"endurance group as --lsi (e.g. --lid 0x20 --lsi 1 for FDP configurations); the events\n" +
+			"log takes --lsp 1 for host events. Logs longer than 64 KiB are read in pieces.",
 		Example: "  rbctl nvme log /dev/ng0n1 --lid 0x02 --len 512\n" +
 			"  rbctl nvme log /dev/ng0n1 --lid 0x22 --lsi 1 --len 64 --raw > stats.bin",
 		Args: cobra.ExactArgs(1),
@@ -76,7 +77,7 @@ func newNVMeLogCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(out, "log 0x%02x lsp %d lsi %d offset %d nsid %#x: %d bytes\n", lid, lsp, lsi, offset, nsid, len(b))
-			_, err = fmt.Fprint(out, hex.Dump(b))
+			_, err = fmt.Fprintln(out, strings.TrimSuffix(hex.Dump(b), "\n"))
 			return err
 		},
 	}
@@ -86,7 +87,7 @@ func newNVMeLogCmd() *cobra.Command {
 	f.Uint16Var(&lsi, "lsi", 0, "log specific identifier (the endurance group for FDP logs)")
 	f.Uint32Var(&length, "len", 512, "bytes to read (multiple of 4)")
 	f.Uint64Var(&offset, "offset", 0, "byte offset into the log (multiple of 4)")
-	f.Uint32Var(&nsid, "nsid", 0, "namespace id in the command (0 = none, 0xffffffff = all)")
+	f.Uint32Var(&nsid, "nsid", nvme.NSIDAll, "namespace id in the command (default all = 0xffffffff, as nvme-cli get-log; 0 = none)")
 	f.BoolVar(&rae, "rae", false, "retain asynchronous event")
 	f.BoolVar(&raw, "raw", false, "write the raw bytes to standard output instead of a hex dump")
 	f.StringVar(&transport, "transport", "", "passthrough transport: uring or ioctl (default: uring when available)")

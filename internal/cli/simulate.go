@@ -20,8 +20,8 @@ import (
 
 func init() { register(newSimulateCmd) }
 
-// workloadFlags are the generator and driver knobs bench and simulate share.
-type workloadFlags struct {
+// wlFlags are the generator and driver knobs bench and simulate share.
+type wlFlags struct {
 	kind         string
 	preset       string
 	tenants      []string
@@ -45,11 +45,11 @@ type workloadFlags struct {
 	traceLoops   int
 }
 
-func (w *workloadFlags) register(fs *pflag.FlagSet, defaultModel string) {
+func (w *wlFlags) register(fs *pflag.FlagSet, defaultModel string) {
 	fs.StringVar(&w.kind, "workload", "kv", "kv, sequential, uniform, zipf, or trace:FILE (.jsonl or .csv; docs/bench.md)")
 	fs.StringVar(&w.preset, "preset", "multi-tenant", "kv tenants when no --tenant is given: multi-tenant (chat/rag/agent with different lifetimes) or chat")
 	fs.StringArrayVar(&w.tenants, "tenant", nil, "kv tenant SALT:k=v,... (w, prefixes, prefix, theta, sessions, turns, prompt, output, ttl); repeatable")
-	fs.StringVar(&w.model, "model", defaultModel, "model preset for KV bytes per token: "+modelNames())
+	fs.StringVar(&w.model, "model", defaultModel, "model preset for KV bytes per token: "+wlModelNames())
 	fs.StringVar(&w.bytesPerTok, "bytes-per-token", "", "override the model's KV bytes per token (e.g. 128K)")
 	fs.IntVar(&w.chunkTokens, "chunk-tokens", 256, "tokens per cached chunk (LMCache chunk_size)")
 	fs.IntVar(&w.maxContext, "max-context", 32768, "kv: a conversation ends when its context would exceed this many tokens")
@@ -69,7 +69,7 @@ func (w *workloadFlags) register(fs *pflag.FlagSet, defaultModel string) {
 	fs.IntVar(&w.traceLoops, "trace-loops", 1, "trace: replay the trace this many times")
 }
 
-func modelNames() string {
+func wlModelNames() string {
 	var n []string
 	for _, m := range workloads.ModelPresets {
 		n = append(n, fmt.Sprintf("%s (%d KiB/token)", m.Name, m.BytesPerToken()>>10))
@@ -77,8 +77,8 @@ func modelNames() string {
 	return strings.Join(n, ", ")
 }
 
-// builtWorkload is a generator factory (a fresh, identical stream per run) and what to report.
-type builtWorkload struct {
+// wlBuilt is a generator factory (a fresh, identical stream per run) and what to report.
+type wlBuilt struct {
 	newGen     func() (workloads.Generator, error)
 	ttl        []float64
 	chunkBytes int
@@ -87,21 +87,21 @@ type builtWorkload struct {
 	salts      []string
 }
 
-func (w *workloadFlags) build() (*builtWorkload, error) {
+func (w *wlFlags) build() (*wlBuilt, error) {
 	m, err := workloads.LookupModel(w.model)
 	if err != nil {
 		return nil, err
 	}
 	bpt := m.BytesPerToken()
 	if w.bytesPerTok != "" {
-		v, err := parseSize(w.bytesPerTok)
+		v, err := wlParseSize(w.bytesPerTok)
 		if err != nil || v <= 0 {
 			return nil, fmt.Errorf("--bytes-per-token %q: want a positive byte count such as 128K", w.bytesPerTok)
 		}
 		bpt = int(v)
 	}
 	chunk := w.chunkTokens * bpt
-	b := &builtWorkload{name: w.kind, chunkBytes: chunk}
+	b := &wlBuilt{name: w.kind, chunkBytes: chunk}
 	switch {
 	case w.kind == "kv":
 		var ts []workloads.Tenant
@@ -155,7 +155,7 @@ func (w *workloadFlags) build() (*builtWorkload, error) {
 	default:
 		size := int64(chunk)
 		if w.size != "" {
-			if size, err = parseSize(w.size); err != nil {
+			if size, err = wlParseSize(w.size); err != nil {
 				return nil, fmt.Errorf("--value-size: %w", err)
 			}
 		}
@@ -173,7 +173,7 @@ func (w *workloadFlags) build() (*builtWorkload, error) {
 }
 
 // driverConfig is the driver part of the flags.
-func (w *workloadFlags) driverConfig(b *builtWorkload) (workloads.DriverConfig, error) {
+func (w *wlFlags) driverConfig(b *wlBuilt) (workloads.DriverConfig, error) {
 	ev, err := workloads.ParseEviction(w.eviction)
 	if err != nil {
 		return workloads.DriverConfig{}, err
@@ -186,7 +186,7 @@ func (w *workloadFlags) driverConfig(b *builtWorkload) (workloads.DriverConfig, 
 }
 
 // writeTraceFile writes the first --requests ops of the workload as a trace.
-func (w *workloadFlags) writeTraceFile(b *builtWorkload, out io.Writer) error {
+func (w *wlFlags) writeTraceFile(b *wlBuilt, out io.Writer) error {
 	if w.requests <= 0 {
 		return fmt.Errorf("--write-trace needs --requests N (how many ops to write)")
 	}
@@ -217,20 +217,22 @@ func (w *workloadFlags) writeTraceFile(b *builtWorkload, out io.Writer) error {
 	return f.Close()
 }
 
-// outputFlags select the report format and plots.
-type outputFlags struct {
+// reportOutFlags select the report format and plots.
+type reportOutFlags struct {
 	json, csv, markdown bool
 	plot                string
+	save                string
 }
 
-func (o *outputFlags) register(fs *pflag.FlagSet) {
+func (o *reportOutFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON (schema "+reports.Schema+" v"+strconv.Itoa(reports.SchemaVersion)+")")
 	fs.BoolVar(&o.csv, "csv", false, "print the report as CSV")
 	fs.BoolVar(&o.markdown, "markdown", false, "print the report as Markdown tables")
 	fs.StringVar(&o.plot, "plot", "", "write PNG and SVG figures into this directory")
+	fs.StringVar(&o.save, "save", "", "also write the JSON report to this file")
 }
 
-func (o *outputFlags) emit(cmd *cobra.Command, r *reports.Report) error {
+func (o *reportOutFlags) emit(cmd *cobra.Command, r *reports.Report) error {
 	format := "table"
 	n := 0
 	for f, on := range map[string]bool{"json": o.json, "csv": o.csv, "markdown": o.markdown} {
@@ -245,6 +247,19 @@ func (o *outputFlags) emit(cmd *cobra.Command, r *reports.Report) error {
 	if err := reports.Write(cmd.OutOrStdout(), r, format); err != nil {
 		return err
 	}
+	if o.save != "" {
+		fh, err := os.Create(o.save)
+		if err != nil {
+			return fmt.Errorf("--save: %w", err)
+		}
+		if err := reports.JSON(fh, r); err != nil {
+			fh.Close()
+			return fmt.Errorf("--save: %w", err)
+		}
+		if err := fh.Close(); err != nil {
+			return fmt.Errorf("--save: %w", err)
+		}
+	}
 	if o.plot != "" {
 		files, err := plots.All(r, o.plot)
 		if err != nil {
@@ -255,8 +270,8 @@ func (o *outputFlags) emit(cmd *cobra.Command, r *reports.Report) error {
 	return nil
 }
 
-// parseSize parses bytes with an optional K/M/G/T (binary) suffix.
-func parseSize(s string) (int64, error) {
+// wlParseSize parses bytes with an optional K/M/G/T (binary) suffix.
+func wlParseSize(s string) (int64, error) {
 	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
 	mult := int64(1)
 	if n := len(t); n > 0 {
@@ -272,13 +287,13 @@ func parseSize(s string) (int64, error) {
 	return int64(v * float64(mult)), nil
 }
 
-// sweepSpec is --sweep NAME=FROM:TO:STEP.
-type sweepSpec struct {
+// simSweep is --sweep NAME=FROM:TO:STEP.
+type simSweep struct {
 	name   string
 	values []float64
 }
 
-func parseSweep(s string) (*sweepSpec, error) {
+func simParseSweep(s string) (*simSweep, error) {
 	name, rng, ok := strings.Cut(s, "=")
 	parts := strings.Split(rng, ":")
 	if !ok || len(parts) != 3 {
@@ -291,7 +306,7 @@ func parseSweep(s string) (*sweepSpec, error) {
 	}
 	var v [3]float64
 	for i, p := range parts {
-		x, err := parseSize(p)
+		x, err := wlParseSize(p)
 		if err != nil || strings.ContainsAny(p, ".") {
 			f, ferr := strconv.ParseFloat(p, 64)
 			if ferr != nil {
@@ -305,7 +320,7 @@ func parseSweep(s string) (*sweepSpec, error) {
 	if v[2] <= 0 || v[1] < v[0] {
 		return nil, fmt.Errorf("--sweep %q: want FROM ≤ TO and STEP > 0", s)
 	}
-	sw := &sweepSpec{name: name}
+	sw := &simSweep{name: name}
 	for i := 0; ; i++ {
 		x := v[0] + float64(i)*v[2]
 		if x > v[1]+v[2]*1e-6 {
@@ -317,8 +332,8 @@ func parseSweep(s string) (*sweepSpec, error) {
 }
 
 type simFlags struct {
-	wl            workloadFlags
-	out           outputFlags
+	wl            wlFlags
+	out           reportOutFlags
 	capacity      string
 	op            float64
 	ru            string
@@ -355,7 +370,7 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 	f.out.register(fs)
 	fs.StringVar(&f.capacity, "capacity", "1T", "logical device capacity")
 	fs.Float64Var(&f.op, "op", 0.07, "over-provisioning: spare factor physical/logical − 1")
-	fs.StringVar(&f.ru, "ru", "auto", "reclaim unit size (auto: capacity/64, rounded to the mapping unit)")
+	fs.StringVar(&f.ru, "ru", "auto", "reclaim unit size (auto: capacity/512, rounded to the mapping unit)")
 	fs.StringVar(&f.unit, "unit", "auto", "FTL mapping unit (auto: a power of two ≤ slot/16 and ≤ RU/256, ≥ 4K); slots are rounded up to it")
 	fs.IntVar(&f.handles, "handles", 8, "placement handles (reclaim unit handles)")
 	fs.StringVar(&f.isolation, "isolation", "persistent", "handle isolation: initial or persistent")
@@ -374,8 +389,8 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 // simGeometry derives RU and mapping-unit sizes from the flags.
 func simGeometry(capacity, slotBytes int64, ruFlag, unitFlag string) (ru, unit int64, err error) {
 	if ruFlag == "auto" {
-		ru = capacity / 64
-	} else if ru, err = parseSize(ruFlag); err != nil {
+		ru = capacity / 512
+	} else if ru, err = wlParseSize(ruFlag); err != nil {
 		return 0, 0, fmt.Errorf("--ru: %w", err)
 	}
 	if unitFlag == "auto" {
@@ -383,7 +398,7 @@ func simGeometry(capacity, slotBytes int64, ruFlag, unitFlag string) (ru, unit i
 		for unit*2 <= slotBytes/16 && unit*2 <= ru/256 {
 			unit *= 2
 		}
-	} else if unit, err = parseSize(unitFlag); err != nil {
+	} else if unit, err = wlParseSize(unitFlag); err != nil {
 		return 0, 0, fmt.Errorf("--unit: %w", err)
 	}
 	if unit <= 0 || ru < unit {
@@ -401,7 +416,7 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 	if f.wl.writeTrace != "" {
 		return f.wl.writeTraceFile(b, cmd.OutOrStdout())
 	}
-	capB, err := parseSize(f.capacity)
+	capB, err := wlParseSize(f.capacity)
 	if err != nil {
 		return fmt.Errorf("--capacity: %w", err)
 	}
@@ -417,13 +432,13 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return err
 	}
-	var sw *sweepSpec
+	var sw *simSweep
 	if f.sweep != "" {
-		if sw, err = parseSweep(f.sweep); err != nil {
+		if sw, err = simParseSweep(f.sweep); err != nil {
 			return err
 		}
 	}
-	policies := splitList(f.placement)
+	policies := wlSplitList(f.placement)
 	if len(policies) == 0 {
 		return fmt.Errorf("--placement: give at least one policy, e.g. none,cache-salt")
 	}
@@ -511,7 +526,7 @@ func simRun(res *workloads.SimResult, logical int64) reports.Run {
 	return run
 }
 
-func splitList(s string) []string {
+func wlSplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -6,7 +6,9 @@ package devices
 import (
 	"fmt"
 
+	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/nvme"
 )
 
 // Options chooses how a device path is opened.
@@ -28,7 +30,27 @@ func Open(path string, opt Options) (blockdev.Device, error) {
 	if path == "" {
 		return nil, fmt.Errorf("no device path given")
 	}
+	if emu.IsSpec(path) {
+		// The emulated FDP SSD, through the NVMe passthrough device (docs/emulator.md).
+		d, _, err := emu.OpenDeviceWith(path, nvme.DeviceOptions{ReadOnly: opt.ReadOnly})
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+	if isNVMeGeneric(path) && (opt.IOEngine == "" || opt.IOEngine == "posix") {
+		opt.IOEngine = "passthru" // /dev/ngXnY is reachable only through NVMe passthrough
+	}
 	switch opt.IOEngine {
+	case "passthru", "nvme":
+		return openPassthru(path, opt)
+	case "uring", "io_uring":
+		return blockdev.OpenUring(path, blockdev.UringOptions{
+			QueueDepth: opt.QueueDepth,
+			Buffered:   !opt.Direct,
+			ReadOnly:   opt.ReadOnly,
+			Exclusive:  opt.Exclusive,
+		})
 	case "", "posix":
 		return blockdev.OpenFile(path, blockdev.FileOptions{
 			Direct:     opt.Direct,

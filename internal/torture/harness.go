@@ -35,6 +35,10 @@ type Options struct {
 	// Every CleanEvery-th cycle the writer stops by itself after some ops and closes
 	// cleanly. 0 disables each.
 	TornEvery, CorruptEvery, CleanEvery int
+	// Every FaultEvery-th cycle (offset by one) the writer's data writes fail at random
+	// (EIO, ENOSPC, torn-with-error; FaultProb each, default 2%).
+	FaultEvery int
+	FaultProb  float64
 	// Command returns the base command of a writer process; the harness adds the
 	// environment. It must run RunWriterFromEnv (a re-exec'ed test binary or
 	// `rbctl torture writer`).
@@ -56,6 +60,9 @@ func (o *Options) defaults() {
 	if o.MaxRun <= 0 {
 		o.MinRun, o.MaxRun = 20*time.Millisecond, 250*time.Millisecond
 	}
+	if o.FaultProb <= 0 {
+		o.FaultProb = 0.02
+	}
 	if o.MinRun > o.MaxRun {
 		o.MinRun = o.MaxRun
 	}
@@ -63,16 +70,30 @@ func (o *Options) defaults() {
 
 // Summary is the outcome of a torture run. The violation counters must all be zero.
 type Summary struct {
-	Seed         uint64
-	Cycles       int
-	Kills        int // SIGKILLs, by the harness or (torn cycles) by the writer itself
-	TornKills    int // writer killed itself right after tearing a checkpoint write
-	TornDetected int // ... and recovery found that container invalid and used the other one
-	CleanCloses  int
+	Seed            uint64
+	Backends        []string       // the writer's device backends, rotated per cycle
+	CyclesByBackend map[string]int // cycles run through each
+	UringSkipped    string         // why io_uring was left out ("" when used)
+	Cycles          int
+	Kills           int // SIGKILLs, by the harness or (torn cycles) by the writer itself
+	TornKills       int // writer killed itself right after tearing a metadata write
+	// A torn metadata write either leaves its container invalid (recovery must then use
+	// the other one) or harmless (the tear fell in zero padding or rewrote identical bytes,
+	// and the container's CRC still vouches for it).
+	TornDetected, TornHarmless int
+	TornBeforeReady            int // the tear hit a metadata write made by Open itself
+	CleanCloses                int
+	FaultCycles                int // cycles whose writer ran with failing data writes
+	FailedPuts                 int // puts that failed (no slot, or an injected write fault)
 
-	CorruptRuns      int // recoveries of an image with its newest container corrupted
-	CorruptUsedOther int // ... that recovered from the other container
-	CorruptSkipped   int // images with fewer than two valid containers (nothing to test)
+	CorruptRuns        int // recoveries of an image with its newest container corrupted
+	CorruptUsedOther   int // ... that recovered from the other container
+	CorruptBothRefused int // ... whose other container was already invalid: Open refused (ErrNoCheckpoint)
+	CorruptSkipped     int // images with no valid container (nothing to corrupt)
+	// KillTornContainers counts plain SIGKILLs that landed inside a checkpoint write: after
+	// the kill one container failed its CRC (new payload, old header) and recovery used the
+	// other one.
+	KillTornContainers int
 
 	Puts, Deletes, Checkpoints int // acknowledged by writers
 	KeysVerified               int // index entries loaded byte-exact after recoveries
@@ -146,10 +167,20 @@ func Run(opts Options) (*Summary, error) {
 	}
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x7047))
 	sum := &Summary{Seed: opts.Seed}
+	// Rotate the writer's backend; io_uring only where the kernel offers it.
+	backends := []string{BackendPosix, BackendPosixDirect, BackendUring}
+	if d, err := openBackend(devPath, BackendUring); err != nil {
+		backends = backends[:2]
+		sum.UringSkipped = err.Error()
+	} else {
+		d.Close()
+	}
+	sum.Backends, sum.CyclesByBackend = backends, map[string]int{}
 	baseline := map[uint64]uint64{}
 	history := map[uint64]map[uint64]bool{}
 	keys := uint64(opts.KeyFactor) * uint64(g.Slots)
 	corruptMode := 0
+	var prevContainers [2]engine.ContainerInfo
 	for cycle := 1; sum.Kills < opts.Kills; cycle++ {
 		sum.Cycles++
 		wc := WriterConfig{
@@ -157,14 +188,20 @@ func Run(opts Options) (*Summary, error) {
 			Cycle: uint64(cycle), Seed: rng.Uint64(), Workers: opts.Workers, Keys: keys, Geometry: g,
 			Format:     []engine.CheckpointFormat{engine.CheckpointCompact, engine.CheckpointLMCacheV1}[cycle%2],
 			Deallocate: cycle%3 == 0,
+			Backend:    backends[cycle/2%len(backends)],
 		}
-		torn := opts.TornEvery > 0 && cycle%opts.TornEvery == 0
-		clean := !torn && opts.CleanEvery > 0 && cycle%opts.CleanEvery == 0
+		clean := opts.CleanEvery > 0 && cycle%opts.CleanEvery == 0
+		torn := !clean && opts.TornEvery > 0 && cycle%opts.TornEvery == 0
 		if torn {
 			wc.TornMetaWrite = 1 + rng.Int64N(6)
+			wc.TornFraction = 0.05 + 0.55*rng.Float64()
 		}
 		if clean {
 			wc.MaxOps = 50 + rng.Int64N(200)
+		}
+		if opts.FaultEvery > 0 && cycle%opts.FaultEvery == 1%opts.FaultEvery {
+			wc.WriteFaultProb = opts.FaultProb
+			sum.FaultCycles++
 		}
 		runFor := opts.MinRun + time.Duration(rng.Int64N(int64(opts.MaxRun-opts.MinRun)+1))
 		outcome, err := runWriter(opts.Command, wc, runFor, clean)
@@ -188,12 +225,15 @@ func Run(opts Options) (*Summary, error) {
 		sum.Puts += ex.Puts
 		sum.Deletes += ex.Deletes
 		sum.Checkpoints += ex.Checkpoints
+		sum.FailedPuts += ex.FailedPuts
 		sum.WriterWrong += ex.WriterWrong
 		sum.WriterUnloadable += ex.WriterUnloadable
 		if ex.WriterWrong+ex.WriterUnloadable > 0 {
 			sum.problem("cycle %d: writer logged %d wrong loads and %d failed loads", cycle, ex.WriterWrong, ex.WriterUnloadable)
 		}
-		if ex.Ready != len(baseline) {
+		if ex.Ready < 0 && outcome == killedItself {
+			sum.TornBeforeReady++ // the tear hit a metadata write of Open itself
+		} else if ex.Ready != len(baseline) {
 			sum.ReadyMismatch++
 			sum.problem("cycle %d: writer recovered %d keys, the verifier %d from the same image", cycle, ex.Ready, len(baseline))
 		}
@@ -218,10 +258,30 @@ func Run(opts Options) (*Summary, error) {
 			continue
 		}
 		rep := e.Stats().Recovery
-		if outcome == killedItself {
+		sum.CyclesByBackend[wc.Backend]++
+		for _, c := range rep.Containers {
+			// A container that turned invalid during this cycle (not one left over).
+			if outcome == killedByUs && !c.Valid && c != prevContainers[c.Index] {
+				sum.KillTornContainers++
+			}
+		}
+		prevContainers = rep.Containers
+		if outcome == killedItself && ex.TornLen > 0 {
 			for _, c := range rep.Containers {
-				if !c.Valid && c.Problem != "empty" && rep.Container == 1-c.Index {
+				if ex.TornOff < c.Offset || ex.TornOff >= c.Offset+e.Layout().ContainerBytes {
+					continue
+				}
+				if c.Valid {
+					// The tear left this container consistent: it fell in zero padding (a
+					// header block keeps its 32-byte header) or rewrote identical bytes of
+					// the older checkpoint. Its CRC vouches for it.
+					sum.TornHarmless++
+				} else {
 					sum.TornDetected++
+					if rep.Container != 1-c.Index {
+						sum.RecoveryErrors++
+						sum.problem("cycle %d: container %d torn and invalid, but recovery used container %d", cycle, c.Index, rep.Container)
+					}
 				}
 			}
 		}
@@ -254,12 +314,12 @@ func corruptRun(sum *Summary, cycle int, devPath string, g Geometry, cfg engine.
 		return
 	}
 	cs, err := engine.ReadContainers(mem, cfg)
-	if err != nil || !cs[0].Valid || !cs[1].Valid {
+	if err != nil || (!cs[0].Valid && !cs[1].Valid) {
 		sum.CorruptSkipped++
 		return
 	}
 	newest := 0
-	if cs[1].Seq > cs[0].Seq {
+	if !cs[0].Valid || (cs[1].Valid && cs[1].Seq > cs[0].Seq) {
 		newest = 1
 	}
 	off := cs[newest].Offset
@@ -269,6 +329,21 @@ func corruptRun(sum *Summary, cycle int, devPath string, g Geometry, cfg engine.
 	mem.Bytes()[off] ^= 0xFF
 	sum.CorruptRuns++
 	e, err := engine.Open(mem, cfg)
+	if !cs[1-newest].Valid {
+		// The other container was already invalid (a kill interrupted its checkpoint):
+		// with both bad, recovery must refuse rather than serve anything.
+		if err == nil {
+			e.CloseNoCheckpoint()
+			sum.RecoveryErrors++
+			sum.problem("cycle %d: both containers invalid, yet Open succeeded", cycle)
+		} else if errors.Is(err, engine.ErrNoCheckpoint) {
+			sum.CorruptBothRefused++
+		} else {
+			sum.RecoveryErrors++
+			sum.problem("cycle %d: both containers invalid: Open failed with %v, want ErrNoCheckpoint", cycle, err)
+		}
+		return
+	}
 	if err != nil {
 		sum.RecoveryErrors++
 		sum.problem("cycle %d: recovery with container %d corrupted failed: %v", cycle, newest, err)
@@ -320,6 +395,8 @@ func runWriter(base func() *exec.Cmd, wc WriterConfig, runFor time.Duration, cle
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
+	// A writer must not outlive its harness (an interrupted run).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start writer: %w", err)
 	}
@@ -345,16 +422,20 @@ func runWriter(base func() *exec.Cmd, wc WriterConfig, runFor time.Duration, cle
 			return fail(errors.New("not ready after 2 minutes"))
 		}
 	}
-	if clean || wc.TornMetaWrite > 0 {
-		// A clean writer stops by itself; a torn one kills itself at its Nth metadata write.
+	if clean {
 		select {
 		case err := <-done:
 			return classify(err, false, clean, fail)
 		case <-time.After(2 * time.Minute):
 			cmd.Process.Kill()
 			<-done
-			return fail(errors.New("clean or torn cycle did not end by itself in 2 minutes"))
+			return fail(errors.New("clean cycle did not end by itself in 2 minutes"))
 		}
+	}
+	if wc.TornMetaWrite > 0 {
+		// The writer kills itself at its Nth checkpoint write; should it not get there
+		// (few checkpoints on a starved machine), it is killed like any other.
+		runFor = 40 * runFor
 	}
 	select {
 	case err := <-done:
@@ -403,7 +484,7 @@ func formatFile(path string, g Geometry) error {
 		return err
 	}
 	f.Close()
-	dev, err := openFileDev(path)
+	dev, err := blockdev.OpenFile(path, blockdev.FileOptions{QueueDepth: 4})
 	if err != nil {
 		return err
 	}
@@ -414,5 +495,3 @@ func formatFile(path string, g Geometry) error {
 	}
 	return e.Close()
 }
-
-var _ blockdev.Device = (*fileDev)(nil)

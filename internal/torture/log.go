@@ -19,6 +19,7 @@ import (
 //	E <n>                          checkpoint n failed
 //	X <idx> <ver>                  the writer loaded wrong bytes for a key (must never happen)
 //	U <idx> <ver>                  a load of an indexed key returned false
+//	T <off> <len>                  a metadata write was torn here; the writer then SIGKILLs itself
 //	F                              the writer closed the engine cleanly (final checkpoint)
 //
 // A last line without its newline was cut by the kill and is ignored.
@@ -35,6 +36,7 @@ const (
 	RecCkErr   Kind = 'E'
 	RecWrong   Kind = 'X'
 	RecUnload  Kind = 'U'
+	RecTorn    Kind = 'T'
 )
 
 // Record is one parsed side-log line.
@@ -167,6 +169,12 @@ func parseRecord(s string) (Record, error) {
 			return rec, err
 		}
 		rec.Idx, rec.Ver = v[0], v[1]
+	case RecTorn:
+		v, err := nums(2, 1)
+		if err != nil {
+			return rec, err
+		}
+		rec.N, rec.Seq = v[0], v[1] // offset, length
 	default:
 		return rec, fmt.Errorf("unknown record %q", s)
 	}

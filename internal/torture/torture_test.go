@@ -172,7 +172,7 @@ func TestTortureShort(t *testing.T) {
 	}
 	var progress strings.Builder
 	sum, err := Run(Options{
-		Kills: kills, Seed: 20261129, TornEvery: 3, CorruptEvery: 2, CleanEvery: 5,
+		Kills: kills, Seed: 20261129, TornEvery: 3, CorruptEvery: 2, CleanEvery: 5, FaultEvery: 3, FaultProb: 0.05,
 		Command: writerCommand, Progress: &progress,
 	})
 	t.Log("\n" + progress.String())
@@ -186,7 +186,7 @@ func TestTortureShort(t *testing.T) {
 	if sum.Kills != kills || sum.KeysVerified == 0 || sum.Puts == 0 || sum.Deletes == 0 || sum.Checkpoints == 0 {
 		t.Fatalf("the run did not exercise the engine: %+v", *sum)
 	}
-	if sum.CorruptRuns > 0 && sum.CorruptUsedOther != sum.CorruptRuns {
-		t.Fatalf("corrupt-container recoveries: %d of %d used the other container", sum.CorruptUsedOther, sum.CorruptRuns)
+	if sum.CorruptUsedOther+sum.CorruptBothRefused != sum.CorruptRuns {
+		t.Fatalf("corrupt-container recoveries: %d + %d of %d behaved", sum.CorruptUsedOther, sum.CorruptBothRefused, sum.CorruptRuns)
 	}
 }

@@ -27,7 +27,10 @@ type Expectation struct {
 	// WriterWrong and WriterUnloadable count X and U records.
 	WriterWrong, WriterUnloadable int
 	Puts, Deletes, Checkpoints    int
+	FailedPuts                    int
 	Closed                        bool
+	// TornOff and TornLen locate the torn metadata write (TornLen 0: none).
+	TornOff, TornLen int64
 }
 
 // Expect computes the allowed states for a cycle that started from baseline (idx → version,
@@ -48,15 +51,20 @@ func Expect(baseline map[uint64]uint64, recs []Record) Expectation {
 			cut, ex.HasCheckpoint, ex.Closed = i, true, true
 		case RecReady:
 			ex.Ready = int(r.N)
+		case RecTorn:
+			ex.TornOff, ex.TornLen = int64(r.N), int64(r.Seq)
 		case RecWrong:
 			ex.WriterWrong++
 		case RecUnload:
 			ex.WriterUnloadable++
 		case RecAck:
-			if r.OK && r.Op == 'P' {
+			switch {
+			case r.OK && r.Op == 'P':
 				ex.Puts++
-			} else if r.OK {
+			case r.OK:
 				ex.Deletes++
+			case r.Op == 'P':
+				ex.FailedPuts++
 			}
 		}
 	}

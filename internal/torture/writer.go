@@ -52,12 +52,37 @@ type WriterConfig struct {
 	Geometry   Geometry
 	Format     engine.CheckpointFormat
 	Deallocate bool
-	// TornMetaWrite > 0 tears the Nth write into the metadata region (a 512-byte-granular
-	// prefix reaches the file) and then SIGKILLs the process: a power cut mid-checkpoint.
+	Backend    string // BackendPosix, BackendPosixDirect or BackendUring
+	// TornMetaWrite > 0 tears the Nth write into the metadata region (a prefix of
+	// TornFraction of it reaches the file) and then SIGKILLs the process: a power cut in
+	// the middle of a checkpoint.
 	TornMetaWrite int64
+	TornFraction  float64 // share of the torn write that reaches the file (64-byte granules)
+	// WriteFaultProb > 0 fails that fraction of data-region writes with EIO, ENOSPC or a
+	// torn write reported as an error (each), through blockdev.Faulty.
+	WriteFaultProb float64
 	// MaxOps > 0 stops after that many operations and closes the engine cleanly (final
 	// checkpoint), logging F.
 	MaxOps int64
+}
+
+// Backends the writer can drive the device file through.
+const (
+	BackendPosix       = "posix"        // pread/pwrite, buffered
+	BackendPosixDirect = "posix-direct" // pread/pwrite, O_DIRECT
+	BackendUring       = "io_uring"     // io_uring, O_DIRECT
+)
+
+func openBackend(path, backend string) (blockdev.Device, error) {
+	switch backend {
+	case BackendPosix, "":
+		return blockdev.OpenFile(path, blockdev.FileOptions{QueueDepth: 8})
+	case BackendPosixDirect:
+		return blockdev.OpenFile(path, blockdev.FileOptions{Direct: true, QueueDepth: 8})
+	case BackendUring:
+		return blockdev.OpenUring(path, blockdev.UringOptions{QueueDepth: 16, Rings: 1})
+	}
+	return nil, fmt.Errorf("torture: unknown backend %q", backend)
 }
 
 // EngineConfig is the engine configuration writer and verifier share: frequent periodic
@@ -111,17 +136,29 @@ func RunWriter(wc WriterConfig) error {
 		return err
 	}
 	defer lg.close()
-	fd, err := openFileDev(wc.Device)
+	fd, err := openBackend(wc.Device, wc.Backend)
 	if err != nil {
 		return err
 	}
 	var dev blockdev.Device = fd
+	if p := wc.WriteFaultProb; p > 0 {
+		// Failing data writes: the puts involved must fail cleanly (slot returned, key
+		// absent), never be acknowledged.
+		dev = blockdev.NewFaulty(dev, wc.Seed^0xfa17,
+			blockdev.Rule{Name: "data-eio", Class: blockdev.ClassWrite, OffLo: wc.Geometry.MetaTotalBytes, Prob: p, Fault: blockdev.Fault{Kind: blockdev.FaultEIO}},
+			blockdev.Rule{Name: "data-enospc", Class: blockdev.ClassWrite, OffLo: wc.Geometry.MetaTotalBytes, Prob: p, Fault: blockdev.Fault{Kind: blockdev.FaultENOSPC}},
+			blockdev.Rule{Name: "data-torn", Class: blockdev.ClassWrite, OffLo: wc.Geometry.MetaTotalBytes, Prob: p, Fault: blockdev.Fault{Kind: blockdev.FaultTorn, TornUnit: 512}},
+		)
+	}
 	if wc.TornMetaWrite > 0 {
-		dev = blockdev.NewFaulty(fd, wc.Seed, blockdev.Rule{
+		dev = blockdev.NewFaulty(dev, wc.Seed, blockdev.Rule{
 			Name: "torn-checkpoint", Class: blockdev.ClassWrite, OffHi: wc.Geometry.MetaTotalBytes,
+			// Not a lone header block: its 32 meaningful bytes always survive a prefix tear.
+			Pred:  func(o blockdev.OpInfo) bool { return o.Len != 4096 || o.Off%(wc.Geometry.MetaTotalBytes/2) != 0 },
 			Nth:   wc.TornMetaWrite,
-			Fault: blockdev.Fault{Kind: blockdev.FaultTorn, TornUnit: 512, Fraction: 0.5},
-			Then: func(blockdev.OpInfo) {
+			Fault: blockdev.Fault{Kind: blockdev.FaultTorn, TornUnit: 64, Fraction: wc.TornFraction},
+			Then: func(o blockdev.OpInfo) {
+				lg.put("T %d %d", o.Off, o.Len)
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {}
 			},

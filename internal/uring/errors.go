@@ -41,5 +41,3 @@ func errnoRes(res int32) error {
 	}
 	return syscall.Errno(-res)
 }
-
-func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -1,6 +1,7 @@
 package uring
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -242,9 +243,10 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 
 		// Sleep in the kernel unless new work is already queued. Callers wake us only while
 		// we could take more work (below depth).
+		// Items left unprepared here wait for a free slot, which only a completion brings.
 		var wait uint32
 		e.mu.Lock()
-		if len(e.queue) == 0 && !e.closing && len(retry) == 0 {
+		if len(e.queue) == 0 && (e.closing == closing) {
 			wait = 1
 			e.sleeping = inflight < e.depth
 		}
@@ -289,5 +291,5 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 }
 
 func isBusy(err error) bool {
-	return errorsIs(err, unix.EBUSY) || errorsIs(err, unix.EAGAIN)
+	return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EAGAIN)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rbctl/rbctl/internal/sys"
 )
@@ -71,6 +72,7 @@ func TestExecutorConcurrentBatches(t *testing.T) {
 		{},
 		{SingleIssuer: true, DeferTaskrun: true, BestEffort: true},
 		{CoopTaskrun: true, BestEffort: true},
+		{SQPoll: true, SQPollIdle: 10 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("flags=%#x", opt.setupFlags()), func(t *testing.T) {
 			e := newExecutorOrSkip(t, opt, 8)

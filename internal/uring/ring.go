@@ -258,12 +258,16 @@ func (r *Ring) unmap() {
 }
 
 // Close unmaps the ring and closes its fd. In-flight operations are cancelled by the kernel;
-// their buffers must stay valid until Close returns.
+// their buffers must stay valid until Close returns. Registered files and buffers are
+// unregistered first: the kernel tears a closed ring down asynchronously, and until it does
+// a registered file stays open (an O_EXCL claim on a block device would outlive Close).
 func (r *Ring) Close() error {
 	if r.closed {
 		return nil
 	}
 	r.closed = true
+	sys.IoUringRegister(r.fd, sys.IORING_UNREGISTER_FILES, nil, 0)   // ENXIO when none
+	sys.IoUringRegister(r.fd, sys.IORING_UNREGISTER_BUFFERS, nil, 0) // ENXIO when none
 	r.unmap()
 	return unix.Close(r.fd)
 }

@@ -109,6 +109,7 @@ while read -r bin dir re <&3; do
 	nf=$(grep -c -- '^--- FAIL' "/tmp/$bin.log")
 	ns=$(grep -c -- '^--- SKIP' "/tmp/$bin.log")
 	summary="$bin: $np passed, $nf failed, $ns skipped ($(secs $(($(now_cs) - t0))) s)"
+	[ $((np + nf + ns)) = 0 ] && summary="$summary; no test matched -test.run $re"
 	if [ "$rc" = 0 ]; then pass "$summary"; else fail "$summary, exit $rc"; fi
 	if [ "$ns" != 0 ]; then
 		grep -- '^--- SKIP' "/tmp/$bin.log" | sed 's/^/VMTEST skipped in '"$bin"': /'
@@ -156,6 +157,7 @@ smoke identify "ok:$RBCTL_TEST_NVME_SERIAL" identify "$RBCTL_TEST_NVME_NS" --jso
 smoke "nvme log" ok nvme log "$RBCTL_TEST_NVME_CTRL" --lid 2
 smoke format ok format --force "$RBCTL_TEST_NULLB"
 smoke inspect ok inspect "$RBCTL_TEST_NULLB"
+smoke bench ok bench "$RBCTL_TEST_NULLB" --force --quiet --placement none --warmup 0 --duration 2s
 smoke fdp-status "msg:not supported" fdp-status "$RBCTL_TEST_NVME_NS"
 
 # --- hooks: scripts/vmtest/guest.d/*.sh, each one step (exit 0 = pass, 77 = skip) --------

@@ -166,25 +166,30 @@ if [ "${VMTEST_NO_SMOKE:-0}" != 1 ]; then
 	go build -trimpath -o "$RFS/bin/rbctl" ./cmd/rbctl || die "go build ./cmd/rbctl failed"
 fi
 
-# Selection: the packages listed in scripts/vmtest/packages, plus every package with tests that
-# reaches the RBCTL_TEST_* variables, in its own files or through a package of this module
-# that its test binary imports.
+# Selection: the packages listed in scripts/vmtest/packages, plus every package whose tests
+# reach the RBCTL_TEST_* variables: in its own test files, or in the non-test files of any
+# package of this module its test binary imports (a shared test helper).
 select_pkgs() {
-	local -A env=()
-	local ip dir deps d p _
+	local -A lib=() self=()
+	local ip dir files tfiles deps d p f _
 	while read -r p _; do
 		case $p in '' | \#*) continue ;; esac
 		go list -e -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' "./$p" 2>/dev/null || true
 	done <"$HERE/packages"
-	while IFS=$'\t' read -r ip dir; do
-		[ -n "$dir" ] && grep -qs 'RBCTL_TEST_' "$dir"/*.go && env[$ip]=1
-	done < <(go list -e -f $'{{.ImportPath}}\t{{.Dir}}' ./...)
+	while IFS=$'\t' read -r ip dir files tfiles; do
+		for f in $files; do grep -qs 'RBCTL_TEST_' "$dir/$f" && lib[$ip]=1 && break; done
+		for f in $tfiles; do grep -qs 'RBCTL_TEST_' "$dir/$f" && self[$ip]=1 && break; done
+	done < <(go list -e -f $'{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles " "}}\t{{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}' ./...)
 	while IFS=$'\t' read -r ip deps; do
 		[[ $ip == *.test ]] || continue
+		ip=${ip%.test}
+		if [ -n "${self[$ip]:-}" ]; then
+			echo "$ip"
+			continue
+		fi
 		for d in ${deps//,/ }; do
-			d=${d%_test}
-			if [ -n "${env[$d]:-}" ]; then
-				echo "${ip%.test}"
+			if [ -n "${lib[$d]:-}" ]; then
+				echo "$ip"
 				break
 			fi
 		done
@@ -222,7 +227,7 @@ for ip in "${PKGS[@]}"; do
 	name=$(echo "${rel//\//-}" | tr -c 'A-Za-z0-9_.\n-' _).test
 	[ "$rel" = . ] && name=root.test
 	out=$RFS/tests/$name
-	go test -c -trimpath -o "$out" "$ip" || die "go test -c $ip failed"
+	go test -c -vet=off -trimpath -o "$out" "$ip" || die "go test -c $ip failed"
 	[ -f "$out" ] || continue # no test files
 	dir=$(go list -f '{{.Dir}}' "$ip")
 	[ -d "$dir/testdata" ] && mkdir -p "$RFS/src/$rel" && cp -a "$dir/testdata" "$RFS/src/$rel/"

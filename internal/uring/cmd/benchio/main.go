@@ -16,10 +16,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rbctl/rbctl/internal/blockdev"
@@ -76,52 +78,48 @@ func main() {
 		}
 		for _, rw := range strings.Split(rwList, ",") {
 			write := rw == "write"
-			var fioSum, fioFixedSum, rbSum float64
+			var sum [3]result // fio default, fio fixedbufs+registerfiles, rbctl
+			var ratios []float64
 			for round := 0; round < c.rounds; round++ {
-				runFio := func() {
-					if c.fio == "" {
-						return
+				var got [3]result
+				for k := 0; k < 3; k++ {
+					which := (k + round) % 3 // rotate the order: no tool always runs first
+					if which < 2 && c.fio == "" {
+						continue
 					}
-					v, err := fioRun(c, bs, write, false)
+					var err error
+					if which < 2 {
+						got[which], err = fioRun(c, bs, write, which == 1)
+					} else {
+						got[which], err = rbctlRun(c, bs, write)
+					}
 					if err != nil {
-						fmt.Fprintln(os.Stderr, "benchio: fio:", err)
+						fmt.Fprintf(os.Stderr, "benchio: %s: %v\n", []string{"fio", "fio --fixedbufs", "rbctl"}[which], err)
 						failed = true
 					}
-					fioSum += v
-					v, err = fioRun(c, bs, write, true)
-					if err != nil {
-						fmt.Fprintln(os.Stderr, "benchio: fio --fixedbufs:", err)
-						failed = true
-					}
-					fioFixedSum += v
 				}
-				runRb := func() {
-					v, err := rbctlRun(c, bs, write)
-					if err != nil {
-						fmt.Fprintln(os.Stderr, "benchio: rbctl:", err)
-						failed = true
-					}
-					rbSum += v
+				for k := range got {
+					sum[k].bw += got[k].bw / float64(c.rounds)
+					sum[k].cpuPerGB += got[k].cpuPerGB / float64(c.rounds)
 				}
-				if round%2 == 0 {
-					runFio()
-					runRb()
-				} else {
-					runRb()
-					runFio()
+				if f := max(got[0].bw, got[1].bw); f > 0 {
+					ratios = append(ratios, got[2].bw/f)
 				}
 			}
 			// The ratio is taken against the better of fio's default io_uring job and fio with
 			// registered buffers and files (the features rbctl uses): the strict comparison.
-			n := float64(c.rounds)
-			fd, ff, r := fioSum/n/1e9, fioFixedSum/n/1e9, rbSum/n/1e9
+			fd, ff, r := sum[0].bw/1e9, sum[1].bw/1e9, sum[2].bw/1e9
 			f := max(fd, ff)
 			ratio := "n/a"
 			if f > 0 {
 				ratio = fmt.Sprintf("%.2f", r/f)
 			}
-			fmt.Printf("bench-io %s bs=%s qd=%d fio=%.2f GB/s rbctl=%.2f GB/s ratio_vs_fio=%s (fio default %.2f, fio fixedbufs+registerfiles %.2f)\n",
-				rw, sizeName(bs), c.qd, f, r, ratio, fd, ff)
+			fmt.Printf("bench-io %s bs=%s qd=%d fio=%.2f GB/s rbctl=%.2f GB/s ratio_vs_fio=%s\n",
+				rw, sizeName(bs), c.qd, f, r, ratio)
+			if len(ratios) > 0 {
+				fmt.Printf("  detail: fio default %.2f GB/s, fio fixedbufs+registerfiles %.2f GB/s; per-round ratio min %.2f max %.2f over %d rounds; CPU s/GB fio %.3f/%.3f rbctl %.3f\n",
+					fd, ff, slices.Min(ratios), slices.Max(ratios), len(ratios), sum[0].cpuPerGB, sum[1].cpuPerGB, sum[2].cpuPerGB)
+			}
 		}
 	}
 	if failed {
@@ -159,7 +157,7 @@ func sizeName(n int) string {
 
 // fioRun runs one fio job (io_uring, O_DIRECT, random, time based) and returns bytes/s.
 // fixed adds --fixedbufs --registerfiles (the registered buffers and files rbctl uses).
-func fioRun(c config, bs int, write, fixed bool) (float64, error) {
+func fioRun(c config, bs int, write, fixed bool) (result, error) {
 	rw := "randread"
 	if write {
 		rw = "randwrite"
@@ -176,7 +174,7 @@ func fioRun(c config, bs int, write, fixed bool) (float64, error) {
 	}
 	out, err := exec.Command(c.fio, args...).Output()
 	if err != nil {
-		return 0, fmt.Errorf("%v: %s", err, out)
+		return result{}, fmt.Errorf("%v: %s", err, out)
 	}
 	// fio may print warnings before the JSON document.
 	if i := strings.IndexByte(string(out), '{'); i > 0 {
@@ -190,41 +188,60 @@ func fioRun(c config, bs int, write, fixed bool) (float64, error) {
 			Write struct {
 				BwBytes float64 `json:"bw_bytes"`
 			} `json:"write"`
+			Usr float64 `json:"usr_cpu"` // percent of the job's run time
+			Sys float64 `json:"sys_cpu"`
 		} `json:"jobs"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil || len(res.Jobs) == 0 {
-		return 0, fmt.Errorf("parsing fio JSON: %v", err)
+		return result{}, fmt.Errorf("parsing fio JSON: %v", err)
 	}
+	j := res.Jobs[0]
+	bw := j.Read.BwBytes
 	if write {
-		return res.Jobs[0].Write.BwBytes, nil
+		bw = j.Write.BwBytes
 	}
-	return res.Jobs[0].Read.BwBytes, nil
+	r := result{bw: bw}
+	if bw > 0 {
+		r.cpuPerGB = (j.Usr + j.Sys) / 100 / (bw / 1e9)
+	}
+	return r, nil
+}
+
+// result is one run's throughput (bytes/s) and CPU seconds (user+system) per GB moved.
+type result struct {
+	bw, cpuPerGB float64
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // rbctlRun drives the io_uring device with slot-sized ops and returns bytes/s.
-func rbctlRun(c config, bs int, write bool) (float64, error) {
+func rbctlRun(c config, bs int, write bool) (result, error) {
 	d, err := blockdev.OpenUring(c.file, blockdev.UringOptions{QueueDepth: c.qd, Rings: c.rings})
 	if err != nil {
-		return 0, err
+		return result{}, err
 	}
 	defer d.Close()
 	slots := d.Info().Size / int64(bs)
 	if slots < int64(c.batch) {
-		return 0, fmt.Errorf("%s holds %d slots of %d bytes; need at least %d", c.file, slots, bs, c.batch)
+		return result{}, fmt.Errorf("%s holds %d slots of %d bytes; need at least %d", c.file, slots, bs, c.batch)
 	}
 	pool, err := blockdev.Alloc(c.submitters * c.batch * bs)
 	if err != nil {
-		return 0, err
+		return result{}, err
 	}
 	defer blockdev.Free(pool)
 	if c.fixed {
 		if err := d.RegisterBuffers([][]byte{pool}); err != nil {
-			return 0, err
+			return result{}, err
 		}
 	}
-	for i := range pool {
-		pool[i] = byte(i*131 + i>>12)
-	}
+	// Incompressible contents, like fio's default buffers: a virtual disk that compresses or
+	// deduplicates must not flatter either side.
+	rand.NewChaCha8([32]byte{byte(bs), byte(c.qd)}).Read(pool)
 	var (
 		bytesDone atomic.Int64
 		stop      atomic.Bool
@@ -260,17 +277,21 @@ func rbctlRun(c config, bs int, write bool) (float64, error) {
 		}()
 	}
 	time.Sleep(c.ramp)
-	b0, t0 := bytesDone.Load(), time.Now()
+	b0, t0, cpu0 := bytesDone.Load(), time.Now(), cpuSeconds()
 	time.Sleep(c.runtime)
-	b1, t1 := bytesDone.Load(), time.Now()
+	b1, t1, cpu1 := bytesDone.Load(), time.Now(), cpuSeconds()
 	stop.Store(true)
 	wg.Wait()
 	if firstErr != nil {
-		return 0, firstErr
+		return result{}, firstErr
 	}
 	st := d.Stats()
 	if c.fixed && st.PlainOps > 0 {
-		return 0, fmt.Errorf("%d ops missed the registered pool", st.PlainOps)
+		return result{}, fmt.Errorf("%d ops missed the registered pool", st.PlainOps)
 	}
-	return float64(b1-b0) / t1.Sub(t0).Seconds(), nil
+	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds()}
+	if b1 > b0 {
+		r.cpuPerGB = (cpu1 - cpu0) / (float64(b1-b0) / 1e9)
+	}
+	return r, nil
 }

@@ -1,0 +1,216 @@
+package cli
+
+// Shared by format, inspect, recover, put, get, ls and rm: device-opening flags, size
+// parsing, key flags, tables and JSON output. Identifiers carry an "rb" prefix because
+// every command file shares this package.
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/internal/devices"
+)
+
+// rbDevFlags are the device-opening flags every engine command takes.
+type rbDevFlags struct {
+	ioEngine   string
+	direct     bool
+	queueDepth int
+}
+
+func (f *rbDevFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.ioEngine, "io-engine", "posix", "I/O engine: posix (others when built in: uring, passthru)")
+	cmd.Flags().BoolVar(&f.direct, "direct", true, "open with O_DIRECT (aligned I/O, bypasses the page cache)")
+	cmd.Flags().IntVar(&f.queueDepth, "queue-depth", 32, "operations in flight per batch")
+}
+
+func (f *rbDevFlags) open(path string, readOnly bool) (blockdev.Device, error) {
+	if f.queueDepth < 1 {
+		return nil, fmt.Errorf("--queue-depth %d: must be at least 1", f.queueDepth)
+	}
+	return devices.Open(path, devices.Options{
+		IOEngine:   f.ioEngine,
+		Direct:     f.direct,
+		QueueDepth: f.queueDepth,
+		ReadOnly:   readOnly,
+		Exclusive:  !readOnly,
+	})
+}
+
+// rbOpenEngine opens the cache on path with its layout detected from the checkpoint.
+func rbOpenEngine(f *rbDevFlags, path string, readOnly bool, tweak func(*engine.Config)) (*engine.Engine, error) {
+	dev, err := f.open(path, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := engine.DetectConfig(dev)
+	if err != nil {
+		dev.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cfg.ReadOnly = readOnly
+	cfg.Periodic = false
+	cfg.QueueDepth = max(f.queueDepth, 1)
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	e, err := engine.Open(dev, cfg)
+	if err != nil {
+		dev.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return e, nil
+}
+
+// rbParseSize parses "4096", "64K", "1MiB", "2G", "1.5GiB" (binary units).
+func rbParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, errors.New("empty size")
+	}
+	mult := int64(1)
+	up := strings.ToUpper(t)
+	for _, u := range []struct {
+		suf string
+		m   int64
+	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"TB", 1 << 40}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}} {
+		if strings.HasSuffix(up, u.suf) {
+			mult, t = u.m, strings.TrimSpace(t[:len(t)-len(u.suf)])
+			break
+		}
+	}
+	if n, err := strconv.ParseInt(t, 0, 64); err == nil {
+		if n < 0 || (mult > 1 && n > (1<<62)/mult) {
+			return 0, fmt.Errorf("size %q out of range", s)
+		}
+		return n * mult, nil
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 || f*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("cannot parse size %q (use e.g. 4096, 64K, 1MiB, 2G)", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+func rbBytes(n int64) string {
+	const u = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n)/1024, 0
+	for f >= 1024 && i < len(u)-1 {
+		f /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", f, u[i])
+}
+
+func rbTable(w io.Writer, header []string, rows [][]string) error {
+	t := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
+	t.Header(header)
+	for _, r := range rows {
+		if err := t.Append(r); err != nil {
+			return err
+		}
+	}
+	return t.Render()
+}
+
+func rbJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// rbKeyFlags build a key from --key or --model/--rank/--hash/--salt.
+type rbKeyFlags struct {
+	key, model, hash, salt string
+	rank                   uint32
+	legacy                 bool
+}
+
+func (k *rbKeyFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&k.key, "key", "", "encoded key as stored (e.g. my%2Fmodel@0x00000000@<hex>@salt)")
+	cmd.Flags().StringVar(&k.model, "model", "", "model name (object key)")
+	cmd.Flags().Uint32Var(&k.rank, "rank", 0, "kv rank (object key)")
+	cmd.Flags().StringVar(&k.hash, "hash", "", "chunk hash in hex (object key)")
+	cmd.Flags().StringVar(&k.salt, "salt", "", "cache_salt (object key, optional)")
+}
+
+func (k *rbKeyFlags) build(ns engine.Namespace) (engine.Key, error) {
+	structured := k.model != "" || k.hash != "" || k.salt != ""
+	switch {
+	case k.key != "" && structured:
+		return engine.Key{}, errors.New("give either --key or --model/--rank/--hash/--salt, not both")
+	case k.key != "":
+		key, err := engine.ParseKey(k.key, ns)
+		if err != nil {
+			return engine.Key{}, err
+		}
+		return key, nil
+	case structured:
+		if ns != engine.NamespaceObject {
+			return engine.Key{}, errors.New("--model/--hash build object-namespace keys; this cache uses the legacy namespace, pass --key")
+		}
+		if k.model == "" || k.hash == "" {
+			return engine.Key{}, errors.New("--model and --hash are both required (or pass --key)")
+		}
+		h, err := hex.DecodeString(strings.TrimPrefix(k.hash, "0x"))
+		if err != nil {
+			return engine.Key{}, fmt.Errorf("--hash %q is not hex: %v", k.hash, err)
+		}
+		return engine.ObjectKey(k.model, k.rank, h, k.salt), nil
+	}
+	return engine.Key{}, errors.New("no key given: pass --key, or --model and --hash (with --rank, --salt)")
+}
+
+// rbLayoutRows renders a layout for humans.
+func rbLayoutRows(l engine.Layout, cfg engine.Config) [][]string {
+	return [][]string{
+		{"device size", fmt.Sprintf("%d (%s)", l.DeviceSize, rbBytes(l.DeviceSize))},
+		{"capacity", fmt.Sprintf("%d (%s)", l.Capacity, rbBytes(l.Capacity))},
+		{"block_align", strconv.Itoa(l.BlockAlign)},
+		{"header_bytes", strconv.Itoa(l.HeaderBytes)},
+		{"slot_bytes", fmt.Sprintf("%d (%s)", l.SlotBytes, rbBytes(l.SlotBytes))},
+		{"meta_total_bytes", fmt.Sprintf("%d (%s)", l.MetaTotalBytes, rbBytes(l.MetaTotalBytes))},
+		{"containers", fmt.Sprintf("[0, %d) and [%d, %d), payload capacity %d each", l.ContainerBytes, l.ContainerOffset[1], l.ContainerOffset[1]+l.ContainerBytes, l.PayloadCap)},
+		{"data_base_offset", strconv.FormatInt(l.DataBase, 10)},
+		{"slots", strconv.FormatInt(l.MaxSlots, 10)},
+		{"meta_magic / version", fmt.Sprintf("%s / %d", cfg.MetaMagic, cfg.MetaVersion)},
+		{"namespace", string(cfg.Namespace)},
+		{"checkpoint format", string(cfg.CheckpointFormat)},
+	}
+}
+
+type rbLayoutJSON struct {
+	DeviceSize       int64  `json:"device_size"`
+	CapacityBytes    int64  `json:"capacity_bytes"`
+	BlockAlign       int    `json:"block_align"`
+	HeaderBytes      int    `json:"header_bytes"`
+	SlotBytes        int64  `json:"slot_bytes"`
+	MetaTotalBytes   int64  `json:"meta_total_bytes"`
+	ContainerBytes   int64  `json:"container_bytes"`
+	PayloadCapacity  int64  `json:"container_payload_capacity"`
+	DataBaseOffset   int64  `json:"data_base_offset"`
+	MaxSlots         int64  `json:"max_slots"`
+	MetaMagic        string `json:"meta_magic"`
+	MetaVersion      uint32 `json:"meta_version"`
+	Namespace        string `json:"namespace"`
+	CheckpointFormat string `json:"checkpoint_format"`
+}
+
+func rbLayoutOf(l engine.Layout, cfg engine.Config) rbLayoutJSON {
+	return rbLayoutJSON{l.DeviceSize, l.Capacity, l.BlockAlign, l.HeaderBytes, l.SlotBytes, l.MetaTotalBytes,
+		l.ContainerBytes, l.PayloadCap, l.DataBase, l.MaxSlots, cfg.MetaMagic, cfg.MetaVersion, string(cfg.Namespace), string(cfg.CheckpointFormat)}
+}

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rbctl/rbctl/reports"
+)
+
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := NewRoot()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func TestSimulateJSON(t *testing.T) {
+	dir := t.TempDir()
+	out, err := runCLI(t, "simulate", "--capacity", "4G", "--model", "tiny", "--placement", "none,cache-salt",
+		"--measure", "2", "--json", "--plot", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reports.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if r.Schema != reports.Schema || len(r.Runs) != 2 || r.Runs[0].HostWAF == nil || r.Runs[0].HostWAF.Value < 1 {
+		t.Fatalf("report: %+v", r)
+	}
+	if r.Runs[0].HostWAF.Source != "modelled" || r.Device.Kind != "model" {
+		t.Fatalf("WAF source %q, device kind %q", r.Runs[0].HostWAF.Source, r.Device.Kind)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "waf-over-time.png")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSimulateSweep(t *testing.T) {
+	dir := t.TempDir()
+	out, err := runCLI(t, "simulate", "--capacity", "2G", "--model", "tiny", "--placement", "none,cache-salt",
+		"--warmup", "0.5", "--measure", "1", "--sweep", "util=0.6:0.8:0.1", "--csv", "--plot", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count([]byte(out), []byte("\n")); n != 1+3*2 {
+		t.Fatalf("csv has %d lines, want header + 3 values × 2 policies:\n%s", n, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sweep-util.svg")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSimulateFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"simulate", "--sweep", "util=0.9:0.5:0.1"},
+		{"simulate", "--sweep", "frob=1:2:1"},
+		{"simulate", "--placement", "bogus"},
+		{"simulate", "--model", "nope"},
+		{"simulate", "--util", "1.5"},
+		{"simulate", "--json", "--csv", "--capacity", "1G", "--model", "tiny", "--measure", "0.1", "--warmup", "0.1"},
+	} {
+		if _, err := runCLI(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
+
+func TestWriteTraceAndReplay(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "w.jsonl")
+	if _, err := runCLI(t, "simulate", "--model", "tiny", "--requests", "200", "--write-trace", trace); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "simulate", "--workload", "trace:"+trace, "--trace-loops", "50", "--capacity", "1G",
+		"--placement", "none", "--warmup", "0.2", "--measure", "0.5", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reports.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Runs[0].Requests == 0 {
+		t.Fatalf("replay: %v %s", err, out)
+	}
+}

@@ -1,0 +1,47 @@
+package plots
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rbctl/rbctl/reports"
+)
+
+func TestAllWritesFigures(t *testing.T) {
+	r := reports.New("bench")
+	for i, p := range []string{"none", "cache-salt"} {
+		run := reports.Run{Policy: p, HostWAF: &reports.WAF{Value: 2}}
+		for s := 1; s <= 5; s++ {
+			run.Timeline = append(run.Timeline, reports.Point{Seconds: float64(s), PayloadBytes: int64(s) << 30,
+				OpsPerSec: 100 * float64(s+i), WAF: 1 + float64(s)/10})
+		}
+		run.RequestCDF = []reports.CDFPoint{{Us: 100, Fraction: 0.1}, {Us: 1000, Fraction: 0.9}, {Us: 5000, Fraction: 1}}
+		r.Runs = append(r.Runs, run)
+	}
+	dir := t.TempDir()
+	files, err := All(r, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 6 {
+		t.Fatalf("wrote %v, want 3 figures × png+svg", files)
+	}
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil || st.Size() < 1000 {
+			t.Fatalf("%s: %v (%d bytes)", f, err, st.Size())
+		}
+	}
+	r.Command, r.Sweep = "simulate", "util"
+	for i := range r.Runs {
+		r.Runs[i].Param = 0.5 + float64(i)/10
+	}
+	files, err = All(r, dir)
+	if err != nil || len(files) != 2 || filepath.Base(files[0]) != "sweep-util.png" {
+		t.Fatalf("sweep: %v %v", files, err)
+	}
+	if _, err := LatencyCDF(reports.New("bench"), dir); err != ErrNoData {
+		t.Fatalf("empty report: %v, want ErrNoData", err)
+	}
+}

@@ -1,3 +1,0 @@
-#!/bin/sh
-echo "deliberate failure hook"
-exit 3

@@ -1,0 +1,268 @@
+package workloads
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/rbctl/rbctl/ftl"
+)
+
+// The cache never holds more than the target utilisation, and it does fill up to it.
+func TestDriverEvictsAtTarget(t *testing.T) {
+	for _, ev := range []Eviction{LRU, FIFO} {
+		g, _ := NewKV(KVConfig{Tenants: MultiTenant()[:1], ChunkTokens: 256, BytesPerToken: 16, Requests: 5000, Seed: 1})
+		be := newMapBackend(1000)
+		d, err := NewDriver(DriverConfig{Eviction: ev, TargetUtil: 0.8}, g, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := d.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if be.maxRes > 800 {
+			t.Errorf("%s: %d resident chunks, target 800", ev, be.maxRes)
+		}
+		if be.maxRes < 790 || res.Counters.Evicted == 0 {
+			t.Errorf("%s: cache reached only %d chunks with %d evictions", ev, be.maxRes, res.Counters.Evicted)
+		}
+		if res.Counters.StoreFailed != 0 {
+			t.Errorf("%s: %d failed stores", ev, res.Counters.StoreFailed)
+		}
+	}
+}
+
+// LRU keeps hot shared prefixes that FIFO throws away, so its hit ratio is higher.
+func TestDriverLRUBeatsFIFO(t *testing.T) {
+	hit := map[Eviction]float64{}
+	for _, ev := range []Eviction{LRU, FIFO} {
+		tn := DefaultTenant("a")
+		tn.Prefixes, tn.Theta = 4, 1.2
+		g, _ := NewKV(KVConfig{Tenants: []Tenant{tn}, ChunkTokens: 256, BytesPerToken: 16, Requests: 8000, Seed: 2})
+		d, _ := NewDriver(DriverConfig{Eviction: ev, TargetUtil: 0.9}, g, newMapBackend(300))
+		res, err := d.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hit[ev] = res.Counters.HitRatio()
+	}
+	if hit[LRU] <= hit[FIFO] {
+		t.Fatalf("LRU hit ratio %.3f not above FIFO %.3f", hit[LRU], hit[FIFO])
+	}
+}
+
+// A tenant TTL (in capacity-writes) deletes chunks: live data of a TTL-only tenant stays
+// near TTL × capacity, far below the eviction target.
+func TestDriverTTL(t *testing.T) {
+	tn := DefaultTenant("short")
+	tn.TTL = 0.2
+	g, _ := NewKV(KVConfig{Tenants: []Tenant{tn}, ChunkTokens: 256, BytesPerToken: 16, Requests: 20000, Seed: 3})
+	be := newMapBackend(2000)
+	d, _ := NewDriver(DriverConfig{TargetUtil: 0.9, TTL: []float64{0.2}}, g, be)
+	res, err := d.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Counters.Expired == 0 {
+		t.Fatal("nothing expired")
+	}
+	if be.maxRes > 2000*3/10 {
+		t.Fatalf("%d chunks resident with a TTL of 0.2 × 2000", be.maxRes)
+	}
+	if res.Counters.Evicted != 0 {
+		t.Fatalf("%d evictions although the TTL keeps the cache small", res.Counters.Evicted)
+	}
+}
+
+func TestDriverWarmupResetsCounters(t *testing.T) {
+	g, _ := NewKV(KVConfig{Tenants: MultiTenant(), ChunkTokens: 256, BytesPerToken: 16, Requests: 3000, Seed: 4})
+	warm := 0
+	d, _ := NewDriver(DriverConfig{WarmupBytes: 100 * 256 * 16, OnWarm: func() { warm++ }}, g, newMapBackend(500))
+	res, err := d.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warm != 1 {
+		t.Fatalf("OnWarm called %d times", warm)
+	}
+	if res.Counters.Ops >= res.Total.Ops || res.Counters.Ops == 0 {
+		t.Fatalf("measured %d ops of %d total", res.Counters.Ops, res.Total.Ops)
+	}
+}
+
+func TestTraceRoundTrip(t *testing.T) {
+	for _, format := range []string{FormatJSONL, FormatCSV} {
+		g, _ := NewKV(KVConfig{Tenants: MultiTenant(), ChunkTokens: 256, BytesPerToken: 16, ReadOnlyFrac: 0.2, Requests: 300, Seed: 9})
+		ops := collect(t, g, 300)
+		syn, _ := NewSynthetic(SyntheticConfig{Pattern: Uniform, Keys: 50, ReadFrac: 0.5, Size: 128, Tenants: 2, Ops: 50, Seed: 1})
+		sops := collect(t, syn, 50)
+		var buf bytes.Buffer
+		tw, err := NewTraceWriter(&buf, format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ops {
+			if err := tw.Write(&ops[i], g.Salts()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		del := Op{Kind: KindDelete, Tenant: 0, Keys: []Key{{Hash: 42}}, Size: 1}
+		if err := tw.Write(&del, g.Salts()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range sops {
+			if err := tw.Write(&sops[i], syn.Salts()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := ReadTrace(&buf, format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tr.Ops) != len(ops)+1+len(sops) {
+			t.Fatalf("%s: read %d ops, wrote %d", format, len(tr.Ops), len(ops)+1+len(sops))
+		}
+		rg := tr.Replay(1)
+		salts := rg.Salts()
+		check := func(i int, want Op, wantSalts []string) {
+			got := tr.Ops[i]
+			if got.Kind != want.Kind || got.ReadOnly != want.ReadOnly || got.Size != want.Size ||
+				salts[got.Tenant] != wantSalts[want.Tenant] || len(got.Keys) != len(want.Keys) {
+				t.Fatalf("%s op %d: got %+v, want %+v", format, i, got, want)
+			}
+			for j := range got.Keys {
+				if got.Keys[j].Hash != want.Keys[j].Hash || salts[got.Keys[j].Tenant] != wantSalts[want.Keys[j].Tenant] {
+					t.Fatalf("%s op %d key %d differs", format, i, j)
+				}
+			}
+		}
+		for i := range ops {
+			check(i, ops[i], g.Salts())
+		}
+		check(len(ops), del, g.Salts())
+		for i := range sops {
+			check(len(ops)+1+i, sops[i], syn.Salts())
+		}
+		if a, b := collect(t, tr.Replay(2), 10000), 2*len(tr.Ops); len(a) != b {
+			t.Fatalf("replay ×2 gave %d ops, want %d", len(a), b)
+		}
+	}
+}
+
+func TestReadTraceErrors(t *testing.T) {
+	cases := map[string]string{
+		"jsonl": `{"op":"frob","key":"1","size":1}`,
+		"csv":   "op,key,salt,size\nput,,a,1\n",
+	}
+	for format, in := range cases {
+		if _, err := ReadTrace(strings.NewReader(in), format); !errors.Is(err, ErrTrace) {
+			t.Errorf("%s: %v, want ErrTrace", format, err)
+		}
+	}
+	tr, err := ReadTrace(strings.NewReader(`{"op":"get","key":"not-hex","salt":"s","size":5}`), FormatJSONL)
+	if err != nil || tr.Ops[0].Keys[0].Hash != parseKey("not-hex") {
+		t.Fatalf("non-hex key: %v", err)
+	}
+}
+
+func FuzzReadTrace(f *testing.F) {
+	f.Add([]byte(`{"op":"request","salt":"a","keys":["01","02"],"size":10}`), false)
+	f.Add([]byte("op,key,salt,size\nput,ff,t0,4096\n"), true)
+	f.Fuzz(func(t *testing.T, b []byte, csv bool) {
+		format := FormatJSONL
+		if csv {
+			format = FormatCSV
+		}
+		tr, err := ReadTrace(bytes.NewReader(b), format)
+		if err != nil {
+			return
+		}
+		g := tr.Replay(1)
+		var op Op
+		for g.Next(&op) {
+			if op.Size <= 0 || len(op.Keys) == 0 || int(op.Tenant) >= len(g.Salts()) {
+				t.Fatalf("accepted a bad op %+v", op)
+			}
+		}
+	})
+}
+
+func simFTL(handles int) ftl.Config {
+	return ftl.Config{MappingUnit: 64 << 10, LogicalBytes: 8 << 30, OP: 0.07, RUBytes: 128 << 20, Handles: handles,
+		Isolation: ftl.PersistentlyIsolated}
+}
+
+// On the multi-tenant preset, separating tenants by cache_salt lowers the modelled WAF.
+func TestSimCacheSaltBeatsNone(t *testing.T) {
+	waf := map[string]float64{}
+	for _, pol := range []string{"none", "cache-salt"} {
+		g, _ := NewKV(KVConfig{Tenants: MultiTenant(), ChunkTokens: 256, BytesPerToken: 4096, Seed: 1})
+		var ttl []float64
+		for _, tn := range MultiTenant() {
+			ttl = append(ttl, tn.TTL)
+		}
+		r, err := RunSim(context.Background(), SimRun{Gen: g, Driver: DriverConfig{TargetUtil: 0.9, TTL: ttl}, FTL: simFTL(8),
+			Policy: pol, SlotBytes: 4096 + 1<<20, Deallocate: true, CheckpointOps: 500, WarmupCaps: 1, MeasureCaps: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Infeasible || r.WAF < 1 {
+			t.Fatalf("%s: WAF %.3f infeasible=%v", pol, r.WAF, r.Infeasible)
+		}
+		if len(r.Timeline) < 10 || r.Checkpoints == 0 {
+			t.Fatalf("%s: %d timeline points, %d checkpoints", pol, len(r.Timeline), r.Checkpoints)
+		}
+		waf[pol] = r.WAF
+	}
+	if waf["cache-salt"] >= waf["none"] {
+		t.Fatalf("cache-salt WAF %.3f not below none %.3f", waf["cache-salt"], waf["none"])
+	}
+}
+
+// Without deallocate, deleted slots stay valid in the FTL until rewritten.
+func TestSimDeallocate(t *testing.T) {
+	valid := map[bool]int64{}
+	for _, dealloc := range []bool{false, true} {
+		m, _ := ftl.New(simFTL(1))
+		b, err := NewSimBackend(SimConfig{FTL: m, SlotBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.cfg.Deallocate = dealloc
+		keys := []Key{{Hash: 1}, {Hash: 2}, {Hash: 3}}
+		ok := make([]bool, 3)
+		if err := b.Store(keys, 1<<20-4096, ok); err != nil || !ok[2] {
+			t.Fatal(err, ok)
+		}
+		if n, _ := b.Lookup(keys); n != 3 {
+			t.Fatalf("lookup found %d of 3", n)
+		}
+		b.Delete(keys[:2])
+		if n, _ := b.Lookup(keys); n != 0 {
+			t.Fatalf("lookup after delete found %d", n)
+		}
+		valid[dealloc] = m.Stats().ValidBytes
+	}
+	if valid[true] != 1<<20 || valid[false] != 3<<20 {
+		t.Fatalf("valid bytes: with deallocate %d (want 1 MiB), without %d (want 3 MiB)", valid[true], valid[false])
+	}
+}
+
+func TestWAFWindows(t *testing.T) {
+	tl := []WAFPoint{{0, ftl.Stats{}}, {10, ftl.Stats{HostBytes: 10, MediaBytes: 10}},
+		{20, ftl.Stats{HostBytes: 20, MediaBytes: 30}}, {30, ftl.Stats{HostBytes: 30, MediaBytes: 60}}}
+	m, s, _, _, _ := WAFWindows(tl, 10)
+	if m != 2.5 || s != 3 {
+		t.Fatalf("measured %.3f steady %.3f, want 2.5 and 3", m, s)
+	}
+	if !reflect.DeepEqual(tl[0], WAFPoint{}) {
+		t.Fatal("input modified")
+	}
+}
