@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rbctl/rbctl/fdp"
@@ -44,6 +45,12 @@ type Controller struct {
 	nlb      uint64 // namespace size in logical blocks
 	rgif     uint8
 	ruhts    []fdp.RUHType
+
+	// Host activity for the SMART / Health log (this process only).
+	readBytes, writeBytes, readCmds, writeCmds atomic.Uint64
+	opened                                     time.Time
+
+	saveMu sync.Mutex // serialises writes of the state file
 
 	mu      sync.Mutex // guards everything below
 	model   *ftl.Model
@@ -84,28 +91,29 @@ func New(sp Spec) (*Controller, error) {
 			}
 		}
 	}
-	c := &Controller{spec: sp, now: time.Now}
+	c := &Controller{spec: sp, now: time.Now, opened: time.Now()}
 	for c.lbaShift = 9; 1<<c.lbaShift < sp.LBASize; c.lbaShift++ {
 	}
 	c.nlb = uint64(sp.Size) >> c.lbaShift
 	c.rgif = fdp.RGIFFor(uint32(sp.RGs))
 	c.ruhts = make([]fdp.RUHType, sp.RUHs)
 	for i := range c.ruhts {
-		c.ruhts[i] = fdp.RUHType(sp.Isolation.RUHT())
+		c.ruhts[i] = fdp.RUHType(sp.handleIsolation(i).RUHT())
 	}
 	h := fnv.New64a()
 	h.Write([]byte(sp.String()))
 	c.serial = fmt.Sprintf("EMU%016X", h.Sum64())
 
 	model, err := ftl.New(ftl.Config{
-		MappingUnit:   sp.MappingUnit,
-		LogicalBytes:  sp.Size,
-		OP:            sp.OP,
-		RUBytes:       sp.RUSize,
-		ReclaimGroups: sp.RGs,
-		Handles:       sp.RUHs,
-		Isolation:     sp.Isolation,
-		GC:            sp.GC,
+		MappingUnit:     sp.MappingUnit,
+		LogicalBytes:    sp.Size,
+		OP:              sp.OP,
+		RUBytes:         sp.RUSize,
+		ReclaimGroups:   sp.RGs,
+		Handles:         sp.RUHs,
+		Isolation:       sp.Isolation,
+		HandleIsolation: sp.HandleIsolation,
+		GC:              sp.GC,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSpec, err)
@@ -114,7 +122,11 @@ func New(sp Spec) (*Controller, error) {
 
 	existed := false
 	if sp.Path == "" {
-		c.store = newMemStore(sp.Size)
+		ms, err := newMemStore(sp.Size)
+		if err != nil {
+			return nil, err
+		}
+		c.store = ms
 	} else {
 		fs, ex, err := openFileStore(sp.Path, sp.Size)
 		if err != nil {
@@ -168,12 +180,13 @@ func (c *Controller) NSID() uint32 { return NSID }
 // device and closes the data file.
 func (c *Controller) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil
 	}
 	c.closed = true
-	err := c.saveLocked()
+	c.mu.Unlock()
+	err := c.save()
 	if serr := c.store.Sync(); err == nil {
 		err = serr
 	}
@@ -203,18 +216,17 @@ func (c *Controller) statsLocked() fdp.Stats {
 
 // NVMe status values the controller returns (Linux passthrough form: SC | SCT<<8 | DNR<<14).
 const (
-	dnr               nvme.Status = 1 << 14
-	stInvalidOpcode               = 0x01 | dnr
-	stInvalidField                = 0x02 | dnr
-	stInternal        nvme.Status = 0x06
-	stAborted                     = 0x07 | dnr
-	stInvalidNS                   = 0x0B | dnr
-	stCmdSequence                 = 0x0C | dnr
-	stFDPDisabled                 = 0x29 | dnr
-	stLBAOutOfRange               = 0x80 | dnr
-	stCapacity                    = 0x81 | dnr
-	stInvalidLogPage              = 0x109 | dnr
-	stFeatNotSaveable             = 0x10D | dnr
+	dnr              nvme.Status = 1 << 14
+	stInvalidOpcode              = 0x01 | dnr
+	stInvalidField               = 0x02 | dnr
+	stInternal       nvme.Status = 0x06
+	stInvalidNS                  = 0x0B | dnr
+	stFDPDisabled                = 0x29 | dnr
+	stLBAOutOfRange              = 0x80 | dnr
+	stCapacity                   = 0x81 | dnr
+	stInvalidLogPage             = 0x109 | dnr
+	stWriteFault     nvme.Status = 0x280 // media: the store refused the write
+	stUnrecovered    nvme.Status = 0x281 // media: the store failed the read
 )
 
 func fail(s nvme.Status) nvme.Completion { return nvme.Completion{Status: s} }

@@ -100,6 +100,23 @@ func TestSpecParse(t *testing.T) {
 			t.Errorf("ParseSize(%s) = %d %v", s, got, err)
 		}
 	}
+	// Per-handle isolation.
+	mixed, err := ParseSpec("emu:mem?size=64M&ru=1M&ruhs=3&op=0.25&iso=initial,persistent,persistent")
+	if err != nil || len(mixed.HandleIsolation) != 3 || mixed.HandleIsolation[1] != ftl.PersistentlyIsolated {
+		t.Fatalf("mixed iso %+v %v", mixed, err)
+	}
+	if _, err := ParseSpec("emu:mem?ruhs=3&iso=initial,persistent"); !errors.Is(err, ErrSpec) {
+		t.Errorf("iso list shorter than ruhs: %v", err)
+	}
+	mc, err := New(mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _, err := fdp.ReadConfigs(mc, EndGID)
+	mc.Close()
+	if err != nil || len(cl.Configs[0].RUHs) != 3 || cl.Configs[0].RUHs[0] != fdp.RUHInitiallyIsolated || cl.Configs[0].RUHs[2] != fdp.RUHPersistentlyIsolated {
+		t.Errorf("mixed RUH types %+v %v", cl, err)
+	}
 	// An impossible FTL geometry is refused at open with the model's explanation.
 	if _, err := Open("emu:mem?size=64M&ru=32M&ruhs=4&op=0"); !errors.Is(err, ErrSpec) {
 		t.Errorf("infeasible geometry: %v", err)
@@ -373,10 +390,16 @@ func TestErrorsStatus(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
+	// SMART / Health: data units written round up (1 block = 1 unit), one write command.
+	writePID(t, c, 1, 1, 0, 0, 1)
+	smart, err := nvme.GetLog(c, nvme.LogPage{LID: 0x02, NSID: nvme.NSIDAll}, 512)
+	if err != nil || fdp.GetUint128(smart[48:]) != fdp.U128(1) || fdp.GetUint128(smart[80:]) != fdp.U128(1) || smart[3] != 100 {
+		t.Errorf("SMART log %x %v", smart[:96], err)
+	}
 	// Log page offsets: the stats log read from offset 16 starts with MBMW.
 	writePID(t, c, 0, 1, 2, 0, 1)
 	b, err := nvme.GetLog(c, nvme.LogPage{LID: fdp.LogStats, LSI: 1, Offset: 16}, 16)
-	if err != nil || fdp.GetUint128(b) != fdp.U128(4096) {
+	if err != nil || fdp.GetUint128(b) != fdp.U128(8192) {
 		t.Errorf("offset read %x %v", b, err)
 	}
 }

@@ -27,8 +27,10 @@ func (c *Controller) read(cmd *nvme.Command) nvme.Completion {
 		return fail(st)
 	}
 	if err := c.store.ReadAt(cmd.Data[:n], off); err != nil {
-		return nvme.Completion{Status: 0x281, Err: err} // Unrecovered Read Error
+		return nvme.Completion{Status: stUnrecovered, Err: err}
 	}
+	c.readCmds.Add(1)
+	c.readBytes.Add(uint64(n))
 	return nvme.Completion{}
 }
 
@@ -70,8 +72,10 @@ func (c *Controller) write(cmd *nvme.Command) nvme.Completion {
 		return nvme.Completion{Status: stInternal, Err: err}
 	}
 	if err := c.store.WriteAt(cmd.Data[:n], off); err != nil {
-		return nvme.Completion{Status: 0x280, Err: err} // Write Fault
+		return nvme.Completion{Status: stWriteFault, Err: err}
 	}
+	c.writeCmds.Add(1)
+	c.writeBytes.Add(uint64(n))
 	return nvme.Completion{}
 }
 
@@ -82,10 +86,7 @@ func (c *Controller) flush() nvme.Completion {
 	if err := c.store.Sync(); err != nil {
 		return nvme.Completion{Status: stInternal, Err: err}
 	}
-	c.mu.Lock()
-	err := c.saveLocked()
-	c.mu.Unlock()
-	if err != nil {
+	if err := c.save(); err != nil {
 		return nvme.Completion{Status: stInternal, Err: err}
 	}
 	return nvme.Completion{}

@@ -24,17 +24,20 @@ var ErrSpec = errors.New("emu: invalid device spec")
 //
 // with PATH a sparse data file (created if missing) or "mem" for memory.
 type Spec struct {
-	Path        string        // data file; "" keeps the data in memory
-	Size        int64         // namespace capacity in bytes (size=, default 1G)
-	LBASize     int           // logical block size (lba=, 512 or 4096; default 4096)
-	RUSize      int64         // reclaim unit nominal size (ru=, default 16M)
-	RUHs        int           // reclaim unit handles = placement handles of the namespace (ruhs=, default 8)
-	RGs         int           // reclaim groups (rg=, default 1)
-	OP          float64       // spare factor ρ = physical/logical − 1 (op=, default 0.07)
-	Isolation   ftl.Isolation // RUH type of every handle (iso=initial|persistent, default initial)
-	GC          ftl.GCPolicy  // garbage collection victim policy (gc=greedy|cost-benefit)
-	MappingUnit int64         // FTL mapping unit (mu=, default = LBASize)
-	FDP         bool          // FDP enabled when the device is created (fdp=on|off, default on)
+	Path      string        // data file; "" keeps the data in memory
+	Size      int64         // namespace capacity in bytes (size=, default 1G)
+	LBASize   int           // logical block size (lba=, 512 or 4096; default 4096)
+	RUSize    int64         // reclaim unit nominal size (ru=, default 16M)
+	RUHs      int           // reclaim unit handles = placement handles of the namespace (ruhs=, default 8)
+	RGs       int           // reclaim groups (rg=, default 1)
+	OP        float64       // spare factor ρ = physical/logical − 1 (op=, default 0.07)
+	Isolation ftl.Isolation // RUH type of every handle (iso=initial|persistent, default initial)
+	// HandleIsolation, when non-nil, gives each handle its own type (iso=initial,persistent,…
+	// with one entry per handle); Isolation is then its first entry.
+	HandleIsolation []ftl.Isolation
+	GC              ftl.GCPolicy // garbage collection victim policy (gc=greedy|cost-benefit)
+	MappingUnit     int64        // FTL mapping unit (mu=, default = LBASize)
+	FDP             bool         // FDP enabled when the device is created (fdp=on|off, default on)
 	// given records which parameters the spec string set, so a reopen can tell a
 	// deliberate change from a default.
 	given map[string]bool
@@ -102,8 +105,8 @@ func ParseSpec(s string) (Spec, error) {
 				return Spec{}, bad("spare factor must be a number in 0..10 (0.07 = 7 % extra flash)")
 			}
 		case "iso":
-			if sp.Isolation, err = ftl.ParseIsolation(v); err != nil {
-				return Spec{}, bad("isolation must be initial or persistent")
+			if sp.Isolation, sp.HandleIsolation, err = parseIsolation(v); err != nil {
+				return Spec{}, bad("isolation must be initial or persistent, or a comma list with one per handle")
 			}
 		case "gc":
 			if sp.GC, err = ftl.ParseGCPolicy(v); err != nil {
@@ -147,6 +150,9 @@ func (s *Spec) validate() error {
 	case s.RGs < 1 || s.RGs > 64:
 		return bad("%d reclaim groups (1..64)", s.RGs)
 	}
+	if s.HandleIsolation != nil && len(s.HandleIsolation) != s.RUHs {
+		return bad("iso= lists %d handle types for %d handles", len(s.HandleIsolation), s.RUHs)
+	}
 	if s.RUHs > 1<<(16-fdp.RGIFFor(uint32(s.RGs))) {
 		return bad("%d handles do not fit a PID beside %d reclaim groups", s.RUHs, s.RGs)
 	}
@@ -159,16 +165,55 @@ func (s Spec) String() string {
 	if p == "" {
 		p = "mem"
 	}
-	iso := "initial"
-	if s.Isolation == ftl.PersistentlyIsolated {
-		iso = "persistent"
-	}
 	str := fmt.Sprintf("%s%s?size=%s&ru=%s&ruhs=%d&rg=%d&op=%g&iso=%s&gc=%s&lba=%d",
-		Prefix, p, FormatSize(s.Size), FormatSize(s.RUSize), s.RUHs, s.RGs, s.OP, iso, s.GC, s.LBASize)
+		Prefix, p, FormatSize(s.Size), FormatSize(s.RUSize), s.RUHs, s.RGs, s.OP, s.isoString(), s.GC, s.LBASize)
 	if s.MappingUnit != int64(s.LBASize) {
 		str += "&mu=" + FormatSize(s.MappingUnit)
 	}
 	return str
+}
+
+// handleIsolation returns the isolation of handle h.
+func (s *Spec) handleIsolation(h int) ftl.Isolation {
+	if s.HandleIsolation != nil {
+		return s.HandleIsolation[h]
+	}
+	return s.Isolation
+}
+
+// isoString renders the isolation as the iso= parameter takes it.
+func (s *Spec) isoString() string {
+	name := func(i ftl.Isolation) string {
+		if i == ftl.PersistentlyIsolated {
+			return "persistent"
+		}
+		return "initial"
+	}
+	if s.HandleIsolation == nil {
+		return name(s.Isolation)
+	}
+	parts := make([]string, len(s.HandleIsolation))
+	for i, v := range s.HandleIsolation {
+		parts[i] = name(v)
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseIsolation parses "initial", "persistent" or a comma list of them.
+func parseIsolation(v string) (ftl.Isolation, []ftl.Isolation, error) {
+	if !strings.Contains(v, ",") {
+		i, err := ftl.ParseIsolation(v)
+		return i, nil, err
+	}
+	var list []ftl.Isolation
+	for _, f := range strings.Split(v, ",") {
+		i, err := ftl.ParseIsolation(strings.TrimSpace(f))
+		if err != nil {
+			return 0, nil, err
+		}
+		list = append(list, i)
+	}
+	return list[0], list, nil
 }
 
 // ParseSize parses a byte count with an optional binary suffix: 4096, 64K, 64M, 4G, 1T,

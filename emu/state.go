@@ -57,7 +57,7 @@ func loadState(path string) (*savedState, error) {
 // merge takes the saved geometry for every parameter the spec string left out, and fails
 // when the spec asks for a different one.
 func (s *savedState) merge(sp Spec) (Spec, error) {
-	iso, err := ftl.ParseIsolation(s.Isolation)
+	iso, isoList, err := parseIsolation(s.Isolation)
 	if err != nil {
 		return sp, err
 	}
@@ -66,7 +66,7 @@ func (s *savedState) merge(sp Spec) (Spec, error) {
 		return sp, err
 	}
 	saved := Spec{Path: sp.Path, Size: s.Size, LBASize: s.LBASize, RUSize: s.RUSize, RUHs: s.RUHs, RGs: s.RGs,
-		OP: s.OP, Isolation: iso, GC: gc, MappingUnit: s.MappingUnit, FDP: s.Feature.Enabled}
+		OP: s.OP, Isolation: iso, HandleIsolation: isoList, GC: gc, MappingUnit: s.MappingUnit, FDP: s.Feature.Enabled}
 	check := func(key string, same bool) error {
 		if sp.given[key] && !same {
 			return fmt.Errorf("%w: %s was created as %s; %s= differs (reopen with the same parameters, or delete %s and %s to make a new device)",
@@ -78,7 +78,7 @@ func (s *savedState) merge(sp Spec) (Spec, error) {
 		check("size", sp.Size == saved.Size), check("lba", sp.LBASize == saved.LBASize),
 		check("ru", sp.RUSize == saved.RUSize), check("ruhs", sp.RUHs == saved.RUHs),
 		check("rg", sp.RGs == saved.RGs), check("op", sp.OP == saved.OP),
-		check("iso", sp.Isolation == saved.Isolation), check("gc", sp.GC == saved.GC),
+		check("iso", sp.isoString() == saved.isoString()), check("gc", sp.GC == saved.GC),
 		check("mu", sp.MappingUnit == saved.MappingUnit),
 	} {
 		if e != nil {
@@ -106,16 +106,27 @@ func (s *savedState) apply(c *Controller) {
 	c.ctrl = s.CtrlEvents
 }
 
-// saveLocked writes PATH.fdp (atomically: a temporary file renamed over it). A memory
-// device has nothing to save.
-func (c *Controller) saveLocked() error {
+// save writes PATH.fdp (atomically: a temporary file renamed over it). A memory device has
+// nothing to save. The state is captured under c.mu and written outside it, so I/O does not
+// wait for the file; saveMu keeps concurrent saves in capture order.
+func (c *Controller) save() error {
 	if c.spec.Path == "" {
 		return nil
 	}
-	iso := "initial"
-	if c.spec.Isolation == ftl.PersistentlyIsolated {
-		iso = "persistent"
+	c.saveMu.Lock()
+	defer c.saveMu.Unlock()
+	c.mu.Lock()
+	b, err := c.stateLocked()
+	c.mu.Unlock()
+	if err != nil {
+		return err
 	}
+	return writeState(statePath(c.spec.Path), b)
+}
+
+// stateLocked renders the state file.
+func (c *Controller) stateLocked() ([]byte, error) {
+	iso := c.spec.isoString()
 	s := savedState{
 		Version: stateVersion, Size: c.spec.Size, LBASize: c.spec.LBASize, RUSize: c.spec.RUSize,
 		RUHs: c.spec.RUHs, RGs: c.spec.RGs, OP: c.spec.OP, Isolation: iso, GC: c.spec.GC.String(),
@@ -124,14 +135,17 @@ func (c *Controller) saveLocked() error {
 	}
 	b, err := json.MarshalIndent(&s, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	path := statePath(c.spec.Path)
+	return append(b, '\n'), nil
+}
+
+func writeState(path string, b []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("emu: save state: %w", err)
 	}
-	if _, err = tmp.Write(append(b, '\n')); err == nil {
+	if _, err = tmp.Write(b); err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

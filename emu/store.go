@@ -119,83 +119,75 @@ func (s *fileStore) Extents(f func(off, n int64)) error {
 
 func (s *fileStore) Close() error { return s.f.Close() }
 
-// memStore keeps data in memory in 64 KiB chunks allocated on first write.
+// memStore keeps data in an anonymous private mapping: the kernel supplies zero pages on
+// first touch, so an unwritten device costs no memory, and deallocate gives whole pages back
+// (MADV_DONTNEED). The lock only orders I/O against Close (which unmaps).
 type memStore struct {
-	mu     sync.RWMutex
-	chunks [][]byte
-	size   int64
+	mu   sync.RWMutex
+	data []byte
+	size int64
 }
 
-const memChunk = 64 << 10
-
-func newMemStore(size int64) *memStore {
-	return &memStore{chunks: make([][]byte, (size+memChunk-1)/memChunk), size: size}
+func newMemStore(size int64) (*memStore, error) {
+	b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("emu: map %d bytes of memory: %w", size, err)
+	}
+	return &memStore{data: b, size: size}, nil
 }
 
 func (s *memStore) ReadAt(p []byte, off int64) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.chunks == nil {
+	if s.data == nil {
 		return errClosed
 	}
-	for len(p) > 0 {
-		c, o := off/memChunk, off%memChunk
-		n := min(int64(len(p)), memChunk-o)
-		if ch := s.chunks[c]; ch != nil {
-			copy(p[:n], ch[o:])
-		} else {
-			clear(p[:n])
-		}
-		p, off = p[n:], off+n
-	}
+	copy(p, s.data[off:])
 	return nil
 }
 
 func (s *memStore) WriteAt(p []byte, off int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.chunks == nil {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.data == nil {
 		return errClosed
 	}
-	for len(p) > 0 {
-		c, o := off/memChunk, off%memChunk
-		n := min(int64(len(p)), memChunk-o)
-		if s.chunks[c] == nil {
-			s.chunks[c] = make([]byte, memChunk)
-		}
-		copy(s.chunks[c][o:], p[:n])
-		p, off = p[n:], off+n
-	}
+	copy(s.data[off:], p)
 	return nil
 }
 
 func (s *memStore) Deallocate(off, n int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.chunks == nil {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.data == nil {
 		return errClosed
 	}
-	for n > 0 {
-		c, o := off/memChunk, off%memChunk
-		k := min(n, memChunk-o)
-		if o == 0 && k == memChunk {
-			s.chunks[c] = nil
-		} else if ch := s.chunks[c]; ch != nil {
-			clear(ch[o : o+k])
-		}
-		off, n = off+k, n-k
+	const page = 4096
+	first, last := (off+page-1)/page*page, (off+n)/page*page
+	if last <= first {
+		clear(s.data[off : off+n])
+		return nil
 	}
-	return nil
+	clear(s.data[off:first])
+	clear(s.data[last : off+n])
+	return unix.Madvise(s.data[first:last], unix.MADV_DONTNEED)
 }
 
 func (s *memStore) Sync() error { return nil }
 
+// Extents reports every 64 KiB piece that is not all zeroes (scanning; used only when a
+// file-backed device reopens, never for memory devices, but kept correct).
 func (s *memStore) Extents(f func(off, n int64)) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for i, ch := range s.chunks {
-		if ch != nil {
-			f(int64(i)*memChunk, min(memChunk, s.size-int64(i)*memChunk))
+	const piece = 64 << 10
+	for off := int64(0); off < s.size; off += piece {
+		b := s.data[off:min(off+piece, s.size)]
+		for _, v := range b {
+			if v != 0 {
+				f(off, int64(len(b)))
+				break
+			}
 		}
 	}
 	return nil
@@ -203,7 +195,11 @@ func (s *memStore) Extents(f func(off, n int64)) error {
 
 func (s *memStore) Close() error {
 	s.mu.Lock()
-	s.chunks = nil
-	s.mu.Unlock()
-	return nil
+	defer s.mu.Unlock()
+	if s.data == nil {
+		return nil
+	}
+	err := unix.Munmap(s.data)
+	s.data = nil
+	return err
 }

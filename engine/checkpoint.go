@@ -262,6 +262,7 @@ func (e *Engine) writeCheckpointLocked(forced bool, start time.Time) error {
 		return fmt.Errorf("checkpoint seq %d: flush after header: %w", seq, err)
 	}
 	e.seq = seq
+	e.seqPub.Store(seq)
 	e.mu.Lock()
 	e.persisted = sn.dirty
 	if e.dirty != e.persisted {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rbctl/rbctl/internal/blockdev"
+	"golang.org/x/sys/unix"
 )
 
 func compatConfig() Config {
@@ -314,3 +315,84 @@ func TestSnapshotSeesConcurrentMutations(t *testing.T) {
 }
 
 func memDev() *blockdev.Mem { return blockdev.NewMem(8<<20, 0) }
+
+func TestDetectConfigFallsBackToContainer1(t *testing.T) {
+	m := blockdev.NewMem(32<<20, 0)
+	c := compatConfig()
+	c.SlotBytes = 128 << 10
+	c.HeaderBytes = 8192
+	e, _ := Format(m, c)
+	e.PutMany([]Key{K(1)}, [][]byte{{1}})
+	e.CheckpointNow() // seq 2 → container 1
+	e.PutMany([]Key{K(2)}, [][]byte{{2}})
+	e.CheckpointNow() // seq 3 → container 0
+	e.CloseNoCheckpoint()
+	copy(m.Bytes()[0:8], "XXXXXXXX") // container 0 header destroyed
+	m = m.Reopen()
+	dc, err := DetectConfig(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dc.SlotBytes != c.SlotBytes || dc.HeaderBytes != 8192 || dc.MetaTotalBytes != c.MetaTotalBytes {
+		t.Fatalf("detected %+v", dc)
+	}
+	dc.Periodic = false
+	e, err = Open(m, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if rep := e.Stats().Recovery; rep.Container != 1 || rep.Seq != 2 || rep.Kept != 1 {
+		t.Fatalf("recovery = %+v", rep)
+	}
+}
+
+func TestLegacyNamespaceRoundTrip(t *testing.T) {
+	m := blockdev.NewMem(32<<20, 0)
+	c := compatConfig()
+	c.Namespace = NamespaceLegacy
+	e, err := Format(m, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two layer keys of one chunk share the identity (LMCache PR #4899's case).
+	k1, k2 := LegacyKey("vllm@m@1@0@abc0@layer0", 0xabc0), LegacyKey("vllm@m@1@0@abc0@layer1", 0xabc0)
+	if r, _ := e.PutMany([]Key{k1, k2}, [][]byte{{1}, {2}}); len(r.Stored) != 2 {
+		t.Fatalf("stored %v", r)
+	}
+	e.Close()
+	e, err = Open(m.Reopen(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rep := e.Stats().Recovery
+	if rep.Kept != 2 || len(rep.Dropped) != 0 {
+		t.Fatalf("recovery %+v", rep)
+	}
+	bufs := [][]byte{{0}, {0}}
+	if ok, _ := e.LoadManyInto([]Key{k1, k2}, bufs); !ok[0] || !ok[1] || bufs[0][0] != 1 || bufs[1][0] != 2 {
+		t.Fatalf("loads %v %v", ok, bufs)
+	}
+}
+
+func TestEventFDCountsCompletions(t *testing.T) {
+	e, err := Format(blockdev.NewMem(32<<20, 0), compatConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	fd, err := e.EventFD()
+	if err != nil {
+		t.Skipf("no eventfd: %v", err)
+	}
+	id := e.SubmitStore([]Key{K(1)}, [][]byte{{1}})
+	if _, err := e.WaitTask(id); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitTask(e.SubmitLookup([]Key{K(1)}))
+	var b [8]byte
+	if n, err := unix.Read(fd, b[:]); err != nil || n != 8 || binary.LittleEndian.Uint64(b[:]) != 2 {
+		t.Fatalf("eventfd read %d %v %x, want counter 2", n, err, b)
+	}
+}

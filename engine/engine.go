@@ -47,6 +47,7 @@ type Engine struct {
 
 	ckptMu sync.Mutex // one checkpoint at a time
 	seq    uint64
+	seqPub atomic.Uint64 // seq, readable without ckptMu
 
 	ioInflight atomic.Int64
 	lastIO     atomic.Int64 // unix nanos of the last completed data I/O
@@ -647,7 +648,7 @@ func (e *Engine) loadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
 				ops[j] = blockdev.Op{Off: off + hb, Buf: dst[:lj.size], Handle: blockdev.NoPlacement}
 				continue
 			}
-			if e.direct && int64(cap(dst)) >= want && aligned(dst, e.lbs) {
+			if e.direct && int64(len(dst)) >= want && aligned(dst, e.lbs) {
 				ops[j] = blockdev.Op{Off: off + hb, Buf: dst[:want], Handle: blockdev.NoPlacement}
 				continue
 			}
@@ -938,9 +939,7 @@ func (e *Engine) stats() Stats {
 	s.AffinityHits, s.AffinityFallbacks, s.GroupFallbacks = e.alloc.hits, e.alloc.fallbacks, e.alloc.groupFallbacks
 	s.Recovery = e.recovery
 	e.mu.Unlock()
-	e.ckptMu.Lock()
-	s.CheckpointSeq = e.seq
-	e.ckptMu.Unlock()
+	s.CheckpointSeq = e.seqPub.Load()
 	return s
 }
 

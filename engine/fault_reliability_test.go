@@ -225,7 +225,7 @@ func TestFaultMatrix(t *testing.T) {
 
 func runMatrixCell(t *testing.T, mf matrixFault, op string) string {
 	if !mf.reads && (op == "load" || op == "recover") {
-		return "n/a (no writes)"
+		return "n/a (reads only)"
 	}
 	mem := blockdev.NewMem(relDevSize(), 0)
 	fd := blockdev.NewFaulty(mem, 1)

@@ -59,7 +59,7 @@ func TestGreedyMatchesLambertW(t *testing.T) {
 		rhos = rhos[1:] // ρ = 0.07 costs ~7 relocations per write
 	}
 	for _, rho := range rhos {
-		got := steadyGreedyWAF(t, rho, 2000, 512, 2, 2)
+		got := steadyGreedyWAF(t, rho, 2000, 512, 1.5, 1)
 		want := GreedyWAF(rho)
 		t.Logf("rho=%.2f model WAF %.4f, Lambert-W %.4f, error %+.2f%%", rho, got, want, 100*(got/want-1))
 		if math.Abs(got/want-1) > 0.03 {

@@ -65,7 +65,7 @@ func summary(r *Report) ([]string, [][]string) {
 		if r.Sweep != "" {
 			h = append(h, r.Sweep)
 		}
-		h = append(h, "hit %", "written GiB", "WAF (modelled)", "steady WAF", "util", "evicted", "expired", "note")
+		h = append(h, "hit %", "written GiB", "WAF (modelled)", "steady WAF", "live", "evicted", "expired", "note")
 		var rows [][]string
 		for _, run := range r.Runs {
 			row := []string{run.Policy}

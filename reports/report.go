@@ -101,7 +101,8 @@ type Point struct {
 	OpsPerSec    float64 `json:"ops_per_sec"`   // over the interval ending here (bench)
 	WriteGBps    float64 `json:"write_gbps"`
 	ReadGBps     float64 `json:"read_gbps"`
-	WAF          float64 `json:"waf"` // host (modelled) WAF over the interval ending here
+	WAF          float64 `json:"waf"`     // host (modelled) WAF over the interval ending here
+	CumWAF       float64 `json:"waf_cum"` // host (modelled) WAF from the first sample to here
 }
 
 // CDFPoint is one point of a latency CDF.

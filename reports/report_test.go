@@ -20,11 +20,11 @@ func sample() *Report {
 	for _, p := range []string{"none", "cache-salt"} {
 		r.Runs = append(r.Runs, Run{Policy: p, Ops: 100, Requests: 100, ElapsedSec: 2, OpsPerSec: 50, ReadBytes: 1e9, WrittenBytes: 2e9,
 			ReadGBps: 0.5, WriteGBps: 1, HitRatio: 0.4,
-			Latency:   []Latency{{Op: "request", Count: 100, MeanUs: 900, P50Us: 800, P99Us: 5000, P999Us: 9000, MaxUs: 12000}},
-			HostWAF:   &WAF{Value: 2.1, Steady: 2.3, Source: "modelled", HostBytes: 2e9, MediaBytes: 4.2e9},
-			DeviceWAF: &WAF{Value: 2.1, Source: "fdp-stats", HostBytes: 2e9, MediaBytes: 4.2e9},
-			Tenants:   []Tenant{{Salt: "chat", Requests: 60, BytesWritten: 1e9, HitRatio: 0.5}},
-			Timeline:  []Point{{Seconds: 1, PayloadBytes: 1e9, OpsPerSec: 50, WriteGBps: 1, WAF: 2}},
+			Latency:    []Latency{{Op: "request", Count: 100, MeanUs: 900, P50Us: 800, P99Us: 5000, P999Us: 9000, MaxUs: 12000}},
+			HostWAF:    &WAF{Value: 2.1, Steady: 2.3, Source: "modelled", HostBytes: 2e9, MediaBytes: 4.2e9},
+			DeviceWAF:  &WAF{Value: 2.1, Source: "fdp-stats", HostBytes: 2e9, MediaBytes: 4.2e9},
+			Tenants:    []Tenant{{Salt: "chat", Requests: 60, BytesWritten: 1e9, HitRatio: 0.5}},
+			Timeline:   []Point{{Seconds: 1, PayloadBytes: 1e9, OpsPerSec: 50, WriteGBps: 1, WAF: 2}},
 			RequestCDF: []CDFPoint{{Us: 800, Fraction: 0.5}, {Us: 12000, Fraction: 1}}})
 	}
 	return r
@@ -61,11 +61,11 @@ func TestJSONSchemaV1(t *testing.T) {
 		"run": {"deallocated_bytes", "device_waf", "elapsed_sec", "evicted", "expired", "hit_ratio", "host_waf", "latency", "ops",
 			"ops_per_sec", "read_bytes", "read_gbps", "request_cdf", "requests", "policy", "store_failed", "tenants", "timeline",
 			"utilisation", "write_gbps", "written_bytes"},
-		"latency":  {"count", "max_us", "mean_us", "op", "p50_us", "p999_us", "p99_us"},
-		"waf":      {"host_bytes", "media_bytes", "source", "steady", "value"},
-		"tenant":   {"bytes_written", "hit_ratio", "requests", "salt"},
-		"point":    {"ops_per_sec", "payload_bytes", "read_gbps", "seconds", "waf", "write_gbps"},
-		"cdf":      {"fraction", "us"},
+		"latency": {"count", "max_us", "mean_us", "op", "p50_us", "p999_us", "p99_us"},
+		"waf":     {"host_bytes", "media_bytes", "source", "steady", "value"},
+		"tenant":  {"bytes_written", "hit_ratio", "requests", "salt"},
+		"point":   {"ops_per_sec", "payload_bytes", "read_gbps", "seconds", "waf", "waf_cum", "write_gbps"},
+		"cdf":     {"fraction", "us"},
 	}
 	run := doc["runs"].([]any)[0].(map[string]any)
 	got := map[string][]string{

@@ -16,6 +16,7 @@ type ShadowDevice struct {
 	// KeepInnerOpen makes Close flush instead of closing the wrapped device, so one device
 	// can serve several engines in turn (rbctl bench re-formats it per policy).
 	KeepInnerOpen bool
+	gate          sync.RWMutex // held shared by every op, exclusively by Quiesce
 	mu            sync.Mutex
 	m             *ftl.Model
 	nh            int
@@ -35,6 +36,8 @@ func (s *ShadowDevice) Info() blockdev.Info { return s.inner.Info() }
 
 // Submit implements blockdev.Device: forward, then record the writes that completed.
 func (s *ShadowDevice) Submit(ops []blockdev.Op) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
 	err := s.inner.Submit(ops)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -63,6 +66,8 @@ func (s *ShadowDevice) Submit(ops []blockdev.Op) error {
 
 // Deallocate implements blockdev.Device: forward, and tell the model when the device took it.
 func (s *ShadowDevice) Deallocate(ranges []blockdev.Range) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
 	err := s.inner.Deallocate(ranges)
 	if err != nil {
 		return err
@@ -74,6 +79,15 @@ func (s *ShadowDevice) Deallocate(ranges []blockdev.Range) error {
 		s.deallocBytes += r.Len
 	}
 	return nil
+}
+
+// Quiesce waits until no write or deallocate is in flight, holds new ones back, and runs f:
+// device counters (the FDP statistics log) and the model's read inside f cover exactly the
+// same operations.
+func (s *ShadowDevice) Quiesce(f func()) {
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	f()
 }
 
 // Flush implements blockdev.Device.

@@ -18,6 +18,8 @@ import (
 //
 // Rules are evaluated in order for each op; the first rule that fires decides the op's
 // fault. Every rule counts the ops it matches, whether or not an earlier rule fired.
+// A Faulty does not forward BufferRegistrar: an engine on a wrapped io_uring device runs
+// without registered buffers.
 type Faulty struct {
 	inner Device
 	info  Info

@@ -25,6 +25,9 @@ type UringOptions struct {
 	SQPoll     bool // kernel SQ polling thread per ring (costs a CPU each)
 	// NoFixedFile disables registering the device fd with each ring (IOSQE_FIXED_FILE).
 	NoFixedFile bool
+	// Ring overrides the ring setup (nil: SINGLE_ISSUER|DEFER_TASKRUN where the kernel has
+	// them, or SQPOLL with SQPoll). Entries is raised to fit QueueDepth.
+	Ring *uring.Options
 }
 
 // uringMaxChunk caps one SQE's length (len is 32 bits); longer ops continue like short ones.
@@ -107,6 +110,9 @@ func OpenUring(path string, opt UringOptions) (*UringDevice, error) {
 	ropt := uring.Options{SingleIssuer: true, DeferTaskrun: true, BestEffort: true}
 	if opt.SQPoll {
 		ropt = uring.Options{SQPoll: true}
+	}
+	if opt.Ring != nil {
+		ropt = *opt.Ring
 	}
 	for i := 0; i < opt.Rings; i++ {
 		e, err := uring.NewExecutor(ropt, opt.QueueDepth)

@@ -103,6 +103,11 @@ type benchDevice struct {
 	isoKnown bool
 	kind     string
 	notes    []string
+	// reset, when set, replaces dev with a brand-new device of the same spec (the emulator:
+	// its FTL state would otherwise carry one policy's open RUs into the next run).
+	reset func() error
+	// model is the shadow FTL model; it lives as long as dev, like the device's own state.
+	model *ftl.Model
 }
 
 // openBenchDevice opens DEV. This is bench's own adapter over the device packages.
@@ -119,18 +124,41 @@ func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
 		if err != nil {
 			return nil, err
 		}
-		dev, disc, err := emu.OpenDevice(path)
-		if err != nil {
+		bd := &benchDevice{op: sp.OP, ruBytes: sp.RUSize, iso: sp.Isolation, isoKnown: true, kind: string(blockdev.KindEmulated)}
+		open := func() error {
+			if sp.Path != "" {
+				// A fresh emulated SSD per run: bench erases DEV anyway.
+				for _, p := range []string{sp.Path, sp.Path + ".fdp"} {
+					if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+						return err
+					}
+				}
+			}
+			dev, disc, err := emu.OpenDevice(path)
+			if err != nil {
+				return err
+			}
+			bd.dev, bd.stats, bd.handles = dev, nil, 0
+			if disc != nil && disc.Config != nil && len(disc.PIDs) > 0 {
+				bd.handles = len(disc.PIDs)
+				bd.ruBytes = int64(disc.Config.RUNS)
+				t, eg := dev.Transport(), disc.EnduranceGroup
+				bd.stats = func() (*fdp.Stats, error) { s, _, err := fdp.ReadStats(t, eg); return s, err }
+			}
+			return nil
+		}
+		if err := open(); err != nil {
 			return nil, err
 		}
-		bd := &benchDevice{dev: dev, op: sp.OP, ruBytes: sp.RUSize, iso: sp.Isolation, isoKnown: true, kind: string(blockdev.KindEmulated)}
-		if disc != nil && disc.Config != nil && len(disc.PIDs) > 0 {
-			bd.handles = len(disc.PIDs)
-			bd.ruBytes = int64(disc.Config.RUNS)
-			t, eg := dev.Transport(), disc.EnduranceGroup
-			bd.stats = func() (*fdp.Stats, error) { s, _, err := fdp.ReadStats(t, eg); return s, err }
-		} else {
+		if bd.stats == nil {
 			bd.notes = append(bd.notes, "emulated device has FDP disabled: no device WAF")
+		}
+		bd.reset = func() error {
+			if err := bd.dev.Close(); err != nil {
+				return err
+			}
+			bd.model = nil
+			return open()
 		}
 		return bd, nil
 	}
@@ -185,7 +213,7 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	defer bd.dev.Close()
+	defer func() { bd.dev.Close() }()
 	info := bd.dev.Info()
 	handles := bd.handles
 	if handles == 0 {
@@ -263,7 +291,12 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	for _, pol := range policies {
+	for i, pol := range policies {
+		if i > 0 && bd.reset != nil {
+			if err := bd.reset(); err != nil {
+				return fmt.Errorf("re-creating %s: %w", path, err)
+			}
+		}
 		run, wl, err := benchOne(ctx, cmd, f, bd, b, pol, handles, fc, ecfg)
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", pol, err)
@@ -296,11 +329,12 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 	if err != nil {
 		return reports.Run{}, wl, err
 	}
-	model, err := ftl.New(fc)
-	if err != nil {
-		return reports.Run{}, wl, err
+	if bd.model == nil {
+		if bd.model, err = ftl.New(fc); err != nil {
+			return reports.Run{}, wl, err
+		}
 	}
-	sh := workloads.NewShadow(bd.dev, model)
+	sh := workloads.NewShadow(bd.dev, bd.model)
 	sh.KeepInnerOpen = true
 	note, err := sh.Precondition(f.precondition, 1<<20)
 	if err != nil {
@@ -344,12 +378,15 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 		start     = time.Now()
 	)
 	dc.OnWarm = func() {
-		ws := sh.Stats()
+		var ws ftl.Stats
 		var wd *fdp.Stats
 		var werr error
-		if bd.stats != nil {
-			wd, werr = bd.stats()
-		}
+		sh.Quiesce(func() {
+			ws = sh.Stats()
+			if bd.stats != nil {
+				wd, werr = bd.stats()
+			}
+		})
 		mu.Lock()
 		warmStats, warmAt, warmDev, devErr = ws, time.Since(start), wd, werr
 		mu.Unlock()
@@ -429,7 +466,8 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 		dt := (z.t - a.t).Seconds()
 		run.Timeline = append(run.Timeline, reports.Point{Seconds: z.t.Seconds(), PayloadBytes: z.c.BytesWritten,
 			OpsPerSec: float64(z.c.Ops-a.c.Ops) / dt, WriteGBps: float64(z.c.BytesWritten-a.c.BytesWritten) / dt / 1e9,
-			ReadGBps: float64(z.c.BytesRead-a.c.BytesRead) / dt / 1e9, WAF: z.stats.Sub(a.stats).WAF()})
+			ReadGBps: float64(z.c.BytesRead-a.c.BytesRead) / dt / 1e9, WAF: z.stats.Sub(a.stats).WAF(),
+			CumWAF: z.stats.Sub(samples[0].stats).WAF()})
 	}
 	if bd.stats != nil {
 		if devErr != nil {

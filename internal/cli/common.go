@@ -30,7 +30,7 @@ type rbDevFlags struct {
 }
 
 func (f *rbDevFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.ioEngine, "io-engine", "posix", "I/O engine: posix (others when built in: uring, passthru)")
+	cmd.Flags().StringVar(&f.ioEngine, "io-engine", "posix", "I/O engine: posix, uring or passthru (NVMe /dev/ngXnY); emu:... paths open the emulated FDP SSD")
 	cmd.Flags().BoolVar(&f.direct, "direct", true, "open with O_DIRECT (aligned I/O, bypasses the page cache)")
 	cmd.Flags().IntVar(&f.queueDepth, "queue-depth", 32, "operations in flight per batch")
 }

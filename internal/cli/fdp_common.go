@@ -83,14 +83,13 @@ func (o *outputFlags) mode() (string, error) {
 	return "", fmt.Errorf("unknown output format %q; use normal, json or binary", o.format)
 }
 
-// writeJSON prints v as indented JSON with a trailing newline (like nvme-cli's pretty JSON).
+// writeJSON prints v as indented JSON with a trailing newline (like nvme-cli's pretty JSON),
+// without escaping '&' and '<' (device specs contain '&').
 func writeJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 // fdpTable prints a plain table with the given header.

@@ -41,11 +41,57 @@ type fdpStatus struct {
 	HostEvents     *eventsJSON  `json:"host_events,omitempty"`
 	CtrlEvents     *eventsJSON  `json:"controller_events,omitempty"`
 	Interval       *fdpInterval `json:"interval,omitempty"`
+	// Emulator is the emulated SSD's FTL state (emu: devices only): what the log pages do
+	// not show.
+	Emulator *emuModelJSON `json:"emulator,omitempty"`
 
 	cfgs       *fdp.ConfigLog
 	hostEvents *fdp.EventsLog
 	ctrlEvents *fdp.EventsLog
 	taken      time.Time
+}
+
+// emuModelJSON is the FTL model behind an emulated SSD (model output, not a measurement).
+type emuModelJSON struct {
+	Spec           string          `json:"spec"`
+	SpareFactor    float64         `json:"op"`
+	GC             string          `json:"gc"`
+	HostBytes      uint64          `json:"host_bytes"`
+	MediaBytes     uint64          `json:"media_bytes"`
+	RelocatedBytes uint64          `json:"relocated_bytes"`
+	ErasedBytes    uint64          `json:"erased_bytes"`
+	GCRuns         uint64          `json:"gc_runs"`
+	ValidBytes     int64           `json:"valid_bytes"`
+	TotalRUs       int             `json:"total_rus"`
+	FreeRUs        int             `json:"free_rus"`
+	OpenRUs        int             `json:"open_rus"`
+	ClosedRUs      int             `json:"closed_rus"`
+	Handles        []emuHandleJSON `json:"handles"`
+}
+
+type emuHandleJSON struct {
+	Isolation      string `json:"isolation"`
+	HostBytes      uint64 `json:"host_bytes"`
+	MediaBytes     uint64 `json:"media_bytes"`
+	RelocatedBytes uint64 `json:"relocated_bytes"`
+}
+
+func emuModel(c *emu.Controller) *emuModelJSON {
+	sp, st := c.Spec(), c.ModelStats()
+	m := &emuModelJSON{
+		Spec: sp.String(), SpareFactor: sp.OP, GC: sp.GC.String(),
+		HostBytes: st.HostBytes, MediaBytes: st.MediaBytes, RelocatedBytes: st.RelocatedBytes,
+		ErasedBytes: st.ErasedBytes, GCRuns: st.GCRuns, ValidBytes: st.ValidBytes,
+		TotalRUs: st.TotalRUs, FreeRUs: st.FreeRUs, OpenRUs: st.OpenRUs, ClosedRUs: st.ClosedRUs,
+	}
+	for i, h := range st.Handles {
+		iso := sp.Isolation
+		if sp.HandleIsolation != nil {
+			iso = sp.HandleIsolation[i]
+		}
+		m.Handles = append(m.Handles, emuHandleJSON{Isolation: iso.String(), HostBytes: h.HostBytes, MediaBytes: h.MediaBytes, RelocatedBytes: h.RelocatedBytes})
+	}
+	return m
 }
 
 // fdpInterval is the activity between two refreshes of --watch.
@@ -69,6 +115,9 @@ func collectFDPStatus(t nvme.Transport, dev string, nevents int) (*fdpStatus, er
 		Modelled: d.Model == emu.ModelNumber, cfgs: d.Configs, taken: time.Now(),
 	}
 	s.Configs = configsToJSON(d.Configs)
+	if c, ok := t.(*emu.Controller); ok {
+		s.Emulator = emuModel(c)
+	}
 	if d.Status != nil {
 		st := statusToJSON(d.Status)
 		s.Status = &st
@@ -271,6 +320,23 @@ func printFDPStatus(w io.Writer, s *fdpStatus) error {
 			}
 			fmt.Fprintf(w, "  Last %.1f s: +%s host, +%s media, +%s erased, WAF %s\n", iv.Seconds,
 				human(iv.Delta.HBMW.Lo), human(iv.Delta.MBMW.Lo), human(iv.Delta.MBE.Lo), waf)
+		}
+	}
+
+	if m := s.Emulator; m != nil {
+		fmt.Fprintf(w, "\nEmulator FTL model (this process; %s)\n", m.Spec)
+		fmt.Fprintf(w, "  RUs: %d total, %d free, %d open, %d closed; valid data %s; GC runs %d, relocated %s\n",
+			m.TotalRUs, m.FreeRUs, m.OpenRUs, m.ClosedRUs, human(uint64(m.ValidBytes)), m.GCRuns, human(m.RelocatedBytes))
+		rows := make([][]string, len(m.Handles))
+		for i, h := range m.Handles {
+			waf := "-"
+			if h.HostBytes > 0 {
+				waf = fmt.Sprintf("%.3f", float64(h.MediaBytes)/float64(h.HostBytes))
+			}
+			rows[i] = []string{strconv.Itoa(i), h.Isolation, human(h.HostBytes), human(h.MediaBytes), human(h.RelocatedBytes), waf}
+		}
+		if err := fdpTable(w, []string{"RUH", "Isolation", "Host", "Media", "Relocated", "WAF"}, rows); err != nil {
+			return err
 		}
 	}
 

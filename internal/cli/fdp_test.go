@@ -133,6 +133,9 @@ func TestFDPStatusBeforeAfterWorkload(t *testing.T) {
 	if err := json.Unmarshal([]byte(liveJSON), &jl); err != nil {
 		t.Fatal(err)
 	}
+	if num(t, jl, "emulator", "gc_runs") == 0 || num(t, jl, "emulator", "relocated_bytes") != num(t, jl, "stats", "mbmw")-num(t, jl, "stats", "hbmw") {
+		t.Errorf("emulator model section: %v", jl["emulator"])
+	}
 	if !strings.Contains(live, "RU written") || num(t, jl, "status", "nruhsd") != 4 {
 		t.Errorf("live status: %v", jl["status"])
 	}

@@ -1,8 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +32,8 @@ raw-block layout, docs/format.md). It refuses a mounted device, one with a files
 partition, LVM, RAID, swap or LUKS signature, or an existing cache, unless --force.
 
 --meta-bytes auto sizes the metadata region so that a checkpoint of every slot fits
-(compact: 128 B per slot; --compat lmcache-v1: 256 B per slot), at least 1 MiB.`,
+(compact: 128 B per slot; --compat lmcache-v1: 256 B per slot), rounded up to a power of
+two of at least 1 MiB.`,
 		Example: `  rbctl format --create 1G --slot-bytes 256K /var/tmp/cache.img
   rbctl format --compat lmcache-v1 --slot-bytes 1M --meta-bytes 256M /dev/nvme0n1`,
 		Args: cobra.ExactArgs(1),
@@ -87,9 +89,14 @@ func (f *formatFlags) config(devSize int64) (engine.Config, error) {
 		if cfg.SlotBytes > 0 {
 			slots = capy / cfg.SlotBytes
 		}
+		// A power of two (at least 1 MiB) keeps container 1 where DetectConfig looks for it
+		// when container 0 is damaged.
 		ba := int64(max(cfg.BlockAlign, 1))
 		need := 2 * (ba + slots*per + 64<<10)
-		cfg.MetaTotalBytes = max(((need+ba-1)/ba)*ba, 1<<20)
+		cfg.MetaTotalBytes = 1 << 20
+		for cfg.MetaTotalBytes < need {
+			cfg.MetaTotalBytes <<= 1
+		}
 	} else if cfg.MetaTotalBytes, err = rbParseSize(f.meta); err != nil {
 		return cfg, fmt.Errorf("--meta-bytes: %w", err)
 	}
@@ -114,11 +121,12 @@ func runFormat(cmd *cobra.Command, path string, f *formatFlags) error {
 		if err := blockdev.CreateFile(path, size); err != nil {
 			return err
 		}
-	} else if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("%s: %w (pass --create SIZE to make a file)", path, err)
 	}
 	dev, err := f.dev.open(path, false)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w (pass --create SIZE to make a file)", err)
+		}
 		return err
 	}
 	cfg, err := f.config(dev.Info().Size)

@@ -135,8 +135,8 @@ func (w *wlFlags) build() (*wlBuilt, error) {
 			b.salts = append(b.salts, t.Salt)
 			parts = append(parts, fmt.Sprintf("%s(w=%g,ttl=%g,turns=%g)", t.Salt, t.Weight, t.TTL, t.Turns))
 		}
-		b.desc = fmt.Sprintf("kv %s, %d tokens/chunk × %d B/token = %s chunks, tenants %s", w.model, w.chunkTokens, bpt,
-			reports.GiB(int64(chunk))+" GiB", strings.Join(parts, " "))
+		b.desc = fmt.Sprintf("kv %s, %d tokens/chunk × %d KiB/token = %g MiB chunks, tenants %s", w.model, w.chunkTokens, bpt>>10,
+			float64(chunk)/(1<<20), strings.Join(parts, " "))
 	case strings.HasPrefix(w.kind, "trace:"):
 		path := strings.TrimPrefix(w.kind, "trace:")
 		f, err := os.Open(path)
@@ -521,7 +521,8 @@ func simRun(res *workloads.SimResult, logical int64) reports.Run {
 		run.Utilisation = float64(tl[n-1].Stats.ValidBytes) / float64(logical)
 	}
 	for i := 1; i < len(tl); i++ {
-		run.Timeline = append(run.Timeline, reports.Point{PayloadBytes: tl[i].PayloadBytes, WAF: tl[i].Stats.Sub(tl[i-1].Stats).WAF()})
+		run.Timeline = append(run.Timeline, reports.Point{PayloadBytes: tl[i].PayloadBytes, WAF: tl[i].Stats.Sub(tl[i-1].Stats).WAF(),
+			CumWAF: tl[i].Stats.WAF()})
 	}
 	return run
 }

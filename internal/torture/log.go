@@ -56,6 +56,7 @@ type sideLog struct {
 	mu sync.Mutex
 	f  *os.File
 	b  []byte
+	n  int // records written
 }
 
 func createSideLog(path string) (*sideLog, error) {
@@ -74,6 +75,7 @@ func (l *sideLog) put(format string, args ...any) error {
 	if _, err := l.f.Write(l.b); err != nil {
 		return err
 	}
+	l.n++
 	return l.f.Sync()
 }
 

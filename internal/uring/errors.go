@@ -12,9 +12,6 @@ var ErrNotSupported = errors.New("io_uring feature not supported by this kernel"
 // ErrClosed is returned for work handed to a closed Ring or Executor.
 var ErrClosed = errors.New("io_uring: closed")
 
-// ErrSQFull is returned when no submission queue entry is free.
-var ErrSQFull = errors.New("io_uring: submission queue full")
-
 // NotSupportedError says which feature the running kernel lacks and the first kernel that
 // has it, so callers (and tests) can decide whether to skip.
 type NotSupportedError struct {

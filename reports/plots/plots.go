@@ -44,6 +44,7 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
 	p.Legend.Top = true
+	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
 	return p
 }
@@ -87,14 +88,14 @@ func LatencyCDF(r *reports.Report, dir string) ([]string, error) {
 
 // WAFOverTime draws each run's modelled WAF per interval against payload written.
 func WAFOverTime(r *reports.Report, dir string) ([]string, error) {
-	p := newPlot("Host WAF (modelled) over time", "payload written (GiB)", "WAF over interval")
+	p := newPlot("Host WAF (modelled) over time", "payload written (GiB)", "cumulative WAF")
 	var names []string
 	var series []plotter.XYs
 	for _, run := range r.Runs {
 		var xy plotter.XYs
 		for _, pt := range run.Timeline {
-			if pt.WAF > 0 {
-				xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: pt.WAF})
+			if pt.CumWAF > 0 {
+				xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: pt.CumWAF})
 			}
 		}
 		names = append(names, run.Policy)
@@ -131,7 +132,8 @@ func Throughput(r *reports.Report, dir string) ([]string, error) {
 
 // Sweep draws WAF against the swept parameter, one line per policy, into dir/name.{png,svg}.
 func Sweep(r *reports.Report, dir, name string) ([]string, error) {
-	p := newPlot(fmt.Sprintf("Modelled WAF vs %s", r.Sweep), r.Sweep, "WAF (measured window)")
+	p := newPlot(fmt.Sprintf("Modelled WAF vs %s (%s GiB, RU %s GiB, OP %g)", r.Sweep, reports.GiB(r.Device.SizeBytes),
+		reports.GiB(r.Device.RUBytes), r.Device.OP), r.Sweep, "WAF (measured window)")
 	idx := map[string]int{}
 	var names []string
 	var series []plotter.XYs
@@ -148,7 +150,14 @@ func Sweep(r *reports.Report, dir, name string) ([]string, error) {
 		}
 		series[i] = append(series[i], plotter.XY{X: run.Param, Y: run.HostWAF.Value})
 	}
-	if _, err := lines(p, names, series); err != nil {
+	var args []any
+	for i, s := range series {
+		args = append(args, names[i], s)
+	}
+	if len(args) == 0 {
+		return nil, ErrNoData
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return nil, err
 	}
 	p.Y.Min = math.Min(p.Y.Min, 1)

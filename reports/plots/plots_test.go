@@ -14,7 +14,7 @@ func TestAllWritesFigures(t *testing.T) {
 		run := reports.Run{Policy: p, HostWAF: &reports.WAF{Value: 2}}
 		for s := 1; s <= 5; s++ {
 			run.Timeline = append(run.Timeline, reports.Point{Seconds: float64(s), PayloadBytes: int64(s) << 30,
-				OpsPerSec: 100 * float64(s+i), WAF: 1 + float64(s)/10})
+				OpsPerSec: 100 * float64(s+i), WAF: 1 + float64(s)/10, CumWAF: 1 + float64(s)/20})
 		}
 		run.RequestCDF = []reports.CDFPoint{{Us: 100, Fraction: 0.1}, {Us: 1000, Fraction: 0.9}, {Us: 5000, Fraction: 1}}
 		r.Runs = append(r.Runs, run)

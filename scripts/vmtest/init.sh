@@ -22,7 +22,13 @@ mount -t tmpfs tmpfs /dev/shm
 
 FAILS=0
 STEPS=0
-now_cs() { read -r up _ </proc/uptime; echo "${up%.*}${up#*.}"; } # centiseconds since boot
+# now_cs: centiseconds since boot (leading zeros dropped: ash reads 085 as octal).
+now_cs() {
+	read -r up _ </proc/uptime
+	c=${up%.*}${up#*.}
+	while [ ${#c} -gt 1 ] && [ "${c#0}" != "$c" ]; do c=${c#0}; done
+	echo "$c"
+}
 secs() { c=$1; printf '%d.%02d' $((c / 100)) $((c % 100)); }
 pass() { STEPS=$((STEPS + 1)); echo "VMTEST PASS $*"; }
 fail() { STEPS=$((STEPS + 1)); FAILS=$((FAILS + 1)); echo "VMTEST FAIL $*"; }
@@ -111,9 +117,9 @@ while read -r bin dir re <&3; do
 	summary="$bin: $np passed, $nf failed, $ns skipped ($(secs $(($(now_cs) - t0))) s)"
 	[ $((np + nf + ns)) = 0 ] && summary="$summary; no test matched -test.run $re"
 	if [ "$rc" = 0 ]; then pass "$summary"; else fail "$summary, exit $rc"; fi
-	if [ "$ns" != 0 ]; then
-		grep -- '^--- SKIP' "/tmp/$bin.log" | sed 's/^/VMTEST skipped in '"$bin"': /'
-	fi
+	# Failures and every skip inside the VM (sub-tests included) go into the summary.
+	grep -E -- '^ *--- FAIL' "/tmp/$bin.log" | sed -e 's/^ *--- FAIL: //' -e 's/^/VMTEST failed in '"$bin"': /'
+	grep -E -- '^ *--- SKIP' "/tmp/$bin.log" | sed -e 's/^ *--- SKIP: //' -e 's/^/VMTEST skipped in '"$bin"': /'
 done 3</vmtest/tests
 
 # --- nvme-cli and rbctl CLI smoke steps ----------------------------------------------------

@@ -4,12 +4,14 @@
 # modules into an initramfs, boots Debian's kernel under qemu-system-x86_64 (TCG, or KVM when
 # /dev/kvm works) with an emulated NVMe controller, and exits with the guest's result.
 # See docs/vmtest.md. Knobs (environment):
-#   VMTEST_PKGS="./nvme ./engine"  packages to test (default: those whose tests use RBCTL_TEST_*)
-#   VMTEST_RUN=REGEX               -test.run for every binary (default: scripts/vmtest/filters)
+#   VMTEST_PKGS="./nvme ./engine"  packages to test (default: scripts/vmtest/packages plus every
+#                                  package whose tests reach an RBCTL_TEST_* variable)
+#   VMTEST_RUN=REGEX               -test.run for every binary (default: scripts/vmtest/packages)
 #   VMTEST_TIMEOUT=600             seconds for the whole boot; VMTEST_TEST_TIMEOUT=300 per binary
 #   VMTEST_KERNEL=6.1.0-x-amd64    kernel version (default: newest /boot/vmlinuz-* with nvme.ko)
 #   VMTEST_NVME_SIZE=1073741824    bytes of the emulated namespace; VMTEST_SERIAL=deadbeef
 #   VMTEST_MEM=2048 VMTEST_SMP=2   guest memory (MiB) and CPUs
+#   VMTEST_SCRATCH_MB=1024         size of the guest's ext2 /tmp
 #   VMTEST_NO_SMOKE=1              do not build rbctl; skip the rbctl CLI smoke steps
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -227,11 +229,17 @@ for ip in "${PKGS[@]}"; do
 	name=$(echo "${rel//\//-}" | tr -c 'A-Za-z0-9_.\n-' _).test
 	[ "$rel" = . ] && name=root.test
 	out=$RFS/tests/$name
+	re=$(filter_for "$rel")
+	dir=$(go list -e -f '{{.Dir}}' "$ip")
+	names=$(sed -n 's/^func \(\(Test\|Fuzz\)[A-Za-z0-9_]*\)(.*/\1/p' "$dir"/*_test.go 2>/dev/null || true)
+	if [ "$re" != - ] && [ -z "${VMTEST_RUN:-}" ] && ! grep -qE -- "$re" <<<"$names"; then
+		say "note: $rel has no test matching '$re' (scripts/vmtest/packages); not run"
+		continue
+	fi
 	go test -c -vet=off -trimpath -o "$out" "$ip" || die "go test -c $ip failed"
 	[ -f "$out" ] || continue # no test files
-	dir=$(go list -f '{{.Dir}}' "$ip")
 	[ -d "$dir/testdata" ] && mkdir -p "$RFS/src/$rel" && cp -a "$dir/testdata" "$RFS/src/$rel/"
-	echo "$name $rel $(filter_for "$rel")" >>"$RFS/vmtest/tests"
+	echo "$name $rel $re" >>"$RFS/vmtest/tests"
 done
 
 # --- config, init, hooks, pack ------------------------------------------------------------
@@ -278,7 +286,7 @@ wall=$(elapsed "$t_boot" "$t_end")
 
 echo
 say "---- summary ($LOG) ----"
-grep -aE '^VMTEST (PASS|FAIL|SKIP|skipped)' "$LOG" | sed 's/^/vmtest:   /' || true
+grep -aE '^VMTEST (PASS|FAIL|SKIP|skipped|failed)' "$LOG" | sed 's/^/vmtest:   /' || true
 res=$(grep -aoE '^RBCTL-VMTEST-RESULT: [0-9]+' "$LOG" | tail -1 | awk '{print $2}' || true)
 if [ -z "$res" ]; then
 	[ "$qrc" = 124 ] && why="timed out after ${TIMEOUT}s" || why="QEMU exited $qrc"

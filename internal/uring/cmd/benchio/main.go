@@ -5,7 +5,8 @@
 // The rbctl side drives blockdev.UringDevice the way the engine does: every op is one whole
 // slot (a 4 KiB header "LMCBLK01"+identity+length, then payload) from a registered buffer
 // pool, and several submitters each hand the device batches of slots (like concurrent
-// put_many / load_many_into calls) while one ring keeps QD ops in flight.
+// put_many / load_many_into calls; 64 slots per batch, LMCache's put_many chunk) while one ring
+// keeps QD ops in flight.
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/internal/uring"
 )
 
 type config struct {
@@ -38,6 +40,7 @@ type config struct {
 	fixed      bool
 	fio        string
 	rounds     int
+	ring       string
 }
 
 func main() {
@@ -49,12 +52,13 @@ func main() {
 	flag.IntVar(&c.qd, "qd", 32, "queue depth (fio iodepth; ring depth for rbctl)")
 	flag.DurationVar(&c.runtime, "runtime", 10*time.Second, "measured time per run")
 	flag.DurationVar(&c.ramp, "ramp", time.Second, "warm-up before measuring")
-	flag.IntVar(&c.batch, "batch", 16, "slots per Submit call (put_many batch)")
-	flag.IntVar(&c.submitters, "submitters", 4, "concurrent submitting goroutines")
+	flag.IntVar(&c.batch, "batch", 64, "slots per Submit call (a put_many chunk: LMCache uses 64 keys)")
+	flag.IntVar(&c.submitters, "submitters", 2, "concurrent submitting goroutines (concurrent put_many/load_many_into calls)")
 	flag.IntVar(&c.rings, "rings", 1, "rings (fio runs one job, so 1 is the like-for-like setting)")
 	flag.BoolVar(&c.fixed, "fixed", true, "register the buffer pool (fixed reads/writes, as the engine does)")
 	flag.StringVar(&c.fio, "fio", "fio", "fio binary ('' to skip fio)")
 	flag.IntVar(&c.rounds, "rounds", 1, "rounds per case (order alternates; the mean is printed)")
+	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (SINGLE_ISSUER|DEFER_TASKRUN), plain, coop, sqpoll")
 	flag.Parse()
 	if c.file == "" {
 		fmt.Fprintln(os.Stderr, "benchio: -file is required")
@@ -66,8 +70,8 @@ func main() {
 			fmt.Fprintf(os.Stderr, "benchio: %s --version: %v (install fio: scripts/setup.sh)\n", c.fio, err)
 			os.Exit(1)
 		}
-		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s rbctl: rings=%d submitters=%d batch=%d fixed=%v\n",
-			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.submitters, c.batch, c.fixed)
+		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s rbctl: rings=%d ring=%s submitters=%d batch=%d fixed=%v\n",
+			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.ring, c.submitters, c.batch, c.fixed)
 	}
 	failed := false
 	for _, bsStr := range strings.Split(bsList, ",") {
@@ -220,7 +224,19 @@ func cpuSeconds() float64 {
 
 // rbctlRun drives the io_uring device with slot-sized ops and returns bytes/s.
 func rbctlRun(c config, bs int, write bool) (result, error) {
-	d, err := blockdev.OpenUring(c.file, blockdev.UringOptions{QueueDepth: c.qd, Rings: c.rings})
+	uopt := blockdev.UringOptions{QueueDepth: c.qd, Rings: c.rings}
+	switch c.ring {
+	case "default":
+	case "plain":
+		uopt.Ring = &uring.Options{}
+	case "coop":
+		uopt.Ring = &uring.Options{CoopTaskrun: true, BestEffort: true}
+	case "sqpoll":
+		uopt.Ring = &uring.Options{SQPoll: true, SQPollIdle: 10 * time.Millisecond}
+	default:
+		return result{}, fmt.Errorf("unknown -ring %q", c.ring)
+	}
+	d, err := blockdev.OpenUring(c.file, uopt)
 	if err != nil {
 		return result{}, err
 	}

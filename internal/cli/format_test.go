@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// rbRun runs rbctl with args and returns stdout, the error and the bytes of dev afterwards.
+func rbRun(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	root := NewRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func TestEngineCommandsEndToEnd(t *testing.T) {
+	dev := filepath.Join(t.TempDir(), "cache.img")
+	out, err := rbRun(t, "", "format", "--create", "64M", "--slot-bytes", "64K", "--json", dev)
+	if err != nil {
+		t.Fatalf("format: %v\n%s", err, out)
+	}
+	var lay rbLayoutJSON
+	if err := json.Unmarshal([]byte(out), &lay); err != nil || lay.MaxSlots == 0 || lay.SlotBytes != 64<<10 {
+		t.Fatalf("format --json: %v %+v", err, lay)
+	}
+	if _, err := rbRun(t, "hello raw block", "put", dev, "--model", "org/m", "--rank", "1", "--hash", "abcd", "--salt", "t1", "-"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = rbRun(t, "", "get", dev, "--key", "org%2Fm@0x00000001@abcd@t1")
+	if err != nil || out != "hello raw block" {
+		t.Fatalf("get = %q %v", out, err)
+	}
+	if _, err := rbRun(t, "other", "put", dev, "--key", "org%2Fm@0x00000001@abcd@t1", "-"); err == nil || !strings.Contains(err.Error(), "already stored") {
+		t.Fatalf("second put: %v", err)
+	}
+	out, err = rbRun(t, "", "inspect", "--json", "--keys", dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Entries != 1 || len(rep.Keys) != 1 || rep.BytesBySalt["t1"] != 64<<10 || len(rep.Containers) != 2 {
+		t.Fatalf("inspect: %v %+v", err, rep)
+	}
+	if out, err := rbRun(t, "", "ls", dev); err != nil || !strings.Contains(out, "org%2Fm@0x00000001@abcd@t1") {
+		t.Fatalf("ls = %q %v", out, err)
+	}
+	if out, err := rbRun(t, "", "recover", "--dry-run", dev); err != nil || !strings.Contains(out, "kept 1, dropped 0") {
+		t.Fatalf("recover = %q %v", out, err)
+	}
+	if _, err := rbRun(t, "", "rm", dev, "--key", "org%2Fm@0x00000001@abcd@t1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbRun(t, "", "get", dev, "--key", "org%2Fm@0x00000001@abcd@t1"); err == nil {
+		t.Fatal("get after rm succeeded")
+	}
+}
+
+func TestEngineCommandsRejectBadInputWithoutWriting(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small.img")
+	os.WriteFile(small, make([]byte, 1<<20), 0o644)
+	cached := filepath.Join(dir, "cached.img")
+	if _, err := rbRun(t, "", "format", "--create", "16M", "--slot-bytes", "64K", cached); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(cached)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing device", []string{"format", filepath.Join(dir, "nope")}, "--create"},
+		{"bad slot size", []string{"format", "--slot-bytes", "12345", small}, "slot_bytes"},
+		{"unparseable size", []string{"format", "--slot-bytes", "lots", small}, "cannot parse size"},
+		{"device too small", []string{"format", "--slot-bytes", "1M", "--meta-bytes", "1M", small}, "too small"},
+		{"existing cache", []string{"format", cached}, "--force"},
+		{"unknown compat", []string{"format", "--compat", "lmcache-v9", small}, "lmcache-v1"},
+		{"inspect of an unformatted device", []string{"inspect", small}, "format"},
+		{"put without a key", []string{"put", cached, "-"}, "no key"},
+		{"get of a missing key", []string{"get", cached, "--key", "nope"}, "not in the cache"},
+		{"rm of a missing key", []string{"rm", cached, "--key", "nope"}, "not in the cache"},
+	} {
+		_, err := rbRun(t, "x", c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to mention %q", c.name, err, c.want)
+		}
+	}
+	after, _ := os.ReadFile(cached)
+	if !bytes.Equal(before, after) {
+		t.Error("a rejected command changed the cache device")
+	}
+	if b, _ := os.ReadFile(small); !bytes.Equal(b, make([]byte, 1<<20)) {
+		t.Error("a rejected format wrote to the small device")
+	}
+}
