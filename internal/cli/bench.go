@@ -18,6 +18,8 @@ import (
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/internal/devices"
+	"github.com/rbctl/rbctl/nvme"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/workloads"
@@ -44,6 +46,7 @@ type benchFlags struct {
 	metaBytes     string
 	ckptInterval  time.Duration
 	queueDepth    int
+	ioEngine      string
 	force         bool
 	quiet         bool
 }
@@ -86,7 +89,8 @@ Figures cover the measured window: after --warmup device capacities of payload w
 	fs.BoolVar(&f.slotGroups, "slot-groups", false, "group slots per handle into reclaim-unit-sized groups (H4)")
 	fs.StringVar(&f.metaBytes, "meta-bytes", "auto", "metadata region (meta_total_bytes); auto sizes it for a full index")
 	fs.DurationVar(&f.ckptInterval, "checkpoint-interval", time.Second, "engine checkpoint interval")
-	fs.IntVar(&f.queueDepth, "queue-depth", 64, "device queue depth (io_uring backends)")
+	fs.IntVar(&f.queueDepth, "queue-depth", 64, "device queue depth")
+	fs.StringVar(&f.ioEngine, "io-engine", "uring", "I/O engine for files and block devices: posix, uring or passthru (/dev/ng* always uses passthru)")
 	fs.BoolVar(&f.force, "force", false, "allow formatting a block or character device")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	return cmd
@@ -185,16 +189,30 @@ func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
 	if !st.Mode().IsRegular() && !f.force {
 		return nil, fmt.Errorf("%s is a device: bench formats it and destroys its contents; pass --force if that is intended", path)
 	}
-	dev, err := blockdev.OpenUring(path, blockdev.UringOptions{QueueDepth: f.queueDepth})
+	opt := devices.DefaultOptions()
+	opt.IOEngine, opt.QueueDepth, opt.Exclusive = f.ioEngine, f.queueDepth, !st.Mode().IsRegular()
+	dev, err := devices.Open(path, opt)
 	if err != nil && st.Mode().IsRegular() {
-		// O_DIRECT refused (tmpfs) or io_uring unavailable: buffered I/O still measures WAF.
-		dev, err = blockdev.OpenUring(path, blockdev.UringOptions{QueueDepth: f.queueDepth, Buffered: true})
+		// O_DIRECT refused (tmpfs): buffered I/O still measures the write stream and WAF.
+		opt.Direct = false
+		dev, err = devices.Open(path, opt)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &benchDevice{dev: dev, op: -1, kind: string(dev.Info().Kind),
-		notes: []string{"device has no FDP: placement handles reach only the shadow model"}}, nil
+	bd := &benchDevice{dev: dev, op: -1, kind: string(dev.Info().Kind)}
+	if nd, ok := dev.(*nvme.Device); ok {
+		disc, derr := fdp.Discover(nd.Transport())
+		if derr == nil && disc.Config != nil && len(disc.PIDs) > 0 {
+			bd.handles, bd.ruBytes = len(disc.PIDs), int64(disc.Config.RUNS)
+			t, eg := nd.Transport(), disc.EnduranceGroup
+			bd.stats = func() (*fdp.Stats, error) { s, _, err := fdp.ReadStats(t, eg); return s, err }
+		}
+	}
+	if bd.stats == nil {
+		bd.notes = append(bd.notes, "device has no FDP: placement handles reach only the shadow model")
+	}
+	return bd, nil
 }
 
 func runBench(cmd *cobra.Command, path string, f *benchFlags) error {

@@ -1,0 +1,417 @@
+// Package nvmetcp is an NVMe/TCP target (NVMe/TCP transport specification 1.0 with NVMe over
+// Fabrics): it puts any nvme.Transport — in practice the emulated FDP SSD of package emu —
+// behind a TCP listener so the Linux kernel's nvme-tcp host driver attaches it as a real
+// controller (/dev/nvmeX, /dev/ngXnY, /dev/nvmeXnY). The package holds the PDU codec
+// (pdu.go), the submission/completion queue entry and SGL layouts (sqe.go), the Fabrics
+// commands and controller properties (fabrics.go), the target and its controllers
+// (target.go), one goroutine per queue connection (queue.go) and the admin commands the
+// target answers itself (admin.go). See docs/nvmetcp.md.
+package nvmetcp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+var le = binary.LittleEndian
+
+// PDUType is the common header's PDU-Type field.
+type PDUType uint8
+
+// PDU types (NVMe/TCP 1.0, Figure "PDU Type"). Wire values: never change.
+const (
+	TypeICReq       PDUType = 0x00
+	TypeICResp      PDUType = 0x01
+	TypeH2CTermReq  PDUType = 0x02
+	TypeC2HTermReq  PDUType = 0x03
+	TypeCapsuleCmd  PDUType = 0x04
+	TypeCapsuleResp PDUType = 0x05
+	TypeH2CData     PDUType = 0x06
+	TypeC2HData     PDUType = 0x07
+	TypeR2T         PDUType = 0x09
+)
+
+func (t PDUType) String() string {
+	switch t {
+	case TypeICReq:
+		return "ICReq"
+	case TypeICResp:
+		return "ICResp"
+	case TypeH2CTermReq:
+		return "H2CTermReq"
+	case TypeC2HTermReq:
+		return "C2HTermReq"
+	case TypeCapsuleCmd:
+		return "CapsuleCmd"
+	case TypeCapsuleResp:
+		return "CapsuleResp"
+	case TypeH2CData:
+		return "H2CData"
+	case TypeC2HData:
+		return "C2HData"
+	case TypeR2T:
+		return "R2T"
+	}
+	return fmt.Sprintf("PDUType(0x%02x)", uint8(t))
+}
+
+// Common header flags.
+const (
+	FlagHDGST   uint8 = 0x01 // a header digest follows the header
+	FlagDDGST   uint8 = 0x02 // a data digest follows the data
+	FlagLast    uint8 = 0x04 // H2CData/C2HData: last PDU of the transfer
+	FlagSuccess uint8 = 0x08 // C2HData: the command succeeded, no CapsuleResp follows
+)
+
+// Header lengths (HLEN) per PDU type, and common header layout. Wire layout: do not change.
+const (
+	CommonHeaderLen = 8
+	hdrTypeOff      = 0 // u8
+	hdrFlagsOff     = 1 // u8
+	hdrHLenOff      = 2 // u8
+	hdrPDOOff       = 3 // u8
+	hdrPLenOff      = 4 // u32 LE
+
+	ICLen          = 128 // ICReq and ICResp: HLEN = PLEN = 128
+	CapsuleCmdHLen = CommonHeaderLen + SQELen
+	CapsuleRspHLen = CommonHeaderLen + CQELen
+	DataHLen       = 24 // H2CData, C2HData
+	R2THLen        = 24
+	TermReqHLen    = 24
+	maxTermData    = 128 // a TermReq carries at most 128 bytes of the offending header
+
+	// ICReq / ICResp fields.
+	icPFVOff     = 8  // u16 PDU format version, 0
+	icPDAOff     = 10 // u8 HPDA (ICReq) / CPDA (ICResp)
+	icDigestOff  = 11 // u8 bit 0 HDGST_ENABLE, bit 1 DDGST_ENABLE
+	icMaxR2TOff  = 12 // u32 ICReq MAXR2T (0's based) / ICResp MAXH2CDATA
+	digestHeader = 0x01
+	digestData   = 0x02
+
+	// H2CData / C2HData / R2T fields.
+	dataCCCIDOff = 8  // u16 command capsule CID
+	dataTTagOff  = 10 // u16 transfer tag (H2CData, R2T)
+	dataOffOff   = 12 // u32 DATAO / R2TO
+	dataLenOff   = 16 // u32 DATAL / R2TL
+
+	// TermReq fields.
+	termFESOff = 8  // u16 fatal error status
+	termFEIOff = 10 // u32 fatal error information
+)
+
+// Fatal error status values of a TermReq.
+const (
+	FESInvalidHeader    uint16 = 0x01 // invalid PDU header field (FEI = byte offset)
+	FESSequence         uint16 = 0x02 // PDU sequence error
+	FESHeaderDigest     uint16 = 0x03
+	FESDataOutOfRange   uint16 = 0x04
+	FESDataLimit        uint16 = 0x05 // R2T limit exceeded
+	FESUnsupportedParam uint16 = 0x06 // unsupported parameter (FEI = byte offset)
+)
+
+// Decoder errors. A PDU that fails to decode ends the connection with a TermReq.
+var (
+	ErrPDUHeader = errors.New("nvmetcp: invalid PDU header")
+	ErrPDUType   = errors.New("nvmetcp: unknown PDU type")
+	ErrPDUTooBig = errors.New("nvmetcp: PDU longer than the limit")
+	ErrDigest    = errors.New("nvmetcp: digests are not enabled on this connection")
+)
+
+// HeaderError is a decoding failure that names the offending header byte, for the TermReq.
+type HeaderError struct {
+	Err    error
+	FES    uint16
+	Offset uint32 // byte offset in the PDU header of the bad field
+	Detail string
+}
+
+func (e *HeaderError) Error() string {
+	return fmt.Sprintf("%v: %s (byte %d)", e.Err, e.Detail, e.Offset)
+}
+func (e *HeaderError) Unwrap() error { return e.Err }
+
+func hdrErr(err error, fes uint16, off uint32, format string, a ...any) error {
+	return &HeaderError{Err: err, FES: fes, Offset: off, Detail: fmt.Sprintf(format, a...)}
+}
+
+// Header is the 8-byte common header every PDU starts with.
+type Header struct {
+	Type  PDUType
+	Flags uint8
+	HLen  uint8
+	PDO   uint8 // PDU data offset, 0 when the PDU carries no data
+	PLen  uint32
+}
+
+func (h Header) put(b []byte) {
+	b[hdrTypeOff], b[hdrFlagsOff], b[hdrHLenOff], b[hdrPDOOff] = uint8(h.Type), h.Flags, h.HLen, h.PDO
+	le.PutUint32(b[hdrPLenOff:], h.PLen)
+}
+
+// DecodeHeader decodes a common header and checks what can be checked from it alone: a
+// known type, the HLEN that type must have, PLEN not below HLEN, and PLEN within maxPLen.
+func DecodeHeader(b []byte, maxPLen uint32) (Header, error) {
+	if len(b) < CommonHeaderLen {
+		return Header{}, hdrErr(ErrPDUHeader, FESInvalidHeader, 0, "%d bytes, need %d", len(b), CommonHeaderLen)
+	}
+	h := Header{Type: PDUType(b[hdrTypeOff]), Flags: b[hdrFlagsOff], HLen: b[hdrHLenOff], PDO: b[hdrPDOOff], PLen: le.Uint32(b[hdrPLenOff:])}
+	want, ok := hlenOf(h.Type)
+	if !ok {
+		return h, hdrErr(ErrPDUType, FESInvalidHeader, hdrTypeOff, "type 0x%02x", uint8(h.Type))
+	}
+	if int(h.HLen) != want {
+		return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrHLenOff, "%v with HLEN %d, want %d", h.Type, h.HLen, want)
+	}
+	if h.PLen < uint32(h.HLen) {
+		return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "PLEN %d below HLEN %d", h.PLen, h.HLen)
+	}
+	if h.PLen > maxPLen {
+		return h, hdrErr(ErrPDUTooBig, FESDataLimit, hdrPLenOff, "PLEN %d above %d", h.PLen, maxPLen)
+	}
+	if h.Flags&(FlagHDGST|FlagDDGST) != 0 {
+		return h, hdrErr(ErrDigest, FESInvalidHeader, hdrFlagsOff, "flags 0x%02x", h.Flags)
+	}
+	switch h.Type {
+	case TypeICReq, TypeICResp:
+		if h.PLen != ICLen {
+			return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "%v with PLEN %d, want %d", h.Type, h.PLen, ICLen)
+		}
+	case TypeH2CTermReq, TypeC2HTermReq:
+		if h.PLen > TermReqHLen+maxTermData {
+			return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "%v with PLEN %d", h.Type, h.PLen)
+		}
+	case TypeCapsuleResp, TypeR2T:
+		if h.PLen != uint32(h.HLen) {
+			return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "%v with PLEN %d, want %d", h.Type, h.PLen, h.HLen)
+		}
+	}
+	// Data, when present, starts at PDO, which lies between the header and the end.
+	if h.PLen > uint32(h.HLen) && h.Type != TypeH2CTermReq && h.Type != TypeC2HTermReq {
+		if h.PDO < h.HLen || uint32(h.PDO) > h.PLen {
+			return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPDOOff, "PDO %d outside [HLEN %d, PLEN %d]", h.PDO, h.HLen, h.PLen)
+		}
+	}
+	return h, nil
+}
+
+func hlenOf(t PDUType) (int, bool) {
+	switch t {
+	case TypeICReq, TypeICResp:
+		return ICLen, true
+	case TypeH2CTermReq, TypeC2HTermReq:
+		return TermReqHLen, true
+	case TypeCapsuleCmd:
+		return CapsuleCmdHLen, true
+	case TypeCapsuleResp:
+		return CapsuleRspHLen, true
+	case TypeH2CData, TypeC2HData:
+		return DataHLen, true
+	case TypeR2T:
+		return R2THLen, true
+	}
+	return 0, false
+}
+
+// PDU is one decoded PDU: the common header, the whole header (HLEN bytes, common header
+// included) and the data (PDO..PLEN; for a TermReq, the bytes after the header).
+type PDU struct {
+	Header
+	Hdr  []byte
+	Data []byte
+}
+
+// DecodePDU decodes one whole PDU (exactly PLEN bytes) and checks the per-type fields that
+// bound the data: an H2CData/C2HData's DATAL must equal its data length.
+func DecodePDU(b []byte, maxPLen uint32) (*PDU, error) {
+	h, err := DecodeHeader(b, maxPLen)
+	if err != nil {
+		return nil, err
+	}
+	if uint32(len(b)) != h.PLen {
+		return nil, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "PLEN %d but %d bytes", h.PLen, len(b))
+	}
+	p := &PDU{Header: h, Hdr: b[:h.HLen]}
+	switch {
+	case h.Type == TypeH2CTermReq || h.Type == TypeC2HTermReq:
+		p.Data = b[h.HLen:]
+	case h.PLen > uint32(h.HLen):
+		p.Data = b[h.PDO:]
+	}
+	if h.Type == TypeH2CData || h.Type == TypeC2HData {
+		if n := le.Uint32(p.Hdr[dataLenOff:]); n != uint32(len(p.Data)) || n == 0 {
+			return nil, hdrErr(ErrPDUHeader, FESInvalidHeader, dataLenOff, "DATAL %d but %d data bytes", n, len(p.Data))
+		}
+	}
+	return p, nil
+}
+
+// ReadPDU reads one PDU from r: the common header first, checked before the rest is read so
+// a bad PLEN never makes it allocate or wait for more than maxPLen bytes.
+func ReadPDU(r io.Reader, maxPLen uint32) (*PDU, error) {
+	var ch [CommonHeaderLen]byte
+	if _, err := io.ReadFull(r, ch[:]); err != nil {
+		return nil, err
+	}
+	h, err := DecodeHeader(ch[:], maxPLen)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, h.PLen)
+	copy(b, ch[:])
+	if _, err := io.ReadFull(r, b[CommonHeaderLen:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return DecodePDU(b, maxPLen)
+}
+
+// ICReq is the host's connection initialisation request.
+type ICReq struct {
+	PFV    uint16
+	HPDA   uint8 // host PDU data alignment: data starts at a multiple of (HPDA+1)*4
+	Digest uint8 // bit 0 header digest, bit 1 data digest requested
+	MaxR2T uint32
+}
+
+// ICResp is the controller's answer.
+type ICResp struct {
+	PFV        uint16
+	CPDA       uint8
+	Digest     uint8
+	MaxH2CData uint32
+}
+
+// DecodeICReq decodes an ICReq PDU.
+func DecodeICReq(p *PDU) (ICReq, error) {
+	if p.Type != TypeICReq {
+		return ICReq{}, hdrErr(ErrPDUHeader, FESSequence, hdrTypeOff, "expected ICReq, got %v", p.Type)
+	}
+	return ICReq{PFV: le.Uint16(p.Hdr[icPFVOff:]), HPDA: p.Hdr[icPDAOff], Digest: p.Hdr[icDigestOff], MaxR2T: le.Uint32(p.Hdr[icMaxR2TOff:])}, nil
+}
+
+// DecodeICResp decodes an ICResp PDU.
+func DecodeICResp(p *PDU) (ICResp, error) {
+	if p.Type != TypeICResp {
+		return ICResp{}, hdrErr(ErrPDUHeader, FESSequence, hdrTypeOff, "expected ICResp, got %v", p.Type)
+	}
+	return ICResp{PFV: le.Uint16(p.Hdr[icPFVOff:]), CPDA: p.Hdr[icPDAOff], Digest: p.Hdr[icDigestOff], MaxH2CData: le.Uint32(p.Hdr[icMaxR2TOff:])}, nil
+}
+
+func appendIC(dst []byte, t PDUType, pfv uint16, pda, digest uint8, v uint32) []byte {
+	b := make([]byte, ICLen)
+	Header{Type: t, HLen: ICLen, PLen: ICLen}.put(b)
+	le.PutUint16(b[icPFVOff:], pfv)
+	b[icPDAOff], b[icDigestOff] = pda, digest
+	le.PutUint32(b[icMaxR2TOff:], v)
+	return append(dst, b...)
+}
+
+// AppendICReq appends an encoded ICReq.
+func AppendICReq(dst []byte, r ICReq) []byte {
+	return appendIC(dst, TypeICReq, r.PFV, r.HPDA, r.Digest, r.MaxR2T)
+}
+
+// AppendICResp appends an encoded ICResp.
+func AppendICResp(dst []byte, r ICResp) []byte {
+	return appendIC(dst, TypeICResp, r.PFV, r.CPDA, r.Digest, r.MaxH2CData)
+}
+
+// alignUp rounds n up to a multiple of a (a > 0).
+func alignUp(n, a int) int { return (n + a - 1) / a * a }
+
+// AppendCapsuleCmd appends a command capsule: the 64-byte SQE and optional in-capsule data,
+// placed at a multiple of (cpda+1)*4 bytes.
+func AppendCapsuleCmd(dst []byte, sqe *[SQELen]byte, data []byte, cpda uint8) []byte {
+	h := Header{Type: TypeCapsuleCmd, HLen: CapsuleCmdHLen, PLen: CapsuleCmdHLen}
+	pad := 0
+	if len(data) > 0 {
+		pdo := alignUp(CapsuleCmdHLen, (int(cpda)+1)*4)
+		pad = pdo - CapsuleCmdHLen
+		h.PDO, h.PLen = uint8(pdo), uint32(pdo+len(data))
+	}
+	var ch [CommonHeaderLen]byte
+	h.put(ch[:])
+	dst = append(dst, ch[:]...)
+	dst = append(dst, sqe[:]...)
+	dst = append(dst, make([]byte, pad)...)
+	return append(dst, data...)
+}
+
+// AppendCapsuleResp appends a response capsule carrying a 16-byte CQE.
+func AppendCapsuleResp(dst []byte, cqe CQE) []byte {
+	var b [CapsuleRspHLen]byte
+	Header{Type: TypeCapsuleResp, HLen: CapsuleRspHLen, PLen: CapsuleRspHLen}.put(b[:])
+	cqe.Put(b[CommonHeaderLen:])
+	return append(dst, b[:]...)
+}
+
+// DataPDU is the header of an H2CData or C2HData PDU, or (with Offset/Length as R2TO/R2TL)
+// of an R2T.
+type DataPDU struct {
+	CCCID  uint16
+	TTag   uint16
+	Offset uint32
+	Length uint32
+}
+
+// DecodeDataPDU decodes the fields of an H2CData, C2HData or R2T header.
+func DecodeDataPDU(p *PDU) DataPDU {
+	return DataPDU{
+		CCCID: le.Uint16(p.Hdr[dataCCCIDOff:]), TTag: le.Uint16(p.Hdr[dataTTagOff:]),
+		Offset: le.Uint32(p.Hdr[dataOffOff:]), Length: le.Uint32(p.Hdr[dataLenOff:]),
+	}
+}
+
+// AppendDataHeader appends the header (and alignment padding) of an H2CData or C2HData PDU
+// whose Length data bytes the caller writes next; pda is the peer's required alignment.
+func AppendDataHeader(dst []byte, t PDUType, flags uint8, d DataPDU, pda uint8) []byte {
+	pdo := alignUp(DataHLen, (int(pda)+1)*4)
+	var b [DataHLen]byte
+	Header{Type: t, Flags: flags, HLen: DataHLen, PDO: uint8(pdo), PLen: uint32(pdo) + d.Length}.put(b[:])
+	le.PutUint16(b[dataCCCIDOff:], d.CCCID)
+	le.PutUint16(b[dataTTagOff:], d.TTag)
+	le.PutUint32(b[dataOffOff:], d.Offset)
+	le.PutUint32(b[dataLenOff:], d.Length)
+	dst = append(dst, b[:]...)
+	return append(dst, make([]byte, pdo-DataHLen)...)
+}
+
+// AppendR2T appends a ready-to-transfer PDU asking for Length bytes at Offset.
+func AppendR2T(dst []byte, d DataPDU) []byte {
+	var b [R2THLen]byte
+	Header{Type: TypeR2T, HLen: R2THLen, PLen: R2THLen}.put(b[:])
+	le.PutUint16(b[dataCCCIDOff:], d.CCCID)
+	le.PutUint16(b[dataTTagOff:], d.TTag)
+	le.PutUint32(b[dataOffOff:], d.Offset)
+	le.PutUint32(b[dataLenOff:], d.Length)
+	return append(dst, b[:]...)
+}
+
+// TermReq is a connection termination request's fields.
+type TermReq struct {
+	FES uint16
+	FEI uint32
+}
+
+// DecodeTermReq decodes an H2CTermReq or C2HTermReq.
+func DecodeTermReq(p *PDU) TermReq {
+	return TermReq{FES: le.Uint16(p.Hdr[termFESOff:]), FEI: le.Uint32(p.Hdr[termFEIOff:])}
+}
+
+// AppendTermReq appends a termination request of type t carrying up to 128 bytes of the
+// offending PDU header.
+func AppendTermReq(dst []byte, t PDUType, tr TermReq, bad []byte) []byte {
+	if len(bad) > maxTermData {
+		bad = bad[:maxTermData]
+	}
+	var b [TermReqHLen]byte
+	Header{Type: t, HLen: TermReqHLen, PLen: uint32(TermReqHLen + len(bad))}.put(b[:])
+	le.PutUint16(b[termFESOff:], tr.FES)
+	le.PutUint32(b[termFEIOff:], tr.FEI)
+	dst = append(dst, b[:]...)
+	return append(dst, bad...)
+}
