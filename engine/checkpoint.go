@@ -121,7 +121,7 @@ func (e *Engine) takeSnapshot() *snapshot {
 	// Slots mutated during the scan are re-copied in rounds, each round in chunks, until
 	// few enough remain to copy in one short final hold; the final hold is the snapshot's
 	// point in time. A slot mutated again after its copy is flagged again and re-copied.
-	redo := &snapshot{keys: sn.keys}
+	redo := &snapshot{} // own key buffer: growing sn.keys under the lock could copy tens of MiB
 	latest := map[int32]int{} // slot → index in redo.ents (-1: not live)
 	recopy := func(list []int32) {
 		for _, s := range list {
@@ -162,7 +162,11 @@ func (e *Engine) takeSnapshot() *snapshot {
 			list = list[k:]
 		}
 	}
-	sn.keys = redo.keys
+	base := uint32(len(sn.keys))
+	sn.keys = append(sn.keys, redo.keys...)
+	for i := range redo.ents {
+		redo.ents[i].koff += base
+	}
 	if len(latest) > 0 {
 		out := sn.ents[:0]
 		for _, se := range sn.ents {

@@ -160,6 +160,27 @@ func keyRecordLen(b []byte) int {
 
 const hexdigits = "0123456789abcdef"
 
+// hexval maps a lower-case hex digit to its value and every other byte to 0x10 (which
+// lowerHex rejects).
+var hexval = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = 0x10
+	}
+	for i := 0; i < 16; i++ {
+		t[hexdigits[i]] = uint8(i)
+	}
+	return
+}()
+
+// lowerHex reports whether every byte of s is a lower-case hex digit.
+func lowerHex(s string) bool {
+	var bad uint8
+	for i := 0; i < len(s); i++ {
+		bad |= hexval[s[i]]
+	}
+	return bad&0x10 == 0
+}
+
 // decodeKey turns a compact record back into the encoded string.
 func decodeKey(b []byte, pre, salts []string) (string, bool) {
 	n := keyRecordLen(b)
@@ -215,7 +236,18 @@ func keyEqual(b []byte, enc string, pre, salts []string) bool {
 	if len(rest) < 2*hl {
 		return false
 	}
-	for j, c := range h {
+	j := 0
+	for ; j+8 <= hl; j += 8 { // 16 hex digits against 8 hash bytes at a time
+		var v uint64
+		for q := 0; q < 16; q++ {
+			v = v<<4 | uint64(hexval[rest[2*j+q]])
+		}
+		if v != binary.BigEndian.Uint64(h[j:]) || !lowerHex(rest[2*j:2*j+16]) {
+			return false
+		}
+	}
+	for ; j < hl; j++ {
+		c := h[j]
 		if rest[2*j] != hexdigits[c>>4] || rest[2*j+1] != hexdigits[c&15] {
 			return false
 		}

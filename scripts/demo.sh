@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # rbctl demo: compare FDP placement policies for an LLM KV-cache workload.
 #  1. build bin/rbctl
-#  2. create a file-backed emulated FDP SSD (1 GiB, 16 MiB reclaim units, 8 handles, 7 % OP)
+#  2. create a file-backed emulated FDP SSD (512 MiB, 8 MiB reclaim units, 8 handles, 7 % OP)
 #     (falls back to a plain sparse file with a modelled WAF if the emulator is unavailable)
 #  3. rbctl bench with none, cache-salt, metadata-class+cache-salt and hotness: table + plots
 #  4. rbctl simulate of the same workload shape on a 1 TiB model (terabytes in seconds)
@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${DEMO_OUT:-out/demo}
-DURATION=${DEMO_DURATION:-6s}
+DURATION=${DEMO_DURATION:-5s}
 POLICIES=${DEMO_POLICIES:-none,cache-salt,metadata-class+cache-salt,hotness}
 mkdir -p "$OUT"
 echo "== building bin/rbctl"
@@ -17,7 +17,7 @@ go build -o bin/rbctl ./cmd/rbctl
 
 IMG="$OUT/emu-fdp.img"
 rm -f "$IMG" "$IMG".*
-DEV="emu:$IMG?size=1G&ru=16M&ruhs=8&op=0.07"
+DEV="emu:$IMG?size=512M&ru=8M&ruhs=8&op=0.07"
 BENCH_ARGS=(--placement "$POLICIES" --duration "$DURATION" --warmup 1 --warmup-timeout 20s
   --util 0.9 --workers 2 --quiet --plot "$OUT/bench" --save "$OUT/bench.json")
 
@@ -26,7 +26,7 @@ if ! bin/rbctl bench "$DEV" "${BENCH_ARGS[@]}"; then
   echo "== emulated FDP SSD unavailable; falling back to a plain file (host WAF is modelled only)"
   PLAIN="$OUT/plain.img"
   rm -f "$PLAIN"
-  bin/rbctl bench "$PLAIN" --size 1G "${BENCH_ARGS[@]}"
+  bin/rbctl bench "$PLAIN" --size 512M --ru 8M "${BENCH_ARGS[@]}"
 fi
 
 echo

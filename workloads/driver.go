@@ -45,6 +45,10 @@ type DriverConfig struct {
 	MaxOps int64 // stop after this many ops (0: when the generator ends)
 	// StopAfterBytes stops once this many payload bytes were stored (0: no limit).
 	StopAfterBytes int64
+	// StallOps stops the run after this many consecutive ops stored nothing (0: never);
+	// Result.Stalled says so. It keeps byte-bounded runs from spinning on a workload that
+	// fits in the cache or only reads.
+	StallOps int64
 	// WarmupBytes: counters and histograms restart once this many bytes were stored, so the
 	// result describes the measured window only.
 	WarmupBytes int64
@@ -130,6 +134,8 @@ type Result struct {
 	Salts    []string
 	// WarmupTimedOut: the warm-up ended on WarmupTimeout, before WarmupBytes were stored.
 	WarmupTimedOut bool
+	// Stalled: the run stopped after DriverConfig.StallOps ops without a store.
+	Stalled bool
 }
 
 // NewHistogram returns the latency histogram the driver uses: 1 µs resolution up to 100 s,
@@ -159,6 +165,9 @@ type Driver struct {
 	phase    atomic.Int64  // bumps at warm-up so workers reset their histograms
 	warmCh   chan struct{} // closed when the measured window starts
 	timedOut bool
+	lastW    int64 // BytesWritten when the stall counter was last reset
+	idleOps  int64
+	stalled  bool
 }
 
 // ErrNoCapacity: the backend has no room for even one chunk.
@@ -289,6 +298,7 @@ func (d *Driver) Run(ctx context.Context) (*Result, error) {
 	}
 	d.mu.Lock()
 	res.WarmupTimedOut = d.timedOut
+	res.Stalled = d.stalled
 	res.Total = d.c.clone()
 	if d.warmed {
 		res.Counters = d.c.Sub(d.warm)
@@ -338,7 +348,7 @@ func (d *Driver) worker(ctx context.Context, h *[NumPhases]*hdrhistogram.Histogr
 		case KindRequest, KindGet:
 			err = d.request(h, &w, &ok)
 		case KindPut:
-			err = d.store(h, w.keys, w.op.Size, &ok)
+			err = d.overwrite(h, w.keys, w.op.Size, &ok)
 		case KindDelete:
 			err = d.delete(h, w.keys)
 		}
@@ -358,6 +368,14 @@ func (d *Driver) nextOp(w *work) bool {
 	defer d.mu.Unlock()
 	if d.done {
 		return false
+	}
+	if d.cfg.StallOps > 0 {
+		if d.c.BytesWritten != d.lastW {
+			d.lastW, d.idleOps = d.c.BytesWritten, 0
+		} else if d.idleOps++; d.idleOps > d.cfg.StallOps {
+			d.stalled, d.done = true, true
+			return false
+		}
 	}
 	if (d.cfg.MaxOps > 0 && d.c.Ops >= d.cfg.MaxOps) ||
 		(d.cfg.StopAfterBytes > 0 && d.c.BytesWritten >= d.cfg.StopAfterBytes) || !d.gen.Next(&w.op) {
@@ -432,6 +450,27 @@ func (d *Driver) request(h *[NumPhases]*hdrhistogram.Histogram, w *work, ok *[]b
 		return nil
 	}
 	return d.store(h, keys[hits:], w.op.Size, ok)
+}
+
+// overwrite is a put: a key the cache holds is deleted (and its slot deallocated) and then
+// stored again, as a key-value update through the engine's put_many (which skips indexed
+// keys) has to be done. Keys a running request has locked are left alone.
+func (d *Driver) overwrite(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size int, okp *[]bool) error {
+	d.mu.Lock()
+	var old []Key
+	for _, k := range keys {
+		if i, found := d.res.idx[k]; found && !d.res.ents[i].pending && d.res.ents[i].pins == 0 {
+			d.res.remove(k)
+			old = append(old, k)
+		}
+	}
+	d.mu.Unlock()
+	if len(old) > 0 {
+		if err := timed(h[PhaseDelete], func() error { return d.be.Delete(old) }); err != nil {
+			return err
+		}
+	}
+	return d.store(h, keys, size, okp)
 }
 
 // store writes the keys the cache does not hold yet, evicting and expiring first.

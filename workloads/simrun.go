@@ -103,6 +103,9 @@ func RunSim(ctx context.Context, r SimRun) (*SimResult, error) {
 	dc.WarmupBytes = int64(r.WarmupCaps * float64(capB))
 	dc.StopAfterBytes = dc.WarmupBytes + int64(r.MeasureCaps*float64(capB))
 	dc.SampleBytes = max(dc.StopAfterBytes/int64(r.Points), 1)
+	if dc.StallOps == 0 {
+		dc.StallOps = 1_000_000
+	}
 	res := &SimResult{Policy: pol.Name(), Slots: be.Slots(), SlotBytes: be.SlotBytes(), WarmupBytes: dc.WarmupBytes}
 	res.Timeline = append(res.Timeline, WAFPoint{0, m.Stats().Sub(base)})
 	dc.Sample = func(c Counters) {

@@ -18,6 +18,9 @@ import (
 // TestEngineSuiteOnUring runs the engine's behaviour suite on the io_uring backend
 // (O_DIRECT file, two rings, registered buffers when the engine registers its pool).
 func TestEngineSuiteOnUring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short (the QEMU VM run): the full unit run covers the suite on io_uring")
+	}
 	enginetest.RunEngineSuite(t, func(t *testing.T) blockdev.Device {
 		p := filepath.Join(t.TempDir(), "engine-uring.img")
 		if err := os.WriteFile(p, nil, 0o600); err != nil {
@@ -40,6 +43,9 @@ func TestEngineSuiteOnUring(t *testing.T) {
 // TestEnginePutLoadOnUringLoopDevice stores and loads through the engine on a real loop
 // device with the io_uring backend, closes, reopens from the checkpoint and loads again.
 func TestEnginePutLoadOnUringLoopDevice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short (the QEMU VM run): the full unit run on the root CI host covers it")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to attach a loop device")
 	}

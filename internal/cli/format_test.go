@@ -102,3 +102,25 @@ func TestEngineCommandsRejectBadInputWithoutWriting(t *testing.T) {
 		t.Error("a rejected format wrote to the small device")
 	}
 }
+
+func TestFormatCompatLMCacheV1IsInspectable(t *testing.T) {
+	dev := filepath.Join(t.TempDir(), "lmc.img")
+	if out, err := rbRun(t, "", "format", "--create", "32M", "--slot-bytes", "64K", "--meta-bytes", "2M", "--compat", "lmcache-v1", dev); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := rbRun(t, "payload", "put", dev, "--key", "m@0x00000000@00", "-"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(dev)
+	if !bytes.Contains(b[4096:1<<20], []byte(`{"version":1,"device_path":"`+dev+`"`)) {
+		t.Fatal("no LMCache v1 JSON checkpoint in container 0 or 1")
+	}
+	out, err := rbRun(t, "", "inspect", "--json", dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Layout.CheckpointFormat != "lmcache-v1" || rep.Entries != 1 || rep.Layout.MetaTotalBytes != 2<<20 {
+		t.Fatalf("inspect: %v %+v", err, rep)
+	}
+}

@@ -516,6 +516,9 @@ func simRun(res *workloads.SimResult, logical int64) reports.Run {
 	run.HostWAF = &reports.WAF{Value: res.WAF, Steady: res.SteadyWAF, Source: "modelled",
 		HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes}
 	run.Infeasible = res.Infeasible
+	if res.Run != nil && res.Run.Stalled {
+		run.Note = "stopped early: 1M ops in a row stored nothing (the working set fits the cache, or the workload only reads)"
+	}
 	tl := res.Timeline
 	if n := len(tl); n > 0 {
 		run.Utilisation = float64(tl[n-1].Stats.ValidBytes) / float64(logical)

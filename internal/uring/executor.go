@@ -185,6 +185,7 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 	var (
 		active, spare []*job
 		retry         []opSlot
+		finished      []*job // batches complete since the last refill
 		inflight      int
 		pollArmed     bool
 		efdBuf        [8]byte
@@ -204,6 +205,9 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 		}
 		clear(spare)
 		if closing && inflight == 0 && len(active) == 0 && len(retry) == 0 {
+			for _, j := range finished {
+				j.done <- struct{}{}
+			}
 			return
 		}
 
@@ -241,6 +245,22 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 			}
 		}
 
+		// Wake the callers of finished batches only after the refill is in the kernel: a
+		// wake-up costs a futex call (an IPI and, in a VM, an exit) that the device should
+		// not wait for.
+		if len(finished) > 0 {
+			if r.SQReady() > 0 {
+				if _, err := r.Submit(); err != nil && !isTransient(err) {
+					panic(fmt.Sprintf("io_uring executor: %v", err))
+				}
+			}
+			for i, j := range finished {
+				j.done <- struct{}{}
+				finished[i] = nil
+			}
+			finished = finished[:0]
+		}
+
 		// Sleep in the kernel unless new work is already queued. Callers wake us only while
 		// we could take more work (below depth).
 		// Items left unprepared here wait for a free slot, which only a completion brings.
@@ -257,11 +277,10 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 			e.sleeping = false
 			e.mu.Unlock()
 		}
-		if err != nil {
-			// Not recoverable by retrying (EBUSY/EAGAIN are absorbed by reaping below).
-			if !isBusy(err) {
-				panic(fmt.Sprintf("io_uring executor: %v", err))
-			}
+		if err != nil && !isTransient(err) {
+			// EBADF/EFAULT/EINVAL here mean the ring itself is broken: in-flight buffers may
+			// still be written by the kernel, so no caller can be released safely.
+			panic(fmt.Sprintf("io_uring executor: %v", err))
 		}
 		for {
 			n := r.Reap(cqes)
@@ -283,13 +302,15 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 					continue
 				}
 				if s.j.left--; s.j.left == 0 {
-					s.j.done <- struct{}{}
+					finished = append(finished, s.j)
 				}
 			}
 		}
 	}
 }
 
-func isBusy(err error) bool {
-	return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EAGAIN)
+// isTransient: the kernel could not take more work right now (CQ backpressure, memory);
+// reaping completions and entering again resolves it.
+func isTransient(err error) bool {
+	return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOMEM)
 }

@@ -151,3 +151,34 @@ func TestExecutorDoAndClose(t *testing.T) {
 		t.Fatalf("Run after Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestExecutorCloseReleasesFinishedBatches closes while batches are completing: every Run
+// must return (none may be left waiting for a signal the closed Executor never sends).
+func TestExecutorCloseReleasesFinishedBatches(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		e, err := NewExecutor(Options{}, 4)
+		if err != nil {
+			t.Skip(err)
+		}
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; k < 5; k++ {
+					if err := e.Run(&nopBatch{n: 7}); err != nil && err != ErrClosed {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		e.Close()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run callers still blocked 10 s after Close")
+		}
+	}
+}

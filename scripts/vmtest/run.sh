@@ -74,7 +74,8 @@ KIMG=/boot/vmlinuz-$KVER
 
 # One QEMU boot at a time on this machine, and one user of $WORK.
 mkdir -p "$WORK"
-exec 9>"${VMTEST_LOCK:-/tmp/rbctl-vmtest.lock}"
+LOCK=${VMTEST_LOCK:-/tmp/rbctl-vmtest.lock}
+{ exec 9>>"$LOCK"; } 2>/dev/null || exec 9<"$LOCK" # another user's lock file: flock works read-only
 if ! flock -n 9; then
 	say "another vmtest run holds the lock; waiting"
 	flock 9

@@ -58,7 +58,7 @@ func main() {
 	flag.BoolVar(&c.fixed, "fixed", true, "register the buffer pool (fixed reads/writes, as the engine does)")
 	flag.StringVar(&c.fio, "fio", "fio", "fio binary ('' to skip fio)")
 	flag.IntVar(&c.rounds, "rounds", 1, "rounds per case (order alternates; the mean is printed)")
-	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (SINGLE_ISSUER|DEFER_TASKRUN), plain, coop, sqpoll")
+	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN), coop, sqpoll")
 	flag.Parse()
 	if c.file == "" {
 		fmt.Fprintln(os.Stderr, "benchio: -file is required")
@@ -229,6 +229,10 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 	case "default":
 	case "plain":
 		uopt.Ring = &uring.Options{}
+	case "single":
+		uopt.Ring = &uring.Options{SingleIssuer: true, BestEffort: true}
+	case "defer":
+		uopt.Ring = &uring.Options{SingleIssuer: true, DeferTaskrun: true, BestEffort: true}
 	case "coop":
 		uopt.Ring = &uring.Options{CoopTaskrun: true, BestEffort: true}
 	case "sqpoll":
