@@ -121,7 +121,7 @@ func (e *Engine) takeSnapshot() *snapshot {
 	// Slots mutated during the scan are re-copied in rounds, each round in chunks, until
 	// few enough remain to copy in one short final hold; the final hold is the snapshot's
 	// point in time. A slot mutated again after its copy is flagged again and re-copied.
-	redo := &snapshot{} // own key buffer: growing sn.keys under the lock could copy tens of MiB
+	redo := &snapshot{}       // own key buffer: growing sn.keys under the lock could copy tens of MiB
 	latest := map[int32]int{} // slot → index in redo.ents (-1: not live)
 	recopy := func(list []int32) {
 		for _, s := range list {
@@ -174,11 +174,10 @@ func (e *Engine) takeSnapshot() *snapshot {
 				out = append(out, se)
 			}
 		}
-		for s, i := range latest {
+		for _, i := range latest {
 			if i >= 0 {
 				out = append(out, redo.ents[i])
 			}
-			_ = s
 		}
 		sn.ents = out
 	}

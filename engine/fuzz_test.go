@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/rbctl/rbctl/internal/blockdev"
@@ -106,9 +107,10 @@ func FuzzKeyCodec(f *testing.F) {
 			t.Fatalf("compact key round trip of %q: %q %v", s, got, ok)
 		}
 		k := RawKey(s)
-		if p, ok := k.Parts(); ok {
-			if re := ObjectKey(p.Model, p.KVRank, p.ChunkHash, p.CacheSalt); re.String() != s && pyQuote(p.Model) == s[:len(pyQuote(p.Model))] {
-				_ = re // shapes that parse but do not re-encode identically (upper-case hex) are allowed
+		if p, ok := k.Parts(); ok && pyQuote(p.Model) == strings.SplitN(s, "@", 2)[0] && strings.ToLower(s) == s {
+			// a key of LMCache's shape (canonical quoting, lower-case hex) re-encodes exactly
+			if re := ObjectKey(p.Model, p.KVRank, p.ChunkHash, p.CacheSalt); re.String() != s && fmtRank(p.KVRank) == strings.Split(s, "@")[1] {
+				t.Fatalf("%q re-encodes as %q", s, re.String())
 			}
 		}
 		_, _ = ParseKey(s, NamespaceLegacy)

@@ -266,3 +266,23 @@ func TestWAFWindows(t *testing.T) {
 		t.Fatal("input modified")
 	}
 }
+
+// A synthetic put of a cached key rewrites it (delete + store); a run that stores nothing
+// for StallOps ops in a row stops and says so.
+func TestDriverOverwriteAndStall(t *testing.T) {
+	g, _ := NewSynthetic(SyntheticConfig{Pattern: Uniform, Keys: 100, Size: 64, Ops: 2000, Seed: 1})
+	be := newMapBackend(1000)
+	d, _ := NewDriver(DriverConfig{TargetUtil: 1}, g, be)
+	if _, err := d.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if be.stores != 2000 || be.dels < 1800 {
+		t.Fatalf("%d stores, %d deletes for 2000 puts over 100 keys", be.stores, be.dels)
+	}
+	g, _ = NewSynthetic(SyntheticConfig{Pattern: Uniform, Keys: 100, ReadFrac: 1, Size: 64, Seed: 1})
+	d, _ = NewDriver(DriverConfig{StallOps: 500}, g, newMapBackend(10))
+	res, err := d.Run(context.Background())
+	if err != nil || !res.Stalled || res.Total.Ops > 502 {
+		t.Fatalf("stalled=%v after %d ops, %v", res.Stalled, res.Total.Ops, err)
+	}
+}
