@@ -89,3 +89,32 @@ func TestWriteTraceAndReplay(t *testing.T) {
 		t.Fatalf("replay: %v %s", err, out)
 	}
 }
+
+func TestSimParseSweep(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []float64
+	}{
+		{"util=0.5:0.95:0.05", []float64{0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95}},
+		{"op=0.05:0.15:0.05", []float64{0.05, 0.1, 0.15}},
+		{"ru=1G:4G:1G", []float64{1 << 30, 2 << 30, 3 << 30, 4 << 30}},
+	} {
+		sw, err := simParseSweep(c.in)
+		if err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		if len(sw.values) != len(c.want) {
+			t.Fatalf("%s: %v, want %v", c.in, sw.values, c.want)
+		}
+		for i := range c.want {
+			if d := sw.values[i] - c.want[i]; d > 1e-9 || d < -1e-9 {
+				t.Fatalf("%s: %v, want %v", c.in, sw.values, c.want)
+			}
+		}
+	}
+	for _, bad := range []string{"util", "util=1:2", "util=0.9:0.5:0.1", "util=0.5:0.9:0", "x=1:2:1", "util=a:b:c"} {
+		if _, err := simParseSweep(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
