@@ -271,3 +271,31 @@ func (t *Target) capProperty() uint64 {
 	const timeout = 15 // × 500 ms until CSTS.RDY follows CC.EN
 	return uint64(t.cfg.QueueSize-1) | 1<<16 | timeout<<24 | 1<<37
 }
+
+// ErrNotLoopback: a listen address would expose the target beyond this machine.
+var ErrNotLoopback = errors.New("nvmetcp: listen address is not loopback")
+
+// CheckListen accepts a HOST:PORT listen address only when every address HOST names is a
+// loopback address, unless allowRemote: the target has no authentication.
+func CheckListen(listen string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w (want HOST:PORT, e.g. 127.0.0.1:4420)", listen, err)
+	}
+	if allowRemote {
+		return nil
+	}
+	if host == "" {
+		return fmt.Errorf("%w: --listen %q listens on every interface; use 127.0.0.1:PORT or pass --allow-remote", ErrNotLoopback, listen)
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return fmt.Errorf("%w: --listen %s reaches %s; the target has no authentication, pass --allow-remote to expose it", ErrNotLoopback, listen, ip)
+		}
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package nvmetcp
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -541,4 +542,29 @@ func BenchmarkFabricRead4K(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestCheckListen(t *testing.T) {
+	for _, tc := range []struct {
+		addr   string
+		remote bool
+		ok     bool
+	}{
+		{"127.0.0.1:4420", false, true},
+		{"[::1]:4420", false, true},
+		{"localhost:4420", false, true},
+		{"0.0.0.0:4420", false, false},
+		{":4420", false, false},
+		{"[::]:4420", false, false},
+		{"192.0.2.1:4420", false, false},
+		{"0.0.0.0:4420", true, true},
+		{"127.0.0.1", false, false}, // no port
+	} {
+		if err := CheckListen(tc.addr, tc.remote); (err == nil) != tc.ok {
+			t.Errorf("CheckListen(%q, %v) = %v, want ok=%v", tc.addr, tc.remote, err, tc.ok)
+		}
+	}
+	if err := CheckListen("0.0.0.0:1", false); !errors.Is(err, ErrNotLoopback) {
+		t.Errorf("wildcard: %v, want ErrNotLoopback", err)
+	}
 }

@@ -22,9 +22,13 @@ func (p *metadataClass) Place(w Write) int {
 	switch in := p.inner.(type) {
 	case nil:
 		return 0
+	case *cacheSaltAssign:
+		return in.Place(w)
 	case cacheSaltHash:
 		return in.Place(w)
 	case *hotness:
+		return in.Place(w)
+	case *lifetime:
 		return in.Place(w)
 	default:
 		return in.Place(w)

@@ -13,12 +13,12 @@ var ErrSpec = errors.New("placement: bad policy")
 // Known lists the policy names Parse accepts (compositions join one data policy to
 // metadata-class with '+').
 func Known() []string {
-	return []string{"none", "static:N", "round-robin", "cache-salt", "cache-salt:rank", "hotness", "metadata-class"}
+	return []string{"none", "static:N", "round-robin", "cache-salt", "cache-salt:hash", "cache-salt:rank", "hotness", "lifetime", "metadata-class"}
 }
 
 // Parse builds a policy from a flag string for a device with the given number of
-// placement handles. Grammar: a data policy (none, static:N, round-robin, cache-salt,
-// cache-salt:hash, cache-salt:rank, hotness), metadata-class alone, or metadata-class
+// placement handles. Grammar: a data policy (none, static:N, round-robin, cache-salt
+// (alias cache-salt:assign), cache-salt:hash, cache-salt:rank, hotness, lifetime), metadata-class alone, or metadata-class
 // joined with one data policy by '+' in either order ("metadata-class+cache-salt").
 // With metadata-class, handle handles-1 is reserved for metadata and the data policy gets
 // handles 0..handles-2. "" means none.
@@ -77,12 +77,16 @@ func parseData(p string, n, handles int, meta bool) (Policy, error) {
 		return NewNone(), nil
 	case "round-robin", "roundrobin", "rr":
 		return NewRoundRobin(n), nil
-	case "cache-salt", "cache-salt:hash":
+	case "cache-salt", "cache-salt:assign":
 		return NewCacheSalt(n), nil
+	case "cache-salt:hash":
+		return NewCacheSaltHash(n), nil
 	case "cache-salt:rank":
 		return NewCacheSaltRank(n), nil
 	case "hotness":
 		return NewHotness(n), nil
+	case "lifetime":
+		return NewLifetime(n), nil
 	}
 	if arg, ok := strings.CutPrefix(p, "static:"); ok {
 		h, err := strconv.Atoi(arg)

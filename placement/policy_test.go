@@ -61,7 +61,7 @@ func TestRoundRobin(t *testing.T) {
 }
 
 func TestCacheSaltHash(t *testing.T) {
-	p := mustParse(t, "cache-salt", 4)
+	p := mustParse(t, "cache-salt:hash", 4)
 	seen := map[int]bool{}
 	for i := range 64 {
 		salt := fmt.Sprintf("tenant-%d", i)
@@ -81,6 +81,135 @@ func TestCacheSaltHash(t *testing.T) {
 	}
 	if h := p.Place(Write{}); h != 0 {
 		t.Fatalf("empty salt on %d, want 0", h)
+	}
+}
+
+func TestCacheSaltHashPinned(t *testing.T) {
+	// The hash mapping is a contract across releases: these handles must never change.
+	p := mustParse(t, "cache-salt:hash", 7)
+	want := map[string]int{}
+	for _, salt := range []string{"chat", "rag", "agent", "tenant-a", ""} {
+		want[salt] = int((saltHash(salt) >> 32) * 7 >> 32)
+	}
+	want[""] = 0
+	for salt, h := range want {
+		if got := p.Place(Write{CacheSalt: salt}); got != h {
+			t.Errorf("salt %q on %d, want %d", salt, got, h)
+		}
+	}
+	// The collision that motivated cache-salt's assignment: on 7 handles (8 with
+	// metadata-class) rag and agent hash to the same handle.
+	if p.Place(Write{CacheSalt: "rag"}) != p.Place(Write{CacheSalt: "agent"}) {
+		t.Log("rag and agent no longer collide under the hash; the docs' example is out of date")
+	}
+}
+
+func TestCacheSaltAssign(t *testing.T) {
+	cases := []struct {
+		name    string
+		handles int
+		writes  []Write // in order
+		want    map[string]int
+	}{
+		{"first seen order", 4, []Write{{CacheSalt: "b"}, {CacheSalt: "a"}, {CacheSalt: "b"}, {CacheSalt: "c"}},
+			map[string]int{"b": 0, "a": 1, "c": 2}},
+		{"empty salt is a salt", 3, []Write{{CacheSalt: "x"}, {}, {CacheSalt: "y"}},
+			map[string]int{"x": 0, "": 1, "y": 2}},
+		{"overflow joins least-loaded", 3,
+			[]Write{{CacheSalt: "big", Size: 1000}, {CacheSalt: "small", Size: 10}, {CacheSalt: "mid", Size: 500},
+				{CacheSalt: "late1", Size: 1}, {CacheSalt: "late2", Size: 1}},
+			// late1 joins small (10 B) → small+late1 = 11 B, still the least: late2 joins it too.
+			map[string]int{"big": 0, "small": 1, "mid": 2, "late1": 1, "late2": 1}},
+		{"overflow after loads change", 2,
+			[]Write{{CacheSalt: "a", Size: 5}, {CacheSalt: "b", Size: 100}, {CacheSalt: "c", Size: 100}, {CacheSalt: "d", Size: 1}},
+			// c joins a (5 B) → a's handle 105 B > b's 100 B: d joins b.
+			map[string]int{"a": 0, "b": 1, "c": 0, "d": 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustParse(t, "cache-salt", tc.handles)
+			for _, w := range tc.writes {
+				p.Place(w)
+			}
+			for salt, h := range tc.want {
+				if got := p.Place(Write{CacheSalt: salt, Size: 0}); got != h {
+					t.Errorf("salt %q on %d, want %d", salt, got, h)
+				}
+			}
+			if got := p.(*cacheSaltAssign).Assignment(); len(got) != len(tc.want) {
+				t.Errorf("Assignment %v, want %d salts", got, len(tc.want))
+			}
+		})
+	}
+}
+
+// TestCacheSaltCollisionFree: as long as there are no more salts than handles, every salt
+// gets its own handle, whatever the salts are called and however many goroutines race to
+// place them first; later writes never move a salt.
+func TestCacheSaltCollisionFree(t *testing.T) {
+	for _, n := range []int{1, 3, 7, 8, 64} {
+		p := mustParse(t, "cache-salt", n)
+		salts := make([]string, n)
+		for i := range salts {
+			salts[i] = fmt.Sprintf("tenant-%d-%x", i, i*7919)
+		}
+		got := make([][]int, 4)
+		var wg sync.WaitGroup
+		for g := range got {
+			wg.Go(func() {
+				for i := range 200 {
+					got[g] = append(got[g], p.Place(Write{CacheSalt: salts[(i*(g+1))%n], Size: 4096}))
+				}
+			})
+		}
+		wg.Wait()
+		first := map[string]int{}
+		for g := range got {
+			for i, h := range got[g] {
+				s := salts[(i*(g+1))%n]
+				if f, ok := first[s]; ok && f != h {
+					t.Fatalf("n=%d: salt %s on %d and %d", n, s, f, h)
+				}
+				first[s] = h
+			}
+		}
+		used := map[int]string{}
+		for s, h := range first {
+			if h < 0 || h >= n {
+				t.Fatalf("n=%d: salt %s on %d", n, s, h)
+			}
+			if o, dup := used[h]; dup {
+				t.Fatalf("n=%d: salts %s and %s share handle %d", n, s, o, h)
+			}
+			used[h] = s
+		}
+	}
+	// With metadata-class the data salts get handles 0..n-2, still one each.
+	p := mustParse(t, "metadata-class+cache-salt", 8)
+	used := map[int]bool{}
+	for i := range 7 {
+		h := p.Place(Write{CacheSalt: fmt.Sprint("s", i)})
+		if h == 7 || used[h] {
+			t.Fatalf("salt %d on %d (used %v)", i, h, used)
+		}
+		used[h] = true
+	}
+}
+
+func TestCacheSaltOverflowBeyondMemory(t *testing.T) {
+	p := NewCacheSalt(4).(*cacheSaltAssign)
+	for i := range MaxAssignedSalts {
+		p.Place(Write{CacheSalt: fmt.Sprint(i), Size: 1})
+	}
+	hash := NewCacheSaltHash(4)
+	for i := range 100 {
+		s := fmt.Sprint("new-", i)
+		if got, want := p.Place(Write{CacheSalt: s}), hash.Place(Write{CacheSalt: s}); got != want {
+			t.Fatalf("salt %s beyond the memory bound on %d, want the hash handle %d", s, got, want)
+		}
+	}
+	if n := len(p.Assignment()); n != MaxAssignedSalts {
+		t.Fatalf("remembers %d salts, want %d", n, MaxAssignedSalts)
 	}
 }
 
@@ -233,7 +362,7 @@ func TestHotnessDecay(t *testing.T) {
 }
 
 func TestConcurrentSafety(t *testing.T) {
-	for _, spec := range []string{"round-robin", "cache-salt", "cache-salt:rank", "hotness", "metadata-class+hotness"} {
+	for _, spec := range []string{"round-robin", "cache-salt", "cache-salt:hash", "cache-salt:rank", "hotness", "lifetime", "metadata-class+hotness", "metadata-class+lifetime"} {
 		p := mustParse(t, spec, 4)
 		var wg sync.WaitGroup
 		for g := range 4 {
@@ -249,5 +378,50 @@ func TestConcurrentSafety(t *testing.T) {
 			})
 		}
 		wg.Wait()
+	}
+}
+
+func TestLifetime(t *testing.T) {
+	const long, short, fresh = 1, 2, 3 // identities
+	build := func(n int) Policy {
+		p := mustParse(t, "lifetime", n)
+		Observe(p, long, Store)
+		for i := range uint64(1000) { // a crowd of keys that die at once sets the mean low
+			Observe(p, 1000+i, Store)
+			Observe(p, 1000+i, Delete)
+		}
+		Observe(p, long, Lookup) // lookups and loads change nothing
+		Observe(p, long, Load)
+		Observe(p, long, Delete) // lived ~1000 stores: long
+		Observe(p, short, Store)
+		Observe(p, short, Delete) // lived 1 store: short
+		return p
+	}
+	for _, tc := range []struct {
+		handles             int
+		long, short, newKey int
+	}{{1, 0, 0, 0}, {2, 1, 1, 0}, {3, 2, 1, 0}, {8, 2, 1, 0}} {
+		p := build(tc.handles)
+		got := [3]int{p.Place(Write{Identity: long}), p.Place(Write{Identity: short}), p.Place(Write{Identity: fresh})}
+		if want := [3]int{tc.long, tc.short, tc.newKey}; got != want {
+			t.Errorf("%d handles: long, short, new on %v, want %v", tc.handles, got, want)
+		}
+	}
+	// A re-stored key keeps its class while cached and until its next delete re-classifies it.
+	p := build(4)
+	Observe(p, long, Store)
+	if h := p.Place(Write{Identity: long}); h != 2 {
+		t.Errorf("re-stored long-lived key on %d, want 2", h)
+	}
+	Observe(p, long, Delete) // lived 1 store this time
+	if h := p.Place(Write{Identity: long}); h != 1 {
+		t.Errorf("key that now died young on %d, want 1", h)
+	}
+	// Deletes of keys never stored teach nothing; an unused policy allocates nothing.
+	q := NewLifetime(4).(*lifetime)
+	Observe(q, 5, Delete)
+	Observe(q, 5, Lookup)
+	if q.table.Load() != nil || q.Place(Write{Identity: 5}) != 0 {
+		t.Error("policy without stores allocated its table or placed a key off handle 0")
 	}
 }

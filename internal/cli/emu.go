@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -55,7 +54,7 @@ interrupted, then saves the device's FDP state. See docs/nvmetcp.md.`,
 			if err := nvmetcp.CheckNQN(nqn); err != nil {
 				return fmt.Errorf("--nqn: %w", err)
 			}
-			if err := checkListen(listen, allowRemote); err != nil {
+			if err := nvmetcp.CheckListen(listen, allowRemote); err != nil {
 				return err
 			}
 			ctrl, err := emu.Open(spec)
@@ -101,28 +100,4 @@ interrupted, then saves the device's FDP state. See docs/nvmetcp.md.`,
 	f.IntVar(&queueSize, "queue-size", nvmetcp.DefaultQueueSize, "entries per submission queue (CAP.MQES+1)")
 	f.BoolVar(&logged, "log", false, "log connections and disconnections on stderr")
 	return cmd
-}
-
-// checkListen refuses addresses other than loopback unless allowRemote.
-func checkListen(listen string, allowRemote bool) error {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return fmt.Errorf("--listen %q: %w (want HOST:PORT, e.g. 127.0.0.1:4420)", listen, err)
-	}
-	if allowRemote {
-		return nil
-	}
-	if host == "" {
-		return errors.New("--listen without a host listens on every interface; use 127.0.0.1:PORT or pass --allow-remote")
-	}
-	ips, err := net.LookupIP(host)
-	if err != nil {
-		return fmt.Errorf("--listen %q: %w", listen, err)
-	}
-	for _, ip := range ips {
-		if !ip.IsLoopback() {
-			return fmt.Errorf("--listen %s is not a loopback address; the target has no authentication, pass --allow-remote to expose it", listen)
-		}
-	}
-	return nil
 }
