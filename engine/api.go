@@ -123,6 +123,17 @@ type Config struct {
 	LoadWorkers   int // async load pool (default 4)
 	QueueDepth    int // max ops per device Submit batch from one call (default 256)
 
+	// BufferPoolBytes sizes the engine's staging-buffer arena, allocated once at
+	// Format/Open with blockdev.Alloc and registered with the device when it implements
+	// blockdev.BufferRegistrar (io_uring fixed buffers, NVMe passthrough fixed commands).
+	// Rounded down to whole slots; 0 means min(QueueDepth × SlotBytes, 256 MiB); at most
+	// 1 GiB (one io_uring registered buffer); negative disables the arena (a buffer is
+	// allocated per call, never registered).
+	BufferPoolBytes int64
+	// NoRegisterBuffers keeps the arena but does not register it with the device (plain
+	// reads/writes instead of fixed ones; for comparisons).
+	NoRegisterBuffers bool
+
 	// ReadOnly opens without ever writing to the device: no checkpoints, puts and deletes
 	// fail with ErrReadOnly. Used by inspect and recover --dry-run.
 	ReadOnly bool
@@ -221,6 +232,13 @@ type Stats struct {
 	DeallocatedSlots                int64
 	DeallocateErrors                int64
 	LastCheckpointError             string // "" when the last checkpoint attempt succeeded
+
+	// Staging buffers (Config.BufferPoolBytes).
+	BufferPoolBytes      int64  // arena size (0: no arena)
+	BuffersRegistered    bool   // the arena is registered with the device (fixed I/O)
+	BufferRegisterErrors int64  // failed arena allocations or registrations (the engine ran on)
+	BufferRegisterError  string // the last such error ("" when none)
+	BufferPoolMisses     int64  // staging buffers allocated per call because the arena was empty
 
 	Recovery RecoveryReport
 }

@@ -233,17 +233,17 @@ func (e *Engine) writeCheckpointLocked(forced bool, start time.Time) error {
 	}
 	seq := e.seq + 1
 	off := e.layout.ContainerOffset[(seq-1)%2]
-	pbuf, err := blockdev.Alloc(int(roundUp(int64(len(payload)), e.lbs)))
+	// Header block and payload share one staging buffer: an arena buffer (registered, fixed
+	// I/O) when both fit one slot, else a fresh allocation.
+	plen := roundUp(int64(len(payload)), e.lbs)
+	buf, release, err := e.scratch(int(e.lbs + plen))
 	if err != nil {
 		return err
 	}
-	defer blockdev.Free(pbuf)
-	copy(pbuf, payload)
-	hbuf, err := blockdev.Alloc(int(e.lbs))
-	if err != nil {
-		return err
-	}
-	defer blockdev.Free(hbuf)
+	defer release()
+	hbuf, pbuf := buf[:e.lbs], buf[e.lbs:]
+	clear(hbuf)
+	clear(pbuf[copy(pbuf, payload):])
 	var h containerHeader
 	copy(h.Magic[:], e.cfg.MetaMagic)
 	h.Version, h.Seq, h.Len, h.CRC = e.cfg.MetaVersion, seq, uint64(len(payload)), crc32.ChecksumIEEE(payload)

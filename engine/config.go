@@ -105,6 +105,9 @@ func (c Config) validate() error {
 	if c.SlotGroupBytes > 0 && c.SlotGroupBytes < c.SlotBytes {
 		return cfgErr("SlotGroupBytes", "%d is smaller than one slot (%d); use a multiple of slot_bytes such as the reclaim-unit size", c.SlotGroupBytes, c.SlotBytes)
 	}
+	if c.BufferPoolBytes > maxPoolBytes {
+		return cfgErr("BufferPoolBytes", "%d exceeds 1 GiB (the io_uring limit for one registered buffer); use at most %d, 0 for the default or -1 to disable", c.BufferPoolBytes, int64(maxPoolBytes))
+	}
 	if c.DeallocateOnDelete && c.DeallocateBatch < 1 {
 		return cfgErr("DeallocateBatch", "%d must be >= 1 when DeallocateOnDelete", c.DeallocateBatch)
 	}

@@ -55,6 +55,7 @@ type Engine struct {
 	st       counters
 	recovery RecoveryReport
 	pool     bufPool
+	bufStats bufStats
 
 	closed   atomic.Bool
 	stop     chan struct{}
@@ -81,46 +82,7 @@ type counters struct {
 	lastCkptErr                           atomic.Value // string
 }
 
-// ---- buffers ----
-
-// bufPool hands out slot-sized aligned buffers from blockdev.Alloc (outside the Go heap).
-type bufPool struct {
-	size int
-	ch   chan []byte
-}
-
-func newBufPool(size, keep int) bufPool { return bufPool{size: size, ch: make(chan []byte, keep)} }
-
-func (p *bufPool) get() ([]byte, error) {
-	select {
-	case b := <-p.ch:
-		return b, nil
-	default:
-		return blockdev.Alloc(p.size)
-	}
-}
-
-func (p *bufPool) put(b []byte) {
-	if b == nil {
-		return
-	}
-	select {
-	case p.ch <- b:
-	default:
-		_ = blockdev.Free(b)
-	}
-}
-
-func (p *bufPool) drain() {
-	for {
-		select {
-		case b := <-p.ch:
-			_ = blockdev.Free(b)
-		default:
-			return
-		}
-	}
-}
+// ---- buffers: see bufpool.go ----
 
 // ---- construction ----
 
@@ -175,6 +137,7 @@ func newEngine(dev blockdev.Device, cfg Config) (*Engine, error) {
 	}
 	e.pool = newBufPool(int(cfg.SlotBytes), cfg.StoreWorkers+cfg.LoadWorkers+2)
 	e.st.lastCkptErr.Store("")
+	e.bufStats.lastErr.Store("")
 	e.recovery.Container = -1
 	e.async.efd = -1
 	return e, nil
@@ -196,6 +159,13 @@ func format(dev blockdev.Device, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.setupBuffers()
+	ok := false
+	defer func() {
+		if !ok {
+			e.releaseBuffers()
+		}
+	}()
 	// Zero both container headers first so an older cache's higher seq cannot win.
 	blk, err := blockdev.Alloc(int(e.lbs))
 	if err != nil {
@@ -218,6 +188,7 @@ func format(dev blockdev.Device, cfg Config) (*Engine, error) {
 	e.recovery.Seq = e.seq
 	e.recovery.Format = cfg.CheckpointFormat
 	e.start()
+	ok = true
 	return e, nil
 }
 
@@ -933,6 +904,12 @@ func (e *Engine) stats() Stats {
 		LastCheckpointTime: time.Duration(e.st.lastCkptDur.Load()),
 		DeallocatedSlots:   e.st.deallocSlots.Load(), DeallocateErrors: e.st.deallocErrs.Load(),
 		LastCheckpointError: e.st.lastCkptErr.Load().(string),
+
+		BufferPoolBytes:      e.bufStats.poolBytes.Load(),
+		BuffersRegistered:    e.bufStats.registered.Load(),
+		BufferRegisterErrors: e.bufStats.regErrs.Load(),
+		BufferRegisterError:  e.bufStats.lastErr.Load().(string),
+		BufferPoolMisses:     e.pool.misses.Load(),
 	}
 	e.mu.Lock()
 	s.DirtyOps = int64(e.dirty - e.persisted)
@@ -985,11 +962,11 @@ func (e *Engine) close(final bool) error {
 			}
 		}
 	}
-	e.pool.drain()
 	e.closeEventFD()
 	if err := e.dev.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	e.releaseBuffers()
 	e.closeErr = errors.Join(errs...)
 	return e.closeErr
 }

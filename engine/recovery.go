@@ -143,6 +143,13 @@ func open(dev blockdev.Device, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.setupBuffers()
+	ok := false
+	defer func() {
+		if !ok {
+			e.releaseBuffers()
+		}
+	}()
 	start := time.Now()
 	infos, payloads := scanContainers(dev, cfg, e.layout)
 	e.recovery.Containers = infos
@@ -164,6 +171,7 @@ func open(dev blockdev.Device, cfg Config) (*Engine, error) {
 			e.dirty = 1
 		}
 		e.start()
+		ok = true
 		return e, nil
 	}
 	if len(order) == 0 {
@@ -212,6 +220,7 @@ func open(dev blockdev.Device, cfg Config) (*Engine, error) {
 		e.firstDirt = e.now()
 	}
 	e.start()
+	ok = true
 	return e, nil
 }
 
@@ -331,18 +340,21 @@ func (e *Engine) verifyEntries() {
 		wg.Add(1)
 		go func(w int, part []int32) {
 			defer wg.Done()
-			buf, err := blockdev.Alloc(int(hdrRead) * batch)
+			// Staging from the engine's arena where it fits (registered: fixed reads).
+			buf, release, err := e.scratch(int(hdrRead) * batch)
 			if err != nil {
 				for _, s := range part {
 					results[w] = append(results[w], verdict{slot: s, reason: "cannot allocate read buffer: " + err.Error()})
 				}
 				return
 			}
-			defer blockdev.Free(buf)
+			defer release()
 			var pbuf []byte
 			if e.cfg.VerifyPayloadOnRecover {
-				pbuf, _ = blockdev.Alloc(int(e.cfg.SlotBytes))
-				defer blockdev.Free(pbuf)
+				if b, rel, err := e.scratch(int(e.cfg.SlotBytes)); err == nil {
+					pbuf = b
+					defer rel()
+				}
 			}
 			check := func(s int32, hdr []byte, rerr error) {
 				r := &e.slots[s] // read-only here; no other goroutine writes records during recovery
@@ -393,10 +405,11 @@ func (e *Engine) verifyEntries() {
 			spanSlots := int32(0)
 			if e.cfg.SlotBytes <= 64<<10 && e.cfg.SlotBytes*2 <= 1<<20 {
 				spanSlots = int32((1 << 20) / e.cfg.SlotBytes)
-				if span, err = blockdev.Alloc(int(int64(spanSlots) * e.cfg.SlotBytes)); err != nil {
+				var rel func()
+				if span, rel, err = e.scratch(int(int64(spanSlots) * e.cfg.SlotBytes)); err != nil {
 					spanSlots = 0
 				} else {
-					defer blockdev.Free(span)
+					defer rel()
 				}
 			}
 			ops := make([]blockdev.Op, 0, batch)

@@ -62,6 +62,7 @@ const (
 	StInvalidField                    = 0x02 | dnr
 	StDataXfer            nvme.Status = 0x04
 	StInternal            nvme.Status = 0x06
+	StTransientTransport  nvme.Status = 0x22 // e.g. a data digest error; the host may retry
 	StInvalidNS                       = 0x0B | dnr
 	StSeqError                        = 0x0C | dnr
 	StSGLLength                       = 0x0F | dnr

@@ -30,6 +30,7 @@ type hostQueue struct {
 	h2c     int    // H2CData PDU size the host uses (splits R2T transfers)
 	maxH2C  uint32 // from ICResp
 	hpda    uint8
+	dg      Digests
 	lastCQE CQE
 	gotSucc bool // the last read completed through a C2HData SUCCESS flag
 }
@@ -43,14 +44,21 @@ var testHostID = [16]byte{1, 2, 3}
 
 func dialQueue(t testing.TB, addr string, hpda uint8) *hostQueue {
 	t.Helper()
+	return dialQueueDigests(t, addr, hpda, 0)
+}
+
+// dialQueueDigests connects a queue asking for the digests in digest (ICReq bits).
+func dialQueueDigests(t testing.TB, addr string, hpda, digest uint8) *hostQueue {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(20 * time.Second))
-	q := &hostQueue{c: c, r: bufio.NewReader(c), inline: adminInlineData, h2c: 16 << 10, hpda: hpda}
-	if _, err := c.Write(AppendICReq(nil, ICReq{HPDA: hpda})); err != nil {
+	q := &hostQueue{c: c, r: bufio.NewReader(c), inline: adminInlineData, h2c: 16 << 10, hpda: hpda,
+		dg: Digests{Header: digest&digestHeader != 0, Data: digest&digestData != 0}}
+	if _, err := c.Write(AppendICReq(nil, ICReq{HPDA: hpda, Digest: digest})); err != nil {
 		t.Fatal(err)
 	}
 	p, err := ReadPDU(q.r, ICLen)
@@ -58,7 +66,7 @@ func dialQueue(t testing.TB, addr string, hpda uint8) *hostQueue {
 		t.Fatal(err)
 	}
 	ic, err := DecodeICResp(p)
-	if err != nil || ic.PFV != 0 || ic.Digest != 0 || ic.MaxH2CData < 4096 {
+	if err != nil || ic.PFV != 0 || ic.Digest != digest || ic.MaxH2CData < 4096 {
 		t.Fatalf("ICResp %+v %v", ic, err)
 	}
 	q.maxH2C = ic.MaxH2CData
@@ -103,16 +111,20 @@ func (q *hostQueue) submitRaw(sqe [SQELen]byte, out, in []byte) (CQE, error) {
 		sgl = SGLDesc{Type: SGLTransport}
 	}
 	putSGL(sqe[sqeDPTR:], sgl)
-	if _, err := q.c.Write(AppendCapsuleCmd(nil, &sqe, capsule, 0)); err != nil {
+	head, tail := Frame(AppendCapsuleCmd(nil, &sqe, nil, 0), capsule, q.dg, 0)
+	if _, err := q.c.Write(append(append(head, capsule...), tail...)); err != nil {
 		return CQE{}, err
 	}
 	q.gotSucc = false
 	sent := len(capsule) == len(out)
 	recvd := 0
 	for {
-		p, err := ReadPDU(q.r, 1<<24)
+		p, err := ReadPDUDigests(q.r, 1<<24, q.dg)
 		if err != nil {
 			return CQE{}, err
+		}
+		if p.DataDigestBad {
+			return CQE{}, errors.New("data digest mismatch from the target")
 		}
 		switch p.Type {
 		case TypeR2T:
@@ -127,8 +139,8 @@ func (q *hostQueue) submitRaw(sqe [SQELen]byte, out, in []byte) (CQE, error) {
 				if off+n == len(out) {
 					fl = FlagLast
 				}
-				b = AppendDataHeader(b, TypeH2CData, fl, DataPDU{CCCID: cid, TTag: d.TTag, Offset: uint32(off), Length: uint32(n)}, 0)
-				b = append(b, out[off:off+n]...)
+				head, tail := Frame(AppendDataHeader(nil, TypeH2CData, fl, DataPDU{CCCID: cid, TTag: d.TTag, Offset: uint32(off), Length: uint32(n)}, 0), out[off:off+n], q.dg, 0)
+				b = append(append(append(b, head...), out[off:off+n]...), tail...)
 			}
 			if _, err := q.c.Write(b); err != nil {
 				return CQE{}, err
@@ -139,7 +151,11 @@ func (q *hostQueue) submitRaw(sqe [SQELen]byte, out, in []byte) (CQE, error) {
 			if d.CCCID != cid || int(d.Offset) != recvd || int(d.Offset)+len(p.Data) > len(in) {
 				return CQE{}, fmt.Errorf("unexpected C2HData %+v (have %d of %d)", d, recvd, len(in))
 			}
-			if want := alignUp(DataHLen, (int(q.hpda)+1)*4); int(p.PDO) != want {
+			hl := DataHLen
+			if q.dg.Header {
+				hl += digestLen
+			}
+			if want := alignUp(hl, (int(q.hpda)+1)*4); int(p.PDO) != want {
 				return CQE{}, fmt.Errorf("C2HData PDO %d, want %d for HPDA %d", p.PDO, want, q.hpda)
 			}
 			copy(in[d.Offset:], p.Data)
@@ -191,7 +207,13 @@ func (q *hostQueue) run(cmd *nvme.Command) nvme.Completion {
 // connects I/O queue 1.
 func attach(t testing.TB, addr string) *testHost {
 	t.Helper()
-	a := dialQueue(t, addr, 0)
+	return attachDigests(t, addr, 0)
+}
+
+// attachDigests is attach with the digests in digest (ICReq bits) on both queues.
+func attachDigests(t testing.TB, addr string, digest uint8) *testHost {
+	t.Helper()
+	a := dialQueueDigests(t, addr, 0, digest)
 	id, st, err := a.connect(0, 31, 0, DynamicController, testNQN)
 	if err != nil || !st.OK() {
 		t.Fatalf("admin Connect: %v %v", st, err)
@@ -206,7 +228,7 @@ func attach(t testing.TB, addr string) *testHost {
 	if c.Err != nil || !c.Status.OK() || c.Result != 1|1<<16 {
 		t.Fatalf("Set Features Number of Queues: %+v", c)
 	}
-	io := dialQueue(t, addr, 0)
+	io := dialQueueDigests(t, addr, 0, digest)
 	io.inline = DefaultInlineData
 	if _, st, err := io.connect(1, 127, 0, id, testNQN); err != nil || !st.OK() {
 		t.Fatalf("I/O Connect: %v %v", st, err)

@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 )
 
@@ -116,8 +117,30 @@ var (
 	ErrPDUHeader = errors.New("nvmetcp: invalid PDU header")
 	ErrPDUType   = errors.New("nvmetcp: unknown PDU type")
 	ErrPDUTooBig = errors.New("nvmetcp: PDU longer than the limit")
-	ErrDigest    = errors.New("nvmetcp: digests are not enabled on this connection")
+	ErrDigest    = errors.New("nvmetcp: digest flag not allowed on this PDU or connection")
 )
+
+// Digests says which digests a connection negotiated in ICReq/ICResp. Both are CRC32C
+// (Castagnoli), stored little-endian: the header digest covers the HLEN header bytes, the
+// data digest the PDU data without padding. ICReq, ICResp and TermReqs never carry them.
+type Digests struct {
+	Header, Data bool
+}
+
+const digestLen = 4
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// digestable: the PDU types that carry digests when they are enabled.
+func digestable(t PDUType) bool {
+	switch t {
+	case TypeCapsuleCmd, TypeCapsuleResp, TypeH2CData, TypeC2HData, TypeR2T:
+		return true
+	}
+	return false
+}
 
 // HeaderError is a decoding failure that names the offending header byte, for the TermReq.
 type HeaderError struct {
@@ -125,6 +148,7 @@ type HeaderError struct {
 	FES    uint16
 	Offset uint32 // byte offset in the PDU header of the bad field
 	Detail string
+	Hdr    []byte // the header bytes read, for the TermReq (ReadPDU fills it)
 }
 
 func (e *HeaderError) Error() string {
@@ -152,7 +176,14 @@ func (h Header) put(b []byte) {
 
 // DecodeHeader decodes a common header and checks what can be checked from it alone: a
 // known type, the HLEN that type must have, PLEN not below HLEN, and PLEN within maxPLen.
+// Digest flags are refused (a connection without digests).
 func DecodeHeader(b []byte, maxPLen uint32) (Header, error) {
+	return DecodeHeaderDigests(b, maxPLen, Digests{})
+}
+
+// DecodeHeaderDigests is DecodeHeader on a connection with the digests dg: a digest flag is
+// allowed only when negotiated, on a PDU type that carries digests.
+func DecodeHeaderDigests(b []byte, maxPLen uint32, dg Digests) (Header, error) {
 	if len(b) < CommonHeaderLen {
 		return Header{}, hdrErr(ErrPDUHeader, FESInvalidHeader, 0, "%d bytes, need %d", len(b), CommonHeaderLen)
 	}
@@ -164,14 +195,18 @@ func DecodeHeader(b []byte, maxPLen uint32) (Header, error) {
 	if int(h.HLen) != want {
 		return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrHLenOff, "%v with HLEN %d, want %d", h.Type, h.HLen, want)
 	}
-	if h.PLen < uint32(h.HLen) {
-		return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "PLEN %d below HLEN %d", h.PLen, h.HLen)
-	}
 	if h.PLen > maxPLen {
 		return h, hdrErr(ErrPDUTooBig, FESDataLimit, hdrPLenOff, "PLEN %d above %d", h.PLen, maxPLen)
 	}
-	if h.Flags&(FlagHDGST|FlagDDGST) != 0 {
-		return h, hdrErr(ErrDigest, FESInvalidHeader, hdrFlagsOff, "flags 0x%02x", h.Flags)
+	if (h.Flags&FlagHDGST != 0 && (!dg.Header || !digestable(h.Type))) || (h.Flags&FlagDDGST != 0 && (!dg.Data || !digestable(h.Type))) {
+		return h, hdrErr(ErrDigest, FESInvalidHeader, hdrFlagsOff, "%v with flags 0x%02x", h.Type, h.Flags)
+	}
+	end := uint32(h.HLen) // end of the header and its digest
+	if h.Flags&FlagHDGST != 0 {
+		end += digestLen
+	}
+	if h.PLen < end {
+		return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "PLEN %d below the header's %d bytes", h.PLen, end)
 	}
 	switch h.Type {
 	case TypeICReq, TypeICResp:
@@ -183,14 +218,22 @@ func DecodeHeader(b []byte, maxPLen uint32) (Header, error) {
 			return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "%v with PLEN %d", h.Type, h.PLen)
 		}
 	case TypeCapsuleResp, TypeR2T:
-		if h.PLen != uint32(h.HLen) {
-			return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "%v with PLEN %d, want %d", h.Type, h.PLen, h.HLen)
+		if h.PLen != end {
+			return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "%v with PLEN %d, want %d", h.Type, h.PLen, end)
 		}
 	}
-	// Data, when present, starts at PDO, which lies between the header and the end.
-	if h.PLen > uint32(h.HLen) && h.Type != TypeH2CTermReq && h.Type != TypeC2HTermReq {
-		if h.PDO < h.HLen || uint32(h.PDO) > h.PLen {
-			return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPDOOff, "PDO %d outside [HLEN %d, PLEN %d]", h.PDO, h.HLen, h.PLen)
+	if h.Flags&FlagDDGST != 0 && h.PLen == end {
+		return h, hdrErr(ErrDigest, FESInvalidHeader, hdrFlagsOff, "data digest flag on a PDU without data")
+	}
+	// Data, when present, starts at PDO, which lies between the header (and its digest) and
+	// the end (less the data digest).
+	if h.PLen > end && h.Type != TypeH2CTermReq && h.Type != TypeC2HTermReq {
+		tail := h.PLen
+		if h.Flags&FlagDDGST != 0 {
+			tail -= digestLen
+		}
+		if uint32(h.PDO) < end || uint32(h.PDO) > tail {
+			return h, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPDOOff, "PDO %d outside [%d, %d]", h.PDO, end, tail)
 		}
 	}
 	return h, nil
@@ -215,17 +258,27 @@ func hlenOf(t PDUType) (int, bool) {
 }
 
 // PDU is one decoded PDU: the common header, the whole header (HLEN bytes, common header
-// included) and the data (PDO..PLEN; for a TermReq, the bytes after the header).
+// included) and the data (PDO up to the data digest or PLEN; for a TermReq, the bytes after
+// the header). DataDigestBad reports a data digest that did not match: the PDU is otherwise
+// sound, and the command it belongs to fails with a transient transport error.
 type PDU struct {
 	Header
-	Hdr  []byte
-	Data []byte
+	Hdr           []byte
+	Data          []byte
+	DataDigestBad bool
 }
 
-// DecodePDU decodes one whole PDU (exactly PLEN bytes) and checks the per-type fields that
-// bound the data: an H2CData/C2HData's DATAL must equal its data length.
+// DecodePDU decodes one whole PDU (exactly PLEN bytes) of a connection without digests, and
+// checks the per-type fields that bound the data: an H2CData/C2HData's DATAL must equal its
+// data length.
 func DecodePDU(b []byte, maxPLen uint32) (*PDU, error) {
-	h, err := DecodeHeader(b, maxPLen)
+	return DecodePDUDigests(b, maxPLen, Digests{})
+}
+
+// DecodePDUDigests is DecodePDU on a connection with the digests dg; a header digest that
+// does not match is an error (FES header digest), a data digest is reported in the PDU.
+func DecodePDUDigests(b []byte, maxPLen uint32, dg Digests) (*PDU, error) {
+	h, err := DecodeHeaderDigests(b, maxPLen, dg)
 	if err != nil {
 		return nil, err
 	}
@@ -233,11 +286,23 @@ func DecodePDU(b []byte, maxPLen uint32) (*PDU, error) {
 		return nil, hdrErr(ErrPDUHeader, FESInvalidHeader, hdrPLenOff, "PLEN %d but %d bytes", h.PLen, len(b))
 	}
 	p := &PDU{Header: h, Hdr: b[:h.HLen]}
+	end := uint32(h.HLen)
+	if h.Flags&FlagHDGST != 0 {
+		if got, want := le.Uint32(b[h.HLen:]), crc32c(p.Hdr); got != want {
+			return nil, hdrErr(ErrPDUHeader, FESHeaderDigest, uint32(h.HLen), "header digest %#08x, computed %#08x", got, want)
+		}
+		end += digestLen
+	}
 	switch {
 	case h.Type == TypeH2CTermReq || h.Type == TypeC2HTermReq:
 		p.Data = b[h.HLen:]
-	case h.PLen > uint32(h.HLen):
-		p.Data = b[h.PDO:]
+	case h.PLen > end:
+		tail := h.PLen
+		if h.Flags&FlagDDGST != 0 {
+			tail -= digestLen
+			p.DataDigestBad = le.Uint32(b[tail:]) != crc32c(b[h.PDO:tail])
+		}
+		p.Data = b[h.PDO:tail]
 	}
 	if h.Type == TypeH2CData || h.Type == TypeC2HData {
 		if n := le.Uint32(p.Hdr[dataLenOff:]); n != uint32(len(p.Data)) || n == 0 {
@@ -247,15 +312,25 @@ func DecodePDU(b []byte, maxPLen uint32) (*PDU, error) {
 	return p, nil
 }
 
-// ReadPDU reads one PDU from r: the common header first, checked before the rest is read so
-// a bad PLEN never makes it allocate or wait for more than maxPLen bytes.
+// ReadPDU reads one PDU from r on a connection without digests: the common header first,
+// checked before the rest is read so a bad PLEN never makes it allocate or wait for more
+// than maxPLen bytes.
 func ReadPDU(r io.Reader, maxPLen uint32) (*PDU, error) {
+	return ReadPDUDigests(r, maxPLen, Digests{})
+}
+
+// ReadPDUDigests is ReadPDU on a connection with the digests dg.
+func ReadPDUDigests(r io.Reader, maxPLen uint32, dg Digests) (*PDU, error) {
 	var ch [CommonHeaderLen]byte
 	if _, err := io.ReadFull(r, ch[:]); err != nil {
 		return nil, err
 	}
-	h, err := DecodeHeader(ch[:], maxPLen)
+	h, err := DecodeHeaderDigests(ch[:], maxPLen, dg)
 	if err != nil {
+		var he *HeaderError
+		if errors.As(err, &he) {
+			he.Hdr = append([]byte(nil), ch[:]...)
+		}
 		return nil, err
 	}
 	b := make([]byte, h.PLen)
@@ -266,7 +341,50 @@ func ReadPDU(r io.Reader, maxPLen uint32) (*PDU, error) {
 		}
 		return nil, err
 	}
-	return DecodePDU(b, maxPLen)
+	p, err := DecodePDUDigests(b, maxPLen, dg)
+	if err != nil {
+		var he *HeaderError
+		if errors.As(err, &he) {
+			he.Hdr = b[:min(len(b), int(h.HLen))]
+		}
+	}
+	return p, err
+}
+
+// Frame returns a PDU's bytes for a connection with the digests dg and peer data alignment
+// pda: hdr is the PDU's header as the Append functions build it without digests (its data,
+// if any, not included); the result is the header with flags, PDO and PLEN updated, its
+// digest and the padding (head), and the data digest to send after data (tail, may be nil).
+func Frame(hdr, data []byte, dg Digests, pda uint8) (head, tail []byte) {
+	hlen := int(hdr[hdrHLenOff])
+	head = append([]byte(nil), hdr[:hlen]...)
+	hd := dg.Header && digestable(PDUType(head[hdrTypeOff]))
+	dd := dg.Data && digestable(PDUType(head[hdrTypeOff])) && len(data) > 0
+	flags := head[hdrFlagsOff] &^ (FlagHDGST | FlagDDGST)
+	end := hlen
+	if hd {
+		flags |= FlagHDGST
+		end += digestLen
+	}
+	pdo, plen := 0, end
+	if len(data) > 0 {
+		pdo = alignUp(end, (int(pda)+1)*4)
+		plen = pdo + len(data)
+	}
+	if dd {
+		flags |= FlagDDGST
+		plen += digestLen
+		tail = le.AppendUint32(nil, crc32c(data))
+	}
+	head[hdrFlagsOff], head[hdrPDOOff] = flags, uint8(pdo)
+	le.PutUint32(head[hdrPLenOff:], uint32(plen))
+	if hd {
+		head = le.AppendUint32(head, crc32c(head[:hlen]))
+	}
+	if pdo > end {
+		head = append(head, make([]byte, pdo-end)...)
+	}
+	return head, tail
 }
 
 // ICReq is the host's connection initialisation request.

@@ -37,6 +37,23 @@ func TestPDUGolden(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, g, tc.want)
 		}
 	}
+	// Digests are standard CRC-32C (check value of "123456789"), little-endian on the wire.
+	if got := crc32c([]byte("123456789")); got != 0xE3069283 {
+		t.Errorf("CRC32C check value %#08x", got)
+	}
+	head, tail := Frame(AppendR2T(nil, DataPDU{CCCID: 7, TTag: 2, Length: 0x10000}), nil, Digests{Header: true, Data: true}, 0)
+	if hex.EncodeToString(head[:8]) != "09011800"+"1c000000" || len(head) != 28 || tail != nil || le.Uint32(head[24:]) != crc32c(head[:24]) {
+		t.Errorf("R2T with header digest: %x %x", head, tail)
+	}
+	head, tail = Frame(AppendDataHeader(nil, TypeC2HData, FlagLast, DataPDU{CCCID: 1, Length: 4}, 0), []byte{1, 2, 3, 4}, Digests{Header: true, Data: true}, 1)
+	// HLEN 24 + 4 digest = 28, aligned to 8 → PDO 32; PLEN 32 + 4 data + 4 digest = 40.
+	if hex.EncodeToString(head[:8]) != "07071820"+"28000000" || len(head) != 32 || le.Uint32(tail) != crc32c([]byte{1, 2, 3, 4}) {
+		t.Errorf("C2HData with digests: %x %x", head, tail)
+	}
+	p, err := DecodePDUDigests(append(append(head, 1, 2, 3, 4), tail...), 1<<20, Digests{Header: true, Data: true})
+	if err != nil || !bytes.Equal(p.Data, []byte{1, 2, 3, 4}) || p.DataDigestBad {
+		t.Errorf("C2HData with digests decodes to %+v %v", p, err)
+	}
 	// CapsuleCmd: HLEN 72, in-capsule data at PDO 72 (CPDA 0) or 80 (CPDA 3 → 16-byte).
 	sqe := ConnectCommand(0, 31, 0, 15000)
 	for _, tc := range []struct {
@@ -80,7 +97,13 @@ func FuzzDecodePDU(f *testing.F) {
 	f.Add(append(AppendDataHeader(nil, TypeH2CData, FlagLast, DataPDU{Length: 4}, 1), 1, 2, 3, 4))
 	f.Add(AppendTermReq(nil, TypeH2CTermReq, TermReq{FES: 1}, []byte{1, 2}))
 	f.Add(AppendR2T(nil, DataPDU{Length: 9}))
+	h, tl := Frame(AppendCapsuleCmd(nil, &sqe, nil, 0), make([]byte, 16), Digests{Header: true, Data: true}, 0)
+	f.Add(append(append(h, make([]byte, 16)...), tl...))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// With digests enabled: no panic, parts inside the input.
+		if p, err := DecodePDUDigests(b, 1<<16, Digests{Header: true, Data: true}); err == nil && len(p.Hdr)+len(p.Data) > len(b) {
+			t.Fatalf("PDU with digests %+v from %d bytes", p.Header, len(b))
+		}
 		p, err := DecodePDU(b, 1<<16)
 		if err != nil {
 			var he *HeaderError
@@ -134,7 +157,13 @@ func FuzzTargetConn(f *testing.F) {
 	le.PutUint16(conn[sqeCID:], 1)
 	putSGL(conn[sqeDPTR:], SGLDesc{Length: ConnectDataLen, Type: SGLInCapsule})
 	cd := ConnectData{HostID: testHostID, CNTLID: DynamicController, SubNQN: testNQN, HostNQN: testHostNQN}.Encode()
-	prefix := append(AppendICReq(nil, ICReq{}), AppendCapsuleCmd(nil, &conn, cd, 0)...)
+	// The first fuzz byte's two low bits choose the digests the connection negotiates.
+	prefixes := make([][]byte, 4)
+	for d := range prefixes {
+		dg := Digests{Header: d&1 != 0, Data: d&2 != 0}
+		head, tail := Frame(AppendCapsuleCmd(nil, &conn, nil, 0), cd, dg, 0)
+		prefixes[d] = append(append(append(AppendICReq(nil, ICReq{Digest: uint8(d)}), head...), cd...), tail...)
+	}
 	en := PropertyCommand(true, PropCC, false, ccEN)
 	id := nvme.IdentifyController(nil)
 	idSQE := EncodeSQE(&id, 3, SGLDesc{Length: 4096, Type: SGLTransport})
@@ -152,7 +181,11 @@ func FuzzTargetConn(f *testing.F) {
 			close(done)
 		}()
 		c1.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		c1.Write(prefix)
+		d := 0
+		if len(b) > 0 {
+			d = int(b[0] & 3)
+		}
+		c1.Write(prefixes[d])
 		c1.Write(b)
 		c1.Close()
 		select {

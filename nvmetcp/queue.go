@@ -29,6 +29,7 @@ type queue struct {
 	r    *bufio.Reader
 	w    *bufio.Writer
 	hpda uint8
+	dg   Digests
 
 	qid       uint16
 	sqsize    uint16 // 0's based, from Connect
@@ -46,6 +47,7 @@ type request struct {
 	sqe  SQE
 	data []byte
 	got  uint32
+	bad  bool // a data PDU failed its data digest: complete with a transient transport error
 }
 
 // result is what a command produced: the completion, data for the host, or neither (an
@@ -104,9 +106,9 @@ func (q *queue) serve() error {
 		return q.fatal(hdrErr(ErrPDUHeader, FESInvalidHeader, icPDAOff, "HPDA %d", ic.HPDA), p.Hdr)
 	}
 	q.hpda = ic.HPDA
-	// Digests are not supported: the ICResp clears them, and a Linux host that asked for
-	// them then refuses the connection ("digest flag is cleared") instead of misreading PDUs.
-	q.w.Write(AppendICResp(nil, ICResp{MaxH2CData: q.t.maxData}))
+	// Header and data digests (CRC32C) are enabled as the host asks.
+	q.dg = Digests{Header: ic.Digest&digestHeader != 0, Data: ic.Digest&digestData != 0}
+	q.w.Write(AppendICResp(nil, ICResp{Digest: ic.Digest & (digestHeader | digestData), MaxH2CData: q.t.maxData}))
 	if err := q.w.Flush(); err != nil {
 		return err
 	}
@@ -116,11 +118,12 @@ func (q *queue) serve() error {
 			kato := q.ctrl.katoMs
 			q.ctrl.mu.Unlock()
 			if kato != 0 {
-				// The host sends Keep Alive at least every KATO; allow twice that plus slack.
-				q.conn.SetReadDeadline(time.Now().Add(2*time.Duration(kato)*time.Millisecond + 5*time.Second))
+				// The host sends Keep Alive at least every KATO; allow three times that plus
+				// slack, because a host under emulation (QEMU TCG) can be late.
+				q.conn.SetReadDeadline(time.Now().Add(3*time.Duration(kato)*time.Millisecond + 10*time.Second))
 			}
 		}
-		p, err := ReadPDU(q.r, q.maxPLen())
+		p, err := ReadPDUDigests(q.r, q.maxPLen(), q.dg)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -154,6 +157,9 @@ func (q *queue) serve() error {
 func (q *queue) fatal(err error, hdr []byte) error {
 	var he *HeaderError
 	if errors.As(err, &he) {
+		if hdr == nil {
+			hdr = he.Hdr
+		}
 		q.w.Write(AppendTermReq(nil, TypeC2HTermReq, TermReq{FES: he.FES, FEI: he.Offset}, hdr))
 		q.w.Flush()
 	}
@@ -184,6 +190,9 @@ func (q *queue) capsule(p *PDU) error {
 	sqe := DecodeSQE(p.Hdr[CommonHeaderLen:])
 	if q.ctrl != nil {
 		q.sqhd = (q.sqhd + 1) % (q.sqsize + 1)
+	}
+	if p.DataDigestBad {
+		return q.respond(sqe, status(StTransientTransport)) // the host may retry
 	}
 	if sqe.Flags&psdtMask == psdtPRP || sqe.Flags&3 != 0 {
 		return q.respond(sqe, status(StInvalidField)) // Fabrics commands carry SGLs; no fused commands
@@ -228,7 +237,7 @@ func (q *queue) capsule(p *PDU) error {
 		}
 		q.nextTag = tag + 1
 		q.pending[tag] = &request{sqe: sqe, data: buf}
-		q.w.Write(AppendR2T(nil, DataPDU{CCCID: sqe.CID, TTag: tag, Offset: 0, Length: n}))
+		q.send(AppendR2T(nil, DataPDU{CCCID: sqe.CID, TTag: tag, Offset: 0, Length: n}), nil)
 		return nil
 	}
 	return q.respond(sqe, status(StSGLType))
@@ -249,6 +258,7 @@ func (q *queue) h2cData(p *PDU) error {
 	}
 	copy(req.data[d.Offset:], p.Data)
 	req.got += d.Length
+	req.bad = req.bad || p.DataDigestBad
 	done := req.got == uint32(len(req.data))
 	if p.Flags&FlagLast != 0 && !done {
 		return hdrErr(ErrPDUHeader, FESInvalidHeader, hdrFlagsOff, "LAST_PDU with %d of %d bytes", req.got, len(req.data))
@@ -257,6 +267,9 @@ func (q *queue) h2cData(p *PDU) error {
 		return nil
 	}
 	delete(q.pending, d.TTag)
+	if req.bad {
+		return q.respond(req.sqe, status(StTransientTransport))
+	}
 	return q.respond(req.sqe, q.execute(&req.sqe, req.data))
 }
 
@@ -276,14 +289,22 @@ func (q *queue) respond(sqe SQE, r result) error {
 				flags |= FlagSuccess
 			}
 		}
-		q.w.Write(AppendDataHeader(nil, TypeC2HData, flags, DataPDU{CCCID: sqe.CID, Offset: uint32(off), Length: uint32(n)}, q.hpda))
-		q.w.Write(r.c2h[off : off+n])
+		q.send(AppendDataHeader(nil, TypeC2HData, flags, DataPDU{CCCID: sqe.CID, Offset: uint32(off), Length: uint32(n)}, 0), r.c2h[off:off+n])
 	}
 	if success && len(r.c2h) > 0 {
 		return nil
 	}
-	q.w.Write(AppendCapsuleResp(nil, CQE{Result: r.dw, SQHD: q.sqhd, SQID: q.qid, CID: sqe.CID, Status: r.st}))
+	q.send(AppendCapsuleResp(nil, CQE{Result: r.dw, SQHD: q.sqhd, SQID: q.qid, CID: sqe.CID, Status: r.st}), nil)
 	return nil
+}
+
+// send writes one PDU: hdr as the Append functions build it, then data, with the
+// connection's digests and the host's data alignment.
+func (q *queue) send(hdr, data []byte) {
+	head, tail := Frame(hdr, data, q.dg, q.hpda)
+	q.w.Write(head)
+	q.w.Write(data)
+	q.w.Write(tail)
 }
 
 // execute runs one command with its data buffer.

@@ -267,6 +267,12 @@ func TestConnectRules(t *testing.T) {
 			t.Errorf("%s: status %v %v", tc.name, st, err)
 		}
 	}
+	// Connect data that does not fit in the capsule comes through R2T/H2CData.
+	q3 := dialQueue(t, addr, 0)
+	q3.inline, q3.h2c = 0, 100
+	if _, st, err := q3.connect(1, 31, 0, id, testNQN); err != nil || !st.OK() {
+		t.Errorf("I/O queue 1 with Connect data through R2T: %v %v", st, err)
+	}
 	// Shutdown through CC.SHN completes at once.
 	a.property(true, PropCC, false, ccEN|1<<ccSHNShift)
 	if v, _, _ := a.property(false, PropCSTS, false, 0); v&(3<<2) != cstsSHST {
@@ -462,6 +468,11 @@ func TestMalformedPDUs(t *testing.T) {
 			if tr := DecodeTermReq(term); tr.FES != tc.fes || tr.FEI != tc.fei {
 				t.Errorf("TermReq FES %d FEI %d, want %d %d", tr.FES, tr.FEI, tc.fes, tc.fei)
 			}
+			// The TermReq carries the offending PDU's header (its first bytes at least).
+			off := offsetOfBad(tc.send)
+			if len(term.Data) < CommonHeaderLen || !bytes.Equal(term.Data[:CommonHeaderLen], tc.send[off:off+CommonHeaderLen]) {
+				t.Errorf("TermReq data %x does not start with the bad header", term.Data)
+			}
 		})
 	}
 	// Still serving.
@@ -497,24 +508,60 @@ func TestMalformedPDUs(t *testing.T) {
 	}
 }
 
-// TestDigestsRefused: a host asking for header and data digests gets an ICResp with both
-// cleared (the Linux host then refuses the queue), and the connection keeps working for a
-// host that accepts that.
-func TestDigestsRefused(t *testing.T) {
+// TestDigests: header and data digests (CRC32C) as the host asks for them — each one alone
+// and both — over in-capsule writes, R2T writes, multi-PDU reads and admin data; a corrupt
+// header digest ends the connection (FES header digest), a corrupt data digest fails the
+// command with a transient transport error and the connection goes on.
+func TestDigests(t *testing.T) {
 	_, addr, _ := startTarget(t)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	for _, digest := range []uint8{digestHeader, digestData, digestHeader | digestData} {
+		h := attachDigests(t, addr, digest)
+		for i, n := range []int{4096, 64 << 10, 256 << 10} {
+			out := bytes.Repeat([]byte{byte(digest), byte(i), 0x5A, 0xC3}, n/4)
+			if c := h.io.run(ptr(nvme.Write(1, uint64(i)*64, uint32(n/4096), out, nvme.RWOptions{}))); !c.Status.OK() || c.Err != nil {
+				t.Fatalf("digest %d: write %d: %+v", digest, n, c)
+			}
+			in := make([]byte, n)
+			if c := h.io.run(ptr(nvme.Read(1, uint64(i)*64, uint32(n/4096), in))); !c.Status.OK() || c.Err != nil || !bytes.Equal(in, out) {
+				t.Fatalf("digest %d: read %d: %+v", digest, n, c)
+			}
+		}
+		if _, err := fdp.Discover(h); err != nil {
+			t.Fatalf("digest %d: FDP discovery: %v", digest, err)
+		}
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	c.Write(AppendICReq(nil, ICReq{Digest: digestHeader | digestData}))
-	p, err := ReadPDU(c, ICLen)
-	if err != nil {
-		t.Fatal(err)
+	// A corrupt data digest on in-capsule data: Transient Transport Error, connection kept.
+	h := attachDigests(t, addr, digestHeader|digestData)
+	w := nvme.Write(1, 0, 1, make([]byte, 4096), nvme.RWOptions{})
+	sqe := EncodeSQE(&w, 900, SGLDesc{Length: 4096, Type: SGLInCapsule})
+	data := make([]byte, 4096)
+	head, tail := Frame(AppendCapsuleCmd(nil, &sqe, nil, 0), data, h.io.dg, 0)
+	tail[0] ^= 1
+	h.io.c.Write(append(append(head, data...), tail...))
+	p, err := ReadPDUDigests(h.io.r, 1<<20, h.io.dg)
+	if err != nil || p.Type != TypeCapsuleResp {
+		t.Fatalf("after a bad data digest: %v %v", p, err)
 	}
-	if ic, err := DecodeICResp(p); err != nil || ic.Digest != 0 {
-		t.Fatalf("ICResp %+v %v: digests must be refused", ic, err)
+	if cqe := DecodeCQE(p.Hdr[CommonHeaderLen:]); cqe.CID != 900 || cqe.Status != StTransientTransport {
+		t.Errorf("bad data digest: %+v, want transient transport error", cqe)
+	}
+	if c := h.io.run(ptr(nvme.Flush(1))); !c.Status.OK() || c.Err != nil {
+		t.Fatalf("flush after a bad data digest: %+v", c)
+	}
+	// A corrupt header digest: C2HTermReq with FES header digest, FEI = HLEN.
+	head, _ = Frame(AppendCapsuleCmd(nil, &sqe, nil, 0), nil, Digests{Header: true}, 0)
+	head[CapsuleCmdHLen] ^= 1
+	h.io.c.Write(head)
+	p, err = ReadPDUDigests(h.io.r, 1<<20, h.io.dg)
+	if err != nil || p.Type != TypeC2HTermReq {
+		t.Fatalf("after a bad header digest: %v %v", p, err)
+	}
+	if tr := DecodeTermReq(p); tr.FES != FESHeaderDigest || tr.FEI != CapsuleCmdHLen {
+		t.Errorf("bad header digest: TermReq %+v", tr)
+	}
+	// Digest flags on a connection that did not negotiate them are refused.
+	if _, err := DecodePDU(head, 1<<20); !errors.Is(err, ErrDigest) {
+		t.Errorf("digest flag without digests: %v", err)
 	}
 }
 
@@ -567,4 +614,13 @@ func TestCheckListen(t *testing.T) {
 	if err := CheckListen("0.0.0.0:1", false); !errors.Is(err, ErrNotLoopback) {
 		t.Errorf("wildcard: %v, want ErrNotLoopback", err)
 	}
+}
+
+// offsetOfBad is where the PDU after the ICReq starts in a test's bytes (0 when the first PDU
+// is the bad one).
+func offsetOfBad(b []byte) int {
+	if len(b) > ICLen && b[0] == byte(TypeICReq) {
+		return ICLen
+	}
+	return 0
 }

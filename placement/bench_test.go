@@ -29,6 +29,7 @@ func BenchmarkPlace(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			Observe(p, 1, Store) // learning policies have their tables allocated
 			w := Write{Namespace: "vllm", Model: "llama", ChunkIndex: -1, Size: 256 << 10}
 			sink := 0
 			b.ResetTimer()
@@ -55,4 +56,18 @@ func BenchmarkObserve(b *testing.B) {
 		Observe(p, uint64(i%100000), Lookup)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "observations/s")
+}
+
+// BenchmarkObserveLifetime reports lifetime table updates per second: each iteration stores
+// one key and deletes the key stored 1,000 iterations earlier (two observations).
+func BenchmarkObserveLifetime(b *testing.B) {
+	p := NewLifetime(4)
+	Observe(p, 0, Store) // allocate the table outside the timed loop
+	b.ResetTimer()
+	for i := range b.N {
+		id := uint64(i) * 0x9e3779b97f4a7c15
+		Observe(p, id, Store)
+		Observe(p, uint64(i-1000)*0x9e3779b97f4a7c15, Delete)
+	}
+	b.ReportMetric(2*float64(b.N)/b.Elapsed().Seconds(), "observations/s")
 }

@@ -400,7 +400,7 @@ func TestLifetime(t *testing.T) {
 	for _, tc := range []struct {
 		handles             int
 		long, short, newKey int
-	}{{1, 0, 0, 0}, {2, 1, 1, 0}, {3, 2, 1, 0}, {8, 2, 1, 0}} {
+	}{{1, 0, 0, 0}, {2, 1, 0, 0}, {8, 1, 0, 0}} {
 		p := build(tc.handles)
 		got := [3]int{p.Place(Write{Identity: long}), p.Place(Write{Identity: short}), p.Place(Write{Identity: fresh})}
 		if want := [3]int{tc.long, tc.short, tc.newKey}; got != want {
@@ -410,18 +410,57 @@ func TestLifetime(t *testing.T) {
 	// A re-stored key keeps its class while cached and until its next delete re-classifies it.
 	p := build(4)
 	Observe(p, long, Store)
-	if h := p.Place(Write{Identity: long}); h != 2 {
-		t.Errorf("re-stored long-lived key on %d, want 2", h)
+	if h := p.Place(Write{Identity: long}); h != 1 {
+		t.Errorf("re-stored long-lived key on %d, want 1", h)
 	}
 	Observe(p, long, Delete) // lived 1 store this time
-	if h := p.Place(Write{Identity: long}); h != 1 {
-		t.Errorf("key that now died young on %d, want 1", h)
+	if h := p.Place(Write{Identity: long}); h != 0 {
+		t.Errorf("key that now died young on %d, want 0", h)
+	}
+	if c := p.(*lifetime).Class(short); c != 1 {
+		t.Errorf("short-lived key in class %d, want 1", c)
 	}
 	// Deletes of keys never stored teach nothing; an unused policy allocates nothing.
 	q := NewLifetime(4).(*lifetime)
 	Observe(q, 5, Delete)
 	Observe(q, 5, Lookup)
-	if q.table.Load() != nil || q.Place(Write{Identity: 5}) != 0 {
+	if q.st.Load() != nil || q.Place(Write{Identity: 5}) != 0 {
 		t.Error("policy without stores allocated its table or placed a key off handle 0")
+	}
+}
+
+// TestLifetimeFilterMatchesTable: Place's filter answers exactly what the table says, also
+// when keys take over each other's entries (200,000 keys in 2^20 entries collide often).
+func TestLifetimeFilterMatchesTable(t *testing.T) {
+	p := NewLifetime(4).(*lifetime)
+	const keys = 200_000
+	stored := make([]bool, keys)
+	r := lcg(7)
+	for range 600_000 {
+		id := r.next() % keys
+		if stored[id] && r.next()%3 != 0 {
+			Observe(p, id, Delete)
+			stored[id] = false
+		} else if !stored[id] {
+			Observe(p, id, Store)
+			stored[id] = true
+		}
+	}
+	long, taken := 0, 0
+	for id := range uint64(keys) {
+		want := 0
+		if p.Class(id) == 2 {
+			want = 1
+			long++
+		}
+		if got := p.Place(Write{Identity: id}); got != want {
+			t.Fatalf("key %d: Place %d, table class %d", id, got, p.Class(id))
+		}
+		if idx, tag := lifeSlot(id); p.st.Load().table[idx].Load()>>40 != tag {
+			taken++
+		}
+	}
+	if long == 0 || taken == 0 {
+		t.Fatalf("test too weak: %d long-lived keys, %d keys whose entry another key took", long, taken)
 	}
 }

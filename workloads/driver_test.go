@@ -199,10 +199,12 @@ func simFTL(handles int) ftl.Config {
 		Isolation: ftl.PersistentlyIsolated}
 }
 
-// On the multi-tenant preset, separating tenants by cache_salt lowers the modelled WAF.
+// On the multi-tenant preset, separating tenants by cache_salt lowers the modelled WAF, and
+// metadata-class+cache-salt (7 data handles) keeps the three tenants apart as cache-salt
+// does, where the hash mapping puts rag and agent on one handle.
 func TestSimCacheSaltBeatsNone(t *testing.T) {
 	waf := map[string]float64{}
-	for _, pol := range []string{"none", "cache-salt"} {
+	for _, pol := range []string{"none", "cache-salt", "metadata-class+cache-salt", "metadata-class+cache-salt:hash"} {
 		g, _ := NewKV(KVConfig{Tenants: MultiTenant(), ChunkTokens: 256, BytesPerToken: 4096, Seed: 1})
 		var ttl []float64
 		for _, tn := range MultiTenant() {
@@ -221,8 +223,13 @@ func TestSimCacheSaltBeatsNone(t *testing.T) {
 		}
 		waf[pol] = r.WAF
 	}
+	t.Logf("modelled WAF: %v", waf)
 	if waf["cache-salt"] >= waf["none"] {
 		t.Fatalf("cache-salt WAF %.3f not below none %.3f", waf["cache-salt"], waf["none"])
+	}
+	if mc := waf["metadata-class+cache-salt"]; mc > waf["cache-salt"]*1.01 || mc >= waf["metadata-class+cache-salt:hash"] {
+		t.Fatalf("metadata-class+cache-salt WAF %.3f: want ≈ cache-salt %.3f and below the colliding hash variant %.3f",
+			mc, waf["cache-salt"], waf["metadata-class+cache-salt:hash"])
 	}
 }
 

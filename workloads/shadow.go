@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/rbctl/rbctl/ftl"
@@ -99,6 +100,18 @@ func (s *ShadowDevice) Close() error {
 		return s.inner.Flush()
 	}
 	return s.inner.Close()
+}
+
+var _ blockdev.BufferRegistrar = (*ShadowDevice)(nil)
+
+// RegisterBuffers implements blockdev.BufferRegistrar by forwarding to the wrapped device
+// (io_uring fixed buffers survive the shadow); blockdev.ErrNotSupported when it cannot.
+func (s *ShadowDevice) RegisterBuffers(bufs [][]byte) error {
+	r, ok := s.inner.(blockdev.BufferRegistrar)
+	if !ok {
+		return fmt.Errorf("shadow device: inner %s device cannot register buffers: %w", s.inner.Info().Kind, blockdev.ErrNotSupported)
+	}
+	return r.RegisterBuffers(bufs)
 }
 
 // Unwrap returns the wrapped device (for type checks such as an FDP statistics reader).

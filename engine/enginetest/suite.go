@@ -42,6 +42,19 @@ type keepOpen struct{ blockdev.Device }
 
 func (keepOpen) Close() error { return nil }
 
+// RegisterBuffers forwards the engine's buffer registration, so the suite on io_uring runs
+// with fixed I/O as the engine would in production.
+func (k keepOpen) RegisterBuffers(bufs [][]byte) error { return forwardRegister(k.Device, bufs) }
+
+// forwardRegister registers bufs with inner when it can (blockdev.ErrNotSupported otherwise).
+func forwardRegister(inner blockdev.Device, bufs [][]byte) error {
+	r, ok := inner.(blockdev.BufferRegistrar)
+	if !ok {
+		return fmt.Errorf("suite wrapper over %s: %w", inner.Info().Kind, blockdev.ErrNotSupported)
+	}
+	return r.RegisterBuffers(bufs)
+}
+
 // gate blocks writes while closed (to hold puts in flight).
 type gate struct {
 	blockdev.Device
@@ -50,6 +63,8 @@ type gate struct {
 	entered chan struct{}
 	release chan struct{}
 }
+
+func (g *gate) RegisterBuffers(bufs [][]byte) error { return forwardRegister(g.Device, bufs) }
 
 func (g *gate) Submit(ops []blockdev.Op) error {
 	g.mu.Lock()
@@ -731,6 +746,8 @@ type recorder struct {
 	mu sync.Mutex
 	hs []blockdev.Placement
 }
+
+func (r *recorder) RegisterBuffers(bufs [][]byte) error { return forwardRegister(r.Device, bufs) }
 
 func (r *recorder) Submit(ops []blockdev.Op) error {
 	r.mu.Lock()

@@ -18,8 +18,8 @@ import (
 //
 // Rules are evaluated in order for each op; the first rule that fires decides the op's
 // fault. Every rule counts the ops it matches, whether or not an earlier rule fired.
-// A Faulty does not forward BufferRegistrar: an engine on a wrapped io_uring device runs
-// without registered buffers.
+// A Faulty forwards BufferRegistrar to the wrapped device when it implements it, so an
+// engine on a wrapped io_uring or passthrough device keeps its fixed (registered) I/O.
 type Faulty struct {
 	inner Device
 	info  Info
@@ -528,5 +528,17 @@ func (f *Faulty) Flush() error {
 
 // Close closes the wrapped device.
 func (f *Faulty) Close() error { return f.inner.Close() }
+
+var _ BufferRegistrar = (*Faulty)(nil)
+
+// RegisterBuffers implements BufferRegistrar by forwarding to the wrapped device; it returns
+// ErrNotSupported when that device cannot register buffers. Faults are never injected here.
+func (f *Faulty) RegisterBuffers(bufs [][]byte) error {
+	r, ok := f.inner.(BufferRegistrar)
+	if !ok {
+		return fmt.Errorf("faulty wrapper: inner %s device cannot register buffers: %w", f.info.Kind, ErrNotSupported)
+	}
+	return r.RegisterBuffers(bufs)
+}
 
 var _ Device = (*Faulty)(nil)

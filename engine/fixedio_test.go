@@ -1,0 +1,348 @@
+package engine_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/rbctl/rbctl/emu"
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/nvme"
+)
+
+// Fixed (registered-buffer) I/O end to end: the engine registers its staging arena with the
+// device, and puts, bounced loads, checkpoints and recovery go out as fixed ops.
+
+const fixedSlot = 128 << 10 // recovery's 32-header batch (128 KiB) fits one arena buffer
+
+func fixedConfig() engine.Config {
+	c := engine.DefaultConfig()
+	c.SlotBytes = fixedSlot
+	c.MetaTotalBytes = 1 << 20
+	c.Periodic = false
+	c.QueueDepth = 16
+	c.RecoveryReaders = 2
+	return c
+}
+
+func openUringFile(t *testing.T, path string, size int64) *blockdev.UringDevice {
+	t.Helper()
+	if size > 0 {
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := blockdev.OpenUring(path, blockdev.UringOptions{QueueDepth: 16, Rings: 2})
+	if errors.Is(err, blockdev.ErrNotSupported) {
+		t.Skipf("kernel lacks io_uring: %v", err)
+	}
+	if err != nil {
+		if bytes.Contains([]byte(err.Error()), []byte("O_DIRECT refused")) {
+			t.Skipf("temp dir refuses O_DIRECT: %v", err)
+		}
+		t.Fatal(err)
+	}
+	return d
+}
+
+func fixedKeys(n int) ([]engine.Key, [][]byte) {
+	keys := make([]engine.Key, n)
+	pay := make([][]byte, n)
+	for i := range keys {
+		keys[i] = engine.ObjectKey("fixed/model", uint32(i%2), []byte(fmt.Sprintf("chunk-%06d", i)), "")
+		p := make([]byte, 100<<10+i*7)
+		for j := range p {
+			p[j] = byte(i*31 + j*7)
+		}
+		pay[i] = p
+	}
+	return keys, pay
+}
+
+// misaligned returns n-byte buffers that are not block-aligned, so Direct loads bounce
+// through the engine's arena.
+func misaligned(n, size int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = make([]byte, size+1)[1:]
+	}
+	return out
+}
+
+type delta struct{ fixed, plain int64 }
+
+func since(d *blockdev.UringDevice, s0 blockdev.UringStats) delta {
+	s := d.Stats()
+	return delta{s.FixedOps - s0.FixedOps, s.PlainOps - s0.PlainOps}
+}
+
+func TestFixedIOOnUring(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fixed.img")
+	const n = 20
+	dev := openUringFile(t, path, 1<<20+64*fixedSlot)
+	cfg := fixedConfig()
+	e, err := engine.Format(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := e.Stats()
+	if !st.BuffersRegistered || st.BufferPoolBytes != 16*fixedSlot || st.BufferRegisterErrors != 0 {
+		t.Fatalf("after Format: registered=%v pool=%d errs=%d (%s); want registered, %d bytes, 0 errors",
+			st.BuffersRegistered, st.BufferPoolBytes, st.BufferRegisterErrors, st.BufferRegisterError, 16*fixedSlot)
+	}
+	keys, pay := fixedKeys(n)
+
+	s0 := dev.Stats()
+	if _, err := e.PutMany(keys, pay); err != nil {
+		t.Fatal(err)
+	}
+	if d := since(dev, s0); d.fixed < n || d.plain != 0 {
+		t.Fatalf("PutMany of %d keys: %d fixed, %d plain SQEs; want >= %d fixed, 0 plain", n, d.fixed, d.plain, n)
+	}
+
+	// Loads into unaligned caller buffers bounce through the arena: fixed reads.
+	s0 = dev.Stats()
+	bufs := misaligned(n, 120<<10)
+	ok, err := e.LoadManyInto(keys, bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if !ok[i] || !bytes.Equal(bufs[i][:len(pay[i])], pay[i]) {
+			t.Fatalf("load %d through the arena: ok=%v, payload equal=%v", i, ok[i], bytes.Equal(bufs[i][:len(pay[i])], pay[i]))
+		}
+	}
+	if d := since(dev, s0); d.fixed < n || d.plain != 0 {
+		t.Fatalf("bounced loads: %d fixed, %d plain; want >= %d fixed, 0 plain", d.fixed, d.plain, n)
+	}
+
+	// Aligned caller buffers are read into directly (no bounce, no copy): plain reads.
+	s0 = dev.Stats()
+	direct := make([][]byte, n)
+	for i := range direct {
+		b, err := blockdev.Alloc(120 << 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer blockdev.Free(b)
+		direct[i] = b
+	}
+	if ok, err := e.LoadManyInto(keys, direct); err != nil || !ok[0] || !bytes.Equal(direct[n-1][:len(pay[n-1])], pay[n-1]) {
+		t.Fatalf("direct loads: ok=%v err=%v", ok, err)
+	}
+	if d := since(dev, s0); d.plain < n || d.fixed != 0 {
+		t.Fatalf("direct loads: %d fixed, %d plain; want 0 fixed (the caller's buffer is used as is), >= %d plain", d.fixed, d.plain, n)
+	}
+
+	// The checkpoint (header and payload in one arena buffer) writes fixed.
+	s0 = dev.Stats()
+	if err := e.CheckpointNow(); err != nil {
+		t.Fatal(err)
+	}
+	if d := since(dev, s0); d.fixed != 2 || d.plain != 0 {
+		t.Fatalf("checkpoint: %d fixed, %d plain writes; want 2 fixed (payload, header), 0 plain", d.fixed, d.plain)
+	}
+	if st := e.Stats(); st.BufferPoolMisses != 0 {
+		t.Fatalf("BufferPoolMisses = %d; the arena holds a full batch, want 0", st.BufferPoolMisses)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Recovery's header reads go through the arena of the reopened engine.
+	dev2 := openUringFile(t, path, 0)
+	e2, err := engine.Open(dev2, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if s := dev2.Stats(); s.FixedOps == 0 {
+		t.Fatalf("after Open (verify on load): %+v; want fixed reads of the slot headers", s)
+	}
+	if st := e2.Stats(); st.Recovery.Kept != n || !st.BuffersRegistered {
+		t.Fatalf("reopen: kept %d of %d, registered=%v", st.Recovery.Kept, n, st.BuffersRegistered)
+	}
+	bufs = misaligned(n, 120<<10)
+	if ok, err := e2.LoadManyInto(keys, bufs); err != nil || !ok[n-1] || !bytes.Equal(bufs[n-1][:len(pay[n-1])], pay[n-1]) {
+		t.Fatalf("load after reopen: ok=%v err=%v", ok, err)
+	}
+}
+
+func TestFixedIODisabled(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*engine.Config)
+		pool int64
+	}{
+		{"no-register", func(c *engine.Config) { c.NoRegisterBuffers = true }, 16 * fixedSlot},
+		{"no-pool", func(c *engine.Config) { c.BufferPoolBytes = -1 }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := openUringFile(t, filepath.Join(t.TempDir(), "plain.img"), 1<<20+16*fixedSlot)
+			cfg := fixedConfig()
+			tc.mod(&cfg)
+			e, err := engine.Format(dev, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			keys, pay := fixedKeys(4)
+			if _, err := e.PutMany(keys, pay); err != nil {
+				t.Fatal(err)
+			}
+			st := e.Stats()
+			if s := dev.Stats(); s.FixedOps != 0 || s.PlainOps == 0 || st.BuffersRegistered || st.BufferPoolBytes != tc.pool {
+				t.Fatalf("%+v registered=%v pool=%d; want only plain ops, unregistered, pool %d", s, st.BuffersRegistered, st.BufferPoolBytes, tc.pool)
+			}
+		})
+	}
+}
+
+// TestFixedIOThroughFaulty: the fault-injection wrapper forwards the registration.
+func TestFixedIOThroughFaulty(t *testing.T) {
+	dev := openUringFile(t, filepath.Join(t.TempDir(), "faulty.img"), 1<<20+16*fixedSlot)
+	e, err := engine.Format(blockdev.NewFaulty(dev, 1), fixedConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	keys, pay := fixedKeys(4)
+	s0 := dev.Stats()
+	if _, err := e.PutMany(keys, pay); err != nil {
+		t.Fatal(err)
+	}
+	if d := since(dev, s0); !e.Stats().BuffersRegistered || d.fixed < 4 || d.plain != 0 {
+		t.Fatalf("through Faulty: registered=%v, %d fixed, %d plain", e.Stats().BuffersRegistered, d.fixed, d.plain)
+	}
+}
+
+// keepOpen hides Close: the device outlives the engine.
+type keepOpen struct{ *blockdev.UringDevice }
+
+func (keepOpen) Close() error { return nil }
+
+// TestFixedIORegistrationDroppedOnClose: when the device outlives the engine, closing the
+// engine must drop the arena's registration before unmapping it; otherwise memory mapped
+// later at the same address would be served by the stale pinned pages.
+func TestFixedIORegistrationDroppedOnClose(t *testing.T) {
+	dev := openUringFile(t, filepath.Join(t.TempDir(), "outlive.img"), 1<<20+16*fixedSlot)
+	defer dev.Close()
+	cfg := fixedConfig()
+	e, err := engine.Format(keepOpen{dev}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Stats().BuffersRegistered {
+		t.Fatal("not registered through the wrapper")
+	}
+	keys, pay := fixedKeys(1)
+	if _, err := e.PutMany(keys, pay); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := e.Lookup(keys[0])
+	pool := e.Stats().BufferPoolBytes
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A mapping of the arena's size usually lands where the arena was.
+	b, err := blockdev.Alloc(int(pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blockdev.Free(b)
+	want := roundUp(cfg.HeaderBytes+len(pay[0]), cfg.BlockAlign)
+	if err := blockdev.ReadAt(dev, b[:want], m.Offset); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b[cfg.HeaderBytes:cfg.HeaderBytes+len(pay[0])], pay[0]) {
+		t.Fatal("read into fresh memory after engine Close did not land in it: stale buffer registration")
+	}
+	if s := dev.Stats(); s.FixedOps == 0 {
+		t.Fatalf("%+v: the engine never used fixed ops", s)
+	}
+}
+
+func roundUp(v, a int) int { return (v + a - 1) / a * a }
+
+// regTransport puts the emulator behind a transport that accepts buffer registration (the
+// emulator itself has none) and records each data command's BufIndex.
+type regTransport struct {
+	*emu.Controller
+	mu           sync.Mutex
+	registered   int
+	fixed, plain int
+}
+
+func (r *regTransport) RegisterBuffers(bufs [][]byte) error {
+	r.mu.Lock()
+	r.registered = len(bufs)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *regTransport) IO(cmds []nvme.Command, done []nvme.Completion) {
+	r.mu.Lock()
+	for i := range cmds {
+		if len(cmds[i].Data) == 0 {
+			continue
+		}
+		if cmds[i].BufIndex >= 0 {
+			r.fixed++
+		} else {
+			r.plain++
+		}
+	}
+	r.mu.Unlock()
+	r.Controller.IO(cmds, done)
+}
+
+func (r *regTransport) counts() (int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fixed, r.plain
+}
+
+// TestFixedIOThroughNVMeDevice: over package nvme's passthrough device the engine's
+// commands carry the arena's buffer index (the emulator ignores it; a URING_CMD transport
+// turns it into IORING_URING_CMD_FIXED).
+func TestFixedIOThroughNVMeDevice(t *testing.T) {
+	c, err := emu.Open("emu:mem?size=16M&ru=1M&ruhs=2&op=0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &regTransport{Controller: c}
+	dev, err := nvme.NewDevice(rt, nvme.DeviceOptions{Kind: blockdev.KindEmulated})
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	e, err := engine.Format(dev, fixedConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if !e.Stats().BuffersRegistered || rt.registered != 1 {
+		t.Fatalf("registered=%v, transport saw %d buffers; want the arena as one buffer", e.Stats().BuffersRegistered, rt.registered)
+	}
+	keys, pay := fixedKeys(8)
+	f0, p0 := rt.counts()
+	if _, err := e.PutMany(keys, pay); err != nil {
+		t.Fatal(err)
+	}
+	bufs := misaligned(len(keys), 120<<10)
+	if ok, err := e.LoadManyInto(keys, bufs); err != nil || !ok[7] || !bytes.Equal(bufs[7][:len(pay[7])], pay[7]) {
+		t.Fatalf("load: ok=%v err=%v", ok, err)
+	}
+	f1, p1 := rt.counts()
+	if f1-f0 < 2*len(keys) || p1 != p0 {
+		t.Fatalf("put+load of %d keys: %d commands with BufIndex >= 0, %d without; want >= %d, 0", len(keys), f1-f0, p1-p0, 2*len(keys))
+	}
+}
