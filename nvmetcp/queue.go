@@ -145,8 +145,12 @@ func (q *queue) serve() error {
 		if err != nil {
 			return q.fatal(err, p.Hdr)
 		}
-		if err := q.w.Flush(); err != nil {
-			return err
+		// Responses go out when no further PDU is already buffered: a burst of commands
+		// gets one write, and nothing waits behind a read that could block.
+		if q.r.Buffered() == 0 || q.stop != nil {
+			if err := q.w.Flush(); err != nil {
+				return err
+			}
 		}
 	}
 	return q.stop

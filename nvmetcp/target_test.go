@@ -313,6 +313,30 @@ func TestAERHeldAndKeepAlive(t *testing.T) {
 	if c := a.run(ptr(mustLog(t, nvme.LogSMART, nvme.NSIDAll, 512))); !c.Status.OK() {
 		t.Errorf("SMART log: %+v", c)
 	}
+	// Commands Supported and Effects: Write changes data, Read is supported, 0x7C is not.
+	eff := mustLog(t, nvme.LogCommandsEffects, 0, 4096)
+	if c := a.run(&eff); !c.Status.OK() || le.Uint32(eff.Data[1024+4*int(nvme.OpWrite):]) != 3 ||
+		le.Uint32(eff.Data[1024+4*int(nvme.OpRead):]) != 1 || le.Uint32(eff.Data[1024+4*0x7C:]) != 0 {
+		t.Errorf("effects log: %+v", c)
+	}
+	// Keep Alive Timer and Async Event Configuration round-trip; Abort aborts nothing.
+	for _, fid := range []uint8{featKATO, featAsyncEventCfg} {
+		a.run(&nvme.Command{Opcode: nvme.OpSetFeatures, CDW10: uint32(fid), CDW11: 12345})
+		if c := a.run(&nvme.Command{Opcode: nvme.OpGetFeatures, CDW10: uint32(fid)}); c.Result != 12345 {
+			t.Errorf("feature %#x: %+v", fid, c)
+		}
+	}
+	if c := a.run(&nvme.Command{Opcode: opAbort, CDW10: 5}); !c.Status.OK() || c.Result&1 != 1 {
+		t.Errorf("abort: %+v", c)
+	}
+	// Identify CNS 0x06 (NVM command set controller data): all zero; another CSI: invalid.
+	buf := bytes.Repeat([]byte{0xFF}, 4096)
+	if c := a.run(&nvme.Command{Opcode: nvme.OpIdentify, CDW10: uint32(nvme.CNSCSIController), Data: buf}); !c.Status.OK() || !bytes.Equal(buf, make([]byte, 4096)) {
+		t.Errorf("Identify CNS 6: %+v", c)
+	}
+	if c := a.run(&nvme.Command{Opcode: nvme.OpIdentify, CDW10: uint32(nvme.CNSCSIController), CDW11: 2 << 24, Data: buf}); c.Status != StInvalidField {
+		t.Errorf("Identify CNS 6 CSI 2: %+v", c)
+	}
 }
 
 func mustLog(t *testing.T, lid uint8, nsid uint32, n int) nvme.Command {

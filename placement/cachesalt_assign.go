@@ -31,8 +31,8 @@ type handleLoad struct {
 // The empty salt is a salt like any other (untagged traffic gets its own handle while
 // handles last). The fast path is a lookup in an immutable map behind an atomic pointer
 // (copied on each of the first 256 assignments; later salts go to a sync.Map) and one
-// atomic add; a new salt takes a mutex once. Deterministic for a given order of first appearances; the assignment lives
-// in memory and starts afresh in a new process.
+// atomic add; a new salt takes a mutex once. Deterministic for a given order of first
+// appearances; the assignment lives in memory and starts afresh in a new process.
 type cacheSaltAssign struct {
 	n        int
 	snap     atomic.Pointer[map[string]int] // first snapSalts salts → handle, immutable
@@ -44,9 +44,10 @@ type cacheSaltAssign struct {
 }
 
 // NewCacheSalt returns the first-seen assignment variant, the default cache-salt: collision
-// free while there are at most n distinct salts.
+// free while there are at most n distinct salts. n is capped at 65,536 (NVMe placement
+// handles are 16-bit).
 func NewCacheSalt(n int) Policy {
-	n = min(max(n, 1), 1<<31)
+	n = min(max(n, 1), 1<<16)
 	p := &cacheSaltAssign{n: n, load: make([]handleLoad, n), owners: make([]int, n)}
 	p.snap.Store(&map[string]int{})
 	return p

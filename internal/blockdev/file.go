@@ -233,30 +233,7 @@ func (d *File) Deallocate(ranges []Range) error {
 	if d.ro {
 		return fmt.Errorf("%s: deallocate on a read-only device", d.info.Path)
 	}
-	for _, r := range ranges {
-		if r.Off < 0 || r.Len < 0 || r.Off+r.Len > d.info.Size {
-			return fmt.Errorf("%w: deallocate [%d, %d) on a %d-byte device", ErrOutOfRange, r.Off, r.Off+r.Len, d.info.Size)
-		}
-		if r.Len == 0 {
-			continue
-		}
-		var err error
-		if d.info.Kind == KindBlock {
-			rg := [2]uint64{uint64(r.Off), uint64(r.Len)}
-			if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(d.fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&rg))); errno != 0 {
-				err = errno
-			}
-		} else {
-			err = unix.Fallocate(d.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, r.Off, r.Len)
-		}
-		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTTY) {
-			return fmt.Errorf("%s: deallocate: %w (%v)", d.info.Path, ErrNotSupported, err)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: deallocate [%d, %d): %w", d.info.Path, r.Off, r.Off+r.Len, err)
-		}
-	}
-	return nil
+	return deallocateFD(d.fd, d.info, ranges)
 }
 
 // Flush implements Device (fdatasync).
@@ -286,4 +263,34 @@ func (d *File) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.f.Close()
+}
+
+// deallocateFD tells the kernel the ranges of fd hold no live data: BLKDISCARD on a block
+// device, a punched hole (keeping the size) in a file. Shared by the posix and io_uring
+// backends, which both hold a plain fd for this.
+func deallocateFD(fd int, info Info, ranges []Range) error {
+	for _, r := range ranges {
+		if r.Off < 0 || r.Len < 0 || r.Off+r.Len > info.Size {
+			return fmt.Errorf("%w: deallocate [%d, %d) on a %d-byte device", ErrOutOfRange, r.Off, r.Off+r.Len, info.Size)
+		}
+		if r.Len == 0 {
+			continue
+		}
+		var err error
+		if info.Kind == KindBlock {
+			rg := [2]uint64{uint64(r.Off), uint64(r.Len)}
+			if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&rg))); errno != 0 {
+				err = errno
+			}
+		} else {
+			err = unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, r.Off, r.Len)
+		}
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTTY) {
+			return fmt.Errorf("%s: deallocate: %w (%w)", info.Path, ErrNotSupported, err)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: deallocate [%d, %d): %w", info.Path, r.Off, r.Off+r.Len, err)
+		}
+	}
+	return nil
 }

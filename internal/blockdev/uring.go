@@ -409,31 +409,7 @@ func (d *UringDevice) Deallocate(ranges []Range) error {
 	if d.closed.Load() {
 		return fmt.Errorf("uring device %s: closed", d.info.Path)
 	}
-	for _, r := range ranges {
-		if r.Off < 0 || r.Len < 0 || r.Off+r.Len > d.info.Size {
-			return fmt.Errorf("%w: deallocate [%d, %d) on a %d-byte device", ErrOutOfRange, r.Off, r.Off+r.Len, d.info.Size)
-		}
-		if r.Len == 0 {
-			continue
-		}
-		var err error
-		if d.info.Kind == KindBlock {
-			rg := [2]uint64{uint64(r.Off), uint64(r.Len)}
-			_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(d.fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&rg)))
-			if errno != 0 {
-				err = errno
-			}
-		} else {
-			err = unix.Fallocate(d.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, r.Off, r.Len)
-		}
-		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTTY) {
-			return fmt.Errorf("uring device %s: deallocate: %w (%w)", d.info.Path, ErrNotSupported, err)
-		}
-		if err != nil {
-			return fmt.Errorf("uring device %s: deallocate [%d, %d): %w", d.info.Path, r.Off, r.Off+r.Len, err)
-		}
-	}
-	return nil
+	return deallocateFD(int(d.fd), d.info, ranges)
 }
 
 // uringFsync is a one-item batch issuing IORING_OP_FSYNC (datasync).

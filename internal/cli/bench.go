@@ -326,7 +326,7 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 			break
 		}
 	}
-	rep.Window.Description = fmt.Sprintf("after %g× cache capacity warm-up (≤ %s), for %s; steady = last half", f.warmup, f.warmupTimeout, f.duration)
+	rep.Window.Description = benchWindowDesc(f.warmup, f.warmupTimeout, f.duration, f.wl.requests)
 	if len(rep.Runs) > 0 {
 		rep.Window.MeasuredBytes = rep.Runs[0].WrittenBytes
 	}
@@ -510,4 +510,21 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 		SlotBytes: ecfg.SlotBytes, Slots: usage.SlotsTotal, TargetUtil: f.wl.util, Eviction: f.wl.eviction,
 		Workers: f.wl.workers, Rate: f.wl.rate, Description: b.desc}
 	return run, wl, nil
+}
+
+// benchWindowDesc states the measured window: bounded by --duration, by --requests (ops
+// counted from the start, warm-up included), or by whichever ends first.
+func benchWindowDesc(warmup float64, timeout, duration time.Duration, requests int64) string {
+	var end string
+	switch {
+	case duration > 0 && requests > 0:
+		end = fmt.Sprintf("for %s or until %d requests in total, whichever comes first", duration, requests)
+	case requests > 0:
+		end = fmt.Sprintf("until %d requests in total (the same op stream for every policy)", requests)
+	case duration > 0:
+		end = "for " + duration.String()
+	default:
+		end = "until the workload ends"
+	}
+	return fmt.Sprintf("after %g× cache capacity warm-up (≤ %s), %s; steady = last half", warmup, timeout, end)
 }

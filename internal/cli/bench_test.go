@@ -2,7 +2,9 @@ package cli
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rbctl/rbctl/reports"
 )
@@ -41,5 +43,22 @@ func TestBenchRefusesDevicesAndBadPolicies(t *testing.T) {
 	}
 	if _, err := runCLI(t, "bench", "mem:64M", "--placement", "frob"); err == nil {
 		t.Error("unknown policy accepted")
+	}
+}
+
+func TestBenchWindowDesc(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		req  int64
+		want string
+	}{
+		{20 * time.Second, 0, "warm-up (≤ 1m0s), for 20s; steady"},
+		{0, 2500, "until 2500 requests in total (the same op stream for every policy)"},
+		{time.Second, 150, "for 1s or until 150 requests in total, whichever comes first"},
+		{0, 0, "until the workload ends"},
+	} {
+		if got := benchWindowDesc(1, time.Minute, tc.d, tc.req); !strings.Contains(got, tc.want) {
+			t.Errorf("duration %s, requests %d: %q lacks %q", tc.d, tc.req, got, tc.want)
+		}
 	}
 }
