@@ -560,7 +560,14 @@ func (e *Engine) encodeV1(sn *snapshot) ([]byte, error) {
 		b = appendMetaFields(b, se.meta)
 		b = append(b, '}')
 	}
-	b = append(b, "}}"...)
+	b = append(b, '}')
+	if e.cfg.Namespace == NamespaceLegacy {
+		// LMCache's v1 state has no namespace, and an empty legacy cache cannot be told from
+		// an object one by its keys. LMCache ignores unknown fields (its later v2 state uses
+		// this name and these values), so object-namespace output stays byte-exact.
+		b = append(b, `,"key_namespace":"legacy"`...)
+	}
+	b = append(b, '}')
 	return b, nil
 }
 
@@ -698,6 +705,11 @@ func decodeV1(b []byte) (*ckptState, error) {
 	}
 	if st.dataBase == 0 {
 		st.dataBase = st.metaTotal
+	}
+	if x, ok := obj.get("key_namespace"); ok {
+		if s, ok := x.(string); ok && (s == string(NamespaceLegacy) || s == string(NamespaceObject)) {
+			st.hasNS, st.legacyNS = true, s == string(NamespaceLegacy)
+		}
 	}
 	x, ok := obj.get("entries")
 	if !ok {

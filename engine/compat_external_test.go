@@ -34,12 +34,6 @@ func extSeq(n int) []byte {
 	return b
 }
 
-// skipUntilLegacyFix: TEMPORARY (H7, removed once engine/key.go, detectConfig and the v1
-// writer handle LMCache legacy keys; see /work/briefs/compat-findings.md D1, D1b, D2).
-func skipUntilLegacyFix(t *testing.T) {
-	t.Skip("pending fix of legacy-namespace discrepancies D1/D1b/D2 (compat-findings.md)")
-}
-
 func mustHex(t *testing.T, s string) []byte {
 	t.Helper()
 	b, err := hex.DecodeString(s)
@@ -96,7 +90,6 @@ var extLegacyKeys = []struct {
 }
 
 func TestExternalLegacyKeyIdentity(t *testing.T) {
-	skipUntilLegacyFix(t)
 
 	for _, g := range extLegacyKeys {
 		k, err := ParseKey(g.enc, NamespaceLegacy)
@@ -311,7 +304,6 @@ const extLegacyJSON = `{"version":1,"device_path":"/tmp/h7/dev/legacy0","capacit
 const extLegacyContainer = "4c4d434944583031010000000100000000000000070300000000000038d6e946"
 
 func TestExternalReadsLMCacheLegacyImage(t *testing.T) {
-	skipUntilLegacyFix(t)
 
 	m := blockdev.NewMem(16<<20, 0)
 	var slots []struct {
@@ -359,7 +351,6 @@ func TestExternalReadsLMCacheLegacyImage(t *testing.T) {
 
 // A stale legacy slot (header identity of another chunk) must be dropped, not adopted.
 func TestExternalLegacyStaleSlotDropped(t *testing.T) {
-	skipUntilLegacyFix(t)
 
 	m := blockdev.NewMem(16<<20, 0)
 	var slots []struct {
@@ -410,7 +401,6 @@ func TestExternalJSONStringEscapes(t *testing.T) {
 // An empty legacy-namespace v1 cache must reopen as legacy, so that the first put writes the
 // chunk hash (LMCache's legacy identity) into the slot header, not BLAKE2b of the key.
 func TestExternalEmptyLegacyV1KeepsNamespace(t *testing.T) {
-	skipUntilLegacyFix(t)
 	m := blockdev.NewMem(16<<20, 0)
 	c := extConfig()
 	c.Namespace = NamespaceLegacy
@@ -475,6 +465,25 @@ func TestExternalDecodesEscapedKeys(t *testing.T) {
 		enc := appendJSONString(nil, ObjectKey("m", 0, []byte{1}, w.salt).String())
 		if !bytes.Contains([]byte(extEscapedJSON), append(enc, ':', '{')) {
 			t.Errorf("encoded key %s is not in LMCache's JSON", enc)
+		}
+	}
+}
+
+// Python int(s, 16) & (2**64-1), the legacy identity rule, on awkward hash fields.
+func TestExternalPythonHexInt(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		v  uint64
+		ok bool
+	}{
+		{"0x_ab", 0xab, true}, {"_ab", 0, false}, {"a__b", 0, false}, {"ab_", 0, false},
+		{" ab ", 0xab, true}, {"-0x10", 0xfffffffffffffff0, true}, {"", 0, false}, {"0x", 0, false},
+		{"+FF", 0xff, true}, {"1_0", 0x10, true}, {"ffffffffffffffffff", 0xffffffffffffffff, true},
+		{"-ffffffffffffffffff", 1, true}, {"0X1", 1, true}, {"g1", 0, false}, {"-", 0, false},
+	} {
+		v, ok := pyHexInt64(c.in)
+		if ok != c.ok || v != c.v {
+			t.Errorf("pyHexInt64(%q) = %016x %v, Python %016x %v", c.in, v, ok, c.v, c.ok)
 		}
 	}
 }

@@ -49,6 +49,13 @@ func ParseKey(encoded string, ns Namespace) (Key, error) {
 	case NamespaceObject, "":
 		return RawKey(encoded), nil
 	case NamespaceLegacy:
+		// LMCache's CacheEngineKey/LayerCacheEngineKey.to_string():
+		// model@world_size@worker_id@{chunk_hash:x}@dtype[@layer_id][@tag%value...];
+		// key_codec's identity is int(parts[3], 16) & 0xFFFF_FFFF_FFFF_FFFF.
+		if id, ok := legacyChunkHash(encoded); ok {
+			return LegacyKey(encoded, id), nil
+		}
+		// Older shapes ("fmt@model@world@worker@hash"): the hash is the last field.
 		i := strings.LastIndexByte(encoded, '@')
 		field := encoded[i+1:]
 		field = strings.TrimPrefix(field, "0x")
@@ -58,7 +65,7 @@ func ParseKey(encoded string, ns Namespace) (Key, error) {
 		if v, err := strconv.ParseInt(encoded[i+1:], 10, 64); err == nil {
 			return LegacyKey(encoded, uint64(v)), nil
 		}
-		return Key{enc: encoded, ns: NamespaceLegacy}, fmt.Errorf("%w: legacy key %q has no hex chunk hash in its last '@' field", ErrKeyFormat, encoded)
+		return Key{enc: encoded, ns: NamespaceLegacy}, fmt.Errorf("%w: legacy key %q has no hex chunk hash in field 4 (model@world@worker@hash@dtype) nor in its last '@' field", ErrKeyFormat, encoded)
 	}
 	return Key{}, fmt.Errorf("%w: unknown namespace %q (use object or legacy)", ErrKeyFormat, ns)
 }
@@ -203,4 +210,69 @@ func pyUnquote(s string) (string, error) {
 		b = append(b, s[i])
 	}
 	return string(b), nil
+}
+
+// legacyChunkHash reads the identity of a key in LMCache's CacheEngineKey shape
+// model@world_size@worker_id@HEX@dtype[...]: world_size and worker_id are decimal, HEX is
+// parsed as Python's int(HEX, 16) (sign, 0x prefix and '_' separators allowed, any width)
+// and reduced to its low 64 bits in two's complement, as key_codec.encode_legacy_key does.
+// Object keys never match: their second field is "0x%08x", not decimal.
+func legacyChunkHash(encoded string) (uint64, bool) {
+	f := strings.SplitN(encoded, "@", 6)
+	if len(f) < 5 || !pyDecimal(f[1]) || !pyDecimal(f[2]) || f[4] == "" {
+		return 0, false
+	}
+	return pyHexInt64(f[3])
+}
+
+func pyDecimal(s string) bool {
+	s = strings.TrimSpace(s)
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "-"), "+")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// pyHexInt64 is int(s, 16) & (2**64 - 1).
+func pyHexInt64(s string) (uint64, bool) {
+	s = strings.TrimSpace(s)
+	neg := false
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		s = strings.TrimPrefix(s[2:], "_")
+	}
+	if s == "" || s[0] == '_' || s[len(s)-1] == '_' || strings.Contains(s, "__") {
+		return 0, false
+	}
+	var v uint64 // low 64 bits of the magnitude
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		var d uint64
+		switch {
+		case c >= '0' && c <= '9':
+			d = uint64(c - '0')
+		case c >= 'a' && c <= 'f':
+			d = uint64(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			d = uint64(c-'A') + 10
+		case c == '_':
+			continue
+		default:
+			return 0, false
+		}
+		v = v<<4 | d
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
 }

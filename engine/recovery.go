@@ -513,6 +513,9 @@ func detectConfig(dev blockdev.Device) (Config, error) {
 			if st.hasNS && st.legacyNS {
 				cfg.Namespace = NamespaceLegacy
 			}
+			if !st.hasNS && v1KeysAreLegacy(st) {
+				cfg.Namespace = NamespaceLegacy // LMCache v1 JSON does not record the namespace
+			}
 			if st.capacity > 0 && st.capacity < size {
 				cfg.CapacityBytes = st.capacity
 			}
@@ -523,6 +526,22 @@ func detectConfig(dev blockdev.Device) (Config, error) {
 		}
 	}
 	return cfg, fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted (rbctl format)?", ErrNoCheckpoint, tried)
+}
+
+// v1KeysAreLegacy reports whether every key of a namespace-less (LMCache v1 JSON)
+// checkpoint has LMCache's legacy CacheEngineKey shape. Object keys never do (their second
+// field is "0x%08x"), so such a checkpoint was written by LMCache's non-MP legacy backend,
+// whose slot identities are chunk hashes, not BLAKE2b of the key.
+func v1KeysAreLegacy(st *ckptState) bool {
+	if len(st.entries) == 0 {
+		return false
+	}
+	for i := range st.entries {
+		if _, ok := legacyChunkHash(st.entries[i].key); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func candidateOffsets(ba, size int64) []int64 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ type formatFlags struct {
 	slot, header, meta, capacity, create string
 	blockAlign                           int
 	compat, namespace                    string
+	devicePath                           string
 	force, json                          bool
 }
 
@@ -48,6 +50,7 @@ two of at least 1 MiB.`,
 	cmd.Flags().StringVar(&f.namespace, "namespace", "object", "key namespace: object or legacy")
 	cmd.Flags().BoolVar(&f.force, "force", false, "format even if the device is in use or holds data")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the layout as JSON")
+	cmd.Flags().StringVar(&f.devicePath, "device-path", "", "device_path recorded in the checkpoint (default: DEV as an absolute path); LMCache ignores a checkpoint whose device_path differs from its configured one")
 	cmd.Flags().StringVar(&f.create, "create", "", "create (or extend) DEV as a regular file of this size first")
 	f.dev.add(cmd)
 	return cmd
@@ -134,7 +137,13 @@ func runFormat(cmd *cobra.Command, path string, f *formatFlags) error {
 		dev.Close()
 		return err
 	}
-	cfg.DevicePath = path
+	cfg.DevicePath = f.devicePath
+	if cfg.DevicePath == "" {
+		if cfg.DevicePath, err = filepath.Abs(path); err != nil {
+			dev.Close()
+			return fmt.Errorf("%s: %w (pass --device-path)", path, err)
+		}
+	}
 	cfg.Periodic = false
 	if _, err := engine.ComputeLayout(cfg, dev.Info().Size); err != nil {
 		dev.Close()

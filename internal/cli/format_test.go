@@ -124,3 +124,26 @@ func TestFormatCompatLMCacheV1IsInspectable(t *testing.T) {
 		t.Fatalf("inspect: %v %+v", err, rep)
 	}
 }
+
+// TestFormatDevicePathRecorded: LMCache ignores a v1 checkpoint whose device_path differs
+// from its configured path, so format records DEV as an absolute path by default and
+// --device-path overrides it.
+func TestFormatDevicePathRecorded(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if out, err := rbRun(t, "", "format", "--create", "32M", "--slot-bytes", "64K", "--meta-bytes", "2M", "--compat", "lmcache-v1", "rel.img"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	abs := filepath.Join(dir, "rel.img")
+	b, _ := os.ReadFile(abs)
+	if !bytes.Contains(b[4096:1<<20], []byte(`{"version":1,"device_path":"`+abs+`"`)) {
+		t.Fatalf("checkpoint does not record the absolute path %s", abs)
+	}
+	if out, err := rbRun(t, "", "format", "--force", "--slot-bytes", "64K", "--meta-bytes", "2M", "--compat", "lmcache-v1", "--device-path", "/dev/nvme0n1", "rel.img"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	b, _ = os.ReadFile(abs)
+	if !bytes.Contains(b[4096:1<<20], []byte(`{"version":1,"device_path":"/dev/nvme0n1"`)) {
+		t.Fatal("--device-path not recorded")
+	}
+}

@@ -145,6 +145,7 @@ add_mod null_blk required
 add_mod loop required # loop + ext4: an O_DIRECT-capable /tmp (rootfs and tmpfs refuse O_DIRECT)
 add_mod ext4 required
 for m in nvme-tcp nvmet-tcp; do add_mod "$m" optional; done # NVMe/TCP host and target, for fabrics tests
+add_mod crc32c_generic optional # CRC32C for NVMe/TCP header/data digests (guest.d/60-rbctl-emu-nvmetcp.sh)
 : >"$RFS/vmtest/modules"
 for f in "${MOD_ORDER[@]}"; do
 	rel=${f#"$MODDIR"/}
