@@ -47,8 +47,9 @@ type UringCmdTransport struct {
 	rr     atomic.Uint32
 	nsid   uint32
 
-	regMu sync.Mutex
-	regs  atomic.Pointer[[][]byte] // registered buffers, by index
+	regMu    sync.Mutex
+	regs     atomic.Pointer[[][]byte] // registered buffers, by index
+	fixedOff atomic.Bool              // fixed commands failed with EINVAL and plain ones worked: stop using fixed
 
 	mu     sync.RWMutex // shared by commands, exclusive by Close
 	closed bool
@@ -260,7 +261,7 @@ func (t *UringCmdTransport) IO(cmds []Command, done []Completion) {
 	defer pin.Unpin()
 	pinCommands(&pin, cmds)
 	var regs [][]byte
-	if p := t.regs.Load(); p != nil {
+	if p := t.regs.Load(); p != nil && !t.fixedOff.Load() {
 		regs = *p
 	}
 	b := &cmdBatch{fd: int32(t.ns.Fd()), cmdOp: sys.NVME_URING_CMD_IO, cmds: cmds, done: done[:len(cmds)], regs: regs}
@@ -269,8 +270,54 @@ func (t *UringCmdTransport) IO(cmds []Command, done []Completion) {
 		for i := range cmds {
 			done[i] = Completion{Err: err}
 		}
+		return
+	}
+	if regs != nil {
+		t.retryFixedEINVAL(e, cmds, done, regs)
 	}
 }
+
+// retryFixedEINVAL resends, as plain commands, the fixed-buffer commands the kernel refused
+// with EINVAL. Linux 6.1 (and other kernels before the fix that trimmed the iterator of a
+// fixed buffer to the transfer) counts every page from the data's offset to the end of the
+// registered buffer as a segment and refuses the request when that exceeds the queue's
+// max_segments — so a large registered pool fails with EINVAL where a plain pointer works.
+// When the plain resend succeeds, fixed buffers are turned off for this transport.
+func (t *UringCmdTransport) retryFixedEINVAL(e *uring.Executor, cmds []Command, done []Completion, regs [][]byte) {
+	var idx []int
+	for i := range cmds {
+		if _, fixed := fixedIndex(regs, &cmds[i]); fixed && errors.Is(done[i].Err, unix.EINVAL) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	rc := make([]Command, len(idx))
+	rd := make([]Completion, len(idx))
+	for j, i := range idx {
+		rc[j] = cmds[i]
+		rc[j].BufIndex = -1
+	}
+	rb := &cmdBatch{fd: int32(t.ns.Fd()), cmdOp: sys.NVME_URING_CMD_IO, cmds: rc, done: rd}
+	if err := e.Run(rb); err != nil {
+		return
+	}
+	ok := false
+	for j, i := range idx {
+		if rd[j].Err == nil {
+			ok = true
+		}
+		done[i] = rd[j]
+	}
+	if ok {
+		t.fixedOff.Store(true)
+	}
+}
+
+// FixedDisabled reports whether the transport stopped using fixed buffers because the
+// kernel refused them (see retryFixedEINVAL).
+func (t *UringCmdTransport) FixedDisabled() bool { return t.fixedOff.Load() }
 
 // Admin implements Transport: NVME_URING_CMD_ADMIN on the controller ring, or the ioctl.
 func (t *UringCmdTransport) Admin(c *Command) Completion {

@@ -38,7 +38,7 @@ func Open(path string, opt Options) (blockdev.Device, error) {
 		}
 		return d, nil
 	}
-	if isNVMeGeneric(path) && (opt.IOEngine == "" || opt.IOEngine == "posix") {
+	if isNVMeGeneric(path) && opt.IOEngine != "passthru" && opt.IOEngine != "nvme" {
 		opt.IOEngine = "passthru" // /dev/ngXnY is reachable only through NVMe passthrough
 	}
 	switch opt.IOEngine {
