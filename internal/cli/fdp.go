@@ -246,12 +246,17 @@ func newFDPConfigsCmd() *cobra.Command {
 	return cmd
 }
 
-func newFDPUsageCmd() *cobra.Command {
+// fdpLogReader reads one FDP log for an endurance group and returns its raw bytes, the value
+// printed by --output-format json, and the normal (human) printer.
+type fdpLogReader func(t nvme.Transport, endgid uint16) (raw []byte, js any, normal func(io.Writer), err error)
+
+// newFDPLogCmd builds a sub-command that prints one FDP log page (nvme-cli's flags).
+func newFDPLogCmd(use, short string, read fdpLogReader) *cobra.Command {
 	var out outputFlags
 	var endgid uint16
 	cmd := &cobra.Command{
-		Use:   "usage DEV",
-		Short: "Reclaim Unit Handle Usage log (0x21)",
+		Use:   use,
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mode, err := out.mode()
@@ -259,11 +264,11 @@ func newFDPUsageCmd() *cobra.Command {
 				return err
 			}
 			return withEndgid(args[0], endgid, func(t nvme.Transport, endgid uint16) error {
-				l, raw, err := fdp.ReadUsage(t, endgid)
+				raw, js, normal, err := read(t, endgid)
 				if err != nil {
 					return err
 				}
-				return emit(cmd.OutOrStdout(), mode, raw, usageToJSON(l), func(w io.Writer) { printUsage(w, l) })
+				return emit(cmd.OutOrStdout(), mode, raw, js, normal)
 			})
 		},
 	}
@@ -272,30 +277,26 @@ func newFDPUsageCmd() *cobra.Command {
 	return cmd
 }
 
-func newFDPStatsCmd() *cobra.Command {
-	var out outputFlags
-	var endgid uint16
-	cmd := &cobra.Command{
-		Use:   "stats DEV",
-		Short: "FDP Statistics log (0x22): HBMW, MBMW, MBE",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			mode, err := out.mode()
+func newFDPUsageCmd() *cobra.Command {
+	return newFDPLogCmd("usage DEV", "Reclaim Unit Handle Usage log (0x21)",
+		func(t nvme.Transport, endgid uint16) ([]byte, any, func(io.Writer), error) {
+			l, raw, err := fdp.ReadUsage(t, endgid)
 			if err != nil {
-				return err
+				return nil, nil, nil, err
 			}
-			return withEndgid(args[0], endgid, func(t nvme.Transport, endgid uint16) error {
-				s, raw, err := fdp.ReadStats(t, endgid)
-				if err != nil {
-					return err
-				}
-				return emit(cmd.OutOrStdout(), mode, raw, s, func(w io.Writer) { printStats(w, s) })
-			})
-		},
-	}
-	cmd.Flags().Uint16VarP(&endgid, "endgrp-id", "e", 0, "endurance group (0: the namespace's)")
-	out.add(cmd)
-	return cmd
+			return raw, usageToJSON(l), func(w io.Writer) { printUsage(w, l) }, nil
+		})
+}
+
+func newFDPStatsCmd() *cobra.Command {
+	return newFDPLogCmd("stats DEV", "FDP Statistics log (0x22): HBMW, MBMW, MBE",
+		func(t nvme.Transport, endgid uint16) ([]byte, any, func(io.Writer), error) {
+			s, raw, err := fdp.ReadStats(t, endgid)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			return raw, s, func(w io.Writer) { printStats(w, s) }, nil
+		})
 }
 
 func newFDPEventsCmd() *cobra.Command {
