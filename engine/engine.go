@@ -197,9 +197,14 @@ func format(dev blockdev.Device, cfg Config) (*Engine, error) {
 func (e *Engine) find(k Key) int32 {
 	t := &e.tab
 	h := mix(k.id)
-	fp := t.fp(h)
+	return e.findAt(k, t.fp(h), h&t.mask)
+}
+
+// findAt is find's probe loop started at cell i (the key's home cell or a cell between it
+// and the key's cell), with fp = e.tab.fp(mix(k.id)).
+func (e *Engine) findAt(k Key, fp uint32, i uint64) int32 {
+	t := &e.tab
 	fpMask := ^t.slotMask
-	i := h & t.mask
 	for {
 		c := t.cells[i]
 		if c == 0 {
@@ -685,34 +690,95 @@ func (e *Engine) loadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
 
 // ---- lookups ----
 
-// warm touches, for a group of keys, the table cell, the slot record and the first key
-// byte each lookup will need. The loads of different keys are independent, so the CPU
-// overlaps their cache misses; the lookups that follow then hit the cache. (Caller holds e.mu.)
-func (e *Engine) warm(keys []Key) {
-	t := &e.tab
-	var sink uint32
-	for i := range keys {
-		c := t.cells[mix(keys[i].id)&t.mask]
-		if c != 0 {
-			r := &e.slots[e.cellSlot(c)]
-			sink += uint32(r.id) + uint32(e.keys.chunks[r.key>>20][r.key&(arenaChunk-1)])
-		}
-		if s := keys[i].enc; len(s) > 0 {
-			sink += uint32(s[0])
-		}
-	}
-	e.warmSink = sink
-}
-
 func (e *Engine) existsMany(keys []Key, lock bool) []bool {
 	out := make([]bool, len(keys))
 	hits := 0
 	e.mu.Lock()
-	for i, k := range keys {
-		if i%32 == 0 {
-			e.warm(keys[i:min(i+32, len(keys))])
+	for b := 0; b < len(keys); b += existsGroup {
+		n := min(existsGroup, len(keys)-b)
+		hits += e.existsGroup(keys[b:b+n], out[b:b+n], lock)
+	}
+	e.mu.Unlock()
+	e.st.lookups.Add(int64(len(keys)))
+	e.st.lookupHits.Add(int64(hits))
+	e.observe(keys, out, AccessLookupHit)
+	return out
+}
+
+// existsGroup is the number of keys existsMany looks up in one pipelined group.
+const existsGroup = 64
+
+// existsGroup sets out[i] for up to existsGroup keys and returns the number of hits. It
+// works in passes over the group so that the cache misses of different keys overlap: the
+// home cells first, then the probe to the first fingerprint match and its slot record,
+// then the candidate's arena record, and only then the (now cached) key comparisons. The
+// result is exactly find's. (Caller holds e.mu.)
+func (e *Engine) existsGroup(keys []Key, out []bool, lock bool) int {
+	if len(keys) > existsGroup || len(out) < len(keys) {
+		panic("engine: existsGroup: bad group")
+	}
+	var hs [existsGroup]uint64
+	var pos [existsGroup]uint64
+	var cand [existsGroup]int32
+	t := &e.tab
+	cells := t.cells
+	mask := t.mask
+	slotMask := t.slotMask
+	fpMask := ^slotMask
+	slots := e.slots
+	chunks := e.keys.chunks
+	var sink uint32
+	// Pass 1: hash and load each home cell.
+	for i := range keys {
+		h := mix(keys[i].id)
+		hs[i] = h
+		sink += cells[h&mask]
+	}
+	// Pass 2: probe to the first cell that is empty or matches the fingerprint (usually the
+	// home cell, now cached) and load the candidate's slot record and the caller's key.
+	for i := range keys {
+		h := hs[i]
+		fp := t.fp(h)
+		p := h & mask
+		c := cells[p]
+		for c != 0 && c&fpMask != fp {
+			p = (p + 1) & mask
+			c = cells[p]
 		}
-		if s := e.find(k); s >= 0 && e.slots[s].state == stLive {
+		pos[i] = p
+		if c == 0 {
+			cand[i] = -1
+			continue
+		}
+		s := int32(c&slotMask) - 1
+		cand[i] = s
+		sink += slots[s].key
+		if enc := keys[i].enc; len(enc) > 0 { // every cache line of the caller's key
+			for j := 0; j < len(enc); j += 64 {
+				sink += uint32(enc[j])
+			}
+			sink += uint32(enc[len(enc)-1])
+		}
+	}
+	// Pass 3: load the candidate's arena record (both ends: it may straddle a cache line).
+	for i := range keys {
+		s := cand[i]
+		if s < 0 {
+			continue
+		}
+		ref := slots[s].key
+		c := chunks[ref>>20]
+		off := int(ref & (arenaChunk - 1))
+		sink += uint32(c[off]) + uint32(c[min(off+47, len(c)-1)])
+	}
+	e.warmSink = sink
+	// Pass 4: compare; a mismatching candidate continues find's probe past it.
+	hits := 0
+	for i := range keys {
+		if cand[i] < 0 {
+			continue // the probe reached an empty cell: find would return -1
+		}
+		if s := e.findAt(keys[i], t.fp(hs[i]), pos[i]); s >= 0 && e.slots[s].state == stLive {
 			out[i] = true
 			hits++
 			if lock {
@@ -720,11 +786,7 @@ func (e *Engine) existsMany(keys []Key, lock bool) []bool {
 			}
 		}
 	}
-	e.mu.Unlock()
-	e.st.lookups.Add(int64(len(keys)))
-	e.st.lookupHits.Add(int64(hits))
-	e.observe(keys, out, AccessLookupHit)
-	return out
+	return hits
 }
 
 func (e *Engine) metadataPrefix(keys []Key, lock bool) []EntryMeta {

@@ -217,6 +217,17 @@ func decodeKey(b []byte, pre, salts []string) (string, bool) {
 	return sb.String(), true
 }
 
+// hexWord returns the lower-case hex digits of the 4 bytes of x (little-endian: byte 0 of
+// x first, high nibble first) as 8 ASCII bytes packed little-endian into a uint64.
+func hexWord(x uint32) uint64 {
+	v := uint64(x)
+	v = (v | v<<16) & 0x0000ffff0000ffff
+	v = (v | v<<8) & 0x00ff00ff00ff00ff
+	n := (v>>4)&0x000f000f000f000f | (v&0x000f000f000f000f)<<8
+	// '0'+n for n < 10, 'a'+n-10 (= '0'+n+39) otherwise; no byte carries into the next.
+	return n + 0x3030303030303030 + ((n+0x0606060606060606)>>4&0x0101010101010101)*39
+}
+
 // keyEqual reports whether the compact record b encodes enc, without allocating.
 func keyEqual(b []byte, enc string, pre, salts []string) bool {
 	if b[0] == 0 {
@@ -237,12 +248,12 @@ func keyEqual(b []byte, enc string, pre, salts []string) bool {
 		return false
 	}
 	j := 0
-	for ; j+8 <= hl; j += 8 { // 16 hex digits against 8 hash bytes at a time
-		var v uint64
-		for q := 0; q < 16; q++ {
-			v = v<<4 | uint64(hexval[rest[2*j+q]])
-		}
-		if v != binary.BigEndian.Uint64(h[j:]) || !lowerHex(rest[2*j:2*j+16]) {
+	for ; j+4 <= hl; j += 4 { // 8 hex digits against 4 hash bytes at a time
+		k := 2 * j
+		_ = rest[k+7]
+		w := uint64(rest[k]) | uint64(rest[k+1])<<8 | uint64(rest[k+2])<<16 | uint64(rest[k+3])<<24 |
+			uint64(rest[k+4])<<32 | uint64(rest[k+5])<<40 | uint64(rest[k+6])<<48 | uint64(rest[k+7])<<56
+		if w != hexWord(binary.LittleEndian.Uint32(h[j:])) {
 			return false
 		}
 	}
