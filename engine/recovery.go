@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,19 +94,13 @@ func (e *Engine) checkLayout(st *ckptState) error {
 	if st.hasDevPath && c.DevicePath != "" && st.devicePath != c.DevicePath {
 		return fmt.Errorf("%w: device_path is %q in the checkpoint but %q was opened; open the same path (or leave DevicePath empty)", ErrLayoutMismatch, st.devicePath, c.DevicePath)
 	}
-	switch {
-	case st.blockAlign != int64(c.BlockAlign):
-		return mis("block_align", st.blockAlign, c.BlockAlign)
-	case st.headerBytes != int64(c.HeaderBytes):
-		return mis("header_bytes", st.headerBytes, c.HeaderBytes)
-	case st.slotBytes != c.SlotBytes:
-		return mis("slot_bytes", st.slotBytes, c.SlotBytes)
-	case st.metaTotal != c.MetaTotalBytes:
-		return mis("meta_total_bytes", st.metaTotal, c.MetaTotalBytes)
-	case st.metaMagic != c.MetaMagic:
-		return mis("meta_magic", st.metaMagic, c.MetaMagic)
-	case st.metaVersion != int64(c.MetaVersion):
+	if st.metaVersion < 0 || st.metaVersion > math.MaxUint32 {
 		return mis("meta_version", st.metaVersion, c.MetaVersion)
+	}
+	onDisk := Config{BlockAlign: int(st.blockAlign), HeaderBytes: int(st.headerBytes), SlotBytes: st.slotBytes,
+		MetaTotalBytes: st.metaTotal, MetaMagic: st.metaMagic, MetaVersion: uint32(st.metaVersion)}
+	if err := layoutDiff(onDisk, c); err != nil {
+		return err
 	}
 	if st.hasNS && st.legacyNS != (c.Namespace == NamespaceLegacy) {
 		ns := NamespaceObject
