@@ -129,22 +129,24 @@ func (e *Engine) worker(q *taskQueue) {
 	}
 }
 
+// complete publishes r, then signals the channel and the eventfd while still holding doneMu:
+// whoever wakes on either (or on WaitTask) can only look once the result is visible, and
+// the eventfd counter already includes it when WaitTask returns.
 func (e *Engine) complete(r TaskResult) {
 	a := &e.async
 	a.doneMu.Lock()
+	defer a.doneMu.Unlock()
 	a.done = append(a.done, r)
-	a.doneCnd.Broadcast()
-	efd := a.efd
-	a.doneMu.Unlock()
+	if a.efd >= 0 {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], 1)
+		_, _ = unix.Write(a.efd, b[:])
+	}
 	select {
 	case e.notify <- struct{}{}:
 	default:
 	}
-	if efd >= 0 {
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], 1)
-		_, _ = unix.Write(efd, b[:])
-	}
+	a.doneCnd.Broadcast()
 }
 
 func (e *Engine) submit(kind TaskKind, keys []Key, bufs [][]byte) TaskID {
