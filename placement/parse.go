@@ -102,6 +102,9 @@ func parseData(p string, n, handles int, meta bool) (Policy, error) {
 		}
 		return NewStatic(h), nil
 	}
+	if strings.HasPrefix(p, "oracle") {
+		return nil, fmt.Errorf("%w: %q is a future-knowledge reference, not a policy: only rbctl simulate runs it (it replays the op stream twice)", ErrSpec, p)
+	}
 	if p == "static" {
 		return nil, fmt.Errorf("%w: static needs a handle index, as in static:1", ErrSpec)
 	}

@@ -43,7 +43,9 @@ type SimRun struct {
 	Driver        DriverConfig // StopAfterBytes, WarmupBytes and Sample are set by RunSim from the caps below
 	FTL           ftl.Config
 	Precondition  ftl.Precondition
-	Policy        string // placement.Parse spec
+	Policy        string                    // placement.Parse spec
+	PolicyImpl    placement.Policy          // used instead of Policy when set (built outside Parse)
+	Regen         func() (Generator, error) // a fresh copy of Gen; oracle: policies replay the workload
 	Model         string
 	SlotBytes     int64
 	Deallocate    bool
@@ -72,6 +74,9 @@ type SimResult struct {
 // RunSim runs r and returns the result; an infeasible FTL configuration is reported in the
 // result (Infeasible) rather than as an error.
 func RunSim(ctx context.Context, r SimRun) (*SimResult, error) {
+	if r.PolicyImpl == nil && IsOracle(r.Policy) {
+		return runOracleSim(ctx, r)
+	}
 	if r.WarmupCaps == 0 {
 		r.WarmupCaps = 1
 	}
@@ -89,9 +94,11 @@ func RunSim(ctx context.Context, r SimRun) (*SimResult, error) {
 		return nil, fmt.Errorf("precondition %s: %w", r.Precondition, err)
 	}
 	base := m.Stats()
-	pol, err := placement.Parse(r.Policy, m.Config().Handles)
-	if err != nil {
-		return nil, err
+	pol := r.PolicyImpl
+	if pol == nil {
+		if pol, err = placement.Parse(r.Policy, m.Config().Handles); err != nil {
+			return nil, err
+		}
 	}
 	be, err := NewSimBackend(SimConfig{FTL: m, Policy: pol, Salts: r.Gen.Salts(), Model: r.Model,
 		SlotBytes: r.SlotBytes, Deallocate: r.Deallocate, CheckpointOps: r.CheckpointOps})

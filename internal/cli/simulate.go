@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/reports/plots"
 	"github.com/rbctl/rbctl/workloads"
@@ -377,7 +378,7 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 	fs.StringVar(&f.gc, "gc", "greedy", "GC victim policy: greedy or cost-benefit")
 	fs.IntVar(&f.reserve, "reserve", 0, "free RUs kept for GC (0: the minimum, 1)")
 	fs.StringVar(&f.precondition, "precondition", "trim", "state before the run: trim (all deallocated) or fill (sequentially written)")
-	fs.StringVar(&f.placement, "placement", "none,cache-salt,metadata-class+cache-salt,hotness", "comma-separated placement policies to compare")
+	fs.StringVar(&f.placement, "placement", "none,cache-salt,metadata-class+cache-salt,hotness", "comma-separated placement policies to compare ("+strings.Join(placement.Known(), ", ")+", compositions with +), or future-knowledge references oracle:"+strings.Join(workloads.OracleModes, ", oracle:")+" (two passes; docs/bench.md)")
 	fs.BoolVar(&f.deallocate, "deallocate", true, "deallocate a slot when its key is evicted or deleted (H6)")
 	fs.Int64Var(&f.checkpointOps, "checkpoint-ops", 2000, "write a checkpoint every this many stores+deletes (0: never)")
 	fs.Float64Var(&f.warmup, "warmup", 1, "warm-up, in device capacities of payload written")
@@ -442,6 +443,17 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 	if len(policies) == 0 {
 		return fmt.Errorf("--placement: give at least one policy, e.g. none,cache-salt")
 	}
+	for _, pol := range policies {
+		var err error
+		if workloads.IsOracle(pol) {
+			err = workloads.CheckOracle(pol, f.handles)
+		} else {
+			_, err = placement.Parse(pol, f.handles)
+		}
+		if err != nil {
+			return fmt.Errorf("--placement %s: %w", pol, err)
+		}
+	}
 	slotBytes := int64(4096 + b.chunkBytes)
 	rep := reports.New("simulate")
 	rep.Workload = reports.Workload{Name: b.name, Seed: f.wl.seed, Tenants: b.salts, ChunkBytes: b.chunkBytes,
@@ -488,7 +500,7 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 			}
 			dc.TargetUtil = util
 			dc.Workers = 1 // the model is deterministic only single-threaded
-			res, err := workloads.RunSim(ctx, workloads.SimRun{Gen: g, Driver: dc, FTL: fc, Precondition: pre, Policy: pol,
+			res, err := workloads.RunSim(ctx, workloads.SimRun{Gen: g, Driver: dc, FTL: fc, Precondition: pre, Policy: pol, Regen: b.newGen,
 				Model: f.wl.model, SlotBytes: slotBytes, Deallocate: f.deallocate, CheckpointOps: f.checkpointOps,
 				WarmupCaps: f.warmup, MeasureCaps: f.measure})
 			if err != nil {

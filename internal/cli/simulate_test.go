@@ -43,6 +43,26 @@ func TestSimulateJSON(t *testing.T) {
 	}
 }
 
+// An oracle reference runs from the CLI, replays the same op stream (same bytes written) and
+// is named in the report.
+func TestSimulateOracle(t *testing.T) {
+	out, err := runCLI(t, "simulate", "--capacity", "4G", "--model", "tiny", "--placement", "cache-salt,oracle:salt-lifetime",
+		"--measure", "1", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reports.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(r.Runs) != 2 || r.Runs[1].Policy != "oracle:salt-lifetime" || r.Runs[1].HostWAF == nil {
+		t.Fatalf("runs: %+v", r.Runs)
+	}
+	if a, b := r.Runs[0].WrittenBytes, r.Runs[1].WrittenBytes; a != b || a == 0 {
+		t.Fatalf("written bytes %d (cache-salt) vs %d (oracle): the oracle must replay the same stream", a, b)
+	}
+}
+
 func TestSimulateSweep(t *testing.T) {
 	dir := t.TempDir()
 	out, err := runCLI(t, "simulate", "--capacity", "2G", "--model", "tiny", "--placement", "none,cache-salt",
@@ -63,6 +83,8 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{"simulate", "--sweep", "util=0.9:0.5:0.1"},
 		{"simulate", "--sweep", "frob=1:2:1"},
 		{"simulate", "--placement", "bogus"},
+		{"simulate", "--placement", "none,oracle:nope"},
+		{"simulate", "--handles", "1", "--placement", "oracle:lifetime"},
 		{"simulate", "--model", "nope"},
 		{"simulate", "--util", "1.5"},
 		{"simulate", "--json", "--csv", "--capacity", "1G", "--model", "tiny", "--measure", "0.1", "--warmup", "0.1"},
