@@ -5,8 +5,29 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/workloads"
 )
+
+// HandlesOf converts the FTL model's per-handle counters over a window (Stats.Sub) into
+// report rows, leaving out handles that neither wrote nor had data relocated.
+func HandlesOf(s ftl.Stats) []HandleWAF {
+	var out []HandleWAF
+	for i, h := range s.Handles {
+		if h.HostBytes == 0 && h.RelocatedBytes == 0 {
+			continue
+		}
+		r := HandleWAF{Handle: i, HostBytes: h.HostBytes, MediaBytes: h.MediaBytes, RelocatedBytes: h.RelocatedBytes}
+		if s.HostBytes > 0 {
+			r.HostShare = float64(h.HostBytes) / float64(s.HostBytes)
+		}
+		if h.HostBytes > 0 {
+			r.WAF = float64(h.MediaBytes) / float64(h.HostBytes)
+		}
+		out = append(out, r)
+	}
+	return out
+}
 
 // LatencyOf summarises a nanosecond histogram.
 func LatencyOf(op string, h *hdrhistogram.Histogram) Latency {

@@ -121,6 +121,30 @@ func latencies(r *Report) ([]string, [][]string) {
 	return h, rows
 }
 
+// perHandle returns the per-handle breakdown of each run's modelled WAF.
+func perHandle(r *Report) ([]string, [][]string) {
+	h := []string{"policy", "handle", "host share %", "host GiB", "relocated GiB", "WAF (modelled)"}
+	var rows [][]string
+	for _, run := range r.Runs {
+		if run.HostWAF == nil {
+			continue
+		}
+		name := run.Policy
+		if r.Sweep != "" {
+			name += " @ " + r.Sweep + "=" + strconv.FormatFloat(run.Param, 'g', 4, 64)
+		}
+		for _, hw := range run.HostWAF.Handles {
+			waf := "-"
+			if hw.WAF > 0 {
+				waf = f3(hw.WAF)
+			}
+			rows = append(rows, []string{name, strconv.Itoa(hw.Handle), f2(100 * hw.HostShare), GiB(int64(hw.HostBytes)),
+				GiB(int64(hw.RelocatedBytes)), waf})
+		}
+	}
+	return h, rows
+}
+
 func renderTable(w io.Writer, h []string, rows [][]string) error {
 	t := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
 	t.Header(h)
@@ -140,6 +164,13 @@ func Table(w io.Writer, r *Report) error {
 	if r.Command == "bench" {
 		h, rows = latencies(r)
 		if len(rows) > 0 {
+			if err := renderTable(w, h, rows); err != nil {
+				return err
+			}
+		}
+	}
+	if r.PerHandle {
+		if h, rows = perHandle(r); len(rows) > 0 {
 			if err := renderTable(w, h, rows); err != nil {
 				return err
 			}
@@ -178,6 +209,12 @@ func Markdown(w io.Writer, r *Report) error {
 	md(summary(r))
 	if r.Command == "bench" {
 		if h, rows := latencies(r); len(rows) > 0 {
+			fmt.Fprintln(w)
+			md(h, rows)
+		}
+	}
+	if r.PerHandle {
+		if h, rows := perHandle(r); len(rows) > 0 {
 			fmt.Fprintln(w)
 			md(h, rows)
 		}

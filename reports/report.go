@@ -26,6 +26,9 @@ type Report struct {
 	Sweep         string    `json:"sweep,omitempty"` // swept parameter name ("util", "op", ...)
 	Runs          []Run     `json:"runs"`
 	Notes         []string  `json:"notes,omitempty"`
+
+	// PerHandle asks Table and Markdown for the per-handle WAF table too (JSON always has it).
+	PerHandle bool `json:"-"`
 }
 
 // Device describes what the runs wrote to (or, for simulate, what was modelled).
@@ -84,6 +87,19 @@ type WAF struct {
 	Source     string  `json:"source"`           // "modelled" (shadow FTL) or "fdp-stats" (device log)
 	HostBytes  uint64  `json:"host_bytes"`
 	MediaBytes uint64  `json:"media_bytes"`
+	// Handles breaks a modelled WAF down by placement handle (handles that wrote nothing
+	// in the window are left out).
+	Handles []HandleWAF `json:"handles,omitempty"`
+}
+
+// HandleWAF is one placement handle's share of a modelled WAF over the same window.
+type HandleWAF struct {
+	Handle         int     `json:"handle"`
+	HostBytes      uint64  `json:"host_bytes"`      // written by the host through this handle
+	MediaBytes     uint64  `json:"media_bytes"`     // host writes + GC relocations of its data
+	RelocatedBytes uint64  `json:"relocated_bytes"` // GC relocations of its data
+	HostShare      float64 `json:"host_share"`      // of the window's host bytes
+	WAF            float64 `json:"waf"`             // media / host; 0 when the host wrote nothing
 }
 
 // Tenant is one cache_salt's share of a run.

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/ftl"
 )
 
 func sample() *Report {
@@ -20,8 +22,9 @@ func sample() *Report {
 	for _, p := range []string{"none", "cache-salt"} {
 		r.Runs = append(r.Runs, Run{Policy: p, Ops: 100, Requests: 100, ElapsedSec: 2, OpsPerSec: 50, ReadBytes: 1e9, WrittenBytes: 2e9,
 			ReadGBps: 0.5, WriteGBps: 1, HitRatio: 0.4,
-			Latency:    []Latency{{Op: "request", Count: 100, MeanUs: 900, P50Us: 800, P99Us: 5000, P999Us: 9000, MaxUs: 12000}},
-			HostWAF:    &WAF{Value: 2.1, Steady: 2.3, Source: "modelled", HostBytes: 2e9, MediaBytes: 4.2e9},
+			Latency: []Latency{{Op: "request", Count: 100, MeanUs: 900, P50Us: 800, P99Us: 5000, P999Us: 9000, MaxUs: 12000}},
+			HostWAF: &WAF{Value: 2.1, Steady: 2.3, Source: "modelled", HostBytes: 2e9, MediaBytes: 4.2e9,
+				Handles: []HandleWAF{{Handle: 3, HostBytes: 2e9, MediaBytes: 4.2e9, RelocatedBytes: 2.2e9, HostShare: 1, WAF: 2.1}}},
 			DeviceWAF:  &WAF{Value: 2.1, Source: "fdp-stats", HostBytes: 2e9, MediaBytes: 4.2e9},
 			Tenants:    []Tenant{{Salt: "chat", Requests: 60, BytesWritten: 1e9, HitRatio: 0.5}},
 			Timeline:   []Point{{Seconds: 1, PayloadBytes: 1e9, OpsPerSec: 50, WriteGBps: 1, WAF: 2}},
@@ -62,7 +65,8 @@ func TestJSONSchemaV1(t *testing.T) {
 			"ops_per_sec", "read_bytes", "read_gbps", "request_cdf", "requests", "policy", "store_failed", "tenants", "timeline",
 			"utilisation", "write_gbps", "written_bytes"},
 		"latency": {"count", "max_us", "mean_us", "op", "p50_us", "p999_us", "p99_us"},
-		"waf":     {"host_bytes", "media_bytes", "source", "steady", "value"},
+		"waf":     {"handles", "host_bytes", "media_bytes", "source", "steady", "value"},
+		"handle":  {"handle", "host_bytes", "host_share", "media_bytes", "relocated_bytes", "waf"},
 		"tenant":  {"bytes_written", "hit_ratio", "requests", "salt"},
 		"point":   {"ops_per_sec", "payload_bytes", "read_gbps", "seconds", "waf", "waf_cum", "write_gbps"},
 		"cdf":     {"fraction", "us"},
@@ -73,7 +77,8 @@ func TestJSONSchemaV1(t *testing.T) {
 		"window": keys(doc["window"].(map[string]any)), "run": keys(run),
 		"latency": keys(run["latency"].([]any)[0].(map[string]any)), "waf": keys(run["host_waf"].(map[string]any)),
 		"tenant": keys(run["tenants"].([]any)[0].(map[string]any)), "point": keys(run["timeline"].([]any)[0].(map[string]any)),
-		"cdf": keys(run["request_cdf"].([]any)[0].(map[string]any)),
+		"cdf":    keys(run["request_cdf"].([]any)[0].(map[string]any)),
+		"handle": keys(run["host_waf"].(map[string]any)["handles"].([]any)[0].(map[string]any)),
 	}
 	for k := range want {
 		sort.Strings(want[k])
@@ -111,6 +116,17 @@ func TestRenderers(t *testing.T) {
 			}
 		}
 	}
+	// The per-handle table only on request.
+	for _, on := range []bool{false, true} {
+		r.PerHandle = on
+		var buf bytes.Buffer
+		if err := Table(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(buf.String(), "relocated GiB"); got != on {
+			t.Errorf("PerHandle %v: per-handle table printed %v:\n%s", on, got, buf.String())
+		}
+	}
 	var buf bytes.Buffer
 	CSV(&buf, r)
 	rows, err := csv.NewReader(&buf).ReadAll()
@@ -124,5 +140,16 @@ func TestRenderers(t *testing.T) {
 	buf.Reset()
 	if err := Table(&buf, r); err != nil || !strings.Contains(buf.String(), "util") {
 		t.Fatalf("sweep table: %v\n%s", err, buf.String())
+	}
+}
+
+func TestHandlesOf(t *testing.T) {
+	s := ftl.Stats{HostBytes: 400, MediaBytes: 600, Handles: []ftl.HandleStats{
+		{HostBytes: 300, MediaBytes: 300}, {}, {HostBytes: 100, MediaBytes: 300, RelocatedBytes: 200}, {RelocatedBytes: 0}}}
+	got := HandlesOf(s)
+	want := []HandleWAF{{Handle: 0, HostBytes: 300, MediaBytes: 300, HostShare: 0.75, WAF: 1},
+		{Handle: 2, HostBytes: 100, MediaBytes: 300, RelocatedBytes: 200, HostShare: 0.25, WAF: 3}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("HandlesOf:\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -465,7 +465,8 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 		run.Error = runErr.Error()
 	}
 	win := endStats.Sub(warmStats)
-	run.HostWAF = &reports.WAF{Value: win.WAF(), Source: "modelled", HostBytes: win.HostBytes, MediaBytes: win.MediaBytes}
+	run.HostWAF = &reports.WAF{Value: win.WAF(), Source: "modelled", HostBytes: win.HostBytes, MediaBytes: win.MediaBytes,
+		Handles: reports.HandlesOf(win)}
 	run.Infeasible = sh.Infeasible()
 	run.DeallocatedBytes = sh.DeallocatedBytes() - dealloc0
 	run.Utilisation = float64(endStats.ValidBytes) / float64(fc.LogicalBytes)

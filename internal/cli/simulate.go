@@ -221,6 +221,7 @@ func (w *wlFlags) writeTraceFile(b *wlBuilt, out io.Writer) error {
 // reportOutFlags select the report format and plots.
 type reportOutFlags struct {
 	json, csv, markdown bool
+	perHandle           bool
 	plot                string
 	save                string
 }
@@ -229,6 +230,7 @@ func (o *reportOutFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON (schema "+reports.Schema+" v"+strconv.Itoa(reports.SchemaVersion)+")")
 	fs.BoolVar(&o.csv, "csv", false, "print the report as CSV")
 	fs.BoolVar(&o.markdown, "markdown", false, "print the report as Markdown tables")
+	fs.BoolVar(&o.perHandle, "per-handle", false, "also print the modelled WAF per placement handle (always in --json)")
 	fs.StringVar(&o.plot, "plot", "", "write PNG and SVG figures into this directory")
 	fs.StringVar(&o.save, "save", "", "also write the JSON report to this file")
 }
@@ -245,6 +247,7 @@ func (o *reportOutFlags) emit(cmd *cobra.Command, r *reports.Report) error {
 	if n > 1 {
 		return fmt.Errorf("choose one of --json, --csv, --markdown")
 	}
+	r.PerHandle = o.perHandle
 	if err := reports.Write(cmd.OutOrStdout(), r, format); err != nil {
 		return err
 	}
@@ -526,7 +529,7 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 func simRun(res *workloads.SimResult, logical int64) reports.Run {
 	run := reports.FromResult(res.Policy, res.Run, false)
 	run.HostWAF = &reports.WAF{Value: res.WAF, Steady: res.SteadyWAF, Source: "modelled",
-		HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes}
+		HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes, Handles: reports.HandlesOf(res.Measured)}
 	run.Infeasible = res.Infeasible
 	if res.Run != nil && res.Run.Stalled {
 		run.Note = "stopped early: 1M ops in a row stored nothing (the working set fits the cache, or the workload only reads)"

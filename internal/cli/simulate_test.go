@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rbctl/rbctl/reports"
@@ -60,6 +61,20 @@ func TestSimulateOracle(t *testing.T) {
 	}
 	if a, b := r.Runs[0].WrittenBytes, r.Runs[1].WrittenBytes; a != b || a == 0 {
 		t.Fatalf("written bytes %d (cache-salt) vs %d (oracle): the oracle must replay the same stream", a, b)
+	}
+	// Per-handle breakdown: cache-salt spreads the three tenants over three handles whose
+	// host bytes add up to the run's.
+	hs := r.Runs[0].HostWAF.Handles
+	var sum uint64
+	for _, h := range hs {
+		sum += h.HostBytes
+	}
+	if len(hs) < 3 || sum != r.Runs[0].HostWAF.HostBytes {
+		t.Fatalf("cache-salt per-handle: %+v (sum %d, run %d host bytes)", hs, sum, r.Runs[0].HostWAF.HostBytes)
+	}
+	out, err = runCLI(t, "simulate", "--capacity", "1G", "--model", "tiny", "--placement", "cache-salt", "--measure", "0.5", "--per-handle")
+	if err != nil || !strings.Contains(out, "relocated GiB") {
+		t.Fatalf("--per-handle: %v\n%s", err, out)
 	}
 }
 
