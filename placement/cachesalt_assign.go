@@ -1,6 +1,10 @@
 package placement
 
 import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -41,6 +45,7 @@ type cacheSaltAssign struct {
 	mu       sync.Mutex // serialises assignment
 	owners   []int      // salts assigned per handle, under mu
 	assigned int        // salts remembered, under mu
+	pins     string     // canonical pin list ("" = none), part of Name
 }
 
 // NewCacheSalt returns the first-seen assignment variant, the default cache-salt: collision
@@ -53,7 +58,69 @@ func NewCacheSalt(n int) Policy {
 	return p
 }
 
-func (p *cacheSaltAssign) Name() string { return "cache-salt" }
+// NewCacheSaltPinned is cache-salt with some salts given their handle up front: a pinned
+// salt always goes to its handle (in every process and after every restart), the handles
+// pinned count as taken, and salts not pinned are assigned first-seen over the others as in
+// NewCacheSalt. Several salts may share a pinned handle. Every handle must be below n.
+func NewCacheSaltPinned(n int, pins map[string]int) (Policy, error) {
+	p := NewCacheSalt(n).(*cacheSaltAssign)
+	if len(pins) == 0 {
+		return p, nil
+	}
+	if len(pins) > snapSalts {
+		return nil, fmt.Errorf("%w: %d pinned salts, at most %d", ErrSpec, len(pins), snapSalts)
+	}
+	snap := make(map[string]int, len(pins))
+	var names []string
+	for salt, h := range pins {
+		if h < 0 || h >= p.n {
+			return nil, fmt.Errorf("%w: cache-salt:pin: salt %q on handle %d, want 0..%d", ErrSpec, salt, h, p.n-1)
+		}
+		snap[salt] = h
+		p.owners[h]++
+		p.assigned++
+		names = append(names, salt)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if pins[names[i]] != pins[names[j]] {
+			return pins[names[i]] < pins[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	for i, salt := range names {
+		names[i] = salt + "=" + strconv.Itoa(pins[salt])
+	}
+	p.pins = strings.Join(names, "/")
+	p.snap.Store(&snap)
+	return p, nil
+}
+
+// parsePins reads "SALT=H/SALT=H/..." (the last '=' of an item separates salt and handle).
+func parsePins(arg string) (map[string]int, error) {
+	pins := map[string]int{}
+	for _, it := range strings.Split(arg, "/") {
+		i := strings.LastIndexByte(it, '=')
+		if i < 0 {
+			return nil, fmt.Errorf("%w: cache-salt:pin item %q: want SALT=HANDLE, as in cache-salt:pin=chat=0/rag=1", ErrSpec, it)
+		}
+		h, err := strconv.Atoi(it[i+1:])
+		if err != nil || h < 0 {
+			return nil, fmt.Errorf("%w: cache-salt:pin item %q: the handle must be an integer >= 0", ErrSpec, it)
+		}
+		if _, dup := pins[it[:i]]; dup {
+			return nil, fmt.Errorf("%w: cache-salt:pin: salt %q pinned twice", ErrSpec, it[:i])
+		}
+		pins[it[:i]] = h
+	}
+	return pins, nil
+}
+
+func (p *cacheSaltAssign) Name() string {
+	if p.pins != "" {
+		return "cache-salt:pin=" + p.pins
+	}
+	return "cache-salt"
+}
 
 func (p *cacheSaltAssign) Place(w Write) int {
 	h, ok := (*p.snap.Load())[w.CacheSalt]

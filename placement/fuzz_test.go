@@ -5,7 +5,7 @@ import "testing"
 // FuzzParse: any spec either parses into a policy whose decisions stay in range and whose
 // Name parses back to itself, or fails with ErrSpec. Never panics.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"none", "static:3", "metadata-class+cache-salt", "cache-salt:rank", "hotness+", "x+y+z"} {
+	for _, s := range []string{"none", "static:3", "metadata-class+cache-salt", "cache-salt:rank", "hotness+", "x+y+z", "metadata-class+cache-salt:pin=Rag=1/=0/a=b=2"} {
 		f.Add(s, 4)
 	}
 	f.Fuzz(func(t *testing.T, spec string, handles int) {

@@ -13,18 +13,21 @@ var ErrSpec = errors.New("placement: bad policy")
 // Known lists the policy names Parse accepts (compositions join one data policy to
 // metadata-class with '+').
 func Known() []string {
-	return []string{"none", "static:N", "round-robin", "cache-salt", "cache-salt:hash", "cache-salt:rank", "hotness", "lifetime", "metadata-class"}
+	return []string{"none", "static:N", "round-robin", "cache-salt", "cache-salt:pin=SALT=H/...", "cache-salt:hash", "cache-salt:rank", "hotness", "lifetime", "metadata-class"}
 }
 
 // Parse builds a policy from a flag string for a device with the given number of
 // placement handles. Grammar: a data policy (none, static:N, round-robin, cache-salt
-// (alias cache-salt:assign), cache-salt:hash, cache-salt:rank, hotness, lifetime), metadata-class alone, or metadata-class
+// (alias cache-salt:assign), cache-salt:pin=SALT=H/SALT=H/... (cache-salt with those salts
+// on fixed handles; salts are case-sensitive and cannot contain '/' or '+'), cache-salt:hash, cache-salt:rank, hotness, lifetime), metadata-class alone, or metadata-class
 // joined with one data policy by '+' in either order ("metadata-class+cache-salt").
 // With metadata-class, handle handles-1 is reserved for metadata and the data policy gets
 // handles 0..handles-2. "" means none.
 func Parse(spec string, handles int) (Policy, error) {
-	spec = strings.ToLower(strings.TrimSpace(spec))
-	if spec == "" || spec == "none" {
+	// Names are case-insensitive; salts (cache-salt:pin=...) are not, so only the names are
+	// folded.
+	spec = strings.TrimSpace(spec)
+	if l := strings.ToLower(spec); l == "" || l == "none" {
 		return NewNone(), nil
 	}
 	parts := strings.Split(spec, "+")
@@ -35,7 +38,7 @@ func Parse(spec string, handles int) (Policy, error) {
 		switch {
 		case p == "":
 			return nil, fmt.Errorf("%w: empty component in %q", ErrSpec, spec)
-		case p == "metadata-class":
+		case strings.ToLower(p) == "metadata-class":
 			if meta {
 				return nil, fmt.Errorf("%w: metadata-class given twice in %q", ErrSpec, spec)
 			}
@@ -71,7 +74,8 @@ func Parse(spec string, handles int) (Policy, error) {
 	return inner, nil
 }
 
-func parseData(p string, n, handles int, meta bool) (Policy, error) {
+func parseData(raw string, n, handles int, meta bool) (Policy, error) {
+	p := strings.ToLower(raw)
 	switch p {
 	case "none":
 		return NewNone(), nil
@@ -101,6 +105,19 @@ func parseData(p string, n, handles int, meta bool) (Policy, error) {
 			return nil, fmt.Errorf("%w: %s needs at least %d handles, device has %d", ErrSpec, p, h+1, handles)
 		}
 		return NewStatic(h), nil
+	}
+	if strings.HasPrefix(p, "cache-salt:pin=") {
+		pins, err := parsePins(raw[len("cache-salt:pin="):])
+		if err != nil {
+			return nil, err
+		}
+		for salt, h := range pins {
+			if h >= n && meta {
+				return nil, fmt.Errorf("%w: cache-salt:pin: salt %q on handle %d, but the device has %d handles and metadata-class reserves handle %d",
+					ErrSpec, salt, h, handles, handles-1)
+			}
+		}
+		return NewCacheSaltPinned(n, pins)
 	}
 	if strings.HasPrefix(p, "oracle") {
 		return nil, fmt.Errorf("%w: %q is a future-knowledge reference, not a policy: only rbctl simulate runs it (it replays the op stream twice)", ErrSpec, p)

@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -462,5 +464,42 @@ func TestLifetimeFilterMatchesTable(t *testing.T) {
 	}
 	if long == 0 || taken == 0 {
 		t.Fatalf("test too weak: %d long-lived keys, %d keys whose entry another key took", long, taken)
+	}
+}
+
+// cache-salt:pin: pinned salts keep their handle in every process; the others are assigned
+// first-seen over the handles nobody pinned; salts keep their case; Name parses back.
+func TestCacheSaltPinned(t *testing.T) {
+	p := mustParse(t, "cache-salt:pin=Rag=2/chat=0", 4)
+	if p.Name() != "cache-salt:pin=chat=0/Rag=2" {
+		t.Fatalf("Name %q", p.Name())
+	}
+	for _, tc := range []struct {
+		salt string
+		want int
+	}{{"agent", 1}, {"Rag", 2}, {"chat", 0}, {"rag", 3}, {"agent", 1}, {"Rag", 2}} {
+		if h := p.Place(Write{CacheSalt: tc.salt, Size: 10}); h != tc.want {
+			t.Fatalf("salt %q: handle %d, want %d", tc.salt, h, tc.want)
+		}
+	}
+	again := mustParse(t, p.Name(), 4)
+	if again.Name() != p.Name() || again.Place(Write{CacheSalt: "Rag"}) != 2 {
+		t.Fatalf("round trip: %q places Rag on %d", again.Name(), again.Place(Write{CacheSalt: "Rag"}))
+	}
+	got := Labels(mustParse(t, "metadata-class+cache-salt:pin=a=1/b=1", 4))
+	if got[1] != "salt a, b" || got[3] != "metadata" {
+		t.Fatalf("labels %v", got)
+	}
+	for spec, want := range map[string]string{
+		"cache-salt:pin=chat=4":                     "want 0..3",
+		"cache-salt:pin=chat":                       "want SALT=HANDLE",
+		"cache-salt:pin=chat=x":                     "integer",
+		"cache-salt:pin=chat=0/chat=1":              "pinned twice",
+		"metadata-class+cache-salt:pin=chat=3":      "metadata-class reserves handle 3",
+		"cache-salt:pin=a=0+metadata-class+hotness": "only metadata-class composes",
+	} {
+		if _, err := Parse(spec, 4); err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrSpec) {
+			t.Errorf("%s: error %v, want ErrSpec containing %q", spec, err, want)
+		}
 	}
 }

@@ -10,14 +10,15 @@ import (
 )
 
 // HandlesOf converts the FTL model's per-handle counters over a window (Stats.Sub) into
-// report rows, leaving out handles that neither wrote nor had data relocated.
-func HandlesOf(s ftl.Stats) []HandleWAF {
+// report rows, leaving out handles that neither wrote nor had data relocated. labels (may
+// be nil) names what the policy put on each handle.
+func HandlesOf(s ftl.Stats, labels map[int]string) []HandleWAF {
 	var out []HandleWAF
 	for i, h := range s.Handles {
 		if h.HostBytes == 0 && h.RelocatedBytes == 0 {
 			continue
 		}
-		r := HandleWAF{Handle: i, HostBytes: h.HostBytes, MediaBytes: h.MediaBytes, RelocatedBytes: h.RelocatedBytes}
+		r := HandleWAF{Handle: i, Label: labels[i], HostBytes: h.HostBytes, MediaBytes: h.MediaBytes, RelocatedBytes: h.RelocatedBytes}
 		if s.HostBytes > 0 {
 			r.HostShare = float64(h.HostBytes) / float64(s.HostBytes)
 		}

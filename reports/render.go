@@ -123,7 +123,7 @@ func latencies(r *Report) ([]string, [][]string) {
 
 // perHandle returns the per-handle breakdown of each run's modelled WAF.
 func perHandle(r *Report) ([]string, [][]string) {
-	h := []string{"policy", "handle", "host share %", "host GiB", "relocated GiB", "WAF (modelled)"}
+	h := []string{"policy", "handle", "holds", "host share %", "host GiB", "relocated GiB", "WAF (modelled)"}
 	var rows [][]string
 	for _, run := range r.Runs {
 		if run.HostWAF == nil {
@@ -138,7 +138,11 @@ func perHandle(r *Report) ([]string, [][]string) {
 			if hw.WAF > 0 {
 				waf = f3(hw.WAF)
 			}
-			rows = append(rows, []string{name, strconv.Itoa(hw.Handle), f2(100 * hw.HostShare), GiB(int64(hw.HostBytes)),
+			label := hw.Label
+			if label == "" {
+				label = "-"
+			}
+			rows = append(rows, []string{name, strconv.Itoa(hw.Handle), label, f2(100 * hw.HostShare), GiB(int64(hw.HostBytes)),
 				GiB(int64(hw.RelocatedBytes)), waf})
 		}
 	}

@@ -95,6 +95,7 @@ type WAF struct {
 // HandleWAF is one placement handle's share of a modelled WAF over the same window.
 type HandleWAF struct {
 	Handle         int     `json:"handle"`
+	Label          string  `json:"label,omitempty"` // what the policy put there ("salt rag", "metadata"), when it can tell
 	HostBytes      uint64  `json:"host_bytes"`      // written by the host through this handle
 	MediaBytes     uint64  `json:"media_bytes"`     // host writes + GC relocations of its data
 	RelocatedBytes uint64  `json:"relocated_bytes"` // GC relocations of its data

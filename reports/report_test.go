@@ -24,7 +24,7 @@ func sample() *Report {
 			ReadGBps: 0.5, WriteGBps: 1, HitRatio: 0.4,
 			Latency: []Latency{{Op: "request", Count: 100, MeanUs: 900, P50Us: 800, P99Us: 5000, P999Us: 9000, MaxUs: 12000}},
 			HostWAF: &WAF{Value: 2.1, Steady: 2.3, Source: "modelled", HostBytes: 2e9, MediaBytes: 4.2e9,
-				Handles: []HandleWAF{{Handle: 3, HostBytes: 2e9, MediaBytes: 4.2e9, RelocatedBytes: 2.2e9, HostShare: 1, WAF: 2.1}}},
+				Handles: []HandleWAF{{Handle: 3, Label: "salt chat", HostBytes: 2e9, MediaBytes: 4.2e9, RelocatedBytes: 2.2e9, HostShare: 1, WAF: 2.1}}},
 			DeviceWAF:  &WAF{Value: 2.1, Source: "fdp-stats", HostBytes: 2e9, MediaBytes: 4.2e9},
 			Tenants:    []Tenant{{Salt: "chat", Requests: 60, BytesWritten: 1e9, HitRatio: 0.5}},
 			Timeline:   []Point{{Seconds: 1, PayloadBytes: 1e9, OpsPerSec: 50, WriteGBps: 1, WAF: 2}},
@@ -66,7 +66,7 @@ func TestJSONSchemaV1(t *testing.T) {
 			"utilisation", "write_gbps", "written_bytes"},
 		"latency": {"count", "max_us", "mean_us", "op", "p50_us", "p999_us", "p99_us"},
 		"waf":     {"handles", "host_bytes", "media_bytes", "source", "steady", "value"},
-		"handle":  {"handle", "host_bytes", "host_share", "media_bytes", "relocated_bytes", "waf"},
+		"handle":  {"handle", "label", "host_bytes", "host_share", "media_bytes", "relocated_bytes", "waf"},
 		"tenant":  {"bytes_written", "hit_ratio", "requests", "salt"},
 		"point":   {"ops_per_sec", "payload_bytes", "read_gbps", "seconds", "waf", "waf_cum", "write_gbps"},
 		"cdf":     {"fraction", "us"},
@@ -146,8 +146,8 @@ func TestRenderers(t *testing.T) {
 func TestHandlesOf(t *testing.T) {
 	s := ftl.Stats{HostBytes: 400, MediaBytes: 600, Handles: []ftl.HandleStats{
 		{HostBytes: 300, MediaBytes: 300}, {}, {HostBytes: 100, MediaBytes: 300, RelocatedBytes: 200}, {RelocatedBytes: 0}}}
-	got := HandlesOf(s)
-	want := []HandleWAF{{Handle: 0, HostBytes: 300, MediaBytes: 300, HostShare: 0.75, WAF: 1},
+	got := HandlesOf(s, map[int]string{0: "salt a"})
+	want := []HandleWAF{{Handle: 0, Label: "salt a", HostBytes: 300, MediaBytes: 300, HostShare: 0.75, WAF: 1},
 		{Handle: 2, HostBytes: 100, MediaBytes: 300, RelocatedBytes: 200, HostShare: 0.25, WAF: 3}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("HandlesOf:\n got %+v\nwant %+v", got, want)

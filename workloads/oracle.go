@@ -105,10 +105,20 @@ type oraclePolicy struct {
 	name   string
 	meta   int
 	handle []int32
+	labels map[int]string
 	next   int
 }
 
 func (p *oraclePolicy) Name() string { return p.name }
+
+// HandleLabels implements placement.Labeler.
+func (p *oraclePolicy) HandleLabels() map[int]string {
+	out := map[int]string{p.meta: "metadata"}
+	for h, l := range p.labels {
+		out[h] = l
+	}
+	return out
+}
 
 func (p *oraclePolicy) Place(w placement.Write) int {
 	if w.Metadata {
@@ -122,8 +132,9 @@ func (p *oraclePolicy) Place(w placement.Write) int {
 	return int(p.handle[i])
 }
 
-// oracleHandles assigns a handle to every recorded write for mode over n data handles.
-func oracleHandles(mode string, ws []oracleWrite, requests map[uint64]int64, n int) []int32 {
+// oracleHandles assigns a handle to every recorded write for mode over n data handles and
+// says what each handle holds.
+func oracleHandles(mode string, ws []oracleWrite, requests map[uint64]int64, n int) ([]int32, map[int]string) {
 	score := make([]float64, len(ws))
 	for i, w := range ws {
 		switch {
@@ -136,13 +147,24 @@ func oracleHandles(mode string, ws []oracleWrite, requests map[uint64]int64, n i
 		}
 	}
 	out := make([]int32, len(ws))
-	if mode == "lifetime" {
+	labels := map[int]string{}
+	what := "lifetime"
+	if mode == "salt-frequency" {
+		what = "frequency"
+	}
+	blind := func() ([]int32, map[int]string) {
 		all := make([]int, len(ws))
 		for i := range all {
 			all[i] = i
 		}
 		classify(all, score, n, 0, out)
-		return out
+		for c := 0; c < n; c++ {
+			labels[c] = fmt.Sprintf("%s class %d/%d", what, c+1, n)
+		}
+		return out, labels
+	}
+	if mode == "lifetime" {
+		return blind()
 	}
 	// Group writes by salt, in first-seen order (cache-salt's assignment).
 	var salts []string
@@ -154,12 +176,7 @@ func oracleHandles(mode string, ws []oracleWrite, requests map[uint64]int64, n i
 		group[w.salt] = append(group[w.salt], i)
 	}
 	if len(salts) > n { // not enough handles for one per salt: fall back to salt-blind classes
-		all := make([]int, len(ws))
-		for i := range all {
-			all[i] = i
-		}
-		classify(all, score, n, 0, out)
-		return out
+		return blind()
 	}
 	share := make([]int, len(salts))
 	var spread []int
@@ -176,9 +193,19 @@ func oracleHandles(mode string, ws []oracleWrite, requests map[uint64]int64, n i
 	base := 0
 	for si, s := range salts {
 		classify(group[s], score, share[si], base, out)
+		for c := 0; c < share[si]; c++ {
+			l := "salt " + s
+			if s == "" {
+				l = `salt "" (untagged)`
+			}
+			if share[si] > 1 {
+				l += fmt.Sprintf(", %s class %d/%d", what, c+1, share[si])
+			}
+			labels[base+c] = l
+		}
 		base += share[si]
 	}
-	return out
+	return out, labels
 }
 
 // classify puts the writes idx into k quantile classes of score, handles base..base+k-1,
@@ -235,7 +262,8 @@ func runOracleSim(ctx context.Context, r SimRun) (*SimResult, error) {
 	if _, err := RunSim(ctx, p1); err != nil {
 		return nil, fmt.Errorf("oracle pass 1: %w", err)
 	}
-	pol := &oraclePolicy{name: OraclePrefix + mode, meta: n, handle: oracleHandles(mode, rec.writes, rec.requests, n)}
+	handle, labels := oracleHandles(mode, rec.writes, rec.requests, n)
+	pol := &oraclePolicy{name: OraclePrefix + mode, meta: n, handle: handle, labels: labels}
 	p2 := r
 	var err error
 	if p2.Gen, err = r.Regen(); err != nil {

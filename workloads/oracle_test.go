@@ -27,13 +27,16 @@ func TestOracleHandlesClasses(t *testing.T) {
 		ws = append(ws, w)
 	}
 	ws[399].died = -1 // outlived the run: the longest class
-	h := oracleHandles("salt-lifetime", ws, nil, 4)
+	h, labels := oracleHandles("salt-lifetime", ws, nil, 4)
 	classes := map[string]map[int32]bool{"ttl": {}, "lru": {}}
 	for i, w := range ws {
 		classes[w.salt][h[i]] = true
 	}
 	if len(classes["ttl"]) != 1 || !classes["ttl"][0] {
 		t.Fatalf("salt without spread: handles %v, want only 0 (first-seen salt)", classes["ttl"])
+	}
+	if labels[0] != "salt ttl" || labels[1] != "salt lru, lifetime class 1/3" {
+		t.Fatalf("labels %v", labels)
 	}
 	if len(classes["lru"]) < 2 {
 		t.Fatalf("salt with spread: handles %v, want at least two classes", classes["lru"])
@@ -53,7 +56,7 @@ func TestOracleHandlesClasses(t *testing.T) {
 		}
 	}
 	// salt-blind: the 100-stores writes are the shortest third or so, all on handle 0.
-	hb := oracleHandles("lifetime", ws, nil, 3)
+	hb, _ := oracleHandles("lifetime", ws, nil, 3)
 	for i, w := range ws {
 		if w.salt == "ttl" && hb[i] != 0 {
 			t.Fatalf("lifetime oracle: write %d (lifetime 100) on handle %d, want 0", i, hb[i])
@@ -64,7 +67,7 @@ func TestOracleHandlesClasses(t *testing.T) {
 	for i := 1; i < 400; i += 2 {
 		req[uint64(i)] = int64(1 + i%8)
 	}
-	hf := oracleHandles("salt-frequency", ws, req, 3)
+	hf, _ := oracleHandles("salt-frequency", ws, req, 3)
 	for i, w := range ws {
 		if w.salt == "lru" && req[w.id] == 2 && hf[i] != 1 {
 			t.Fatalf("frequency oracle: rarely requested write %d on handle %d, want 1", i, hf[i])

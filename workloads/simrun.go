@@ -69,6 +69,7 @@ type SimResult struct {
 	TargetSlots int64
 	Checkpoints int64
 	WarmupBytes int64
+	Labels      map[int]string // what the policy put on each handle (placement.Labels), if it can tell
 }
 
 // RunSim runs r and returns the result; an infeasible FTL configuration is reported in the
@@ -126,6 +127,7 @@ func RunSim(ctx context.Context, r SimRun) (*SimResult, error) {
 	run, err := d.Run(ctx)
 	res.Run = run
 	res.Checkpoints = be.Checkpoints()
+	res.Labels = placement.Labels(pol)
 	if errors.Is(err, ftl.ErrInfeasible) {
 		res.Infeasible = true
 	} else if err != nil {

@@ -466,7 +466,7 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 	}
 	win := endStats.Sub(warmStats)
 	run.HostWAF = &reports.WAF{Value: win.WAF(), Source: "modelled", HostBytes: win.HostBytes, MediaBytes: win.MediaBytes,
-		Handles: reports.HandlesOf(win)}
+		Handles: reports.HandlesOf(win, placement.Labels(policy))}
 	run.Infeasible = sh.Infeasible()
 	run.DeallocatedBytes = sh.DeallocatedBytes() - dealloc0
 	run.Utilisation = float64(endStats.ValidBytes) / float64(fc.LogicalBytes)

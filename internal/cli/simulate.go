@@ -529,7 +529,7 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 func simRun(res *workloads.SimResult, logical int64) reports.Run {
 	run := reports.FromResult(res.Policy, res.Run, false)
 	run.HostWAF = &reports.WAF{Value: res.WAF, Steady: res.SteadyWAF, Source: "modelled",
-		HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes, Handles: reports.HandlesOf(res.Measured)}
+		HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes, Handles: reports.HandlesOf(res.Measured, res.Labels)}
 	run.Infeasible = res.Infeasible
 	if res.Run != nil && res.Run.Stalled {
 		run.Note = "stopped early: 1M ops in a row stored nothing (the working set fits the cache, or the workload only reads)"
