@@ -168,6 +168,12 @@ func (p *cacheSaltAssign) assign(salt string) int {
 			}
 		}
 	}
+	p.record(snap, salt, h)
+	return h
+}
+
+// record stores salt → h; the caller holds mu and passes the current snapshot.
+func (p *cacheSaltAssign) record(snap map[string]int, salt string, h int) {
 	p.owners[h]++
 	p.assigned++
 	if len(snap) < snapSalts {
@@ -180,7 +186,6 @@ func (p *cacheSaltAssign) assign(salt string) int {
 	} else {
 		p.salts.Store(salt, h)
 	}
-	return h
 }
 
 // Assignment returns the handle each remembered salt was given (a copy; for reports and

@@ -503,3 +503,30 @@ func TestCacheSaltPinned(t *testing.T) {
 		}
 	}
 }
+
+// Seeding restores an assignment: a seeded salt keeps its handle whatever order salts are
+// seen in, a seeded handle is taken for new salts, an assigned salt is not moved, handles
+// out of range and the metadata handle are refused.
+func TestCacheSaltSeed(t *testing.T) {
+	p := mustParse(t, "metadata-class+cache-salt", 5) // data handles 0..3, metadata 4
+	for _, tc := range []struct {
+		salt string
+		h    int
+		ok   bool
+	}{{"chat", 2, true}, {"rag", 0, true}, {"chat", 1, false}, {"agent", 4, false}, {"agent", 9, false}, {"agent", -1, false}} {
+		if got := Seed(p, tc.salt, tc.h); got != tc.ok {
+			t.Fatalf("Seed(%q, %d) = %v, want %v", tc.salt, tc.h, got, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		salt string
+		want int
+	}{{"new", 1}, {"chat", 2}, {"rag", 0}, {"other", 3}} {
+		if h := p.Place(Write{CacheSalt: tc.salt, Size: 1}); h != tc.want {
+			t.Fatalf("salt %q on %d, want %d", tc.salt, h, tc.want)
+		}
+	}
+	if Seed(mustParse(t, "cache-salt:hash", 4), "a", 1) || Seed(mustParse(t, "hotness", 4), "a", 1) {
+		t.Fatal("stateless and learning policies must not accept a seed")
+	}
+}

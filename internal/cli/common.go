@@ -20,6 +20,8 @@ import (
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/internal/devices"
+	"github.com/rbctl/rbctl/placement"
+	"github.com/rbctl/rbctl/workloads"
 )
 
 // rbDevFlags are the device-opening flags every engine command takes.
@@ -50,6 +52,14 @@ func (f *rbDevFlags) open(path string, readOnly bool) (blockdev.Device, error) {
 
 // rbOpenEngine opens the cache on path with its layout detected from the checkpoint.
 func rbOpenEngine(f *rbDevFlags, path string, readOnly bool, tweak func(*engine.Config)) (*engine.Engine, error) {
+	return rbOpenEnginePlaced(f, nil, "", path, readOnly, tweak)
+}
+
+// rbOpenEnginePlaced is rbOpenEngine with the writes placed by pf's policy (nil pf or
+// "none": no directives), built for the device's handles. After recovery the policy's salt
+// → handle assignment is seeded from the handles the cache's entries were written with, so
+// cache-salt keeps each salt on its handle from one command to the next.
+func rbOpenEnginePlaced(f *rbDevFlags, pf *rbPlaceFlag, model, path string, readOnly bool, tweak func(*engine.Config)) (*engine.Engine, error) {
 	dev, err := f.open(path, readOnly)
 	if err != nil {
 		return nil, err
@@ -62,6 +72,16 @@ func rbOpenEngine(f *rbDevFlags, path string, readOnly bool, tweak func(*engine.
 	cfg.ReadOnly = readOnly
 	cfg.Periodic = false
 	cfg.QueueDepth = max(f.queueDepth, 1)
+	pol, err := pf.policy(dev.Info())
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	if pol != nil {
+		// MetadataHandle stays NoPlacement: the engine asks the policy at each checkpoint,
+		// after the seeding below.
+		cfg.Placer = workloads.PolicyPlacer{Policy: pol, Model: model}
+	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -70,7 +90,45 @@ func rbOpenEngine(f *rbDevFlags, path string, readOnly bool, tweak func(*engine.
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if pol != nil {
+		workloads.SeedPolicy(pol, e)
+	}
 	return e, nil
+}
+
+// rbPlaceFlag is the --placement flag of the commands that write single keys.
+type rbPlaceFlag struct{ spec string }
+
+func (f *rbPlaceFlag) add(cmd *cobra.Command, what string) {
+	cmd.Flags().StringVar(&f.spec, "placement", "none", "placement policy for "+what+" ("+strings.Join(placement.Known(), ", ")+
+		", compositions with +; docs/placement.md); needs a device with placement handles (FDP or emu:)")
+}
+
+// check validates the spec before any device is touched (handle counts are checked once
+// the device is open).
+func (f *rbPlaceFlag) check() error {
+	if f == nil || strings.EqualFold(strings.TrimSpace(f.spec), "none") || strings.TrimSpace(f.spec) == "" {
+		return nil
+	}
+	if _, err := placement.Parse(f.spec, 1<<16); err != nil {
+		return fmt.Errorf("--placement %s: %w", f.spec, err)
+	}
+	return nil
+}
+
+// policy builds the policy for a device (nil for none).
+func (f *rbPlaceFlag) policy(info blockdev.Info) (placement.Policy, error) {
+	if err := f.check(); err != nil || f == nil {
+		return nil, err
+	}
+	p, err := placement.Parse(f.spec, info.Handles)
+	if err != nil {
+		return nil, fmt.Errorf("--placement %s on %s: %w", f.spec, info.Path, err)
+	}
+	if p.Name() == "none" {
+		return nil, nil
+	}
+	return p, nil
 }
 
 // rbParseSize parses "4096", "64K", "1MiB", "2G", "1.5GiB" (binary units).

@@ -11,6 +11,7 @@ import (
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/internal/safety"
+	"github.com/rbctl/rbctl/workloads"
 )
 
 func init() { register(newFormatCmd) }
@@ -22,6 +23,7 @@ type formatFlags struct {
 	compat, namespace                    string
 	devicePath                           string
 	force, json                          bool
+	place                                rbPlaceFlag
 }
 
 func newFormatCmd() *cobra.Command {
@@ -53,6 +55,7 @@ two of at least 1 MiB.`,
 	cmd.Flags().StringVar(&f.devicePath, "device-path", "", "device_path recorded in the checkpoint (default: DEV as an absolute path); LMCache ignores a checkpoint whose device_path differs from its configured one")
 	cmd.Flags().StringVar(&f.create, "create", "", "create (or extend) DEV as a regular file of this size first")
 	f.dev.add(cmd)
+	f.place.add(cmd, "the checkpoints format writes (e.g. metadata-class puts them on the last handle)")
 	return cmd
 }
 
@@ -111,6 +114,9 @@ func runFormat(cmd *cobra.Command, path string, f *formatFlags) error {
 	if _, err := f.config(1 << 40); err != nil {
 		return err
 	}
+	if err := f.place.check(); err != nil {
+		return err
+	}
 	if !f.force {
 		if err := safety.CheckFormatTarget(path); err != nil {
 			return err
@@ -145,6 +151,14 @@ func runFormat(cmd *cobra.Command, path string, f *formatFlags) error {
 		}
 	}
 	cfg.Periodic = false
+	pol, err := f.place.policy(dev.Info())
+	if err != nil {
+		dev.Close()
+		return err
+	}
+	if pol != nil {
+		cfg.Placer = workloads.PolicyPlacer{Policy: pol}
+	}
 	if _, err := engine.ComputeLayout(cfg, dev.Info().Size); err != nil {
 		dev.Close()
 		return fmt.Errorf("%s (%d bytes): %w", path, dev.Info().Size, err)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,5 +146,62 @@ func TestFormatDevicePathRecorded(t *testing.T) {
 	b, _ = os.ReadFile(abs)
 	if !bytes.Contains(b[4096:1<<20], []byte(`{"version":1,"device_path":"/dev/nvme0n1"`)) {
 		t.Fatal("--device-path not recorded")
+	}
+}
+
+// put --placement cache-salt keeps every salt on one handle from one command to the next
+// (the assignment is seeded from the handles stored with the entries), puts checkpoints on
+// the metadata handle, and is refused on a device without placement handles.
+func TestPutPlacementStableAcrossCommands(t *testing.T) {
+	dir := t.TempDir()
+	dev := "emu:" + filepath.Join(dir, "e.img") + "?size=64M&ru=1M&ruhs=8"
+	const pol = "metadata-class+cache-salt"
+	if out, err := rbRun(t, "", "format", "--slot-bytes", "64K", "--placement", pol, dev); err != nil {
+		t.Fatalf("format: %v\n%s", err, out)
+	}
+	salts := []string{"rag", "chat", "rag", "agent", "chat", "agent"}
+	for i, s := range salts {
+		if out, err := rbRun(t, "x", "put", dev, "--placement", pol, "--model", "m", "--hash", fmt.Sprintf("%02x", i), "--salt", s, "-"); err != nil {
+			t.Fatalf("put %d: %v\n%s", i, err, out)
+		}
+	}
+	out, err := rbRun(t, "", "ls", "--json", dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []inspectKey
+	if err := json.Unmarshal([]byte(out), &keys); err != nil || len(keys) != len(salts) {
+		t.Fatalf("ls: %v\n%s", err, out)
+	}
+	handleOf := map[string]int32{}
+	used := map[int32]string{}
+	for _, k := range keys {
+		if h, ok := handleOf[k.Salt]; ok && h != k.Handle {
+			t.Fatalf("salt %s on handles %d and %d across commands", k.Salt, h, k.Handle)
+		}
+		if s, ok := used[k.Handle]; ok && s != k.Salt {
+			t.Fatalf("handle %d holds %s and %s", k.Handle, s, k.Salt)
+		}
+		if k.Handle < 0 || k.Handle >= 7 {
+			t.Fatalf("%s on handle %d, want a data handle 0..6", k.Key, k.Handle)
+		}
+		handleOf[k.Salt], used[k.Handle] = k.Handle, k.Salt
+	}
+	if _, err := rbRun(t, "", "rm", dev, "--placement", pol, "--key", keys[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "plain.img")
+	if _, err := rbRun(t, "", "format", "--create", "16M", "--slot-bytes", "64K", plain); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(plain)
+	if _, err := rbRun(t, "x", "put", plain, "--placement", "cache-salt", "--model", "m", "--hash", "01", "-"); err == nil || !strings.Contains(err.Error(), "no FDP") {
+		t.Fatalf("put --placement on a plain file: %v", err)
+	}
+	if _, err := rbRun(t, "x", "put", plain, "--placement", "bogus", "--model", "m", "--hash", "01", "-"); err == nil || !strings.Contains(err.Error(), "unknown policy") {
+		t.Fatalf("put --placement bogus: %v", err)
+	}
+	if after, _ := os.ReadFile(plain); !bytes.Equal(before, after) {
+		t.Fatal("a refused put changed the image")
 	}
 }

@@ -47,9 +47,13 @@ func newLsCmd() *cobra.Command {
 			}
 			var rows [][]string
 			for _, k := range keys {
-				rows = append(rows, []string{k.Key, strconv.Itoa(k.Size), strconv.FormatUint(uint64(k.Slot), 10), k.Salt})
+				h := "-" // written without a placement directive
+				if k.Handle >= 0 {
+					h = strconv.Itoa(int(k.Handle))
+				}
+				rows = append(rows, []string{k.Key, strconv.Itoa(k.Size), strconv.FormatUint(uint64(k.Slot), 10), k.Salt, h})
 			}
-			return rbTable(cmd.OutOrStdout(), []string{"key", "size", "slot", "cache_salt"}, rows)
+			return rbTable(cmd.OutOrStdout(), []string{"key", "size", "slot", "cache_salt", "handle"}, rows)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -16,15 +16,20 @@ func newPutCmd() *cobra.Command {
 	var dev rbDevFlags
 	var kf rbKeyFlags
 	var in string
+	var pf rbPlaceFlag
 	cmd := &cobra.Command{
 		Use:   "put DEV [FILE|-]",
 		Short: "Store a file (or stdin) in the cache under a key",
 		Example: `  rbctl put cache.img --model my/model --rank 0 --hash 00ff --salt tenant data.bin
-  echo hello | rbctl put cache.img --key 'm@0x00000000@aa' -`,
+  echo hello | rbctl put cache.img --key 'm@0x00000000@aa' -
+  rbctl put 'emu:/var/tmp/e.img?size=1G' --placement cache-salt --model m --hash 01 --salt rag doc.bin`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 {
 				in = args[1]
+			}
+			if err := pf.check(); err != nil {
+				return err
 			}
 			var r io.Reader = cmd.InOrStdin()
 			if in != "" && in != "-" {
@@ -42,7 +47,7 @@ func newPutCmd() *cobra.Command {
 			if len(data) == 0 {
 				return fmt.Errorf("input is empty; nothing to store")
 			}
-			e, err := rbOpenEngine(&dev, args[0], false, nil)
+			e, err := rbOpenEnginePlaced(&dev, &pf, kf.model, args[0], false, nil)
 			if err != nil {
 				return err
 			}
@@ -77,5 +82,6 @@ func newPutCmd() *cobra.Command {
 	}
 	dev.add(cmd)
 	kf.add(cmd)
+	pf.add(cmd, "the slot write and the checkpoint")
 	return cmd
 }

@@ -14,12 +14,16 @@ func newRmCmd() *cobra.Command {
 	var dev rbDevFlags
 	var kf rbKeyFlags
 	var force, dealloc bool
+	var pf rbPlaceFlag
 	cmd := &cobra.Command{
 		Use:   "rm DEV",
 		Short: "Remove a key from the cache (its slot becomes free)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := rbOpenEngine(&dev, args[0], false, func(c *engine.Config) {
+			if err := pf.check(); err != nil {
+				return err
+			}
+			e, err := rbOpenEnginePlaced(&dev, &pf, kf.model, args[0], false, func(c *engine.Config) {
 				c.DeallocateOnDelete = dealloc
 				c.DeallocateBatch = 1
 			})
@@ -46,5 +50,6 @@ func newRmCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&dealloc, "deallocate", false, "also deallocate (discard/punch) the freed slot")
 	dev.add(cmd)
 	kf.add(cmd)
+	pf.add(cmd, "the checkpoint written after the delete")
 	return cmd
 }
