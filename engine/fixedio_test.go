@@ -346,3 +346,79 @@ func TestFixedIOThroughNVMeDevice(t *testing.T) {
 		t.Fatalf("put+load of %d keys: %d commands with BufIndex >= 0, %d without; want >= %d, 0", len(keys), f1-f0, p1-p0, 2*len(keys))
 	}
 }
+
+// placedTransport records, for every Write, whether it used a fixed buffer and its
+// DTYPE/DSPEC.
+type placedTransport struct {
+	regTransport
+	writes []struct {
+		fixed       bool
+		dtype, spec uint32
+	}
+}
+
+func (r *placedTransport) IO(cmds []nvme.Command, done []nvme.Completion) {
+	r.mu.Lock()
+	for i := range cmds {
+		if cmds[i].Opcode == nvme.OpWrite {
+			r.writes = append(r.writes, struct {
+				fixed       bool
+				dtype, spec uint32
+			}{cmds[i].BufIndex >= 0, cmds[i].CDW12 >> 20 & 0xf, cmds[i].CDW13 >> 16})
+		}
+	}
+	r.mu.Unlock()
+	r.regTransport.IO(cmds, done)
+}
+
+type saltHandle struct{}
+
+func (saltHandle) Place(w engine.WriteInfo) blockdev.Placement {
+	if w.Metadata {
+		return 1
+	}
+	r, _ := w.Key.KVRank()
+	return blockdev.Placement(r % 2)
+}
+
+// H8: a write from the registered arena keeps its placement — fixed-buffer Writes carry
+// DTYPE=2 with the PID of the handle the Placer chose, so placement needs no per-buffer
+// attribute.
+func TestFixedIOKeepsPlacement(t *testing.T) {
+	c, err := emu.Open("emu:mem?size=16M&ru=1M&ruhs=2&op=0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &placedTransport{regTransport: regTransport{Controller: c}}
+	dev, err := nvme.NewDevice(rt, nvme.DeviceOptions{Kind: blockdev.KindEmulated, PIDs: []uint16{0, 1}})
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	cfg := fixedConfig()
+	cfg.Placer = saltHandle{}
+	e, err := engine.Format(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rt.mu.Lock()
+	rt.writes = nil
+	rt.mu.Unlock()
+	keys, pay := fixedKeys(8) // kv ranks alternate 0, 1
+	if _, err := e.PutMany(keys, pay); err != nil {
+		t.Fatal(err)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	specs := map[uint32]int{}
+	for _, w := range rt.writes {
+		if !w.fixed || w.dtype != 2 {
+			t.Fatalf("write fixed=%v DTYPE=%d, want a fixed-buffer write with DTYPE=2", w.fixed, w.dtype)
+		}
+		specs[w.spec]++
+	}
+	if len(rt.writes) < len(keys) || specs[0] == 0 || specs[1] == 0 {
+		t.Fatalf("%d writes for %d puts, DSPEC counts %v; want both PIDs used", len(rt.writes), len(keys), specs)
+	}
+}

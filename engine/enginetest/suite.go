@@ -699,6 +699,47 @@ var cases = []struct {
 			t.Fatalf("groups used: %v", groupOf)
 		}
 	}},
+	{"SlotHeaderAndPayloadShareTheHandle", func(t *testing.T, v *env) {
+		// H1/H2: header and payload of a slot go out in one write (adjacent slots of one
+		// handle may share it) with the handle the Placer chose for that key (salt "b" → 1,
+		// others → 0).
+		rec := &recorder{Device: v.dev}
+		c := Config()
+		c.Placer = salted{}
+		e, err := engine.Format(keepOpen{rec}, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		rec.reset()
+		keys := []engine.Key{K(1, "a"), K(2, "b"), K(3, "b"), K(4, "a")}
+		mustPut(t, e, keys, [][]byte{Payload(1, 5000), Payload(2, 10), Payload(3, 60000), Payload(4, 1)})
+		ws := rec.writes()
+		for i, k := range keys {
+			m, ok := e.Lookup(k)
+			if !ok {
+				t.Fatalf("%v not stored", k)
+			}
+			want := blockdev.Placement(0)
+			if k.CacheSalt() == "b" {
+				want = 1
+			}
+			if m.Handle != want {
+				t.Fatalf("%v: entry handle %d, want %d", k, m.Handle, want)
+			}
+			end := m.Offset + int64(c.HeaderBytes+m.Size)
+			var cover []blockdev.Op
+			for _, w := range ws {
+				if w.Off < end && w.Off+int64(cap(w.Buf)) > m.Offset {
+					cover = append(cover, w)
+				}
+			}
+			if len(cover) != 1 || cover[0].Off > m.Offset || cover[0].Off+int64(cap(cover[0].Buf)) < end || cover[0].Handle != want {
+				t.Fatalf("put %d (slot [%d, %d), handle %d): the writes touching it are %+v, want one covering it with handle %d",
+					i, m.Offset, end, want, cover, want)
+			}
+		}
+	}},
 	{"CheckpointUsesMetadataHandle", func(t *testing.T, v *env) {
 		rec := &recorder{Device: v.dev}
 		c := Config()
@@ -743,8 +784,9 @@ var cases = []struct {
 
 type recorder struct {
 	blockdev.Device
-	mu sync.Mutex
-	hs []blockdev.Placement
+	mu  sync.Mutex
+	hs  []blockdev.Placement
+	ops []blockdev.Op // writes: offset, length (Buf is not kept) and handle
 }
 
 func (r *recorder) RegisterBuffers(bufs [][]byte) error { return forwardRegister(r.Device, bufs) }
@@ -754,13 +796,21 @@ func (r *recorder) Submit(ops []blockdev.Op) error {
 	for _, op := range ops {
 		if op.Write {
 			r.hs = append(r.hs, op.Handle)
+			r.ops = append(r.ops, blockdev.Op{Write: true, Off: op.Off, Buf: make([]byte, 0, len(op.Buf))[:0:len(op.Buf)], Handle: op.Handle})
 		}
 	}
 	r.mu.Unlock()
 	return r.Device.Submit(ops)
 }
 
-func (r *recorder) reset() { r.mu.Lock(); r.hs = nil; r.mu.Unlock() }
+func (r *recorder) reset() { r.mu.Lock(); r.hs, r.ops = nil, nil; r.mu.Unlock() }
+
+// writes returns the recorded writes; Buf has the written length as its capacity.
+func (r *recorder) writes() []blockdev.Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]blockdev.Op(nil), r.ops...)
+}
 func (r *recorder) handles() []blockdev.Placement {
 	r.mu.Lock()
 	defer r.mu.Unlock()
