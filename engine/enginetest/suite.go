@@ -703,13 +703,7 @@ var cases = []struct {
 		// H1/H2: header and payload of a slot go out in one write (adjacent slots of one
 		// handle may share it) with the handle the Placer chose for that key (salt "b" → 1,
 		// others → 0).
-		rec := &recorder{Device: v.dev}
-		c := Config()
-		c.Placer = salted{}
-		e, err := engine.Format(keepOpen{rec}, c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e, rec, c := formatRecorded(t, v)
 		defer e.Close()
 		rec.reset()
 		keys := []engine.Key{K(1, "a"), K(2, "b"), K(3, "b"), K(4, "a")}
@@ -741,13 +735,7 @@ var cases = []struct {
 		}
 	}},
 	{"CheckpointUsesMetadataHandle", func(t *testing.T, v *env) {
-		rec := &recorder{Device: v.dev}
-		c := Config()
-		c.Placer = salted{}
-		e, err := engine.Format(keepOpen{rec}, c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e, rec, _ := formatRecorded(t, v)
 		defer e.Close()
 		mustPut(t, e, []engine.Key{K(1, "b")}, [][]byte{Payload(1, 10)})
 		rec.reset()
@@ -780,6 +768,19 @@ var cases = []struct {
 			t.Fatalf("%d entries", n)
 		}
 	}},
+}
+
+// formatRecorded formats the suite's config with the salted Placer on a recorder over
+// v's device.
+func formatRecorded(t *testing.T, v *env) (*engine.Engine, *recorder, engine.Config) {
+	rec := &recorder{Device: v.dev}
+	c := Config()
+	c.Placer = salted{}
+	e, err := engine.Format(keepOpen{rec}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, rec, c
 }
 
 type recorder struct {
