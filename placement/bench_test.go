@@ -23,7 +23,7 @@ func BenchmarkPlace(b *testing.B) {
 	for i := range salts {
 		salts[i] = "tenant-salt-" + strconv.Itoa(i)
 	}
-	for _, spec := range []string{"none", "static:1", "round-robin", "cache-salt", "cache-salt:hash", "cache-salt:rank", "hotness", "lifetime", "metadata-class+cache-salt", "metadata-class+hotness"} {
+	for _, spec := range []string{"none", "static:1", "round-robin", "cache-salt", "cache-salt:pin=tenant-salt-0=3/tenant-salt-1=5", "cache-salt:hash", "cache-salt:rank", "hotness", "lifetime", "metadata-class+cache-salt", "metadata-class+hotness"} {
 		b.Run(spec, func(b *testing.B) {
 			p, err := Parse(spec, 8)
 			if err != nil {
