@@ -190,6 +190,9 @@ func TestPutPlacementStableAcrossCommands(t *testing.T) {
 	if _, err := rbRun(t, "", "rm", dev, "--placement", pol, "--key", keys[0].Key); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := rbRun(t, "", "recover", dev, "--placement", pol); err != nil || !strings.Contains(out, "kept 5") {
+		t.Fatalf("recover --placement: %v\n%s", err, out)
+	}
 	plain := filepath.Join(dir, "plain.img")
 	if _, err := rbRun(t, "", "format", "--create", "16M", "--slot-bytes", "64K", plain); err != nil {
 		t.Fatal(err)

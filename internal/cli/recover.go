@@ -17,6 +17,7 @@ type recoverFlags struct {
 	dev            rbDevFlags
 	verify, dryRun bool
 	json           bool
+	place          rbPlaceFlag
 }
 
 type recoverReport struct {
@@ -51,6 +52,7 @@ every payload and checks its CRC-32C. --dry-run changes nothing (read-only open)
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "report what would be dropped; write nothing")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
 	f.dev.add(cmd)
+	f.place.add(cmd, "the repaired checkpoint")
 	return cmd
 }
 
@@ -60,7 +62,10 @@ func runRecover(cmd *cobra.Command, path string, f *recoverFlags) error {
 		bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("verifying slots"),
 			progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
 	}
-	e, err := rbOpenEngine(&f.dev, path, f.dryRun, func(c *engine.Config) {
+	if err := f.place.check(); err != nil {
+		return err
+	}
+	e, err := rbOpenEnginePlaced(&f.dev, &f.place, "", path, f.dryRun, func(c *engine.Config) {
 		c.VerifyOnLoad = true
 		c.VerifyPayloadOnRecover = f.verify
 		if bar != nil {
