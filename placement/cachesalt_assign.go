@@ -70,15 +70,11 @@ func NewCacheSaltPinned(n int, pins map[string]int) (Policy, error) {
 	if len(pins) > snapSalts {
 		return nil, fmt.Errorf("%w: %d pinned salts, at most %d", ErrSpec, len(pins), snapSalts)
 	}
-	snap := make(map[string]int, len(pins))
 	var names []string
 	for salt, h := range pins {
 		if h < 0 || h >= p.n {
 			return nil, fmt.Errorf("%w: cache-salt:pin: salt %q on handle %d, want 0..%d", ErrSpec, salt, h, p.n-1)
 		}
-		snap[salt] = h
-		p.owners[h]++
-		p.assigned++
 		names = append(names, salt)
 	}
 	sort.Slice(names, func(i, j int) bool {
@@ -88,10 +84,10 @@ func NewCacheSaltPinned(n int, pins map[string]int) (Policy, error) {
 		return names[i] < names[j]
 	})
 	for i, salt := range names {
+		p.record(*p.snap.Load(), salt, pins[salt]) // ≤ 256 pins: copying the snapshot each time is cheap
 		names[i] = salt + "=" + strconv.Itoa(pins[salt])
 	}
 	p.pins = strings.Join(names, "/")
-	p.snap.Store(&snap)
 	return p, nil
 }
 

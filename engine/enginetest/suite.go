@@ -722,13 +722,13 @@ var cases = []struct {
 				t.Fatalf("%v: entry handle %d, want %d", k, m.Handle, want)
 			}
 			end := m.Offset + int64(c.HeaderBytes+m.Size)
-			var cover []blockdev.Op
+			var cover []recWrite
 			for _, w := range ws {
-				if w.Off < end && w.Off+int64(cap(w.Buf)) > m.Offset {
+				if w.off < end && w.off+int64(w.n) > m.Offset {
 					cover = append(cover, w)
 				}
 			}
-			if len(cover) != 1 || cover[0].Off > m.Offset || cover[0].Off+int64(cap(cover[0].Buf)) < end || cover[0].Handle != want {
+			if len(cover) != 1 || cover[0].off > m.Offset || cover[0].off+int64(cover[0].n) < end || cover[0].handle != want {
 				t.Fatalf("put %d (slot [%d, %d), handle %d): the writes touching it are %+v, want one covering it with handle %d",
 					i, m.Offset, end, want, cover, want)
 			}
@@ -787,7 +787,14 @@ type recorder struct {
 	blockdev.Device
 	mu  sync.Mutex
 	hs  []blockdev.Placement
-	ops []blockdev.Op // writes: offset, length (Buf is not kept) and handle
+	ops []recWrite
+}
+
+// recWrite is one recorded write: where, how long, with which handle.
+type recWrite struct {
+	off    int64
+	n      int
+	handle blockdev.Placement
 }
 
 func (r *recorder) RegisterBuffers(bufs [][]byte) error { return forwardRegister(r.Device, bufs) }
@@ -797,7 +804,7 @@ func (r *recorder) Submit(ops []blockdev.Op) error {
 	for _, op := range ops {
 		if op.Write {
 			r.hs = append(r.hs, op.Handle)
-			r.ops = append(r.ops, blockdev.Op{Write: true, Off: op.Off, Buf: make([]byte, 0, len(op.Buf))[:0:len(op.Buf)], Handle: op.Handle})
+			r.ops = append(r.ops, recWrite{op.Off, len(op.Buf), op.Handle})
 		}
 	}
 	r.mu.Unlock()
@@ -806,11 +813,11 @@ func (r *recorder) Submit(ops []blockdev.Op) error {
 
 func (r *recorder) reset() { r.mu.Lock(); r.hs, r.ops = nil, nil; r.mu.Unlock() }
 
-// writes returns the recorded writes; Buf has the written length as its capacity.
-func (r *recorder) writes() []blockdev.Op {
+// writes returns the recorded writes.
+func (r *recorder) writes() []recWrite {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]blockdev.Op(nil), r.ops...)
+	return append([]recWrite(nil), r.ops...)
 }
 func (r *recorder) handles() []blockdev.Placement {
 	r.mu.Lock()

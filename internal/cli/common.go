@@ -104,10 +104,15 @@ func (f *rbPlaceFlag) add(cmd *cobra.Command, what string) {
 		", compositions with +; docs/placement.md); needs a device with placement handles (FDP or emu:)")
 }
 
+// none reports whether the flag asks for no placement.
+func (f *rbPlaceFlag) none() bool {
+	return f == nil || strings.TrimSpace(f.spec) == "" || strings.EqualFold(strings.TrimSpace(f.spec), "none")
+}
+
 // check validates the spec before any device is touched (handle counts are checked once
 // the device is open).
 func (f *rbPlaceFlag) check() error {
-	if f == nil || strings.EqualFold(strings.TrimSpace(f.spec), "none") || strings.TrimSpace(f.spec) == "" {
+	if f.none() {
 		return nil
 	}
 	if _, err := placement.Parse(f.spec, 1<<16); err != nil {

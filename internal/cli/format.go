@@ -117,6 +117,11 @@ func runFormat(cmd *cobra.Command, path string, f *formatFlags) error {
 	if err := f.place.check(); err != nil {
 		return err
 	}
+	if f.create != "" && !f.place.none() {
+		// --create makes a regular file, which has no placement handles: refuse before
+		// creating anything.
+		return fmt.Errorf("--placement %s with --create: a regular file has no placement handles; use an emu: path or an FDP device, or --placement none", f.place.spec)
+	}
 	if !f.force {
 		if err := safety.CheckFormatTarget(path); err != nil {
 			return err

@@ -207,4 +207,11 @@ func TestPutPlacementStableAcrossCommands(t *testing.T) {
 	if after, _ := os.ReadFile(plain); !bytes.Equal(before, after) {
 		t.Fatal("a refused put changed the image")
 	}
+	fresh := filepath.Join(dir, "fresh.img")
+	if _, err := rbRun(t, "", "format", "--create", "16M", "--placement", "cache-salt", fresh); err == nil || !strings.Contains(err.Error(), "no placement handles") {
+		t.Fatalf("format --create --placement: %v", err)
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Fatalf("a refused format created %s (%v)", fresh, err)
+	}
 }
