@@ -158,9 +158,20 @@ func renderTable(w io.Writer, h []string, rows [][]string) error {
 	return t.Render()
 }
 
+// workloadName is the workload, with its eviction when that is not the default LRU.
+func workloadName(r *Report) string {
+	switch wl := r.Workload; {
+	case wl.RegionSlots > 0:
+		return fmt.Sprintf("%s (%s eviction, %.1f chunks per region)", wl.Name, wl.Eviction, wl.RegionSlots)
+	case wl.Eviction != "" && wl.Eviction != "lru":
+		return fmt.Sprintf("%s (%s eviction)", wl.Name, wl.Eviction)
+	}
+	return r.Workload.Name
+}
+
 // Table writes the human-readable comparison (and per-op latencies for bench).
 func Table(w io.Writer, r *Report) error {
-	fmt.Fprintf(w, "%s on %s (%s), workload %s, %s\n", r.Command, deviceName(r), r.Device.Kind, r.Workload.Name, r.Window.Description)
+	fmt.Fprintf(w, "%s on %s (%s), workload %s, %s\n", r.Command, deviceName(r), r.Device.Kind, workloadName(r), r.Window.Description)
 	h, rows := summary(r)
 	if err := renderTable(w, h, rows); err != nil {
 		return err
@@ -209,7 +220,7 @@ func Markdown(w io.Writer, r *Report) error {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 		}
 	}
-	fmt.Fprintf(w, "%s on %s (%s), workload %s, %s\n\n", r.Command, deviceName(r), r.Device.Kind, r.Workload.Name, r.Window.Description)
+	fmt.Fprintf(w, "%s on %s (%s), workload %s, %s\n\n", r.Command, deviceName(r), r.Device.Kind, workloadName(r), r.Window.Description)
 	md(summary(r))
 	if r.Command == "bench" {
 		if h, rows := latencies(r); len(rows) > 0 {

@@ -49,17 +49,19 @@ type Device struct {
 
 // Workload describes the generator and driver settings.
 type Workload struct {
-	Name        string   `json:"name"` // kv, sequential, uniform, zipf, trace:<path>
-	Seed        uint64   `json:"seed"`
-	Tenants     []string `json:"tenants,omitempty"`
-	ChunkBytes  int      `json:"chunk_bytes"`
-	SlotBytes   int64    `json:"slot_bytes"`
-	Slots       int64    `json:"slots"`
-	TargetUtil  float64  `json:"target_util"`
-	Eviction    string   `json:"eviction"`
-	Workers     int      `json:"workers"`
-	Rate        float64  `json:"rate,omitempty"` // requests/s; 0 = closed loop
-	Description string   `json:"description,omitempty"`
+	Name       string   `json:"name"` // kv, sequential, uniform, zipf, trace:<path>
+	Seed       uint64   `json:"seed"`
+	Tenants    []string `json:"tenants,omitempty"`
+	ChunkBytes int      `json:"chunk_bytes"`
+	SlotBytes  int64    `json:"slot_bytes"`
+	Slots      int64    `json:"slots"`
+	TargetUtil float64  `json:"target_util"`
+	Eviction   string   `json:"eviction"`
+	// RegionSlots: chunks per region under region eviction (a reclaim unit over a slot).
+	RegionSlots float64 `json:"region_slots,omitempty"`
+	Workers     int     `json:"workers"`
+	Rate        float64 `json:"rate,omitempty"` // requests/s; 0 = closed loop
+	Description string  `json:"description,omitempty"`
 }
 
 // Window states what the figures cover (SPEC: WAF after a warm-up).

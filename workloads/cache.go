@@ -8,39 +8,141 @@ type Eviction string
 const (
 	LRU  Eviction = "lru"  // least recently stored or hit
 	FIFO Eviction = "fifo" // oldest stored; hits do not refresh
+	// Region evicts whole regions: a region is one tenant's consecutive stores, as many as
+	// fill one reclaim unit (DriverConfig.RegionSlots). The least recently stored-to or hit
+	// region goes first, all of it (CacheLib's region eviction, per cache_salt). With
+	// cache-salt placement a region is what one reclaim unit holds, so a device never has to
+	// relocate an evicted region's neighbours.
+	Region Eviction = "region"
+	// RegionFIFO is Region where hits do not refresh a region.
+	RegionFIFO Eviction = "region-fifo"
 )
 
-// ParseEviction accepts lru and fifo.
+// ParseEviction accepts lru, fifo, region and region-fifo.
 func ParseEviction(s string) (Eviction, error) {
 	switch Eviction(s) {
-	case LRU, FIFO:
+	case LRU, FIFO, Region, RegionFIFO:
 		return Eviction(s), nil
 	}
-	return "", fmt.Errorf("unknown eviction %q (lru or fifo)", s)
+	return "", fmt.Errorf("unknown eviction %q (lru, fifo, region or region-fifo)", s)
 }
+
+// Regional reports whether e evicts whole regions.
+func (e Eviction) Regional() bool { return e == Region || e == RegionFIFO }
+
+// refreshes reports whether a hit makes its entry (or region) recent again.
+func (e Eviction) refreshes() bool { return e == LRU || e == Region }
 
 const nilIdx = -1
 
+// links threads an element of a slab on a recency list by index.
+type links struct{ prev, next int32 }
+
+func (l *links) ln() *links { return l }
+
+// list is a recency list over a slab (head = most recent), linked through the elements'
+// links; linker lets one implementation serve entries and regions.
+type list struct{ head, tail int32 }
+
+type linker[T any] interface {
+	*T
+	ln() *links
+}
+
+// slabAlloc returns a free index of *s, growing it when free is empty.
+func slabAlloc[T any](s *[]T, free *[]int32) int32 {
+	if n := len(*free); n > 0 {
+		i := (*free)[n-1]
+		*free = (*free)[:n-1]
+		return i
+	}
+	var zero T
+	*s = append(*s, zero)
+	return int32(len(*s) - 1)
+}
+
+func newList() list { return list{nilIdx, nilIdx} }
+
+func listUnlink[T any, P linker[T]](l *list, s []T, i int32) {
+	e := P(&s[i]).ln()
+	if e.prev != nilIdx {
+		P(&s[e.prev]).ln().next = e.next
+	} else {
+		l.head = e.next
+	}
+	if e.next != nilIdx {
+		P(&s[e.next]).ln().prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	e.prev, e.next = nilIdx, nilIdx
+}
+
+func listPushFront[T any, P linker[T]](l *list, s []T, i int32) {
+	e := P(&s[i]).ln()
+	e.prev, e.next = nilIdx, l.head
+	if l.head != nilIdx {
+		P(&s[l.head]).ln().prev = i
+	}
+	l.head = i
+	if l.tail == nilIdx {
+		l.tail = i
+	}
+}
+
+// listTouch moves i to the front.
+func listTouch[T any, P linker[T]](l *list, s []T, i int32) {
+	if l.head != i {
+		listUnlink[T, P](l, s, i)
+		listPushFront[T, P](l, s, i)
+	}
+}
+
 type entry struct {
-	key        Key
-	prev, next int32
-	storedAt   int64 // write clock (bytes stored) when stored
-	pins       int32 // requests between lookup and unlock
-	pending    bool  // store issued, not completed
+	links
+	key      Key
+	storedAt int64  // write clock (bytes stored) when stored
+	pins     int32  // requests between lookup and unlock
+	pending  bool   // store issued, not completed
+	region   int32  // region it was stored into (nilIdx: none)
+	gen      uint32 // commit generation, to tell a region's stale members
 }
 
 // residency is the cache's view of what it holds: an index over a slab of entries threaded
 // on one recency list (head = most recent) plus per-tenant store-order queues for TTLs. It
 // is not safe for concurrent use; the Driver serialises access.
 type residency struct {
-	idx        map[Key]int32
-	ents       []entry
-	free       []int32
-	head, tail int32
-	resident   int64 // entries not pending
-	pending    int64
-	ttlq       [][]ttlItem // per tenant, in store order
-	ttlHead    []int
+	idx      map[Key]int32
+	ents     []entry
+	free     []int32
+	lru      list
+	resident int64 // entries not pending
+	pending  int64
+	ttlq     [][]ttlItem // per tenant, in store order
+	ttlHead  []int
+
+	// Region mode (regionSlots > 0): regions on their own recency list.
+	regionSlots float64
+	regs        []region
+	regFree     []int32
+	rlru        list
+	open        []int32 // per tenant: the region taking its stores, nilIdx when none
+	stores      []int64 // per tenant: stores committed so far
+	gen         uint32
+}
+
+// region is one tenant's run of consecutive stores, regionSlots of them at most.
+type region struct {
+	links
+	members []member // in store order; may hold stale members (removed since)
+	live    int32
+	num     int64 // region number in its tenant's store stream
+	tenant  int32
+}
+
+type member struct {
+	i   int32
+	gen uint32
 }
 
 type ttlItem struct {
@@ -48,61 +150,32 @@ type ttlItem struct {
 	storedAt int64
 }
 
-func newResidency(tenants int) *residency {
-	return &residency{idx: map[Key]int32{}, head: nilIdx, tail: nilIdx,
-		ttlq: make([][]ttlItem, tenants), ttlHead: make([]int, tenants)}
+func newResidency(tenants int, regionSlots float64) *residency {
+	r := &residency{idx: map[Key]int32{}, lru: newList(),
+		ttlq: make([][]ttlItem, tenants), ttlHead: make([]int, tenants),
+		regionSlots: regionSlots, rlru: newList()}
+	if regionSlots > 0 {
+		r.open, r.stores = make([]int32, tenants), make([]int64, tenants)
+		for t := range r.open {
+			r.open[t] = nilIdx
+		}
+	}
+	return r
 }
 
-func (r *residency) unlink(i int32) {
-	e := &r.ents[i]
-	if e.prev != nilIdx {
-		r.ents[e.prev].next = e.next
-	} else {
-		r.head = e.next
-	}
-	if e.next != nilIdx {
-		r.ents[e.next].prev = e.prev
-	} else {
-		r.tail = e.prev
-	}
-	e.prev, e.next = nilIdx, nilIdx
-}
-
-func (r *residency) pushFront(i int32) {
-	e := &r.ents[i]
-	e.prev, e.next = nilIdx, r.head
-	if r.head != nilIdx {
-		r.ents[r.head].prev = i
-	}
-	r.head = i
-	if r.tail == nilIdx {
-		r.tail = i
-	}
-}
+func (r *residency) unlink(i int32)    { listUnlink(&r.lru, r.ents, i) }
+func (r *residency) pushFront(i int32) { listPushFront(&r.lru, r.ents, i) }
 
 // touch moves a hit entry to the front (LRU only).
-func (r *residency) touch(i int32) {
-	if r.head == i {
-		return
-	}
-	r.unlink(i)
-	r.pushFront(i)
-}
+func (r *residency) touch(i int32) { listTouch(&r.lru, r.ents, i) }
 
 // reserve adds k as pending; false when it is already present.
 func (r *residency) reserve(k Key) bool {
 	if _, ok := r.idx[k]; ok {
 		return false
 	}
-	var i int32
-	if n := len(r.free); n > 0 {
-		i = r.free[n-1]
-		r.free = r.free[:n-1]
-	} else {
-		r.ents = append(r.ents, entry{})
-		i = int32(len(r.ents) - 1)
-	}
-	r.ents[i] = entry{key: k, prev: nilIdx, next: nilIdx, pending: true}
+	i := slabAlloc(&r.ents, &r.free)
+	r.ents[i] = entry{links: links{nilIdx, nilIdx}, key: k, pending: true, region: nilIdx}
 	r.idx[k] = i
 	r.pending++
 	return true
@@ -124,6 +197,9 @@ func (r *residency) commit(k Key, ok bool, clock int64, trackTTL bool) {
 	e.pending, e.storedAt = false, clock
 	r.resident++
 	r.pushFront(i)
+	if r.regionSlots > 0 {
+		r.join(i, int(k.Tenant))
+	}
 	if trackTTL {
 		r.ttlq[k.Tenant] = append(r.ttlq[k.Tenant], ttlItem{k, clock})
 	}
@@ -136,6 +212,10 @@ func (r *residency) remove(k Key) bool {
 		return false
 	}
 	r.unlink(i)
+	if g := r.ents[i].region; g != nilIdx {
+		r.ents[i].region = nilIdx
+		r.leave(g)
+	}
 	delete(r.idx, k)
 	r.free = append(r.free, i)
 	r.resident--
@@ -144,7 +224,7 @@ func (r *residency) remove(k Key) bool {
 
 // victim picks the least recent resident, unpinned entry and removes it.
 func (r *residency) victim() (Key, bool) {
-	for i := r.tail; i != nilIdx; i = r.ents[i].prev {
+	for i := r.lru.tail; i != nilIdx; i = r.ents[i].prev {
 		if r.ents[i].pins == 0 {
 			k := r.ents[i].key
 			r.remove(k)
@@ -174,4 +254,114 @@ func (r *residency) expired(t int, deadline int64, out []Key) []Key {
 	}
 	r.ttlq[t], r.ttlHead[t] = q, h
 	return out
+}
+
+// join adds committed entry i to its tenant's region. The tenant's n-th store belongs to
+// region ⌊n/regionSlots⌋, so with a fractional regionSlots the regions follow the reclaim
+// unit boundaries of the tenant's write stream instead of drifting against them. A new
+// region opens at a boundary or when the open one was evicted.
+func (r *residency) join(i int32, t int) {
+	for len(r.open) <= t {
+		r.open, r.stores = append(r.open, nilIdx), append(r.stores, 0)
+	}
+	num := int64(float64(r.stores[t]) / r.regionSlots)
+	r.stores[t]++
+	g := r.open[t]
+	if g == nilIdx || r.regs[g].num != num {
+		g = r.newRegion(int32(t), num)
+		r.open[t] = g
+	}
+	rg := &r.regs[g]
+	r.gen++
+	rg.members = append(rg.members, member{i, r.gen})
+	rg.live++
+	r.ents[i].region, r.ents[i].gen = g, r.gen
+	r.touchRegion(g)
+}
+
+func (r *residency) newRegion(t int32, num int64) int32 {
+	g := slabAlloc(&r.regs, &r.regFree)
+	r.regs[g] = region{links: links{nilIdx, nilIdx}, tenant: t, num: num, members: r.regs[g].members[:0]}
+	listPushFront(&r.rlru, r.regs, g)
+	return g
+}
+
+// leave drops one live member from region g; an empty region that takes no more stores is
+// retired.
+func (r *residency) leave(g int32) {
+	rg := &r.regs[g]
+	rg.live--
+	if rg.live > 0 || r.open[rg.tenant] == g {
+		return
+	}
+	r.retire(g)
+}
+
+// retire takes region g off the recency list and frees it.
+func (r *residency) retire(g int32) {
+	listUnlink(&r.rlru, r.regs, g)
+	r.regs[g].members = r.regs[g].members[:0]
+	r.regFree = append(r.regFree, g)
+}
+
+// touchRegion makes region g the most recent.
+func (r *residency) touchRegion(g int32) { listTouch(&r.rlru, r.regs, g) }
+
+// touchHit refreshes a hit entry: the entry itself, and in region mode its region.
+func (r *residency) touchHit(i int32) {
+	r.touch(i)
+	if g := r.ents[i].region; g != nilIdx {
+		r.touchRegion(g)
+	}
+}
+
+// isMember reports whether member m of region g still is that region's resident entry.
+func (r *residency) isMember(g int32, m member) bool {
+	e := &r.ents[m.i]
+	return e.region == g && e.gen == m.gen
+}
+
+// victimRegion removes every member of the least recent region none of whose members is
+// pinned, appends their keys to out and returns it with how many it removed (0: nothing
+// could be evicted). A region still taking stores is closed first, so stores after this
+// start a new one.
+func (r *residency) victimRegion(out []Key) ([]Key, int) {
+	for g := r.rlru.tail; g != nilIdx; {
+		rg := &r.regs[g]
+		prev := rg.prev
+		if r.regionPinned(g) {
+			g = prev
+			continue
+		}
+		if r.open[rg.tenant] == g {
+			r.open[rg.tenant] = nilIdx
+		}
+		if rg.live == 0 {
+			// An open region whose chunks all expired or were deleted: retire it, go on.
+			r.retire(g)
+			g = prev
+			continue
+		}
+		before := len(out)
+		for _, m := range rg.members {
+			if r.isMember(g, m) {
+				out = append(out, r.ents[m.i].key)
+			}
+		}
+		for _, k := range out[before:] {
+			r.remove(k) // the last one retires g
+		}
+		return out, len(out) - before
+	}
+	return out, 0
+}
+
+// regionPinned reports whether a running request has locked a chunk of region g.
+func (r *residency) regionPinned(g int32) bool {
+	for _, m := range r.regs[g].members {
+		if r.isMember(g, m) && r.ents[m.i].pins > 0 {
+			return true
+		}
+	}
+	return false
 }

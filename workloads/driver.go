@@ -30,11 +30,15 @@ func (p Phase) String() string { return phaseNames[p] }
 
 // DriverConfig sets how a workload is run.
 type DriverConfig struct {
-	Eviction   Eviction
-	TargetUtil float64   // evict to keep resident chunks ≤ TargetUtil × Backend.Slots() (default 0.9)
-	TTL        []float64 // per tenant (Op.Tenant), in capacity-writes; 0 = none
-	Workers    int       // concurrent requests (default 1)
-	Rate       float64   // requests per second, Poisson arrivals; 0 = closed loop
+	Eviction Eviction
+	// RegionSlots is the region size of Region and RegionFIFO eviction, in chunks: a reclaim
+	// unit's bytes over a slot's (required for those, ignored otherwise). It may be
+	// fractional; a tenant's n-th store goes to region ⌊n/RegionSlots⌋.
+	RegionSlots float64
+	TargetUtil  float64   // evict to keep resident chunks ≤ TargetUtil × Backend.Slots() (default 0.9)
+	TTL         []float64 // per tenant (Op.Tenant), in capacity-writes; 0 = none
+	Workers     int       // concurrent requests (default 1)
+	Rate        float64   // requests per second, Poisson arrivals; 0 = closed loop
 	// Duration bounds the measured window (after warm-up), wall clock; 0 = no limit.
 	Duration time.Duration
 	// WarmupTimeout ends the warm-up after this long even if WarmupBytes were not stored yet
@@ -57,6 +61,16 @@ type DriverConfig struct {
 	SampleBytes int64
 	Sample      func(c Counters)
 	Seed        uint64
+}
+
+// CheckRegion refuses regions of more than half the cache's target (in chunks): evicting
+// one would all but empty the cache.
+func CheckRegion(regionSlots float64, targetSlots int64) error {
+	if regionSlots > float64(targetSlots)/2 {
+		return fmt.Errorf("a region of %.1f chunks is more than half the cache's target of %d chunks: "+
+			"evicting one would empty the cache; use smaller regions (--region) or a larger cache", regionSlots, targetSlots)
+	}
+	return nil
 }
 
 // Counters are the driver's running totals.
@@ -181,6 +195,12 @@ func NewDriver(cfg DriverConfig, gen Generator, be Backend) (*Driver, error) {
 	if _, err := ParseEviction(string(cfg.Eviction)); err != nil {
 		return nil, err
 	}
+	if cfg.Eviction.Regional() && !(cfg.RegionSlots >= 1) {
+		return nil, fmt.Errorf("%s eviction needs a region of at least one slot (RegionSlots %g)", cfg.Eviction, cfg.RegionSlots)
+	}
+	if !cfg.Eviction.Regional() {
+		cfg.RegionSlots = 0
+	}
 	if cfg.TargetUtil == 0 {
 		cfg.TargetUtil = 0.9
 	}
@@ -191,12 +211,15 @@ func NewDriver(cfg DriverConfig, gen Generator, be Backend) (*Driver, error) {
 		cfg.Workers = 1
 	}
 	salts := gen.Salts()
-	d := &Driver{cfg: cfg, gen: gen, be: be, salts: salts, size: gen.ChunkBytes(), res: newResidency(len(salts))}
+	d := &Driver{cfg: cfg, gen: gen, be: be, salts: salts, size: gen.ChunkBytes(), res: newResidency(len(salts), cfg.RegionSlots)}
 	slots := be.Slots()
 	if slots <= 0 {
 		return nil, ErrNoCapacity
 	}
 	d.target = max(1, int64(math.Floor(cfg.TargetUtil*float64(slots))))
+	if err := CheckRegion(cfg.RegionSlots, d.target); err != nil {
+		return nil, err
+	}
 	d.capBytes = slots * int64(d.size)
 	n := len(salts)
 	d.c.TenantRequests, d.c.TenantBytesWritten = make([]int64, n), make([]int64, n)
@@ -422,8 +445,8 @@ func (d *Driver) request(h *[NumPhases]*hdrhistogram.Histogram, w *work, ok *[]b
 	for _, k := range keys[:hits] {
 		if i, found := d.res.idx[k]; found {
 			d.res.ents[i].pins++
-			if d.cfg.Eviction == LRU && !d.res.ents[i].pending {
-				d.res.touch(i)
+			if d.cfg.Eviction.refreshes() && !d.res.ents[i].pending {
+				d.res.touchHit(i)
 			}
 		}
 	}
@@ -490,6 +513,14 @@ func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size i
 	}
 	victims := d.expire(nil)
 	for d.res.resident+d.res.pending > d.target {
+		if d.cfg.RegionSlots > 0 {
+			var n int
+			if victims, n = d.res.victimRegion(victims); n == 0 {
+				break
+			}
+			d.c.Evicted += int64(n)
+			continue
+		}
 		k, found := d.res.victim()
 		if !found {
 			break

@@ -287,6 +287,13 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	if f.slotGroups {
 		ecfg.SlotGroupBytes = max(ru, slotBytes)
 	}
+	// Workload flags are checked before any device is formatted (the slot count is an
+	// upper bound: the metadata region takes some).
+	if dc, err := f.wl.driverConfig(b, fc.RUBytes, slotBytes); err != nil {
+		return err
+	} else if err := workloads.CheckRegion(dc.RegionSlots, int64(f.wl.util*float64(logical/slotBytes))); err != nil {
+		return err
+	}
 	if f.metaBytes == "auto" {
 		slots := logical / slotBytes
 		c := (4096 + slots*256 + 4095) / 4096 * 4096
@@ -376,7 +383,7 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 		return reports.Run{}, wl, err
 	}
 	be := workloads.NewEngineBackend(e, f.wl.model, gen.Salts(), gen.ChunkBytes())
-	dc, err := f.wl.driverConfig(b)
+	dc, err := f.wl.driverConfig(b, fc.RUBytes, ecfg.SlotBytes)
 	if err != nil {
 		return reports.Run{}, wl, err
 	}
@@ -503,12 +510,16 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 	if note != "" {
 		notes = append(notes, note)
 	}
+	if run.Infeasible {
+		notes = append(notes, fmt.Sprintf("the shadow FTL model ran out of free reclaim units (%d handles, %s RUs, OP %g): "+
+			"no host WAF; raise --op or use a smaller --ru", handles, rbBytes(fc.RUBytes), fc.OP))
+	}
 	if ff := sh.ForeignHandleWrites(); ff > 0 {
 		notes = append(notes, fmt.Sprintf("%d writes carried a handle beyond the model's %d (modelled on handle 0)", ff, handles))
 	}
 	run.Note = strings.Join(notes, "; ")
 	wl = reports.Workload{Name: b.name, Seed: f.wl.seed, Tenants: b.salts, ChunkBytes: b.chunkBytes,
-		SlotBytes: ecfg.SlotBytes, Slots: usage.SlotsTotal, TargetUtil: f.wl.util, Eviction: f.wl.eviction,
+		SlotBytes: ecfg.SlotBytes, Slots: usage.SlotsTotal, TargetUtil: f.wl.util, Eviction: f.wl.eviction, RegionSlots: dc.RegionSlots,
 		Workers: f.wl.workers, Rate: f.wl.rate, Description: b.desc}
 	return run, wl, nil
 }

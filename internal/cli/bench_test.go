@@ -62,3 +62,47 @@ func TestBenchWindowDesc(t *testing.T) {
 		}
 	}
 }
+
+// Region eviction through the real engine on the emulated FDP SSD: regions are sized from
+// the device's reclaim unit, and with cache-salt the device's own FDP log shows no GC.
+func TestBenchRegionEvictionOnEmulatedSSD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the engine on the emulator for a few seconds")
+	}
+	dev := "emu:" + t.TempDir() + "/e.img?size=128M&ru=1M&ruhs=8&op=0.07&iso=persistent"
+	out, err := runCLI(t, "bench", dev, "--model", "tiny", "--bytes-per-token", "512", "--placement", "none,metadata-class+cache-salt",
+		"--requests", "2500", "--duration", "0", "--warmup", "1", "--util", "0.95", "--eviction", "region", "--json", "--quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reports.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if want := float64(1<<20) / float64(r.Workload.SlotBytes); r.Workload.Eviction != "region" || r.Workload.RegionSlots != want {
+		t.Fatalf("workload %+v: want region eviction with RU/slot = %g chunks per region", r.Workload, want)
+	}
+	waf := map[string]float64{}
+	for _, run := range r.Runs {
+		if run.DeviceWAF == nil || run.Evicted == 0 {
+			t.Fatalf("%s: device WAF %v, %d evicted", run.Policy, run.DeviceWAF, run.Evicted)
+		}
+		waf[run.Policy] = run.DeviceWAF.Value
+	}
+	t.Logf("device WAF (FDP log): %v", waf)
+	if cs, none := waf["metadata-class+cache-salt"], waf["none"]; cs > 1.02 || none < cs+0.1 {
+		t.Fatalf("device WAF: cache-salt %.3f (want ≤ 1.02), none %.3f (want well above)", cs, none)
+	}
+}
+
+func TestBenchEvictionFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "mem:64M", "--eviction", "random"},
+		{"bench", "mem:64M", "--eviction", "lru", "--region", "8M"},
+		{"bench", "mem:64M", "--ru", "2M", "--eviction", "region", "--region", "4k"},
+	} {
+		if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "region") && !strings.Contains(err.Error(), "eviction") {
+			t.Errorf("%v: err %v", args, err)
+		}
+	}
+}

@@ -39,6 +39,7 @@ type wlFlags struct {
 	size         string
 	synthTenants int
 	eviction     string
+	region       string
 	util         float64
 	workers      int
 	rate         float64
@@ -62,7 +63,8 @@ func (w *wlFlags) register(fs *pflag.FlagSet, defaultModel string) {
 	fs.Float64Var(&w.readFrac, "read-frac", 0.5, "synthetic: fraction of gets")
 	fs.StringVar(&w.size, "value-size", "", "synthetic: payload bytes per key (default: one kv chunk)")
 	fs.IntVar(&w.synthTenants, "synthetic-tenants", 4, "synthetic: spread keys over this many salts")
-	fs.StringVar(&w.eviction, "eviction", "lru", "cache eviction at the target utilisation: lru or fifo")
+	fs.StringVar(&w.eviction, "eviction", "lru", "cache eviction at the target utilisation: lru, fifo, region (whole regions of one tenant, least recent first) or region-fifo")
+	fs.StringVar(&w.region, "region", "", "region size for --eviction region/region-fifo (default: the device's reclaim unit size)")
 	fs.Float64Var(&w.util, "util", 0.9, "target utilisation: the cache evicts to keep this fraction of its slots in use")
 	fs.IntVar(&w.workers, "workers", 1, "concurrent requests")
 	fs.Float64Var(&w.rate, "rate", 0, "arrival rate in requests/s (Poisson); 0 = closed loop")
@@ -100,6 +102,9 @@ func (w *wlFlags) build() (*wlBuilt, error) {
 			return nil, fmt.Errorf("--bytes-per-token %q: want a positive byte count such as 128K", w.bytesPerTok)
 		}
 		bpt = int(v)
+	}
+	if _, _, err := w.evictionFlags(); err != nil {
+		return nil, err
 	}
 	chunk := w.chunkTokens * bpt
 	b := &wlBuilt{name: w.kind, chunkBytes: chunk}
@@ -173,17 +178,48 @@ func (w *wlFlags) build() (*wlBuilt, error) {
 	return b, nil
 }
 
-// driverConfig is the driver part of the flags.
-func (w *wlFlags) driverConfig(b *wlBuilt) (workloads.DriverConfig, error) {
-	ev, err := workloads.ParseEviction(w.eviction)
+// evictionFlags parses --eviction and --region; region is 0 when --region was not given.
+func (w *wlFlags) evictionFlags() (ev workloads.Eviction, region int64, err error) {
+	if ev, err = workloads.ParseEviction(w.eviction); err != nil {
+		return "", 0, fmt.Errorf("--eviction: %w", err)
+	}
+	if w.region == "" {
+		return ev, 0, nil
+	}
+	if !ev.Regional() {
+		return "", 0, fmt.Errorf("--region is for --eviction region or region-fifo, not %s", ev)
+	}
+	if region, err = wlParseSize(w.region); err != nil || region <= 0 {
+		return "", 0, fmt.Errorf("--region %q: want a positive size such as 2G", w.region)
+	}
+	return ev, region, nil
+}
+
+// driverConfig is the driver part of the flags. ruBytes (0: unknown) and slotBytes size
+// the regions of region eviction.
+func (w *wlFlags) driverConfig(b *wlBuilt, ruBytes, slotBytes int64) (workloads.DriverConfig, error) {
+	ev, rb, err := w.evictionFlags()
 	if err != nil {
 		return workloads.DriverConfig{}, err
 	}
 	if w.util <= 0 || w.util > 1 {
 		return workloads.DriverConfig{}, fmt.Errorf("--util %g: want a fraction in (0, 1]", w.util)
 	}
-	return workloads.DriverConfig{Eviction: ev, TargetUtil: w.util, TTL: b.ttl, Workers: w.workers, Rate: w.rate,
-		MaxOps: w.requests, Seed: w.seed}, nil
+	dc := workloads.DriverConfig{Eviction: ev, TargetUtil: w.util, TTL: b.ttl, Workers: w.workers, Rate: w.rate,
+		MaxOps: w.requests, Seed: w.seed}
+	if ev.Regional() {
+		if rb == 0 {
+			rb = ruBytes
+		}
+		if rb == 0 {
+			return dc, fmt.Errorf("--eviction %s: the device's reclaim unit size is unknown; give --region SIZE", ev)
+		}
+		if rb < slotBytes {
+			return dc, fmt.Errorf("--eviction %s: region %s is smaller than one %s slot; give --region of at least a slot", ev, rbBytes(rb), rbBytes(slotBytes))
+		}
+		dc.RegionSlots = float64(rb) / float64(slotBytes)
+	}
+	return dc, nil
 }
 
 // writeTraceFile writes the first --requests ops of the workload as a trace.
@@ -497,12 +533,13 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 			if err != nil {
 				return err
 			}
-			dc, err := f.wl.driverConfig(b)
+			dc, err := f.wl.driverConfig(b, ru, (slotBytes+unit-1)/unit*unit)
 			if err != nil {
 				return err
 			}
 			dc.TargetUtil = util
 			dc.Workers = 1 // the model is deterministic only single-threaded
+			rep.Workload.RegionSlots = dc.RegionSlots
 			res, err := workloads.RunSim(ctx, workloads.SimRun{Gen: g, Driver: dc, FTL: fc, Precondition: pre, Policy: pol, Regen: b.newGen,
 				Model: f.wl.model, SlotBytes: slotBytes, Deallocate: f.deallocate, CheckpointOps: f.checkpointOps,
 				WarmupCaps: f.warmup, MeasureCaps: f.measure})

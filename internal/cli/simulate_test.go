@@ -102,6 +102,9 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{"simulate", "--handles", "1", "--placement", "oracle:lifetime"},
 		{"simulate", "--model", "nope"},
 		{"simulate", "--util", "1.5"},
+		{"simulate", "--eviction", "regions"},
+		{"simulate", "--eviction", "lru", "--region", "2G"},
+		{"simulate", "--eviction", "region", "--region", "1k", "--model", "tiny"},
 		{"simulate", "--json", "--csv", "--capacity", "1G", "--model", "tiny", "--measure", "0.1", "--warmup", "0.1"},
 	} {
 		if _, err := runCLI(t, args...); err == nil {
@@ -153,5 +156,35 @@ func TestSimParseSweep(t *testing.T) {
 		if _, err := simParseSweep(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// Region eviction from the CLI: regions default to the model's reclaim unit, the report
+// says so, and with cache-salt nothing is relocated where per-chunk LRU does relocate.
+func TestSimulateRegionEviction(t *testing.T) {
+	waf := map[string]float64{}
+	for _, ev := range []string{"lru", "region"} {
+		out, err := runCLI(t, "simulate", "--capacity", "4G", "--model", "tiny", "--bytes-per-token", "512", "--ru", "8M",
+			"--placement", "none,metadata-class+cache-salt", "--util", "0.95", "--measure", "2", "--eviction", ev, "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r reports.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if r.Workload.Eviction != ev || len(r.Runs) != 2 {
+			t.Fatalf("%s: workload %+v, %d runs", ev, r.Workload, len(r.Runs))
+		}
+		if want := float64(r.Device.RUBytes) / float64(r.Workload.SlotBytes); ev == "region" && r.Workload.RegionSlots != want {
+			t.Fatalf("region slots %g, want RU/slot = %g", r.Workload.RegionSlots, want)
+		}
+		for _, run := range r.Runs {
+			waf[ev+"/"+run.Policy] = run.HostWAF.Value
+		}
+	}
+	t.Logf("modelled WAF: %v", waf)
+	if w := waf["region/metadata-class+cache-salt"]; w > 1.02 || waf["lru/metadata-class+cache-salt"] < w+0.02 {
+		t.Fatalf("cache-salt WAF: region %.3f, lru %.3f; want region ≤ 1.02 and below lru", w, waf["lru/metadata-class+cache-salt"])
 	}
 }
