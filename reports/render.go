@@ -62,14 +62,18 @@ func latOf(r *Run, op string) *Latency {
 func summary(r *Report) ([]string, [][]string) {
 	if r.Command == "simulate" {
 		h := []string{"policy"}
-		if r.Sweep != "" {
+		if r.Sweep == "ru" {
+			h = append(h, "ru GiB")
+		} else if r.Sweep != "" {
 			h = append(h, r.Sweep)
 		}
 		h = append(h, "hit %", "written GiB", "WAF (modelled)", "steady WAF", "live", "evicted", "expired", "note")
 		var rows [][]string
 		for _, run := range r.Runs {
 			row := []string{run.Policy}
-			if r.Sweep != "" {
+			if r.Sweep == "ru" {
+				row = append(row, GiB(int64(run.Param)))
+			} else if r.Sweep != "" {
 				row = append(row, f2(run.Param))
 			}
 			note := ""

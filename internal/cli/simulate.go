@@ -539,7 +539,9 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 			}
 			dc.TargetUtil = util
 			dc.Workers = 1 // the model is deterministic only single-threaded
-			rep.Workload.RegionSlots = dc.RegionSlots
+			if sw == nil || sw.name != "ru" { // an RU sweep changes the region size per value
+				rep.Workload.RegionSlots = dc.RegionSlots
+			}
 			res, err := workloads.RunSim(ctx, workloads.SimRun{Gen: g, Driver: dc, FTL: fc, Precondition: pre, Policy: pol, Regen: b.newGen,
 				Model: f.wl.model, SlotBytes: slotBytes, Deallocate: f.deallocate, CheckpointOps: f.checkpointOps,
 				WarmupCaps: f.warmup, MeasureCaps: f.measure})
