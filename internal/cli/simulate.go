@@ -539,7 +539,8 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 			}
 			dc.TargetUtil = util
 			dc.Workers = 1 // the model is deterministic only single-threaded
-			if sw == nil || sw.name != "ru" { // an RU sweep changes the region size per value
+			// An RU sweep changes the region size per value: the workload cannot state one.
+			if sw == nil || sw.name != "ru" {
 				rep.Workload.RegionSlots = dc.RegionSlots
 			}
 			res, err := workloads.RunSim(ctx, workloads.SimRun{Gen: g, Driver: dc, FTL: fc, Precondition: pre, Policy: pol, Regen: b.newGen,
