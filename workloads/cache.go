@@ -178,6 +178,11 @@ func (r *residency) reserve(k Key) bool {
 	r.ents[i] = entry{links: links{nilIdx, nilIdx}, key: k, pending: true, region: nilIdx}
 	r.idx[k] = i
 	r.pending++
+	if r.regionSlots > 0 {
+		// A chunk joins its region when its store is issued: that is the order its
+		// tenant's writes reach the device, which completions need not keep.
+		r.join(i, int(k.Tenant))
+	}
 	return true
 }
 
@@ -189,6 +194,7 @@ func (r *residency) commit(k Key, ok bool, clock int64, trackTTL bool) {
 	}
 	r.pending--
 	if !ok {
+		r.leaveRegion(i)
 		delete(r.idx, k)
 		r.free = append(r.free, i)
 		return
@@ -197,9 +203,6 @@ func (r *residency) commit(k Key, ok bool, clock int64, trackTTL bool) {
 	e.pending, e.storedAt = false, clock
 	r.resident++
 	r.pushFront(i)
-	if r.regionSlots > 0 {
-		r.join(i, int(k.Tenant))
-	}
 	if trackTTL {
 		r.ttlq[k.Tenant] = append(r.ttlq[k.Tenant], ttlItem{k, clock})
 	}
@@ -212,10 +215,7 @@ func (r *residency) remove(k Key) bool {
 		return false
 	}
 	r.unlink(i)
-	if g := r.ents[i].region; g != nilIdx {
-		r.ents[i].region = nilIdx
-		r.leave(g)
-	}
+	r.leaveRegion(i)
 	delete(r.idx, k)
 	r.free = append(r.free, i)
 	r.resident--
@@ -284,6 +284,14 @@ func (r *residency) newRegion(t int32, num int64) int32 {
 	r.regs[g] = region{links: links{nilIdx, nilIdx}, tenant: t, num: num, members: r.regs[g].members[:0]}
 	listPushFront(&r.rlru, r.regs, g)
 	return g
+}
+
+// leaveRegion takes entry i out of its region, if it has one.
+func (r *residency) leaveRegion(i int32) {
+	if g := r.ents[i].region; g != nilIdx {
+		r.ents[i].region = nilIdx
+		r.leave(g)
+	}
 }
 
 // leave drops one live member from region g; an empty region that takes no more stores is
@@ -356,10 +364,11 @@ func (r *residency) victimRegion(out []Key) ([]Key, int) {
 	return out, 0
 }
 
-// regionPinned reports whether a running request has locked a chunk of region g.
+// regionPinned reports whether a running request has locked a chunk of region g, or a
+// chunk of it is still being stored.
 func (r *residency) regionPinned(g int32) bool {
 	for _, m := range r.regs[g].members {
-		if r.isMember(g, m) && r.ents[m.i].pins > 0 {
+		if e := &r.ents[m.i]; r.isMember(g, m) && (e.pins > 0 || e.pending) {
 			return true
 		}
 	}

@@ -182,6 +182,12 @@ type Driver struct {
 	lastW    int64 // BytesWritten when the stall counter was last reset
 	idleOps  int64
 	stalled  bool
+
+	// Deletes in flight (evictions, expiries), by ticket: a store waits for those issued
+	// before it, so the device learns of the room the cache made before new data arrives.
+	delCond    *sync.Cond
+	delTicket  int64
+	delPending map[int64]struct{}
 }
 
 // ErrNoCapacity: the backend has no room for even one chunk.
@@ -211,7 +217,9 @@ func NewDriver(cfg DriverConfig, gen Generator, be Backend) (*Driver, error) {
 		cfg.Workers = 1
 	}
 	salts := gen.Salts()
-	d := &Driver{cfg: cfg, gen: gen, be: be, salts: salts, size: gen.ChunkBytes(), res: newResidency(len(salts), cfg.RegionSlots)}
+	d := &Driver{cfg: cfg, gen: gen, be: be, salts: salts, size: gen.ChunkBytes(), res: newResidency(len(salts), cfg.RegionSlots),
+		delPending: map[int64]struct{}{}}
+	d.delCond = sync.NewCond(&d.mu)
 	slots := be.Slots()
 	if slots <= 0 {
 		return nil, ErrNoCapacity
@@ -487,11 +495,10 @@ func (d *Driver) overwrite(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, si
 			old = append(old, k)
 		}
 	}
+	ticket := d.issueDelete(old)
 	d.mu.Unlock()
-	if len(old) > 0 {
-		if err := timed(h[PhaseDelete], func() error { return d.be.Delete(old) }); err != nil {
-			return err
-		}
+	if err := d.finishDelete(h, old, ticket); err != nil {
+		return err
 	}
 	return d.store(h, keys, size, okp)
 }
@@ -528,15 +535,16 @@ func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size i
 		victims = append(victims, k)
 		d.c.Evicted++
 	}
+	ticket := d.issueDelete(victims)
+	upTo := d.delTicket
 	d.mu.Unlock()
-	if len(victims) > 0 {
-		if err := timed(h[PhaseDelete], func() error { return d.be.Delete(victims) }); err != nil {
-			return err
-		}
+	if err := d.finishDelete(h, victims, ticket); err != nil {
+		return err
 	}
 	if len(missing) == 0 {
 		return nil
 	}
+	d.waitDeletes(upTo)
 	ok := (*okp)[:0]
 	for range missing {
 		ok = append(ok, false)
@@ -560,6 +568,48 @@ func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size i
 	}
 	d.afterWriteLocked()
 	return err
+}
+
+// issueDelete takes a ticket for deleting keys (lock held); 0 when there are none.
+func (d *Driver) issueDelete(keys []Key) int64 {
+	if len(keys) == 0 {
+		return 0
+	}
+	d.delTicket++
+	d.delPending[d.delTicket] = struct{}{}
+	return d.delTicket
+}
+
+// finishDelete deletes keys from the backend and returns the ticket (lock not held).
+func (d *Driver) finishDelete(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, ticket int64) error {
+	if ticket == 0 {
+		return nil
+	}
+	err := timed(h[PhaseDelete], func() error { return d.be.Delete(keys) })
+	d.mu.Lock()
+	delete(d.delPending, ticket)
+	d.delCond.Broadcast()
+	d.mu.Unlock()
+	return err
+}
+
+// waitDeletes blocks until every delete with a ticket ≤ upTo has returned.
+func (d *Driver) waitDeletes(upTo int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		earlier := false
+		for t := range d.delPending {
+			if t <= upTo {
+				earlier = true
+				break
+			}
+		}
+		if !earlier {
+			return
+		}
+		d.delCond.Wait()
+	}
 }
 
 // expire collects chunks whose tenant TTL has passed (lock held).
@@ -609,9 +659,7 @@ func (d *Driver) delete(h *[NumPhases]*hdrhistogram.Histogram, keys []Key) error
 		}
 	}
 	d.c.Deleted += int64(len(gone))
+	ticket := d.issueDelete(gone)
 	d.mu.Unlock()
-	if len(gone) == 0 {
-		return nil
-	}
-	return timed(h[PhaseDelete], func() error { return d.be.Delete(gone) })
+	return d.finishDelete(h, gone, ticket)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 // regionBackend records each key's position in its tenant's store stream and checks, at
@@ -188,5 +189,38 @@ func TestRegionLargerThanHalfTheCacheRefused(t *testing.T) {
 	}
 	if _, err := NewDriver(DriverConfig{Eviction: Region, RegionSlots: 45, TargetUtil: 0.9}, g, newMapBackend(100)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// slowDeletes makes every delete take a while, so concurrent workers overlap with it.
+type slowDeletes struct{ *mapBackend }
+
+func (b slowDeletes) Delete(ks []Key) error {
+	time.Sleep(200 * time.Microsecond)
+	return b.mapBackend.Delete(ks)
+}
+
+// With concurrent workers a store does not overtake the deletes issued before it: the
+// backend never holds more than the target, as a device must learn of the room the cache
+// made before the new data arrives.
+func TestStoresWaitForEarlierDeletes(t *testing.T) {
+	for _, ev := range []Eviction{LRU, Region} {
+		g, _ := NewKV(KVConfig{Tenants: MultiTenant(), ChunkTokens: 256, BytesPerToken: 16, Requests: 4000, Seed: 4})
+		var ttl []float64
+		for _, tn := range MultiTenant() {
+			ttl = append(ttl, tn.TTL)
+		}
+		be := slowDeletes{newMapBackend(1000)}
+		d, err := NewDriver(DriverConfig{Eviction: ev, RegionSlots: 10, TargetUtil: 0.9, Workers: 4, TTL: ttl}, g, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := d.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if be.maxRes > int(d.TargetSlots()) || res.Counters.Evicted == 0 {
+			t.Errorf("%s: the backend held %d chunks with a target of %d (%d evicted)", ev, be.maxRes, d.TargetSlots(), res.Counters.Evicted)
+		}
 	}
 }
