@@ -132,8 +132,12 @@ func Throughput(r *reports.Report, dir string) ([]string, error) {
 
 // Sweep draws WAF against the swept parameter, one line per policy, into dir/name.{png,svg}.
 func Sweep(r *reports.Report, dir, name string) ([]string, error) {
-	p := newPlot(fmt.Sprintf("Modelled WAF vs %s (%s GiB, RU %s GiB, OP %g)", r.Sweep, reports.GiB(r.Device.SizeBytes),
-		reports.GiB(r.Device.RUBytes), r.Device.OP), r.Sweep, "WAF (measured window)")
+	evict := ""
+	if ev := r.Workload.Eviction; ev != "" && ev != "lru" {
+		evict = ", " + ev + " eviction"
+	}
+	p := newPlot(fmt.Sprintf("Modelled WAF vs %s (%s GiB, RU %s GiB, OP %g%s)", r.Sweep, reports.GiB(r.Device.SizeBytes),
+		reports.GiB(r.Device.RUBytes), r.Device.OP, evict), r.Sweep, "WAF (measured window)")
 	idx := map[string]int{}
 	var names []string
 	var series []plotter.XYs
