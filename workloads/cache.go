@@ -105,7 +105,7 @@ type entry struct {
 	pins     int32  // requests between lookup and unlock
 	pending  bool   // store issued, not completed
 	region   int32  // region it was stored into (nilIdx: none)
-	gen      uint32 // commit generation, to tell a region's stale members
+	gen      uint32 // generation it joined its region with, to tell a region's stale members
 }
 
 // residency is the cache's view of what it holds: an index over a slab of entries threaded
@@ -127,7 +127,7 @@ type residency struct {
 	regFree     []int32
 	rlru        list
 	open        []int32 // per tenant: the region taking its stores, nilIdx when none
-	stores      []int64 // per tenant: stores committed so far
+	stores      []int64 // per tenant: stores issued so far (region numbering)
 	gen         uint32
 }
 
@@ -256,7 +256,7 @@ func (r *residency) expired(t int, deadline int64, out []Key) []Key {
 	return out
 }
 
-// join adds committed entry i to its tenant's region. The tenant's n-th store belongs to
+// join adds entry i, whose store is being issued, to its tenant's region. The tenant's n-th store belongs to
 // region ⌊n/regionSlots⌋, so with a fractional regionSlots the regions follow the reclaim
 // unit boundaries of the tenant's write stream instead of drifting against them. A new
 // region opens at a boundary or when the open one was evicted.

@@ -100,6 +100,7 @@ func TestBenchEvictionFlagErrors(t *testing.T) {
 		{"bench", "mem:64M", "--eviction", "random"},
 		{"bench", "mem:64M", "--eviction", "lru", "--region", "8M"},
 		{"bench", "mem:64M", "--ru", "2M", "--eviction", "region", "--region", "4k"},
+		{"bench", "mem:64M", "--ru", "32M", "--op", "0.5", "--eviction", "region"}, // a region > half the cache
 	} {
 		if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "region") && !strings.Contains(err.Error(), "eviction") {
 			t.Errorf("%v: err %v", args, err)

@@ -64,7 +64,7 @@ func (w *wlFlags) register(fs *pflag.FlagSet, defaultModel string) {
 	fs.StringVar(&w.size, "value-size", "", "synthetic: payload bytes per key (default: one kv chunk)")
 	fs.IntVar(&w.synthTenants, "synthetic-tenants", 4, "synthetic: spread keys over this many salts")
 	fs.StringVar(&w.eviction, "eviction", "lru", "cache eviction at the target utilisation: lru, fifo, region (whole regions of one tenant, least recent first) or region-fifo")
-	fs.StringVar(&w.region, "region", "", "region size for --eviction region/region-fifo (default: the device's reclaim unit size)")
+	fs.StringVar(&w.region, "region", "", "region size for --eviction region/region-fifo (default: the reclaim unit size: the device's FDP configuration, else --ru)")
 	fs.Float64Var(&w.util, "util", 0.9, "target utilisation: the cache evicts to keep this fraction of its slots in use")
 	fs.IntVar(&w.workers, "workers", 1, "concurrent requests")
 	fs.Float64Var(&w.rate, "rate", 0, "arrival rate in requests/s (Poisson); 0 = closed loop")
