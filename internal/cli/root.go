@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -34,7 +35,12 @@ func NewRoot() *cobra.Command {
 		Long:          "rbctl formats, inspects, recovers and benchmarks raw-block KV-cache devices\n(LMCache raw-block compatible), and reads and drives NVMe Flexible Data Placement.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(),
+		// The contract's one gate: every flag of every command is range-checked before the
+		// command runs (contract.go).
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return validateFlags(cmd) },
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	cmds := make([]*cobra.Command, 0, len(constructors))
 	for _, c := range constructors {
 		cmds = append(cmds, c())
@@ -48,13 +54,22 @@ func NewRoot() *cobra.Command {
 func Execute(ctx context.Context, args []string) int {
 	root := NewRoot()
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "rbctl: %v\n", err)
-		var ee *ExitError
-		if errors.As(err, &ee) {
-			return ee.Code
-		}
-		return 1
+	err := root.ExecuteContext(ctx)
+	code := exitCode(ctx, err)
+	switch {
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "rbctl: %s\n", oneLine(err))
+	case ctx.Err() != nil:
+		// The command returned normally, but after a SIGINT: whatever it printed is partial.
+		code = exitInterrupted
 	}
-	return 0
+	if code == exitInterrupted && (err == nil || !errors.Is(err, errInterrupted)) {
+		fmt.Fprintln(os.Stderr, "rbctl: interrupted")
+	}
+	return code
+}
+
+// oneLine keeps an error message on one line (a wrapped multi-error joins with "; ").
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 }
