@@ -12,8 +12,15 @@ FUZZTIME       ?= 60s
 
 all: build
 
+# rbctl version / --version print these (internal/cli/version.go).
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+CLIPKG     := github.com/rbctl/rbctl/internal/cli
+LDFLAGS    := -X $(CLIPKG).Version=$(VERSION) -X $(CLIPKG).Commit=$(COMMIT) -X $(CLIPKG).BuildDate=$(BUILD_DATE)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/rbctl
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rbctl
 
 setup:
 	bash scripts/setup.sh

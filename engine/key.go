@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/blake2b"
 )
@@ -275,4 +276,81 @@ func pyHexInt64(s string) (uint64, bool) {
 		v = -v
 	}
 	return v, true
+}
+
+// MaxKeyBytes is the longest encoded key the engine stores (the compact checkpoint's length
+// field is 16 bits).
+const MaxKeyBytes = 65535
+
+// CheckKey validates an encoded key against its namespace's grammar, for keys that come from
+// a user rather than from a device: valid UTF-8, no control characters, at most MaxKeyBytes,
+// and for the object namespace LMCache's shape (quote(model)@0xRANK@HASH[@salt], or the newer
+// quote(model)@0xRANK@GROUP@HASH@salt with hex fields); for legacy, a chunk hash ParseKey reads.
+func CheckKey(encoded string, ns Namespace) error {
+	switch {
+	case encoded == "":
+		return fmt.Errorf("%w: empty key", ErrKeyFormat)
+	case len(encoded) > MaxKeyBytes:
+		return fmt.Errorf("%w: key of %d bytes is longer than %d", ErrKeyFormat, len(encoded), MaxKeyBytes)
+	case !utf8.ValidString(encoded):
+		return fmt.Errorf("%w: key is not valid UTF-8", ErrKeyFormat)
+	}
+	for i, c := range encoded {
+		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) {
+			return fmt.Errorf("%w: key has control character %U at byte %d", ErrKeyFormat, c, i)
+		}
+	}
+	switch ns {
+	case NamespaceObject, "":
+		k := RawKey(encoded)
+		if p, ok := k.Parts(); ok {
+			if p.Model == "" || len(p.ChunkHash) == 0 {
+				return fmt.Errorf("%w: object key %q has an empty model or chunk hash", ErrKeyFormat, encoded)
+			}
+			if f := strings.Split(encoded, "@"); len(f) == 4 && f[3] == "" {
+				return fmt.Errorf("%w: object key %q ends in an empty cache_salt (leave out the last '@')", ErrKeyFormat, encoded)
+			}
+			return nil
+		}
+		f := strings.Split(encoded, "@")
+		if len(f) == 5 && f[0] != "" && isHexField(strings.TrimPrefix(f[1], "0x")) && strings.HasPrefix(f[1], "0x") &&
+			isHexField(f[2]) && isHexField(f[3]) && f[4] != "" {
+			return nil
+		}
+		return fmt.Errorf("%w: object key %q is not model@0xRANK@HASH[@salt] (model percent-quoted, RANK and HASH hex)", ErrKeyFormat, encoded)
+	case NamespaceLegacy:
+		_, err := ParseKey(encoded, ns)
+		return err
+	}
+	return fmt.Errorf("%w: unknown namespace %q (use object or legacy)", ErrKeyFormat, ns)
+}
+
+// CheckSalt validates a cache_salt given by a user: LMCache does not quote it, so it may not
+// contain '@', and it may not hold control characters.
+func CheckSalt(salt string) error {
+	if !utf8.ValidString(salt) {
+		return fmt.Errorf("%w: cache_salt is not valid UTF-8", ErrKeyFormat)
+	}
+	for _, c := range salt {
+		switch {
+		case c == '@':
+			return fmt.Errorf("%w: cache_salt %q contains '@' (LMCache cannot decode such a key)", ErrKeyFormat, salt)
+		case c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0):
+			return fmt.Errorf("%w: cache_salt has control character %U", ErrKeyFormat, c)
+		}
+	}
+	return nil
+}
+
+func isHexField(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }

@@ -211,12 +211,40 @@ func (k *rbKeyFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&k.salt, "salt", "", "cache_salt (object key, optional)")
 }
 
+// precheck runs the checks that do not need the cache's namespace, before any device is
+// opened: a key that can never be valid is refused without touching anything.
+func (k *rbKeyFlags) precheck() error {
+	if k.key != "" {
+		// Namespace-independent: the object grammar is checked once the namespace is known.
+		if err := engine.CheckKey(k.key, engine.NamespaceLegacy); err != nil && !errors.Is(err, engine.ErrKeyFormat) {
+			return err
+		}
+		for _, c := range k.key {
+			if c < 0x20 || c == 0x7f {
+				return fmt.Errorf("--key %s: has a control character", strconv.Quote(k.key))
+			}
+		}
+		if len(k.key) > engine.MaxKeyBytes {
+			return fmt.Errorf("--key: %d bytes, longer than %d", len(k.key), engine.MaxKeyBytes)
+		}
+		if k.model != "" || k.hash != "" || k.salt != "" {
+			return errors.New("give either --key or --model/--rank/--hash/--salt, not both")
+		}
+		return nil
+	}
+	_, err := k.build(engine.NamespaceObject)
+	return err
+}
+
 func (k *rbKeyFlags) build(ns engine.Namespace) (engine.Key, error) {
 	structured := k.model != "" || k.hash != "" || k.salt != ""
 	switch {
 	case k.key != "" && structured:
 		return engine.Key{}, errors.New("give either --key or --model/--rank/--hash/--salt, not both")
 	case k.key != "":
+		if err := engine.CheckKey(k.key, ns); err != nil {
+			return engine.Key{}, fmt.Errorf("--key: %s", rbEscape(err.Error()))
+		}
 		key, err := engine.ParseKey(k.key, ns)
 		if err != nil {
 			return engine.Key{}, err
@@ -230,8 +258,14 @@ func (k *rbKeyFlags) build(ns engine.Namespace) (engine.Key, error) {
 			return engine.Key{}, errors.New("--model and --hash are both required (or pass --key)")
 		}
 		h, err := hex.DecodeString(strings.TrimPrefix(k.hash, "0x"))
-		if err != nil {
-			return engine.Key{}, fmt.Errorf("--hash %q is not hex: %v", k.hash, err)
+		if err != nil || len(h) == 0 {
+			return engine.Key{}, fmt.Errorf("--hash %s: not an even number of hex digits", strconv.Quote(k.hash))
+		}
+		if err := engine.CheckSalt(k.salt); err != nil {
+			return engine.Key{}, fmt.Errorf("--salt: %s", rbEscape(err.Error()))
+		}
+		if err := engine.CheckKey(engine.ObjectKey(k.model, k.rank, h, k.salt).String(), ns); err != nil {
+			return engine.Key{}, fmt.Errorf("--model/--hash/--salt: %s", rbEscape(err.Error()))
 		}
 		return engine.ObjectKey(k.model, k.rank, h, k.salt), nil
 	}

@@ -67,14 +67,14 @@ const (
 
 // flagRule is the accepted range of one flag. open* exclude the bound itself.
 type flagRule struct {
-	kind         ruleKind
-	min, max     float64
-	openMin      bool
-	words        []string // size flags: words accepted besides sizes (auto, "")
-	zero         string   // what 0 means, when 0 is outside [min, max] but accepted
-	pow2         bool     // integer: a power of two
-	multipleOf   int64    // integer: a multiple of this
-	allowedEmpty bool     // size: "" is accepted (the flag is unset)
+	kind       ruleKind
+	min, max   float64
+	openMin    bool
+	words      []string // size flags: words accepted besides sizes (auto, "")
+	zero       string   // what 0 means, when 0 is outside [min, max] but accepted
+	pow2       bool     // integer: a power of two
+	multipleOf int64    // integer: a multiple of this
+	zeroNeeds  string   // 0 is accepted only when this other flag is non-zero
 }
 
 const (
@@ -95,7 +95,7 @@ func durRule(minSec float64, openMin bool, zero string) flagRule {
 // TestEveryNumericFlagHasARule keeps it complete.
 var flagRules = map[string]flagRule{
 	// durations
-	"duration":            durRule(0, true, ""),
+	"duration":            {kind: ruleDuration, min: 0, max: 10 * 365 * 24 * 3600, openMin: true, zero: "no time limit, with --requests", zeroNeeds: "requests"},
 	"warmup-timeout":      durRule(0, true, ""),
 	"checkpoint-interval": durRule(0, true, ""),
 	"watch":               durRule(0.001, false, "no refresh: one screen"),
@@ -169,8 +169,8 @@ var flagRules = map[string]flagRule{
 	"rbctl simulate/capacity": sizeRule(1 << 20),
 }
 
-// sizeFlags are the string flags that carry sizes; other string flags are free text or enums
-// checked by their command.
+// ruleFor finds f's rule: a size rule applies to string flags only (other string flags are
+// free text or enums checked by their command), every other rule to numeric flags only.
 func ruleFor(cmd *cobra.Command, f *pflag.Flag) (flagRule, bool) {
 	if r, ok := flagRules[cmd.CommandPath()+"/"+f.Name]; ok {
 		return r, true
@@ -182,7 +182,7 @@ func ruleFor(cmd *cobra.Command, f *pflag.Flag) (flagRule, bool) {
 	if r.kind == ruleSize && f.Value.Type() != "string" {
 		return flagRule{}, false
 	}
-	if r.kind != ruleSize && f.Value.Type() == "string" {
+	if r.kind != ruleSize && !numericFlag(f) {
 		return flagRule{}, false
 	}
 	return r, true
@@ -209,12 +209,27 @@ func validateFlags(cmd *cobra.Command) error {
 		}
 		if err := r.check(f); err != nil {
 			errs = append(errs, err)
+			return
+		}
+		if r.zeroNeeds != "" && isZero(f) {
+			if o := cmd.Flags().Lookup(r.zeroNeeds); o != nil && isZero(o) {
+				errs = append(errs, fmt.Errorf("--%s 0 needs --%s > 0 (otherwise the run never ends)", f.Name, r.zeroNeeds))
+			}
 		}
 	})
 	if len(errs) > 0 {
 		return errs[0]
 	}
 	return nil
+}
+
+// isZero reports whether a numeric flag holds 0.
+func isZero(f *pflag.Flag) bool {
+	if d, err := time.ParseDuration(f.Value.String()); err == nil {
+		return d == 0
+	}
+	v, err := strconv.ParseFloat(f.Value.String(), 64)
+	return err == nil && v == 0
 }
 
 func (r flagRule) rangeText() string {

@@ -87,8 +87,8 @@ func TestEngineCommandsRejectBadInputWithoutWriting(t *testing.T) {
 		{"unknown compat", []string{"format", "--compat", "lmcache-v9", small}, "lmcache-v1"},
 		{"inspect of an unformatted device", []string{"inspect", small}, "format"},
 		{"put without a key", []string{"put", cached, "-"}, "no key"},
-		{"get of a missing key", []string{"get", cached, "--key", "nope"}, "not in the cache"},
-		{"rm of a missing key", []string{"rm", cached, "--key", "nope"}, "not in the cache"},
+		{"get of a missing key", []string{"get", cached, "--key", "m@0x00000000@00"}, "not in the cache"},
+		{"rm of a missing key", []string{"rm", cached, "--key", "m@0x00000000@00"}, "not in the cache"},
 	} {
 		_, err := rbRun(t, "x", c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -20,6 +20,9 @@ func newGetCmd() *cobra.Command {
 		Short: "Write the payload stored under a key to stdout or a file",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := kf.precheck(); err != nil {
+				return err
+			}
 			e, err := rbOpenEngine(&dev, args[0], true, nil)
 			if err != nil {
 				return err
@@ -31,7 +34,7 @@ func newGetCmd() *cobra.Command {
 			}
 			m, ok := e.Lookup(k)
 			if !ok {
-				return fmt.Errorf("%s is not in the cache (rbctl ls lists the keys)", k)
+				return notFound(fmt.Errorf("%s is not in the cache (rbctl ls lists the keys)", rbEscape(k.String())))
 			}
 			buf := make([]byte, m.Size)
 			got, err := e.LoadManyInto([]engine.Key{k}, [][]byte{buf})
@@ -39,11 +42,11 @@ func newGetCmd() *cobra.Command {
 				return err
 			}
 			if !got[0] {
-				return fmt.Errorf("%s: the stored payload failed its checksum or header check (run rbctl recover --verify)", k)
+				return fmt.Errorf("%s: the stored payload failed its checksum or header check (run rbctl recover --verify)", rbEscape(k.String()))
 			}
 			w := cmd.OutOrStdout()
 			if out != "" && out != "-" {
-				return os.WriteFile(out, buf, 0o644)
+				return os.WriteFile(out, buf, 0o600)
 			}
 			_, err = w.Write(buf)
 			return err

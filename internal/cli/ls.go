@@ -51,7 +51,7 @@ func newLsCmd() *cobra.Command {
 				if k.Handle >= 0 {
 					h = strconv.Itoa(int(k.Handle))
 				}
-				rows = append(rows, []string{k.Key, strconv.Itoa(k.Size), strconv.FormatUint(uint64(k.Slot), 10), k.Salt, h})
+				rows = append(rows, []string{rbEscape(k.Key), strconv.Itoa(k.Size), strconv.FormatUint(uint64(k.Slot), 10), rbEscape(k.Salt), h})
 			}
 			return rbTable(cmd.OutOrStdout(), []string{"key", "size", "slot", "cache_salt", "handle"}, rows)
 		},

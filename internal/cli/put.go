@@ -12,6 +12,9 @@ import (
 
 func init() { register(newPutCmd) }
 
+// maxPutBytes bounds what put reads before it knows the slot size.
+const maxPutBytes = 1 << 30
+
 func newPutCmd() *cobra.Command {
 	var dev rbDevFlags
 	var kf rbKeyFlags
@@ -31,6 +34,9 @@ func newPutCmd() *cobra.Command {
 			if err := pf.check(); err != nil {
 				return err
 			}
+			if err := kf.precheck(); err != nil {
+				return err
+			}
 			var r io.Reader = cmd.InOrStdin()
 			if in != "" && in != "-" {
 				f, err := os.Open(in)
@@ -40,9 +46,13 @@ func newPutCmd() *cobra.Command {
 				defer f.Close()
 				r = f
 			}
-			data, err := io.ReadAll(r)
+			// A slot is far smaller than this; the cap keeps a runaway stdin from filling memory.
+			data, err := io.ReadAll(io.LimitReader(r, maxPutBytes+1))
 			if err != nil {
 				return fmt.Errorf("reading input: %w", err)
+			}
+			if len(data) > maxPutBytes {
+				return fmt.Errorf("input is larger than %s; no slot holds that much", rbBytes(maxPutBytes))
 			}
 			if len(data) == 0 {
 				return fmt.Errorf("input is empty; nothing to store")
@@ -71,11 +81,11 @@ func newPutCmd() *cobra.Command {
 			}
 			switch {
 			case len(res.Stored) == 1:
-				m := fmt.Sprintf("stored %d bytes under %s\n", len(data), k)
+				m := fmt.Sprintf("stored %d bytes under %s\n", len(data), rbEscape(k.String()))
 				fmt.Fprint(cmd.OutOrStdout(), m)
 				return nil
 			case res.Results[0]:
-				return fmt.Errorf("%s is already stored (not rewritten); remove it first with rbctl rm", k)
+				return fmt.Errorf("%s is already stored (not rewritten); remove it first with rbctl rm", rbEscape(k.String()))
 			}
 			return fmt.Errorf("not stored: no free slot (the cache is full); remove keys with rbctl rm")
 		},

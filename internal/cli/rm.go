@@ -23,6 +23,9 @@ func newRmCmd() *cobra.Command {
 			if err := pf.check(); err != nil {
 				return err
 			}
+			if err := kf.precheck(); err != nil {
+				return err
+			}
 			e, err := rbOpenEnginePlaced(&dev, &pf, kf.model, args[0], false, func(c *engine.Config) {
 				c.DeallocateOnDelete = dealloc
 				c.DeallocateBatch = 1
@@ -40,9 +43,9 @@ func newRmCmd() *cobra.Command {
 				return err
 			}
 			if !ok[0] {
-				return fmt.Errorf("%s is not in the cache", k)
+				return notFound(fmt.Errorf("%s is not in the cache", rbEscape(k.String())))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", k)
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", rbEscape(k.String()))
 			return nil
 		},
 	}

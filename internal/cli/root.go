@@ -47,7 +47,28 @@ func NewRoot() *cobra.Command {
 	}
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name() < cmds[j].Name() })
 	root.AddCommand(cmds...)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	strictGroups(root)
+	attachExamples(root)
 	return root
+}
+
+// strictGroups makes every command that only groups sub-commands (rbctl, fdp, nvme, emu)
+// refuse an unknown sub-command with an error instead of printing help and exiting 0.
+func strictGroups(c *cobra.Command) {
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q (%s --help lists them)", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			return cmd.Help()
+		}
+	}
+	for _, s := range c.Commands() {
+		strictGroups(s)
+	}
 }
 
 // Execute runs rbctl with args and returns the process exit code.

@@ -46,6 +46,9 @@ some close cleanly. It never touches a real device. Exit status 1 when any invar
 			if verbose {
 				opts.Progress = cmd.ErrOrStderr()
 			}
+			if ctx := cmd.Context(); ctx != nil {
+				opts.Stop = ctx.Done()
+			}
 			sum, err := torture.Run(opts)
 			if err != nil {
 				return fmt.Errorf("torture: harness failed: %w", err)
@@ -61,6 +64,9 @@ some close cleanly. It never touches a real device. Exit status 1 when any invar
 			}
 			if v := sum.Violations(); v > 0 {
 				return &ExitError{Code: 1, Err: fmt.Errorf("torture: %d invariant violations (seed %d); first: %v", v, sum.Seed, sum.Problems)}
+			}
+			if sum.Interrupted {
+				return fmt.Errorf("torture: %w after %d of %d kills: partial result above", errInterrupted, sum.Kills, opts.Kills)
 			}
 			return nil
 		},
@@ -136,6 +142,9 @@ func printTortureSummary(cmd *cobra.Command, s *torture.Summary) {
 	row("violations", s.Violations())
 	row("elapsed", s.Elapsed.Round(1e6))
 	t.Render()
+	if s.Interrupted {
+		fmt.Fprintln(cmd.OutOrStdout(), "interrupted: partial result (the cycles that completed before Ctrl-C)")
+	}
 	for _, p := range s.Problems {
 		fmt.Fprintln(cmd.OutOrStdout(), "problem:", p)
 	}

@@ -43,6 +43,9 @@ type Options struct {
 	// environment. It must run RunWriterFromEnv (a re-exec'ed test binary or
 	// `rbctl torture writer`).
 	Command func() *exec.Cmd
+	// Stop, when closed, ends the run before the next cycle (Ctrl-C); the summary is marked
+	// Interrupted and covers the cycles that completed.
+	Stop <-chan struct{}
 	// Progress, when set, gets one line per cycle.
 	Progress io.Writer
 }
@@ -70,6 +73,7 @@ func (o *Options) defaults() {
 
 // Summary is the outcome of a torture run. The violation counters must all be zero.
 type Summary struct {
+	Interrupted     bool `json:",omitempty"` // stopped by Options.Stop: a partial run
 	Seed            uint64
 	Backends        []string       // the writer's device backends, rotated per cycle
 	CyclesByBackend map[string]int // cycles run through each
@@ -182,6 +186,13 @@ func Run(opts Options) (*Summary, error) {
 	corruptMode := 0
 	var prevContainers [2]engine.ContainerInfo
 	for cycle := 1; sum.Kills < opts.Kills; cycle++ {
+		select {
+		case <-opts.Stop:
+			sum.Interrupted = true
+			sum.Elapsed = time.Since(start)
+			return sum, nil
+		default:
+		}
 		sum.Cycles++
 		wc := WriterConfig{
 			Device: devPath, Log: filepath.Join(dir, fmt.Sprintf("cycle-%04d.log", cycle)),

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// examples is every command's Examples section, by command path; NewRoot attaches them and
+// TestEveryCommandHasExamples keeps the table complete. One place, so the help of every
+// command reads alike.
+var examples = map[string][]string{
+	"rbctl": {
+		"rbctl format --create 1G --slot-bytes 256K /var/tmp/cache.img",
+		"rbctl bench 'emu:/var/tmp/fdp.img?size=2G&ru=8M&ruhs=8' --placement none,cache-salt --duration 10s",
+		"rbctl fdp-status /dev/ng0n1",
+	},
+	"rbctl bench": {
+		"# four policies on a file-backed emulated FDP SSD (device WAF from its FTL model)",
+		"rbctl bench 'emu:/var/tmp/fdp.img?size=2G&ru=8M&ruhs=8&op=0.07' --placement none,cache-salt,hotness --duration 10s",
+		"# a real FDP namespace, JSON saved for later",
+		"rbctl bench /dev/ng0n1 --placement none,cache-salt --duration 60s --save run.json",
+		"# a plain file (host WAF from the shadow FTL model only)",
+		"rbctl bench /var/tmp/bench.img --size 1G --ru 16M --workers 4",
+	},
+	"rbctl simulate": {
+		"rbctl simulate --capacity 1T --util 0.9 --placement none,cache-salt,metadata-class+cache-salt",
+		"rbctl simulate --capacity 1T --util 0.95 --eviction region --placement none,cache-salt --save sim.json",
+		"rbctl simulate --capacity 256G --sweep util=0.8,0.85,0.9,0.95 --plot out/sweep",
+	},
+	"rbctl format": {
+		"rbctl format --create 1G --slot-bytes 256K /var/tmp/cache.img",
+		"rbctl format --compat lmcache-v1 --slot-bytes 1M --meta-bytes 256M /dev/nvme0n1",
+		"rbctl format --force /dev/loop0   # destroys what the device holds",
+	},
+	"rbctl inspect": {
+		"rbctl inspect /var/tmp/cache.img",
+		"rbctl inspect --keys --max-keys 20 /dev/nvme0n1",
+		"rbctl inspect --json /var/tmp/cache.img",
+	},
+	"rbctl recover": {
+		"rbctl recover --dry-run /var/tmp/cache.img",
+		"rbctl recover --verify /var/tmp/cache.img",
+	},
+	"rbctl put": {
+		"echo hello | rbctl put /var/tmp/cache.img --model my/model --hash 00ff --salt tenant -",
+		"rbctl put /var/tmp/cache.img --key 'my%2Fmodel@0x00000000@00ff@tenant' chunk.bin",
+	},
+	"rbctl get": {
+		"rbctl get /var/tmp/cache.img --key 'my%2Fmodel@0x00000000@00ff@tenant'",
+		"rbctl get /var/tmp/cache.img --model my/model --hash 00ff --salt tenant -o chunk.bin",
+	},
+	"rbctl ls": {
+		"rbctl ls /var/tmp/cache.img",
+		"rbctl ls --salt tenant --json /var/tmp/cache.img",
+	},
+	"rbctl rm": {
+		"rbctl rm /var/tmp/cache.img --key 'my%2Fmodel@0x00000000@00ff@tenant'",
+		"rbctl rm /var/tmp/cache.img --model my/model --hash 00ff --salt tenant",
+	},
+	"rbctl fdp-status": {
+		"rbctl fdp-status /dev/ng0n1",
+		"rbctl fdp-status --json /dev/ng0n1",
+		"rbctl fdp-status --watch 2s --count 10 /dev/ng0n1",
+	},
+	"rbctl fdp": {
+		"rbctl fdp configs /dev/nvme0 -e 1",
+		"rbctl fdp status /dev/ng0n1 -o json",
+	},
+	"rbctl fdp configs":    {"rbctl fdp configs /dev/nvme0 --endgrp-id 1", "rbctl fdp configs /dev/nvme0 -e 1 -o json"},
+	"rbctl fdp usage":      {"rbctl fdp usage /dev/nvme0 -e 1", "rbctl fdp usage /dev/nvme0 -e 1 -o json"},
+	"rbctl fdp stats":      {"rbctl fdp stats /dev/nvme0 -e 1", "rbctl fdp stats /dev/nvme0 -e 1 -o binary > stats.bin"},
+	"rbctl fdp events":     {"rbctl fdp events /dev/nvme0 -e 1", "rbctl fdp events /dev/nvme0 -e 1 --host-events -o json"},
+	"rbctl fdp status":     {"rbctl fdp status /dev/ng0n1", "rbctl fdp status /dev/ng0n1 -n 1 -o json"},
+	"rbctl fdp update":     {"rbctl fdp update /dev/ng0n1 --pids 0,1 --yes   # reset the reclaim units of PIDs 0 and 1"},
+	"rbctl fdp set-events": {"rbctl fdp set-events /dev/ng0n1 --placement-handle 0 --event-types 0,1 --enable --yes"},
+	"rbctl fdp feature":    {"rbctl fdp feature /dev/nvme0 -e 1            # show the FDP feature", "rbctl fdp feature /dev/nvme0 -e 1 -c 0 --yes   # enable FDP configuration 0"},
+	"rbctl identify":       {"rbctl identify /dev/ng0n1", "rbctl identify --json 'emu:/var/tmp/fdp.img'"},
+	"rbctl nvme":           {"rbctl nvme log /dev/nvme0 --lid 2"},
+	"rbctl nvme log": {
+		"rbctl nvme log /dev/nvme0 --lid 2 --len 512            # SMART / health",
+		"rbctl nvme log /dev/nvme0 --lid 0x22 --lsi 1 --len 4096 # FDP statistics of endurance group 1",
+	},
+	"rbctl emu": {"rbctl emu serve 'emu:/var/tmp/fdp.img?size=2G&ru=8M&ruhs=8' --listen 127.0.0.1:4420"},
+	"rbctl emu serve": {
+		"rbctl emu serve 'emu:/var/tmp/fdp.img?size=2G&ru=8M&ruhs=8' --listen 127.0.0.1:4420",
+		"nvme connect -t tcp -a 127.0.0.1 -s 4420 -n nqn.2026-11.io.rbctl:emu   # on the same host",
+	},
+	"rbctl torture":               {"rbctl torture --kills 50 --seed 7", "rbctl torture --kills 200 --json > torture.json"},
+	"rbctl version":               {"rbctl version", "rbctl --version"},
+	"rbctl help":                  {"rbctl help bench"},
+	"rbctl completion":            {"rbctl completion bash > /etc/bash_completion.d/rbctl"},
+	"rbctl completion bash":       {"source <(rbctl completion bash)"},
+	"rbctl completion zsh":        {"rbctl completion zsh > \"${fpath[1]}/_rbctl\""},
+	"rbctl completion fish":       {"rbctl completion fish > ~/.config/fish/completions/rbctl.fish"},
+	"rbctl completion powershell": {"rbctl completion powershell | Out-String | Invoke-Expression"},
+}
+
+// attachExamples sets each command's Example from the table, unless the command has its own.
+func attachExamples(c *cobra.Command) {
+	if ex, ok := examples[c.CommandPath()]; ok && c.Example == "" {
+		c.Example = "  " + strings.Join(ex, "\n  ")
+	}
+	for _, s := range c.Commands() {
+		attachExamples(s)
+	}
+}
