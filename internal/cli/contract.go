@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -373,4 +374,35 @@ func rbEscape(s string) string {
 	}
 	q := strconv.QuoteToASCII(s)
 	return q[1 : len(q)-1]
+}
+
+// rulesMarkdown renders every flag rule as the table docs/cli.md carries (kept in step by
+// TestCLIDocFlagTable).
+func rulesMarkdown(root *cobra.Command) string {
+	uses := map[string][]string{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if r, ok := ruleFor(c, f); ok && r.kind != ruleAny {
+				key := f.Name + "\x00" + r.rangeText()
+				uses[key] = append(uses[key], strings.TrimPrefix(c.CommandPath(), "rbctl "))
+			}
+		})
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
+	keys := make([]string, 0, len(uses))
+	for k := range uses {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("| flag | commands | accepted values |\n|---|---|---|\n")
+	for _, k := range keys {
+		name, rng, _ := strings.Cut(k, "\x00")
+		fmt.Fprintf(&b, "| `--%s` | %s | %s |\n", name, strings.Join(uses[k], ", "), strings.ReplaceAll(rng, "|", "\\|"))
+	}
+	return b.String()
 }

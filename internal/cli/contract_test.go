@@ -386,3 +386,31 @@ func TestTortureStopsOnSIGINT(t *testing.T) {
 		t.Errorf("no marked partial summary:\n%s", so.String())
 	}
 }
+
+var updateDocs = os.Getenv("RBCTL_UPDATE_DOCS") == "1"
+
+// TestCLIDocFlagTable keeps docs/cli.md's flag table equal to the rules the CLI enforces
+// (RBCTL_UPDATE_DOCS=1 rewrites it).
+func TestCLIDocFlagTable(t *testing.T) {
+	const begin, end = "<!-- flag-rules:begin -->\n", "<!-- flag-rules:end -->"
+	path := filepath.Join("..", "..", "docs", "cli.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no %q ... %q section", path, begin, end)
+	}
+	want := rulesMarkdown(NewRoot())
+	if got := s[i+len(begin) : j]; got != want {
+		if updateDocs {
+			if err := os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("docs/cli.md's flag table is out of date; run RBCTL_UPDATE_DOCS=1 go test -run TestCLIDocFlagTable ./internal/cli/")
+	}
+}
