@@ -12,15 +12,16 @@ import (
 
 const scriptsDir = "../../scripts/vmtest"
 
-// TestScriptsParse catches syntax errors in the harness before a CI boot does: run.sh with
-// bash, the guest's init and hooks with busybox sh (the shell they run under).
+// TestScriptsParse catches syntax errors in the harness before a CI boot does: run.sh and the
+// boot.sh it sources with bash, the guest's init and hooks with busybox sh (the shell they
+// run under).
 func TestScriptsParse(t *testing.T) {
 	hooks, _ := filepath.Glob(filepath.Join(scriptsDir, "guest.d", "*.sh"))
 	tests := []struct {
 		shell []string
 		files []string
 	}{
-		{[]string{"bash", "-n"}, []string{filepath.Join(scriptsDir, "run.sh")}},
+		{[]string{"bash", "-n"}, []string{filepath.Join(scriptsDir, "run.sh"), filepath.Join(scriptsDir, "boot.sh")}},
 		{[]string{"busybox", "sh", "-n"}, append([]string{filepath.Join(scriptsDir, "init.sh")}, hooks...)},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,9 @@
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/tmp
 mkdir -p /proc /sys /dev /tmp /run /root
 mount -t proc proc /proc
+# The host boots without `quiet` so that the kernel's first line shows early (its boot
+# watchdog waits for it); from here on only errors reach the console, as under `quiet`.
+echo 4 >/proc/sys/kernel/printk
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 # The archive carries no /dev/console node (packing it needs no root), so the kernel started
@@ -123,6 +126,9 @@ while read -r bin dir re <&3; do
 done 3</vmtest/tests
 
 # --- nvme-cli and rbctl CLI smoke steps ----------------------------------------------------
+# "=== VMTEST STEP <name>" starts a step for the host's watchdog (scripts/vmtest/boot.sh);
+# its VMTEST PASS|FAIL|SKIP line ends it.
+echo "=== VMTEST STEP nvme-cli id-ctrl"
 if nvme id-ctrl "$RBCTL_TEST_NVME_CTRL" -o json >/tmp/nvme-id-ctrl.json 2>/tmp/nvme.err &&
 	grep -q "\"sn\" *: *\"$RBCTL_TEST_NVME_SERIAL" /tmp/nvme-id-ctrl.json; then
 	pass "nvme-cli: nvme id-ctrl $RBCTL_TEST_NVME_CTRL -o json ($(grep -E '"(sn|mn|fr|ctratt|oncs)"' /tmp/nvme-id-ctrl.json | sed -e 's/^ *//' -e 's/  *"/"/g' | tr '\n' ' '))"
@@ -143,6 +149,7 @@ smoke() {
 		skip "rbctl $name: command not in this build"
 		return
 	fi
+	echo "=== VMTEST STEP rbctl $name"
 	t0=$(now_cs)
 	out=$(rbctl "$@" 2>&1)
 	rc=$?
@@ -169,6 +176,7 @@ smoke fdp-status "msg:not supported" fdp-status "$RBCTL_TEST_NVME_NS"
 # --- hooks: scripts/vmtest/guest.d/*.sh, each one step (exit 0 = pass, 77 = skip) --------
 for h in /vmtest/guest.d/*.sh; do
 	[ -e "$h" ] || continue
+	echo "=== VMTEST STEP hook $(basename "$h")"
 	t0=$(now_cs)
 	sh "$h"
 	rc=$?

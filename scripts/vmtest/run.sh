@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # `make vmtest`: run rbctl's real-device tests against a real Linux NVMe driver and null_blk.
 # Builds static Go test binaries and rbctl, packs them with busybox, nvme-cli and the kernel
-# modules into an initramfs, boots Debian's kernel under qemu-system-x86_64 (TCG, or KVM when
-# /dev/kvm works) with an emulated NVMe controller, and exits with the guest's result.
+# modules into an initramfs, boots Debian's kernel under qemu-system-x86_64 with an emulated
+# NVMe controller, and exits with the guest's result. KVM is used only when a short probe boot
+# shows it runs a guest; otherwise TCG. Every boot phase has its own watchdog (boot.sh).
 # See docs/vmtest.md. Knobs (environment):
 #   VMTEST_PKGS="./nvme ./engine"  packages to test (default: scripts/vmtest/packages plus every
 #                                  package whose tests reach an RBCTL_TEST_* variable)
 #   VMTEST_RUN=REGEX               -test.run for every binary (default: scripts/vmtest/packages)
-#   VMTEST_TIMEOUT=600             seconds for the whole boot; VMTEST_TEST_TIMEOUT=300 per binary
+#   VMTEST_ACCEL=auto|kvm|tcg      auto (default): probe KVM, fall back to TCG; kvm|tcg: no probe
+#   VMTEST_QEMU=/path/to/qemu      the QEMU binary (default: qemu-system-x86_64 in PATH)
+#   VMTEST_TIMEOUT=600             seconds for one whole boot; VMTEST_TEST_TIMEOUT=300 per binary
+#   VMTEST_PROBE_TIMEOUT=15        seconds for a KVM guest's first kernel line (probe and boot)
+#   VMTEST_KERNEL_TIMEOUT=120 VMTEST_INIT_TIMEOUT=120 VMTEST_SETUP_TIMEOUT=180
+#   VMTEST_TESTBIN_TIMEOUT=360 VMTEST_STEP_TIMEOUT=300 VMTEST_POWEROFF_TIMEOUT=60
+#                                  per-phase watchdog limits in seconds (see boot.sh)
 #   VMTEST_KERNEL=6.1.0-x-amd64    kernel version (default: newest /boot/vmlinuz-* with nvme.ko)
 #   VMTEST_NVME_SIZE=1073741824    bytes of the emulated namespace; VMTEST_SERIAL=deadbeef
 #   VMTEST_MEM=2048 VMTEST_SMP=2   guest memory (MiB) and CPUs
 #   VMTEST_SCRATCH_MB=1024         size of the guest's ext2 /tmp
 #   VMTEST_NO_SMOKE=1              do not build rbctl; skip the rbctl CLI smoke steps
+#   VMTEST_WORK=DIR                work directory (default .cache/vmtest)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -25,6 +33,12 @@ NVME_SIZE=${VMTEST_NVME_SIZE:-1073741824}
 MEM=${VMTEST_MEM:-2048}
 SMP=${VMTEST_SMP:-2}
 NULLB_PARAMS="memory_backed=1 discard=1 gb=1 bs=4096"
+ACCEL_MODE=${VMTEST_ACCEL:-auto}
+# shellcheck source=scripts/vmtest/boot.sh
+. "$HERE/boot.sh"
+vm_limits || exit 1
+trap vm_kill_now EXIT # QEMU runs in its own session: take it down with us
+trap 'exit 130' INT TERM
 
 say() { echo "vmtest: $*"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
@@ -46,9 +60,15 @@ missing() {
 	say "SKIP: needs Linux (this is $(uname -s))"
 	exit 0
 }
-QEMU=$(command -v qemu-system-x86_64 || true)
-[ -n "$QEMU" ] || missing "qemu-system-x86_64 not found (package qemu-system-x86)"
-for tool in cpio gzip modinfo go; do
+case $ACCEL_MODE in auto | kvm | tcg) ;; *) die "VMTEST_ACCEL=$ACCEL_MODE: want auto, kvm or tcg" ;; esac
+if [ -n "${VMTEST_QEMU:-}" ]; then
+	QEMU=$VMTEST_QEMU
+	[ -x "$QEMU" ] || die "VMTEST_QEMU=$QEMU is not an executable file"
+else
+	QEMU=$(command -v qemu-system-x86_64 || true)
+	[ -n "$QEMU" ] || missing "qemu-system-x86_64 not found (package qemu-system-x86)"
+fi
+for tool in cpio gzip modinfo go setsid mkfifo; do
 	command -v "$tool" >/dev/null || missing "$tool not found"
 done
 BUSYBOX=$(command -v busybox || true)
@@ -262,54 +282,75 @@ EOF
 install -m 0755 "$HERE/init.sh" "$RFS/init"
 for h in "$HERE"/guest.d/*.sh; do [ -e "$h" ] && install -m 0755 "$h" "$RFS/vmtest/guest.d/"; done
 (cd "$RFS" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc -R 0:0 --quiet) | gzip -1 >"$WORK/initrd.gz"
-rm -f "$WORK/nvme.img"
-truncate -s "$NVME_SIZE" "$WORK/nvme.img"
 t_boot=$(date +%s.%N)
 say "kernel $KVER; test packages: $(awk '{print $2}' "$RFS/vmtest/tests" | tr '\n' ' ')"
 say "initramfs $(du -m "$WORK/initrd.gz" | cut -f1) MiB, built in $(elapsed "$t_build" "$t_boot") s"
 
-# --- boot -----------------------------------------------------------------------------------
-ACCEL=(-accel tcg -cpu max)
-if [ -r /dev/kvm ] && [ -w /dev/kvm ] && { exec 8<>/dev/kvm; } 2>/dev/null; then
-	exec 8>&-
-	ACCEL=(-accel kvm -cpu host)
+# --- accelerator: a /dev/kvm that opens is no promise that KVM runs a guest ----------------
+if [ "$ACCEL_MODE" = auto ]; then
+	vm_probe_kvm "$QEMU" "$KIMG" "$WORK/probe.log"
+	ACCEL=tcg
+	[ "$VM_PROBE_OK" = 1 ] && ACCEL=kvm
+	ACCEL_WHY=$VM_PROBE_WHY
+else
+	ACCEL=$ACCEL_MODE
+	ACCEL_WHY="VMTEST_ACCEL=$ACCEL_MODE, not probed"
 fi
+say "accelerator: $ACCEL ($ACCEL_WHY)"
+
+# --- boot -----------------------------------------------------------------------------------
 LOG=$WORK/console.log
 boot() {
-	say "booting ${ACCEL[1]} guest (-m $MEM -smp $SMP, timeout ${TIMEOUT}s); console also in $LOG"
-	t_boot=$(date +%s.%N)
-	set +e
-	timeout -k 10 "$TIMEOUT" "$QEMU" -m "$MEM" -smp "$SMP" "${ACCEL[@]}" -nographic -no-reboot \
-		-kernel "$KIMG" -initrd "$WORK/initrd.gz" -append "console=ttyS0 quiet panic=-1" \
-		-drive "file=$WORK/nvme.img,if=none,id=nvm,format=raw" -device "nvme,serial=$SERIAL,drive=nvm" \
-		-nic none </dev/null 2>&1 | sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' | tee "$LOG"
-	qrc=${PIPESTATUS[0]}
-	set -e
-	t_end=$(date +%s.%N)
-	wall=$(elapsed "$t_boot" "$t_end")
-}
-boot
-# A /dev/kvm that opens is no promise that KVM can run the guest: nested virtualisation may
-# refuse the host CPU model (seen: "failed to set MSR 0x10a", QEMU aborts at once). Then the
-# guest never started, so boot again under TCG rather than fail the suite.
-if [ "${ACCEL[1]}" = kvm ] && [ "$qrc" != 0 ] && [ "$qrc" != 124 ] && ! grep -aq '^RBCTL-VMTEST-RESULT: ' "$LOG"; then
-	say "KVM guest did not start (QEMU exited $qrc after ${wall}s: $(grep -a 'qemu-system' "$LOG" | head -1)); retrying under TCG"
-	ACCEL=(-accel tcg -cpu max)
+	local cpu=max
+	[ "$ACCEL" = kvm ] && cpu=host
 	rm -f "$WORK/nvme.img"
 	truncate -s "$NVME_SIZE" "$WORK/nvme.img"
+	say "booting $ACCEL guest (-m $MEM -smp $SMP; watchdog: first kernel line $([ "$ACCEL" = kvm ] && echo "$VM_PROBE_TIMEOUT" || echo "$VM_KERNEL_TIMEOUT") s, init $VM_INIT_TIMEOUT s, setup $VM_SETUP_TIMEOUT s, each test binary $VM_TESTBIN_TIMEOUT s, each step $VM_STEP_TIMEOUT s, whole boot ${TIMEOUT} s); console also in $LOG"
+	vm_boot boot "$ACCEL" "$LOG" "$QEMU" -m "$MEM" -smp "$SMP" -accel "$ACCEL" -cpu "$cpu" \
+		-nographic -no-reboot -kernel "$KIMG" -initrd "$WORK/initrd.gz" -append "$VM_APPEND" \
+		-drive "file=$WORK/nvme.img,if=none,id=nvm,format=raw" -device "nvme,serial=$SERIAL,drive=nvm" \
+		-nic none
+	wall=$(vm_secs "$VM_WALL_US")
+}
+boot
+# A KVM guest that never reaches its kernel (it stalls after "Booting from ROM...", or QEMU
+# aborts at once: "failed to set MSR 0x10a") has run nothing yet, so boot again under TCG
+# rather than fail the suite — unless KVM was asked for by name.
+if [ "$ACCEL" = kvm ] && [ "$ACCEL_MODE" = auto ] && [ "$VM_PHASE" = firmware ] && [ "$VM_END" != timeout ]; then
+	if [ "$VM_END" = stall ]; then
+		vm_stall_report "$LOG"
+		why="KVM boot stalled before the kernel's first line (${VM_PROBE_TIMEOUT} s) although the probe passed"
+	else
+		why="KVM boot: QEMU exited $VM_QRC after ${wall} s before the kernel's first line (${VM_LAST:0:120})"
+	fi
+	say "$why; retrying under TCG"
+	ACCEL=tcg
+	ACCEL_WHY="$why; retried under TCG"
 	boot
 fi
 echo
 say "---- summary ($LOG) ----"
+say "  accelerator: $ACCEL ($ACCEL_WHY)"
 grep -aE '^VMTEST (PASS|FAIL|SKIP|skipped|failed)' "$LOG" | sed 's/^/vmtest:   /' || true
-res=$(grep -aoE '^RBCTL-VMTEST-RESULT: [0-9]+' "$LOG" | tail -1 | awk '{print $2}' || true)
+res=$VM_RESULT
+case $VM_END in
+stall)
+	if [ -n "$res" ]; then
+		say "note: the guest gave its result but did not power off within ${VM_PHASE_LIMIT} s ($VM_PHASE_KNOB); killed QEMU"
+	else
+		vm_stall_report "$LOG"
+		die "guest stalled in phase $VM_PHASE ($VM_PHASE_DESC, over ${VM_PHASE_LIMIT} s, ${wall} s after QEMU started, $ACCEL)"
+	fi
+	;;
+timeout) why="timed out after ${TIMEOUT} s (VMTEST_TIMEOUT) in phase $VM_PHASE" ;;
+*) why="QEMU exited $VM_QRC in phase $VM_PHASE" ;;
+esac
 if [ -z "$res" ]; then
-	[ "$qrc" = 124 ] && why="timed out after ${TIMEOUT}s" || why="QEMU exited $qrc"
 	say "no result marker ($why); last console lines:"
 	tail -n 40 "$LOG" | sed 's/^/vmtest: | /'
-	die "guest gave no result ($why, ${wall}s)"
+	die "guest gave no result ($why, ${wall} s, $ACCEL)"
 fi
 if [ "$res" != 0 ]; then
-	die "$res guest step(s) failed (boot-to-result ${wall}s)"
+	die "$res guest step(s) failed (boot-to-result ${wall} s, $ACCEL)"
 fi
-say "PASS (boot-to-result ${wall}s, kernel $KVER, ${ACCEL[1]})"
+say "PASS (boot-to-result ${wall} s, kernel $KVER, $ACCEL)"
