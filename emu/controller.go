@@ -62,36 +62,60 @@ type Controller struct {
 	ctrl    []fdp.Event
 	closed  bool
 	now     func() time.Time
+
+	// readOnly: the data file is open read-only under a shared lock (OpenOptions.ReadOnly);
+	// exclusive is set once claimWrite converted that lock for a state change, lockLost when
+	// a failed conversion could not take the shared lock back (every command then fails).
+	readOnly            bool
+	claimMu             sync.Mutex
+	exclusive, lockLost atomic.Bool
+	// dirty: something PATH.fdp records changed (or the device is new); only then is it saved.
+	dirty atomic.Bool
 }
 
-// Open opens (creating if needed) the emulated SSD a spec string describes.
-func Open(spec string) (*Controller, error) {
+// Open opens (creating if needed) the emulated SSD a spec string describes, for writing.
+func Open(spec string) (*Controller, error) { return OpenWith(spec, OpenOptions{Create: true}) }
+
+// OpenWith opens the emulated SSD a spec string describes as opt says.
+func OpenWith(spec string, opt OpenOptions) (*Controller, error) {
 	sp, err := ParseSpec(spec)
 	if err != nil {
 		return nil, err
 	}
-	return New(sp)
+	return NewWith(sp, opt)
 }
 
-// New opens the emulated SSD described by sp. For a file-backed device the geometry and
-// FDP state are kept next to the data in PATH.fdp; reopening with other geometry fails.
-func New(sp Spec) (*Controller, error) {
+// New opens (creating if needed) the emulated SSD described by sp, for writing.
+func New(sp Spec) (*Controller, error) { return NewWith(sp, OpenOptions{Create: true}) }
+
+// NewWith opens the emulated SSD described by sp as opt says. For a file-backed device the
+// data file is locked first (docs/reliability.md); the geometry and FDP state are kept next
+// to the data in PATH.fdp, and reopening with other geometry fails.
+func NewWith(sp Spec, opt OpenOptions) (*Controller, error) {
 	if err := sp.validate(); err != nil {
 		return nil, err
 	}
-	var saved *savedState
+	var (
+		data    *dataFile
+		saved   *savedState
+		created bool
+	)
 	if sp.Path != "" {
 		var err error
-		if saved, err = loadState(statePath(sp.Path)); err != nil {
+		if data, err = openDataFile(sp.Path, opt); err != nil {
 			return nil, err
 		}
-		if saved != nil {
-			if sp, err = saved.merge(sp); err != nil {
-				return nil, err
-			}
+		// Read the state only under the lock: its writer holds the lock exclusively.
+		if saved, err = loadState(statePath(sp.Path)); err == nil && saved != nil {
+			sp, err = saved.merge(sp)
 		}
+		if err != nil {
+			data.f.Close()
+			return nil, err
+		}
+		created = data.size == 0
 	}
-	c := &Controller{spec: sp, now: time.Now, opened: time.Now()}
+	c := &Controller{spec: sp, now: time.Now, opened: time.Now(), readOnly: opt.ReadOnly}
 	for c.lbaShift = 9; 1<<c.lbaShift < sp.LBASize; c.lbaShift++ {
 	}
 	c.nlb = uint64(sp.Size) >> c.lbaShift
@@ -104,23 +128,15 @@ func New(sp Spec) (*Controller, error) {
 	h.Write([]byte(sp.String()))
 	c.serial = fmt.Sprintf("EMU%016X", h.Sum64())
 
-	model, err := ftl.New(ftl.Config{
-		MappingUnit:     sp.MappingUnit,
-		LogicalBytes:    sp.Size,
-		OP:              sp.OP,
-		RUBytes:         sp.RUSize,
-		ReclaimGroups:   sp.RGs,
-		Handles:         sp.RUHs,
-		Isolation:       sp.Isolation,
-		HandleIsolation: sp.HandleIsolation,
-		GC:              sp.GC,
-	})
+	model, err := newModel(sp)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSpec, err)
+		if data != nil {
+			data.f.Close()
+		}
+		return nil, err
 	}
 	c.model = model
 
-	existed := false
 	if sp.Path == "" {
 		ms, err := newMemStore(sp.Size)
 		if err != nil {
@@ -128,27 +144,23 @@ func New(sp Spec) (*Controller, error) {
 		}
 		c.store = ms
 	} else {
-		fs, ex, err := openFileStore(sp.Path, sp.Size)
+		fs, err := data.store(sp.Size)
 		if err != nil {
 			return nil, err
 		}
-		c.store, existed = fs, ex
+		c.store = fs
 	}
-	c.feat = fdp.FeatureState{Enabled: sp.FDP}
-	c.enables = make([][]bool, sp.RUHs)
-	for i := range c.enables {
-		c.enables[i] = make([]bool, len(supportedEvents))
-		for j := range c.enables[i] {
-			c.enables[i][j] = true
-		}
-	}
+	c.resetFeaturesLocked()
 	if saved != nil {
 		saved.apply(c)
-		if sp.given["fdp"] {
+		if sp.given["fdp"] && c.feat.Enabled != sp.FDP {
 			c.feat.Enabled = sp.FDP
+			c.dirty.Store(true)
 		}
 	}
-	if existed {
+	if created {
+		c.dirty.Store(true) // a new device: its geometry goes to PATH.fdp
+	} else if sp.Path != "" {
 		// The FTL map is not persisted: rebuild it from the data file's allocated extents
 		// (written once through handle 0) and report only what happens after that.
 		var rerr error
@@ -221,6 +233,7 @@ const (
 	stInvalidField               = 0x02 | dnr
 	stInternal       nvme.Status = 0x06
 	stInvalidNS                  = 0x0B | dnr
+	stWriteProtected             = 0x20 | dnr // Namespace is Write Protected (opened read-only)
 	stFDPDisabled                = 0x29 | dnr
 	stLBAOutOfRange              = 0x80 | dnr
 	stCapacity                   = 0x81 | dnr
@@ -236,7 +249,7 @@ var errClosed = errors.New("emu: device closed")
 func (c *Controller) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.closed
+	return c.closed || c.lockLost.Load()
 }
 
 // Admin implements nvme.Transport.
@@ -252,6 +265,10 @@ func (c *Controller) Admin(cmd *nvme.Command) nvme.Completion {
 	case nvme.OpGetFeatures:
 		return c.getFeatures(cmd)
 	case nvme.OpSetFeatures:
+		if err := c.claimWrite(); err != nil {
+			return nvme.Completion{Err: err}
+		}
+		c.dirty.Store(true)
 		return c.setFeatures(cmd)
 	}
 	return fail(stInvalidOpcode)
@@ -278,14 +295,26 @@ func (c *Controller) io(cmd *nvme.Command) nvme.Completion {
 	case nvme.OpRead:
 		return c.read(cmd)
 	case nvme.OpWrite:
+		if c.readOnly {
+			return fail(stWriteProtected)
+		}
+		c.dirty.Store(true)
 		return c.write(cmd)
 	case nvme.OpFlush:
 		return c.flush()
 	case nvme.OpDatasetManagement:
+		if c.readOnly {
+			return fail(stWriteProtected)
+		}
+		c.dirty.Store(true)
 		return c.dsm(cmd)
 	case nvme.OpIOMgmtRecv:
 		return c.ioMgmtRecv(cmd)
 	case nvme.OpIOMgmtSend:
+		if err := c.claimWrite(); err != nil {
+			return nvme.Completion{Err: err}
+		}
+		c.dirty.Store(true)
 		return c.ioMgmtSend(cmd)
 	}
 	return fail(stInvalidOpcode)

@@ -18,17 +18,25 @@ func OpenDevice(spec string) (*nvme.Device, *fdp.Discovery, error) {
 
 // OpenDeviceWith is OpenDevice with device options (ReadOnly, MaxTransfer, FUA). Path,
 // Kind and PIDs are filled in; KeepTransport is ignored (the device owns the controller).
+// The controller is opened for writing and created if missing, unless opt.ReadOnly: then
+// it is opened read-only (OpenOptions.ReadOnly) and must exist.
 func OpenDeviceWith(spec string, opt nvme.DeviceOptions) (*nvme.Device, *fdp.Discovery, error) {
-	c, err := Open(spec)
+	c, err := OpenWith(spec, OpenOptions{ReadOnly: opt.ReadOnly, Create: !opt.ReadOnly})
 	if err != nil {
 		return nil, nil, err
 	}
+	return NewDevice(c, spec, opt)
+}
+
+// NewDevice puts the passthrough device of package nvme over an open controller, named
+// path; closing the device closes the controller (also when NewDevice fails).
+func NewDevice(c *Controller, path string, opt nvme.DeviceOptions) (*nvme.Device, *fdp.Discovery, error) {
 	disc, err := fdp.Discover(c)
 	if err != nil {
 		c.Close()
 		return nil, nil, fmt.Errorf("emu: FDP discovery: %w", err)
 	}
-	opt.Path, opt.Kind, opt.PIDs, opt.KeepTransport = spec, blockdev.KindEmulated, disc.PIDs, false
+	opt.Path, opt.Kind, opt.PIDs, opt.KeepTransport = path, blockdev.KindEmulated, disc.PIDs, false
 	dev, err := nvme.NewDevice(c, opt)
 	if err != nil {
 		c.Close()

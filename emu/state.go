@@ -106,12 +106,12 @@ func (s *savedState) apply(c *Controller) {
 	c.ctrl = s.CtrlEvents
 }
 
-// save writes PATH.fdp (atomically: a temporary file renamed over it). A memory device has
-// nothing to save. The state is captured under c.mu and written outside it, so I/O does not
+// save writes PATH.fdp (atomically: a temporary file renamed over it) when its content may
+// have changed. A memory device has nothing to save. The state is captured under c.mu and written outside it, so I/O does not
 // wait for the file; saveMu keeps concurrent saves in capture order.
 func (c *Controller) save() error {
-	if c.spec.Path == "" {
-		return nil
+	if c.spec.Path == "" || !c.dirty.Load() || (c.readOnly && !c.exclusive.Load()) {
+		return nil // nothing changed, or a reader: only the lock's exclusive holder writes it
 	}
 	c.saveMu.Lock()
 	defer c.saveMu.Unlock()

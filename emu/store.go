@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
 // store holds the namespace's data: a sparse file or sparse memory. Unwritten and
@@ -26,35 +29,78 @@ type store interface {
 // fileStore keeps data in a sparse file; deallocate punches holes.
 type fileStore struct {
 	f    *os.File
+	path string
 	size int64
 }
 
-func openFileStore(path string, size int64) (*fileStore, bool, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// dataFile is a data file opened and locked, not yet checked against the spec's size.
+type dataFile struct {
+	f    *os.File
+	path string
+	size int64 // 0: a new device (created now, or an empty file given to Create)
+}
+
+// openDataFile opens a device's data file and takes its lock: exclusive to write, shared
+// to read (blockdev.LockFD), before anything is read from it or from PATH.fdp. Only Create
+// makes a missing file (blockdev.DataFileMode); otherwise a missing or empty data file
+// means there is no device, an error wrapping fs.ErrNotExist.
+func openDataFile(path string, opt OpenOptions) (*dataFile, error) {
+	flags := os.O_RDWR
+	if opt.ReadOnly {
+		flags = os.O_RDONLY
+	}
+	create := opt.Create && !opt.ReadOnly
+	f, err := os.OpenFile(path, flags|unix.O_CLOEXEC, 0)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, blockdev.DataFileMode)
+		if errors.Is(err, fs.ErrExist) { // made by someone else meanwhile: open theirs
+			f, err = os.OpenFile(path, flags|unix.O_CLOEXEC, 0)
+		}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("emu: %s: %w; `rbctl format` or `rbctl emu serve` creates the device", path, fs.ErrNotExist)
+	}
 	if err != nil {
-		return nil, false, fmt.Errorf("emu: open data file: %w", err)
+		return nil, fmt.Errorf("emu: open data file: %w", err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, false, err
+		return nil, err
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, false, fmt.Errorf("emu: %s is not a regular file; the emulator keeps its data in a (sparse) file", path)
+		return nil, fmt.Errorf("emu: %s is not a regular file; the emulator keeps its data in a (sparse) file", path)
 	}
-	existed := st.Size() > 0
-	switch {
-	case st.Size() == 0:
-		if err := f.Truncate(size); err != nil {
-			f.Close()
-			return nil, false, fmt.Errorf("emu: size data file: %w", err)
-		}
-	case st.Size() != size:
+	if err := blockdev.LockFD(int(f.Fd()), path, !opt.ReadOnly); err != nil {
 		f.Close()
-		return nil, false, fmt.Errorf("%w: %s is %d bytes but the spec asks for %d; give size=%d or use another file", ErrSpec, path, st.Size(), size, st.Size())
+		return nil, fmt.Errorf("emu: %w", err)
 	}
-	return &fileStore{f: f, size: size}, existed, nil
+	if st, err = f.Stat(); err != nil { // the size as the lock holder left it
+		f.Close()
+		return nil, err
+	}
+	if st.Size() == 0 && !create {
+		f.Close()
+		return nil, fmt.Errorf("emu: %s is empty: %w; `rbctl format` or `rbctl emu serve` creates the device", path, fs.ErrNotExist)
+	}
+	return &dataFile{f: f, path: path, size: st.Size()}, nil
+}
+
+// store sizes a new data file, or checks an existing one against the spec, and returns it
+// as the device's store. It closes the file on error.
+func (d *dataFile) store(size int64) (*fileStore, error) {
+	switch {
+	case d.size == 0:
+		if err := d.f.Truncate(size); err != nil {
+			d.f.Close()
+			return nil, fmt.Errorf("emu: size data file: %w", err)
+		}
+	case d.size != size:
+		d.f.Close()
+		return nil, fmt.Errorf("%w: %s is %d bytes but the spec asks for %d; give size=%d or use another file", ErrSpec, d.path, d.size, size, d.size)
+	}
+	return &fileStore{f: d.f, path: d.path, size: size}, nil
 }
 
 func (s *fileStore) ReadAt(p []byte, off int64) error {

@@ -11,10 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FileOptions configures the posix backend.
+// FileOptions configures the posix backend. A regular file is always locked (LockFD):
+// exclusively when opened for writing, shared when ReadOnly.
 type FileOptions struct {
 	Direct     bool // O_DIRECT: buffers, offsets and lengths aligned to Info.LogicalBlock
-	ReadOnly   bool // O_RDONLY; writes fail
+	ReadOnly   bool // O_RDONLY and a shared lock; writes fail
 	Exclusive  bool // O_EXCL on block devices: fail if mounted or claimed by another holder
 	QueueDepth int  // ops of one Submit run concurrently on up to this many goroutines (default 32)
 }
@@ -41,13 +42,18 @@ var _ Device = (*File)(nil)
 // ErrEmptyFile: a regular file of size 0 cannot hold a cache.
 var ErrEmptyFile = errors.New("file is empty")
 
+// DataFileMode is the permission of every data file rbctl creates: KV-cache contents are
+// readable by their owner only (a user who wants more runs chmod).
+const DataFileMode = 0o600
+
 // CreateFile creates (or extends) a regular file of size bytes, sparse where the
-// filesystem allows. It refuses to shrink an existing file.
+// filesystem allows, with DataFileMode. It refuses to shrink an existing file, and to
+// extend one another process has open through rbctl.
 func CreateFile(path string, size int64) error {
 	if size <= 0 {
 		return fmt.Errorf("create %s: size %d must be positive", path, size)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, DataFileMode)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
@@ -58,6 +64,9 @@ func CreateFile(path string, size int64) error {
 	}
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("create %s: not a regular file (--create is for files; block devices have their own size)", path)
+	}
+	if err := LockFD(int(f.Fd()), path, true); err != nil {
+		return err
 	}
 	if st.Size() > size {
 		return fmt.Errorf("create %s: file already has %d bytes, more than %d; remove it first or pass its size", path, st.Size(), size)
@@ -104,6 +113,13 @@ func OpenFile(path string, opt FileOptions) (*File, error) {
 			return nil, fmt.Errorf("open %s: the filesystem refuses O_DIRECT (tmpfs?); put the file on another filesystem or pass --direct=false: %w", path, err)
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if !isBlock {
+		// Block devices are claimed by O_EXCL; files by their lock.
+		if err := LockFD(fd, path, !opt.ReadOnly); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
 	}
 	d := &File{f: os.NewFile(uintptr(fd), path), fd: fd, qd: opt.QueueDepth, ro: opt.ReadOnly}
 	d.info = Info{Path: path, Kind: KindFile, Direct: opt.Direct, Deallocate: true, LogicalBlock: 1}

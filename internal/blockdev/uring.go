@@ -101,6 +101,12 @@ func OpenUring(path string, opt UringOptions) (*UringDevice, error) {
 		}
 		return nil, fmt.Errorf("uring device %s: %w", path, err)
 	}
+	if !isBlock {
+		if err := LockFD(int(f.Fd()), path, !opt.ReadOnly); err != nil { // as OpenFile
+			f.Close()
+			return nil, err
+		}
+	}
 	d := &UringDevice{f: f, fd: int(f.Fd()), readOnly: opt.ReadOnly, maxChunk: uringMaxChunk}
 	d.info, err = uringGeometry(f, path, isBlock, !opt.Buffered)
 	if err != nil {

@@ -22,12 +22,14 @@ const exitNoFDP = 2
 
 // openFDP opens DEV for the FDP commands: an emu: spec gives the emulated SSD, anything else
 // goes to nvme.Open (/dev/ngXnY, /dev/nvmeXnY, /dev/nvmeX). It then checks CTRATT bit 19 so
-// that nothing else is sent to a controller without FDP.
+// that nothing else is sent to a controller without FDP. The emulated SSD is opened
+// read-only and must exist; the commands that change its FDP state (feature, set-events,
+// update) get it to themselves on their first change (emu.OpenOptions.ReadOnly).
 func openFDP(dev string, nsid uint32) (nvme.Transport, *nvme.ControllerData, error) {
 	var t nvme.Transport
 	var err error
 	if emu.IsSpec(dev) {
-		t, err = emu.Open(dev)
+		t, err = emu.OpenWith(dev, emu.OpenOptions{ReadOnly: true})
 	} else {
 		t, err = nvme.Open(dev, nvme.OpenOptions{NSID: nsid})
 	}

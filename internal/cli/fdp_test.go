@@ -113,6 +113,9 @@ func num(t *testing.T, m map[string]any, path ...string) float64 {
 func TestFDPStatusBeforeAfterWorkload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fdp.img")
 	dev := "emu:" + path + "?size=64M&ru=1M&ruhs=4&op=0.25"
+	if _, err := emu.Create(dev); err != nil { // fdp-status only reads: it creates nothing
+		t.Fatal(err)
+	}
 
 	before := mustFDPCLI(t, "fdp-status", dev)
 	t.Logf("fdp-status before:\n%s", before)

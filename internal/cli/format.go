@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/internal/safety"
@@ -32,8 +33,10 @@ func newFormatCmd() *cobra.Command {
 		Use:   "format DEV",
 		Short: "Lay out an empty raw-block KV cache on a device or pre-sized file",
 		Long: `format writes an empty cache: two metadata containers and data slots (the LMCache
-raw-block layout, docs/format.md). It refuses a mounted device, one with a filesystem,
-partition, LVM, RAID, swap or LUKS signature, or an existing cache, unless --force.
+raw-block layout, docs/format.md). It refuses a mounted or held device (also through
+/dev/ngXnY, or a file backing a loop device), one with a filesystem, partition, LVM, RAID,
+swap or LUKS signature, or an existing cache, unless --force; for emu:PATH it checks the
+data file. A device another rbctl process has open is refused even with --force.
 
 --meta-bytes auto sizes the metadata region so that a checkpoint of every slot fits
 (compact: 128 B per slot; --compat lmcache-v1: 256 B per slot), rounded up to a power of
@@ -122,8 +125,18 @@ func runFormat(cmd *cobra.Command, path string, f *formatFlags) error {
 		// creating anything.
 		return fmt.Errorf("--placement %s with --create: a regular file has no placement handles; use an emu: path or an FDP device, or --placement none", f.place.spec)
 	}
+	if f.create != "" && emu.IsSpec(path) {
+		return fmt.Errorf("--create is for regular files; an emu: device is created with the size its spec gives (size=)")
+	}
+	// The gate looks at the real target (an emu: data file, an ng device's namespace)
+	// before anything is created or extended.
 	if !f.force {
-		if err := safety.CheckFormatTarget(path); err != nil {
+		if err := safety.Gate(safety.Format, path); err != nil {
+			return err
+		}
+	}
+	if emu.IsSpec(path) {
+		if _, err := emu.Create(path); err != nil {
 			return err
 		}
 	}

@@ -16,11 +16,12 @@ import (
 
 func init() { register(newIdentifyCmd) }
 
-// openNVMe opens DEV for passthrough (or the emulated SSD for an emu: spec); its errors
-// name DEV and say what to pass instead.
+// openNVMe opens DEV for passthrough (or the emulated SSD for an emu: spec, read-only: it
+// must exist, and other readers may have it open); its errors name DEV and say what to
+// pass instead.
 func openNVMe(dev, transport string, nsid uint32) (nvme.Transport, error) {
 	if emu.IsSpec(dev) {
-		return emu.Open(dev)
+		return emu.OpenWith(dev, emu.OpenOptions{ReadOnly: true})
 	}
 	return nvme.Open(dev, nvme.OpenOptions{Transport: transport, NSID: nsid}) // errors name dev
 }

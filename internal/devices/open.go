@@ -1,6 +1,9 @@
 // Package devices opens any device path the CLI is given as a blockdev.Device: regular
-// files and block devices through the posix backend today; other engines (io_uring, NVMe
-// passthrough, the emulated FDP SSD) add a case to Open.
+// files and block devices (posix or io_uring), NVMe namespaces (passthrough) and the
+// emulated FDP SSD. Whatever the spelling, a device opened for writing has one writer by
+// construction: files and emu data files are locked (blockdev.LockFD), block devices are
+// opened O_EXCL, and /dev/ngXnY claims its namespace's block device O_EXCL. Open never
+// creates anything (format and bench create their targets first).
 package devices
 
 import (
@@ -16,8 +19,8 @@ type Options struct {
 	IOEngine   string // "posix" (default), "uring", "passthru"
 	Direct     bool   // O_DIRECT (posix, uring)
 	QueueDepth int    // ops in flight per Submit (0: backend default)
-	ReadOnly   bool   // open read-only (inspect, recover --dry-run)
-	Exclusive  bool   // O_EXCL on block devices
+	ReadOnly   bool   // open read-only, sharing the device with other readers (inspect, recover --dry-run)
+	Exclusive  bool   // O_EXCL on block devices (and on the block device of /dev/ngXnY)
 }
 
 // DefaultOptions: posix, O_DIRECT, exclusive, queue depth 32.
@@ -31,8 +34,13 @@ func Open(path string, opt Options) (blockdev.Device, error) {
 		return nil, fmt.Errorf("no device path given")
 	}
 	if emu.IsSpec(path) {
-		// The emulated FDP SSD, through the NVMe passthrough device (docs/emulator.md).
-		d, _, err := emu.OpenDeviceWith(path, nvme.DeviceOptions{ReadOnly: opt.ReadOnly})
+		// The emulated FDP SSD, through the NVMe passthrough device (docs/emulator.md). It
+		// must exist: a missing data file is fs.ErrNotExist, and nothing is created.
+		c, err := emu.OpenWith(path, emu.OpenOptions{ReadOnly: opt.ReadOnly})
+		if err != nil {
+			return nil, err
+		}
+		d, _, err := emu.NewDevice(c, path, nvme.DeviceOptions{ReadOnly: opt.ReadOnly})
 		if err != nil {
 			return nil, err
 		}

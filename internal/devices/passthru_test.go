@@ -3,8 +3,12 @@ package devices
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rbctl/rbctl/internal/blockdev"
@@ -70,5 +74,69 @@ func TestPassthruNVMeDevice(t *testing.T) {
 	defer ro.Close()
 	if err := blockdev.WriteAt(ro, w, off, blockdev.NoPlacement); !errors.Is(err, nvme.ErrReadOnly) {
 		t.Errorf("write on a read-only passthrough device: %v", err)
+	}
+}
+
+// TestClaimNamespaceOnABlockDevice: a passthrough writer holds its namespace's block device
+// O_EXCL for as long as it is open (here a loop device stands in for /dev/nvmeXnY), so a
+// second writer — through any engine — and a mount are refused; readers only share a lock.
+func TestClaimNamespaceOnABlockDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a loop device")
+	}
+	img := filepath.Join(t.TempDir(), "ns.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Truncate(img, 16<<20)
+	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot attach a loop device here: %v: %s", err, out)
+	}
+	loop := strings.TrimSpace(string(out))
+	defer exec.Command("losetup", "-d", loop).Run()
+
+	claims, err := claimNamespace(loop, Options{Exclusive: true})
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %v (%d claims)", err, len(claims))
+	}
+	if d, err := blockdev.OpenFile(loop, blockdev.FileOptions{Exclusive: true, QueueDepth: 1}); err == nil {
+		d.Close()
+		t.Fatal("an exclusive open beside the claim succeeded")
+	}
+	if _, err := claimNamespace(loop, Options{Exclusive: true}); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("second claim: %v", err)
+	}
+	if ro, err := claimNamespace(loop, Options{ReadOnly: true}); err != nil || len(ro) != 0 {
+		t.Fatalf("a reader beside the claim: %v %d", err, len(ro))
+	}
+	for _, f := range claims {
+		f.Close()
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", loop).CombinedOutput(); err != nil {
+		t.Skipf("mkfs.ext4: %v: %s", err, out)
+	}
+	if out, err := exec.Command("mount", loop, mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount here: %v: %s", err, out)
+	}
+	defer exec.Command("umount", mnt).Run()
+	_, err = claimNamespace(loop, Options{Exclusive: true})
+	if err == nil || !strings.Contains(err.Error(), "mounted at "+mnt) {
+		t.Fatalf("claim of a mounted device: %v, want it named as mounted at %s", err, mnt)
+	}
+}
+
+// TestOpenMissingEmuCreatesNothing: devices.Open never creates an emulated device.
+func TestOpenMissingEmuCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	for _, ro := range []bool{true, false} {
+		_, err := Open("emu:"+filepath.Join(dir, "e.img")+"?size=16M&ru=1M", Options{ReadOnly: ro})
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("read-only %v: %v, want fs.ErrNotExist", ro, err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("created %v", ents)
 	}
 }

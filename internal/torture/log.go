@@ -60,7 +60,7 @@ type sideLog struct {
 }
 
 func createSideLog(path string) (*sideLog, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o600) // it lists stored keys
 	if err != nil {
 		return nil, err
 	}

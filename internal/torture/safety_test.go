@@ -1,7 +1,7 @@
 package torture
 
 // Safety of format on real block devices (loop devices; CI is root): without --force,
-// format's gate (safety.CheckFormatTarget, what `rbctl format` calls) refuses a device with
+// format's gate (safety.Gate, what `rbctl format` calls) refuses a device with
 // an ext4 signature, a mounted one, and one holding a cache; the posix backend's exclusive
 // open (O_EXCL) fails on a mounted device.
 
@@ -57,13 +57,13 @@ func loopDevice(t *testing.T) string {
 func TestFormatRefusesExt4LoopDevice(t *testing.T) {
 	needTools(t, "losetup", "mkfs.ext4", "wipefs")
 	dev := loopDevice(t)
-	if err := safety.CheckFormatTarget(dev); err != nil {
+	if err := safety.Gate(safety.Format, dev); err != nil {
 		t.Fatalf("blank loop device refused: %v", err)
 	}
 	if out, err := run(t, "mkfs.ext4", "-q", "-F", dev); err != nil {
 		t.Fatalf("mkfs.ext4: %v: %s", err, out)
 	}
-	err := safety.CheckFormatTarget(dev)
+	err := safety.Gate(safety.Format, dev)
 	if !errors.Is(err, safety.ErrHasData) || !strings.Contains(err.Error(), "ext4") || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("ext4 loop device: got %v, want ErrHasData naming ext4 and --force", err)
 	}
@@ -74,7 +74,7 @@ func TestFormatRefusesExt4LoopDevice(t *testing.T) {
 		t.Logf("cannot mount here (%v: %s); the mounted case is not tested", err, out)
 	} else {
 		defer run(t, "umount", mnt)
-		err := safety.CheckFormatTarget(dev)
+		err := safety.Gate(safety.Format, dev)
 		if !errors.Is(err, safety.ErrInUse) || !strings.Contains(err.Error(), mnt) {
 			t.Errorf("mounted loop device: got %v, want ErrInUse naming %s", err, mnt)
 		}
@@ -91,7 +91,7 @@ func TestFormatRefusesExt4LoopDevice(t *testing.T) {
 	if out, err := run(t, "wipefs", "-a", "-q", dev); err != nil {
 		t.Fatalf("wipefs: %v: %s", err, out)
 	}
-	if err := safety.CheckFormatTarget(dev); err != nil {
+	if err := safety.Gate(safety.Format, dev); err != nil {
 		t.Fatalf("wiped loop device refused: %v", err)
 	}
 	d, err := blockdev.OpenFile(dev, blockdev.FileOptions{Direct: true, Exclusive: true})
@@ -107,7 +107,7 @@ func TestFormatRefusesExt4LoopDevice(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := safety.CheckFormatTarget(dev); !errors.Is(err, safety.ErrHasData) || !strings.Contains(err.Error(), "cache") {
+	if err := safety.Gate(safety.Format, dev); !errors.Is(err, safety.ErrHasData) || !strings.Contains(err.Error(), "cache") {
 		t.Fatalf("loop device holding a cache: got %v, want ErrHasData naming the cache", err)
 	}
 }
