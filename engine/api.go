@@ -256,6 +256,7 @@ type RecoveryReport struct {
 	FreeSlots  int64
 	NextSlot   int64
 	Containers [2]ContainerInfo
+	Selection  Selection // which container was used and why (select.go)
 }
 
 // DroppedEntry is an entry recovery refused, with the reason.
@@ -347,8 +348,9 @@ func ComputeLayout(c Config, devSize int64) (Layout, error) { return computeLayo
 // container 0, container 1 zeroed) and returns an open engine.
 func Format(dev blockdev.Device, cfg Config) (*Engine, error) { return format(dev, cfg) }
 
-// Open recovers the cache on dev: picks the valid container with the highest seq, rejects a
-// layout mismatch, rebuilds free slots, verifies slot headers in parallel when
+// Open recovers the cache on dev: picks the newest valid checkpoint (select.go: seqs are
+// trusted only under a checksum; RecoveryReport.Selection says which and why; a writable
+// Open refuses a choice in doubt, see OpenWith), rejects a layout mismatch, rebuilds free slots, verifies slot headers in parallel when
 // cfg.VerifyOnLoad, and starts the checkpoint thread and worker pools.
 func Open(dev blockdev.Device, cfg Config) (*Engine, error) { return open(dev, cfg) }
 

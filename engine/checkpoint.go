@@ -43,6 +43,7 @@ type snapshot struct {
 	salts    []string
 	nextSlot int64
 	dirty    uint64
+	seq      uint64 // the checkpoint's sequence number (compact v2 records it in the payload)
 }
 
 func (e *Engine) copyEnt(sn *snapshot, s int32) {
@@ -188,10 +189,12 @@ func (e *Engine) takeSnapshot() *snapshot {
 // checkpoint writes a checkpoint if the index changed since the last one.
 func (e *Engine) checkpoint(force, final bool) error {
 	_ = final
-	return e.writeCheckpoint(false)
+	return e.writeCheckpoint(false, false)
 }
 
-func (e *Engine) writeCheckpoint(forced bool) error {
+// writeCheckpoint writes a checkpoint when the index changed since the last one, or
+// regardless with always (a repair that replaces a damaged container).
+func (e *Engine) writeCheckpoint(forced, always bool) error {
 	if e.cfg.ReadOnly {
 		return ErrReadOnly
 	}
@@ -200,7 +203,7 @@ func (e *Engine) writeCheckpoint(forced bool) error {
 	e.mu.Lock()
 	clean := e.dirty == e.persisted
 	e.mu.Unlock()
-	if clean {
+	if clean && !always {
 		return nil
 	}
 	start := time.Now()
@@ -217,6 +220,7 @@ func (e *Engine) writeCheckpoint(forced bool) error {
 
 func (e *Engine) writeCheckpointLocked(forced bool, start time.Time) error {
 	sn := e.takeSnapshot()
+	sn.seq = e.seq + 1
 	var payload []byte
 	var err error
 	if e.cfg.CheckpointFormat == CheckpointLMCacheV1 {
@@ -231,7 +235,7 @@ func (e *Engine) writeCheckpointLocked(forced bool, start time.Time) error {
 		return fmt.Errorf("%w: %d entries need %d bytes, the container holds %d (meta_total_bytes %d); reformat with a larger --meta-bytes or use the compact format",
 			ErrCheckpointTooBig, len(sn.ents), len(payload), e.layout.PayloadCap, e.layout.MetaTotalBytes)
 	}
-	seq := e.seq + 1
+	seq := sn.seq
 	off := e.layout.ContainerOffset[(seq-1)%2]
 	// Header block and payload share one staging buffer: an arena buffer (registered, fixed
 	// I/O) when both fit one slot, else a fresh allocation.
@@ -248,6 +252,7 @@ func (e *Engine) writeCheckpointLocked(forced bool, start time.Time) error {
 	copy(h.Magic[:], e.cfg.MetaMagic)
 	h.Version, h.Seq, h.Len, h.CRC = e.cfg.MetaVersion, seq, uint64(len(payload)), crc32.ChecksumIEEE(payload)
 	encodeContainerHeader(hbuf, h)
+	sealContainerHeader(hbuf)
 	handle := e.cfg.MetadataHandle
 	if handle == blockdev.NoPlacement && e.cfg.Placer != nil {
 		handle = e.cfg.Placer.Place(WriteInfo{Size: len(payload), Metadata: true})
@@ -304,21 +309,90 @@ func (e *Engine) checkpointLoop() {
 		forced := (e.cfg.ForceAfterOps > 0 && n >= uint64(e.cfg.ForceAfterOps)) ||
 			(e.cfg.ForceAfter > 0 && now.Sub(first) >= e.cfg.ForceAfter)
 		if idle || forced {
-			_ = e.writeCheckpoint(forced && !idle)
+			_ = e.writeCheckpoint(forced && !idle, false)
 		}
 	}
 }
 
-// ---- compact binary checkpoint (docs/format.md). Part of the on-disk format. ----
+// ---- container seal (docs/format.md). Part of the on-disk format: do not change. ----
+
+// LMCache's container header is bytes 0..32 of the header block; the rest of its block is
+// zero and LMCache reads none of it. Its seq is covered by no checksum, so one flipped bit
+// can make an older checkpoint look newer. rbctl's seal after it repeats the seq and
+// checksums the whole header: the seq is verified, and a single damaged copy is repaired.
+// A container LMCache writes has no seal (its zeroed block clears ours).
+const (
+	sealTagOff = 32 // [4]byte "RBS1"
+	sealSeqOff = 36 // u64 LE copy of the header's seq
+	sealCRCOff = 44 // u32 LE CRC-32C (Castagnoli) of bytes 0..44
+	sealEnd    = 48
+	sealTag    = "RBS1"
+)
+
+// sealState says what a container's seal vouches for.
+type sealState uint8
 
 const (
-	compactMagic   = "RBCKPT01"
-	compactVersion = 1
-	compactHdrLen  = 96
-	ckFlagLegacy   = 1 // namespace legacy
-	entHasCRC      = 1
-	entHasMeta     = 2
-	entFixedLen    = 4 + 4 + 4 + 1 + 2 + 8 // slot, size, crc, flags, handle, identity
+	sealNone     sealState = iota // no seal: an LMCache (or pre-seal rbctl) container
+	sealIntact                    // the seal's checksum matches: the seq is verified
+	sealRepaired                  // one copy of the seq (or the seal's checksum) was damaged; the other is proven
+	sealBroken                    // damaged beyond telling which seq is right
+)
+
+func (s sealState) String() string {
+	return [...]string{"none", "intact", "repaired", "broken"}[s]
+}
+
+// sealContainerHeader adds the seal to a header block whose first 32 bytes are encoded.
+func sealContainerHeader(b []byte) {
+	copy(b[sealTagOff:], sealTag)
+	copy(b[sealSeqOff:sealSeqOff+8], b[contSeqOff:contSeqOff+8])
+	binary.LittleEndian.PutUint32(b[sealCRCOff:], crc32.Checksum(b[:sealCRCOff], castagnoli))
+}
+
+// checkSeal returns the seq the seal proves and how. A single damaged byte range is
+// repaired: two agreeing copies are trusted; when they disagree, the copy that makes the
+// checksum match is the right one.
+func checkSeal(b []byte) (uint64, sealState) {
+	if len(b) < sealEnd || string(b[sealTagOff:sealTagOff+4]) != sealTag {
+		return 0, sealNone
+	}
+	le := binary.LittleEndian
+	hs, cs, want := le.Uint64(b[contSeqOff:]), le.Uint64(b[sealSeqOff:]), le.Uint32(b[sealCRCOff:])
+	sum := func(seq, seqCopy uint64) uint32 {
+		var h [sealCRCOff]byte
+		copy(h[:], b[:sealCRCOff])
+		le.PutUint64(h[contSeqOff:], seq)
+		le.PutUint64(h[sealSeqOff:], seqCopy)
+		return crc32.Checksum(h[:], castagnoli)
+	}
+	switch {
+	case sum(hs, cs) == want && hs == cs:
+		return hs, sealIntact
+	case hs == cs:
+		return hs, sealRepaired // the damage is outside both copies of the seq
+	case sum(cs, cs) == want:
+		return cs, sealRepaired // the header's seq was damaged
+	case sum(hs, hs) == want:
+		return hs, sealRepaired // the seal's copy was damaged
+	}
+	return hs, sealBroken
+}
+
+// ---- compact binary checkpoint (docs/format.md). Part of the on-disk format. ----
+
+// Version 2 added the checkpoint seq at 96..104, so that the container CRC covers it (the
+// container header's seq is covered by no checksum). Version 1 payloads are still read.
+const (
+	compactMagic    = "RBCKPT01"
+	compactVersion  = 2
+	compactV1HdrLen = 96
+	compactHdrLen   = 104
+	compactSeqOff   = 96 // u64 LE checkpoint seq (version 2)
+	ckFlagLegacy    = 1  // namespace legacy
+	entHasCRC       = 1
+	entHasMeta      = 2
+	entFixedLen     = 4 + 4 + 4 + 1 + 2 + 8 // slot, size, crc, flags, handle, identity
 )
 
 func (e *Engine) encodeCompact(sn *snapshot) []byte {
@@ -350,6 +424,7 @@ func (e *Engine) encodeCompact(sn *snapshot) []byte {
 	le.PutUint32(b[80:], uint32(len(sn.prefixes)))
 	le.PutUint32(b[84:], uint32(len(sn.salts)))
 	le.PutUint64(b[88:], uint64(len(sn.ents)))
+	le.PutUint64(b[compactSeqOff:], sn.seq)
 	b = binary.AppendUvarint(b, uint64(len(e.cfg.DevicePath)))
 	b = append(b, e.cfg.DevicePath...)
 	for _, p := range sn.prefixes {
@@ -402,6 +477,8 @@ type ckptState struct {
 	nextSlot    int64
 	legacyNS    bool
 	hasNS       bool
+	seq         uint64 // compact v2: the seq the writer gave this checkpoint (CRC-covered)
+	hasSeq      bool
 	entries     []ckptEntry
 }
 
@@ -418,17 +495,28 @@ type ckptEntry struct {
 }
 
 func decodeCompact(b []byte) (*ckptState, error) {
-	if len(b) < compactHdrLen {
+	if len(b) < compactV1HdrLen {
 		return nil, fmt.Errorf("%w: compact checkpoint of %d bytes", ErrTruncated, len(b))
 	}
 	if string(b[:8]) != compactMagic {
 		return nil, fmt.Errorf("%w: compact checkpoint magic %q", ErrBadMagic, printable(b[:8]))
 	}
 	le := binary.LittleEndian
-	if v := le.Uint32(b[8:]); v != compactVersion {
-		return nil, fmt.Errorf("%w: compact checkpoint version %d", ErrBadVersion, v)
+	hdrLen := compactHdrLen
+	switch v := le.Uint32(b[8:]); v {
+	case 1:
+		hdrLen = compactV1HdrLen
+	case compactVersion:
+		if len(b) < compactHdrLen {
+			return nil, fmt.Errorf("%w: compact v2 checkpoint of %d bytes", ErrTruncated, len(b))
+		}
+	default:
+		return nil, fmt.Errorf("%w: compact checkpoint version %d (1 and 2 are supported)", ErrBadVersion, v)
 	}
 	st := &ckptState{format: CheckpointCompact, version: 1, hasNS: true}
+	if hdrLen == compactHdrLen {
+		st.seq, st.hasSeq = le.Uint64(b[compactSeqOff:]), true
+	}
 	flags := le.Uint32(b[12:])
 	st.legacyNS = flags&ckFlagLegacy != 0
 	st.blockAlign = int64(le.Uint32(b[16:]))
@@ -445,7 +533,7 @@ func decodeCompact(b []byte) (*ckptState, error) {
 	if st.nextSlot < 0 || st.slotBytes < 0 || st.metaTotal < 0 {
 		return nil, fmt.Errorf("%w: negative field in compact checkpoint", ErrCorrupt)
 	}
-	p := b[compactHdrLen:]
+	p := b[hdrLen:]
 	readStr := func() (string, error) {
 		n, w := binary.Uvarint(p)
 		if w <= 0 || n > uint64(len(p)-w) {
@@ -561,11 +649,12 @@ func (e *Engine) encodeV1(sn *snapshot) ([]byte, error) {
 		b = append(b, '}')
 	}
 	b = append(b, '}')
-	if e.cfg.Namespace == NamespaceLegacy {
-		// LMCache's v1 state has no namespace, and an empty legacy cache cannot be told from
-		// an object one by its keys. LMCache ignores unknown fields (its later v2 state uses
-		// this name and these values), so object-namespace output stays byte-exact.
-		b = append(b, `,"key_namespace":"legacy"`...)
+	if e.cfg.Namespace == NamespaceLegacy || len(sn.ents) == 0 {
+		// LMCache's v1 state has no namespace, and an empty cache cannot be told legacy or
+		// object by its keys. LMCache ignores unknown fields (its later v2 state uses this
+		// name and these values), so object-namespace output with keys stays byte-exact.
+		b = append(b, `,"key_namespace":`...)
+		b = appendJSONString(b, string(e.cfg.Namespace))
 	}
 	b = append(b, '}')
 	return b, nil

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -12,14 +13,23 @@ import (
 	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
+// scanned is one metadata container as read from the device.
+type scanned struct {
+	info    ContainerInfo
+	hdrOK   bool      // the header decoded: its seq and payload_len mean something
+	payload []byte    // the payload read: CRC-checked when info.Valid, else kept to count what is lost
+	seal    sealState // rbctl's header seal (checkpoint.go)
+	sealSeq uint64
+}
+
 // scanContainers reads both container headers and, for those whose header is sound, the
 // payload, checking its CRC. It never writes.
-func scanContainers(dev blockdev.Device, cfg Config, lay Layout) ([2]ContainerInfo, [2][]byte) {
-	var infos [2]ContainerInfo
-	var payloads [2][]byte
+func scanContainers(dev blockdev.Device, cfg Config, lay Layout) [2]scanned {
+	var out [2]scanned
 	ba := int64(cfg.BlockAlign)
 	for i := 0; i < 2; i++ {
-		ci := &infos[i]
+		sc := &out[i]
+		ci := &sc.info
 		ci.Index, ci.Offset = i, lay.ContainerOffset[i]
 		hb, err := blockdev.Alloc(int(ba))
 		if err != nil {
@@ -33,6 +43,7 @@ func scanContainers(dev blockdev.Device, cfg Config, lay Layout) ([2]ContainerIn
 			continue
 		}
 		h, err := decodeContainerHeader(hb, cfg.MetaMagic, cfg.MetaVersion, lay.PayloadCap)
+		sc.sealSeq, sc.seal = checkSeal(hb)
 		blockdev.Free(hb)
 		ci.Magic, ci.Version, ci.Seq, ci.PayloadLen, ci.CRC = printable(h.Magic[:]), h.Version, h.Seq, h.Len, h.CRC
 		if err != nil {
@@ -43,6 +54,7 @@ func scanContainers(dev blockdev.Device, cfg Config, lay Layout) ([2]ContainerIn
 			}
 			continue
 		}
+		sc.hdrOK = true
 		pb, err := blockdev.Alloc(int(roundUp(int64(h.Len), ba)))
 		if err != nil {
 			ci.Problem = err.Error()
@@ -55,6 +67,7 @@ func scanContainers(dev blockdev.Device, cfg Config, lay Layout) ([2]ContainerIn
 		}
 		p := append([]byte(nil), pb[:h.Len]...)
 		blockdev.Free(pb)
+		sc.payload = p
 		ci.ComputedCRC = crc32.ChecksumIEEE(p)
 		if ci.ComputedCRC != h.CRC {
 			ci.Problem = fmt.Sprintf("%v: header CRC %08x, payload CRC %08x", ErrChecksum, h.CRC, ci.ComputedCRC)
@@ -67,18 +80,18 @@ func scanContainers(dev blockdev.Device, cfg Config, lay Layout) ([2]ContainerIn
 			ci.Format = CheckpointLMCacheV1
 		}
 		ci.Valid = true
-		payloads[i] = p
 	}
-	return infos, payloads
+	return out
 }
+
+func infosOf(sc [2]scanned) [2]ContainerInfo { return [2]ContainerInfo{sc[0].info, sc[1].info} }
 
 func readContainers(dev blockdev.Device, cfg Config) ([2]ContainerInfo, error) {
 	lay, err := computeLayout(cfg, dev.Info().Size)
 	if err != nil {
 		return [2]ContainerInfo{}, err
 	}
-	infos, _ := scanContainers(dev, cfg, lay)
-	return infos, nil
+	return infosOf(scanContainers(dev, cfg, lay)), nil
 }
 
 // checkLayout rejects a checkpoint whose layout differs from cfg (LMCache's
@@ -133,7 +146,33 @@ func flagName(field string) string {
 	return field
 }
 
-func open(dev blockdev.Device, cfg Config) (*Engine, error) {
+// OpenOptions are Open's choices that are about one recovery rather than the cache.
+type OpenOptions struct {
+	// Context, when set, stops the slot verification of recovery: Open then returns an
+	// error wrapping ctx.Err() and has written nothing.
+	Context context.Context
+	// AcceptDoubt opens for writing even when checkpoint selection is in doubt
+	// (Selection.Doubt); the next checkpoint then replaces the rejected container.
+	AcceptDoubt bool
+}
+
+// OpenWith is Open with per-recovery options.
+func OpenWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error) {
+	return openWith(dev, cfg, opts)
+}
+
+func open(dev blockdev.Device, cfg Config) (*Engine, error) { return openWith(dev, cfg, OpenOptions{}) }
+
+// seqBase is the engine's seq after recovering seq s from container c: the next
+// checkpoint must go to the other container, never over the one recovered from.
+func seqBase(s uint64, c int) uint64 {
+	if seqContainer(s+1) == 1-c {
+		return s
+	}
+	return s + 1
+}
+
+func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error) {
 	e, err := newEngine(dev, cfg)
 	if err != nil {
 		return nil, err
@@ -146,21 +185,20 @@ func open(dev blockdev.Device, cfg Config) (*Engine, error) {
 		}
 	}()
 	start := time.Now()
-	infos, payloads := scanContainers(dev, cfg, e.layout)
-	e.recovery.Containers = infos
-	var maxSeq uint64
-	order := []int{}
-	for i := 0; i < 2; i++ {
-		if infos[i].Valid {
-			maxSeq = max(maxSeq, infos[i].Seq)
-			order = append(order, i)
+	sc := scanContainers(dev, cfg, e.layout)
+	sel, st := selectCheckpoint(dev, e.layout, &sc)
+	e.recovery.Containers = infosOf(sc)
+	e.recovery.Selection = sel
+	if st != nil {
+		e.seq = seqBase(sel.Seq, sel.Container)
+	} else {
+		for i := range sc { // nothing to recover: write past every readable header
+			if sc[i].hdrOK && newer(sc[i].info.Seq, e.seq) {
+				e.seq = sc[i].info.Seq
+			}
 		}
 	}
-	if len(order) == 2 && infos[order[1]].Seq > infos[order[0]].Seq {
-		order[0], order[1] = order[1], order[0]
-	}
-	e.seq = maxSeq
-	e.seqPub.Store(maxSeq)
+	e.seqPub.Store(e.seq)
 	if !cfg.LoadCheckpoint {
 		if !cfg.ReadOnly {
 			e.dirty = 1
@@ -169,40 +207,35 @@ func open(dev blockdev.Device, cfg Config) (*Engine, error) {
 		ok = true
 		return e, nil
 	}
-	if len(order) == 0 {
-		if dc, derr := detectConfig(dev); derr == nil {
-			if err := layoutDiff(dc, cfg); err != nil {
-				return nil, err
+	if st == nil {
+		if !sc[0].info.Valid && !sc[1].info.Valid && sel.Candidates[0].Entries < 0 && sel.Candidates[1].Entries < 0 {
+			if dc, derr := detectConfig(dev); derr == nil {
+				if err := layoutDiff(dc, cfg); err != nil {
+					return nil, err
+				}
 			}
 		}
-		return nil, fmt.Errorf("%w on the device: container 0: %s; container 1: %s. Format it first (rbctl format), or check --meta-bytes/--block-align/--meta-magic", ErrNoCheckpoint, infos[0].Problem, infos[1].Problem)
+		return nil, fmt.Errorf("%w on the device: container 0: %s; container 1: %s. Format it first (rbctl format), or check --meta-bytes/--block-align/--meta-magic",
+			ErrNoCheckpoint, sc[0].info.Problem, sc[1].info.Problem)
 	}
-	var st *ckptState
-	var decErr error
-	for _, i := range order {
-		s, err := decodeCheckpoint(payloads[i])
-		if err != nil {
-			e.recovery.Containers[i].Valid = false
-			e.recovery.Containers[i].Problem = err.Error()
-			decErr = errors.Join(decErr, fmt.Errorf("container %d (seq %d): %w", i, infos[i].Seq, err))
-			continue
-		}
-		st = s
-		e.recovery.Container, e.recovery.Seq, e.recovery.Format = i, infos[i].Seq, s.format
-		break
+	if sel.Doubt && !cfg.ReadOnly && !opts.AcceptDoubt {
+		return nil, fmt.Errorf("%w: %s", ErrSelectionDoubt, sel.Reason)
 	}
-	if st == nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoCheckpoint, decErr)
-	}
+	e.recovery.Container, e.recovery.Seq, e.recovery.Format = sel.Container, sel.Seq, st.format
 	if err := e.checkLayout(st); err != nil {
 		return nil, err
+	}
+	if !st.hasNS && sel.NamespaceSource == "slot headers" && sel.Namespace != cfg.Namespace {
+		return nil, fmt.Errorf("%w: the slot headers of the checkpoint's entries carry %s-namespace identities but the config has namespace %s; open with --namespace %s", ErrLayoutMismatch, sel.Namespace, cfg.Namespace, sel.Namespace)
 	}
 	if e.cfg.DevicePath == "" && st.hasDevPath {
 		e.cfg.DevicePath = st.devicePath
 	}
 	e.applyState(st)
 	if cfg.VerifyOnLoad {
-		e.verifyEntries()
+		if err := e.verifyEntries(opts.Context); err != nil {
+			return nil, err
+		}
 		e.recovery.Verified = true
 	}
 	e.rebuildFree()
@@ -217,6 +250,21 @@ func open(dev blockdev.Device, cfg Config) (*Engine, error) {
 	e.start()
 	ok = true
 	return e, nil
+}
+
+// RepairCheckpoints writes the recovered index as a new checkpoint even when nothing
+// changed since Open, so the container recovery rejected (corrupt, or holding a damaged
+// seq) is replaced; when the container recovered from had a damaged header seq too, it
+// writes a second checkpoint over that one. Both then hold the same index, so a crash in
+// between loses nothing. rbctl recover uses it.
+func (e *Engine) RepairCheckpoints() error {
+	if err := e.writeCheckpoint(true, true); err != nil {
+		return err
+	}
+	if c := e.recovery.Selection.Container; c >= 0 && e.recovery.Selection.Candidates[c].Damaged() {
+		return e.writeCheckpoint(true, true)
+	}
+	return nil
 }
 
 // applyState inserts the checkpoint's entries, dropping those LMCache would skip and
@@ -297,7 +345,11 @@ func (e *Engine) applyState(st *ckptState) {
 // verifyEntries reads every live slot's header (and payload with VerifyPayloadOnRecover)
 // with RecoveryReaders goroutines over contiguous ranges, and drops entries whose header
 // has the wrong magic, identity or length, or a checksum that differs from the checkpoint's.
-func (e *Engine) verifyEntries() {
+// A cancelled ctx stops the readers within one batch; the error then wraps ctx.Err().
+func (e *Engine) verifyEntries(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var live []int32
 	for s := int32(0); int64(s) < e.nextSlot; s++ {
 		if e.slots[s].state == stLive {
@@ -306,7 +358,7 @@ func (e *Engine) verifyEntries() {
 	}
 	total := len(live)
 	if total == 0 {
-		return
+		return nil
 	}
 	type verdict struct {
 		slot   int32
@@ -378,7 +430,7 @@ func (e *Engine) verifyEntries() {
 						v.crc, v.hasCRC = h.CRC, true
 					}
 				}
-				if v.reason == "" && pbuf != nil && (v.hasCRC || r.flags&flHasCRC != 0) {
+				if v.reason == "" && pbuf != nil && (v.hasCRC || r.flags&flHasCRC != 0) && ctx.Err() == nil {
 					want := r.crc
 					if v.hasCRC {
 						want = v.crc
@@ -408,7 +460,7 @@ func (e *Engine) verifyEntries() {
 				}
 			}
 			ops := make([]blockdev.Op, 0, batch)
-			for len(part) > 0 {
+			for len(part) > 0 && ctx.Err() == nil {
 				n := 0
 				if spanSlots > 0 {
 					n = 1
@@ -447,6 +499,9 @@ func (e *Engine) verifyEntries() {
 	}
 	wg.Wait()
 	report()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("recovery stopped after verifying %d of %d entries; nothing was written: %w", done.Load(), total, err)
+	}
 	for _, rs := range results {
 		for _, v := range rs {
 			s := v.slot
@@ -478,11 +533,33 @@ func (e *Engine) verifyEntries() {
 			}
 		}
 	}
+	return nil
 }
 
-// detectConfig infers the layout of a formatted device from its container 0 (or 1).
+// Detection is what Detect read from a formatted device.
+type Detection struct {
+	// Config has the layout, namespace and checkpoint format of the checkpoint recovery
+	// would choose; other fields are DefaultConfig's.
+	Config Config
+	// Selection says which container that is and why. Its NamespaceSource is "" when
+	// nothing on the device tells the namespace (Config.Namespace is then the default,
+	// object): an empty LMCache v1 checkpoint records none.
+	Selection Selection
+}
+
+// Detect infers the layout, namespace and checkpoint format of a formatted device from the
+// checkpoint recovery would choose, and says which one that is (read-only).
+func Detect(dev blockdev.Device) (Detection, error) { return detect(dev) }
+
 func detectConfig(dev blockdev.Device) (Config, error) {
-	cfg := DefaultConfig()
+	d, err := detect(dev)
+	return d.Config, err
+}
+
+// detect finds the geometry from the first sound container at a candidate offset, then
+// runs checkpoint selection over both containers of that geometry: namespace and format
+// come from the chosen checkpoint, not from whichever container was found first.
+func detect(dev blockdev.Device) (Detection, error) {
 	size := dev.Info().Size
 	tried := 0
 	for _, ba := range []int64{4096, 512, 1024, 2048, 8192, 16384, 32768, 65536} {
@@ -494,33 +571,50 @@ func detectConfig(dev blockdev.Device) (Config, error) {
 		}
 		for _, off := range candidateOffsets(ba, size) {
 			tried++
-			st, ok := tryContainer(dev, ba, off, size)
-			if !ok {
-				continue
+			if st, ok := tryContainer(dev, ba, off, size); ok {
+				return detectFrom(dev, st, size)
 			}
-			cfg.BlockAlign = int(st.blockAlign)
-			cfg.HeaderBytes = int(st.headerBytes)
-			cfg.SlotBytes = st.slotBytes
-			cfg.MetaTotalBytes = st.metaTotal
-			cfg.MetaMagic = st.metaMagic
-			cfg.MetaVersion = uint32(st.metaVersion)
-			cfg.CheckpointFormat = st.format
-			if st.hasNS && st.legacyNS {
-				cfg.Namespace = NamespaceLegacy
-			}
-			if !st.hasNS && v1KeysAreLegacy(st) {
-				cfg.Namespace = NamespaceLegacy // LMCache v1 JSON does not record the namespace
-			}
-			if st.capacity > 0 && st.capacity < size {
-				cfg.CapacityBytes = st.capacity
-			}
-			if err := cfg.validate(); err != nil {
-				return cfg, fmt.Errorf("detected layout is invalid: %w", err)
-			}
-			return cfg, nil
 		}
 	}
-	return cfg, fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted (rbctl format)?", ErrNoCheckpoint, tried)
+	return Detection{Config: DefaultConfig(), Selection: Selection{Container: -1, Namespace: NamespaceObject}},
+		fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted (rbctl format)?", ErrNoCheckpoint, tried)
+}
+
+// configFrom is DefaultConfig with the layout and format a checkpoint records.
+func configFrom(st *ckptState, size int64) Config {
+	cfg := DefaultConfig()
+	cfg.BlockAlign = int(st.blockAlign)
+	cfg.HeaderBytes = int(st.headerBytes)
+	cfg.SlotBytes = st.slotBytes
+	cfg.MetaTotalBytes = st.metaTotal
+	cfg.MetaMagic = st.metaMagic
+	cfg.MetaVersion = uint32(st.metaVersion)
+	cfg.CheckpointFormat = st.format
+	if st.capacity > 0 && st.capacity < size {
+		cfg.CapacityBytes = st.capacity
+	}
+	return cfg
+}
+
+func detectFrom(dev blockdev.Device, found *ckptState, size int64) (Detection, error) {
+	d := Detection{Config: configFrom(found, size), Selection: Selection{Container: -1, Namespace: NamespaceObject}}
+	if err := d.Config.validate(); err != nil {
+		return d, fmt.Errorf("detected layout is invalid: %w", err)
+	}
+	lay, err := computeLayout(d.Config, size)
+	if err != nil {
+		return d, fmt.Errorf("detected layout does not fit the device: %w", err)
+	}
+	sc := scanContainers(dev, d.Config, lay)
+	sel, chosen := selectCheckpoint(dev, lay, &sc)
+	d.Selection = sel
+	if chosen != nil {
+		if c := configFrom(chosen, size); c.validate() == nil {
+			d.Config = c // the two containers of one layout agree; if not, the chosen one's
+		}
+	}
+	d.Config.Namespace = sel.Namespace
+	return d, nil
 }
 
 // v1KeysAreLegacy reports whether every key of a namespace-less (LMCache v1 JSON)

@@ -29,6 +29,7 @@ type rbDevFlags struct {
 	ioEngine   string
 	direct     bool
 	queueDepth int
+	cache      rbCacheOpts // --namespace and recovery choices (namespace.go)
 }
 
 func (f *rbDevFlags) add(cmd *cobra.Command) {
@@ -64,7 +65,7 @@ func rbOpenEnginePlaced(f *rbDevFlags, pf *rbPlaceFlag, model, path string, read
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := engine.DetectConfig(dev)
+	cfg, err := f.cache.detect(dev, readOnly)
 	if err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -85,7 +86,7 @@ func rbOpenEnginePlaced(f *rbDevFlags, pf *rbPlaceFlag, model, path string, read
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	e, err := engine.Open(dev, cfg)
+	e, err := f.cache.open(dev, cfg)
 	if err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)

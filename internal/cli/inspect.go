@@ -47,6 +47,7 @@ type inspectReport struct {
 	Containers  []inspectContainer    `json:"containers"`
 	UsedFrom    int                   `json:"checkpoint_container"`
 	Seq         uint64                `json:"checkpoint_seq"`
+	Choice      rbChoiceJSON          `json:"checkpoint_choice"`
 	Entries     int64                 `json:"entries"`
 	SlotsFree   int64                 `json:"free_slots"`
 	NextSlot    int64                 `json:"next_slot"`
@@ -61,9 +62,11 @@ func newInspectCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect DEV",
 		Short: "Show a raw-block cache's layout, metadata containers, entries and usage (read-only)",
-		Long: `inspect opens DEV read-only, detects its layout from the newest valid checkpoint
-(rbctl compact or LMCache v1 JSON), and shows both metadata containers with their
-sequence number, CRC and validity, the entry count, usage, free slots and bytes per
+		Long: `inspect opens DEV read-only, detects its layout, key namespace and checkpoint format
+from the checkpoint recovery chooses (rbctl compact or LMCache v1 JSON), and shows both
+metadata containers with their sequence number (and whether a checksum covers it), CRC,
+validity, format and entry count; which checkpoint was chosen and why, and what a
+fallback from a newer, damaged one lost; the entry count, usage, free slots and bytes per
 cache_salt. Nothing is written to the device.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runInspect(cmd, args[0], f) },
@@ -81,11 +84,12 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := engine.DetectConfig(dev)
+	d, err := engine.Detect(dev)
 	if err != nil {
 		dev.Close()
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	cfg := d.Config
 	cfg.ReadOnly, cfg.Periodic, cfg.VerifyOnLoad = true, false, f.verify
 	infos, err := engine.ReadContainers(dev, cfg)
 	if err != nil {
@@ -93,7 +97,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	lay, _ := engine.ReadLayout(dev, cfg)
-	rep := inspectReport{Device: path, Layout: rbLayoutOf(lay, cfg), BytesBySalt: map[string]int64{}}
+	rep := inspectReport{Device: path, Layout: rbLayoutOf(lay, cfg), BytesBySalt: map[string]int64{}, Choice: rbChoiceOf(d.Selection)}
 	for _, c := range infos {
 		ic := inspectContainer{Index: c.Index, Offset: c.Offset, Valid: c.Valid, Seq: c.Seq, PayloadLen: c.PayloadLen,
 			CRC: fmt.Sprintf("%08x", c.CRC), Format: string(c.Format), Problem: c.Problem}
@@ -107,13 +111,16 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 		dev.Close()
 		if !f.json {
 			printInspectContainers(cmd, rep)
+			for _, l := range rbChoiceLines(d.Selection) {
+				fmt.Fprintln(cmd.OutOrStdout(), l)
+			}
 		}
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	defer e.Close()
 	st := e.Stats().Recovery
 	u := e.Usage()
-	rep.UsedFrom, rep.Seq = st.Container, st.Seq
+	rep.UsedFrom, rep.Seq, rep.Choice = st.Container, st.Seq, rbChoiceOf(st.Selection)
 	rep.Entries, rep.SlotsFree, rep.NextSlot, rep.Usage = u.SlotsUsed, u.SlotsFree, u.NextSlot, u.Fraction
 	rep.BytesBySalt = u.BytesBySalt
 	rep.Dropped = st.Dropped
@@ -140,6 +147,9 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 		return err
 	}
 	printInspectContainers(cmd, rep)
+	for _, l := range rbChoiceLines(st.Selection) {
+		fmt.Fprintln(out, l)
+	}
 	rows := [][]string{
 		{"checkpoint", fmt.Sprintf("container %d, seq %d, %s", rep.UsedFrom, rep.Seq, st.Format)},
 		{"entries", strconv.FormatInt(rep.Entries, 10)},
@@ -165,7 +175,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 		return err
 	}
 	for _, d := range rep.Dropped {
-		fmt.Fprintf(out, "would drop %s (slot %d): %s\n", d.Key, d.Slot, d.Reason)
+		fmt.Fprintf(out, "would drop %s (slot %d): %s\n", rbEscape(d.Key), d.Slot, d.Reason)
 	}
 	if f.keys {
 		var kr [][]string
@@ -179,13 +189,27 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 
 func printInspectContainers(cmd *cobra.Command, rep inspectReport) {
 	var rows [][]string
-	for _, c := range rep.Containers {
+	for i, c := range rep.Containers {
 		state := "valid"
 		if !c.Valid {
 			state = "invalid: " + c.Problem
 		}
-		rows = append(rows, []string{strconv.Itoa(c.Index), strconv.FormatInt(c.Offset, 10), strconv.FormatUint(c.Seq, 10),
-			strconv.FormatUint(c.PayloadLen, 10), c.CRC, c.Format, state})
+		seq, entries := strconv.FormatUint(c.Seq, 10), "-"
+		if i < len(rep.Choice.Candidates) {
+			cd := rep.Choice.Candidates[i]
+			if cd.Seq != c.Seq {
+				seq += fmt.Sprintf(" (damaged: really %d)", cd.Seq)
+			}
+			seq += " [" + cd.SeqSource + "]"
+			if cd.Entries >= 0 {
+				entries = strconv.Itoa(cd.Entries)
+			}
+			if cd.Stale > 0 {
+				entries += fmt.Sprintf(" (%d stale)", cd.Stale)
+			}
+		}
+		rows = append(rows, []string{strconv.Itoa(c.Index), strconv.FormatInt(c.Offset, 10), seq,
+			strconv.FormatUint(c.PayloadLen, 10), c.CRC, c.Format, entries, state})
 	}
-	_ = rbTable(cmd.OutOrStdout(), []string{"container", "offset", "seq", "payload_len", "crc32", "format", "state"}, rows)
+	_ = rbTable(cmd.OutOrStdout(), []string{"container", "offset", "seq [checked by]", "payload_len", "crc32", "format", "entries", "state"}, rows)
 }

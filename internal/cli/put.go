@@ -93,5 +93,6 @@ func newPutCmd() *cobra.Command {
 	dev.add(cmd)
 	kf.add(cmd)
 	pf.add(cmd, "the slot write and the checkpoint")
+	dev.cache.addNamespace(cmd)
 	return cmd
 }

@@ -54,5 +54,6 @@ func newRmCmd() *cobra.Command {
 	dev.add(cmd)
 	kf.add(cmd)
 	pf.add(cmd, "the checkpoint written after the delete")
+	dev.cache.addNamespace(cmd)
 	return cmd
 }

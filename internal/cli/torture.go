@@ -30,8 +30,10 @@ checkpoints under load while logging every acknowledged operation to an fsync'ed
 kills it with SIGKILL at a random point, recovers the image and verifies: every key served
 loads byte-exact, no slot is owned twice, free + used slots add up (a fill test finds every
 free slot), and every key acknowledged before the last completed checkpoint survives.
-Some cycles tear a checkpoint write mid-way, some corrupt the newest metadata container,
-some close cleanly. It never touches a real device. Exit status 1 when any invariant failed.`,
+Some cycles tear a checkpoint write mid-way, some corrupt the newest metadata container
+and flip single bits in a container's seq or anywhere in it (no silent rollback: never an
+older state than the newest valid checkpoint without a report), some close cleanly.
+It never touches a real device. Exit status 1 when any invariant failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			exe, err := os.Executable()
@@ -123,12 +125,16 @@ func printTortureSummary(cmd *cobra.Command, s *torture.Summary) {
 	row("cycles with injected write faults", s.FaultCycles)
 	row("kills that tore a checkpoint (other container used)", s.KillTornContainers)
 	row("corrupt-container recoveries: other used / both bad, refused", fmt.Sprintf("%d: %d / %d", s.CorruptRuns, s.CorruptUsedOther, s.CorruptBothRefused))
+	row("bit flips: header seq / anywhere in a container", fmt.Sprintf("%d / %d", s.FlipSeqRuns, s.FlipContainerRuns))
+	row("  same state / fallback reported / both bad, refused / rollback reported", fmt.Sprintf("%d / %d / %d / %d", s.FlipSameState, s.FlipFallbacks, s.FlipRefused, s.RollbacksReported))
+	row("  damaged header seqs noticed", s.FlipSeqRepaired)
 	row("acked puts / deletes / checkpoints", fmt.Sprintf("%d / %d / %d", s.Puts, s.Deletes, s.Checkpoints))
 	row("failed puts (no slot or injected fault)", s.FailedPuts)
 	row("keys verified byte-exact", s.KeysVerified)
 	row("acked-before-checkpoint keys checked", s.MustSurvive)
 	row("free slots filled (leak check)", s.FilledSlots)
 	row("corrupt reads", s.CorruptReads)
+	row("silent rollbacks", s.SilentRollbacks)
 	row("lost keys", s.Lost)
 	row("resurrected keys", s.Resurrected)
 	row("stale versions", s.StaleVersions)

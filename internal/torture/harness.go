@@ -94,6 +94,17 @@ type Summary struct {
 	CorruptUsedOther   int // ... that recovered from the other container
 	CorruptBothRefused int // ... whose other container was already invalid: Open refused (ErrNoCheckpoint)
 	CorruptSkipped     int // images with no valid container (nothing to corrupt)
+	// Bit flips (flips.go), on the corrupt cycles: one random bit of a random container's
+	// header seq, and one random bit anywhere in a random container's header or payload.
+	FlipSeqRuns, FlipContainerRuns int
+	FlipSameState                  int // recovered the unflipped state: same container, same keys
+	FlipSeqRepaired                int // a damaged header seq was noticed (and a checksummed one used)
+	FlipFallbacks                  int // the flip broke the newest container: fell back, and said so
+	FlipRefused                    int // no valid container left: Open refused (ErrNoCheckpoint)
+	// RollbacksReported: a state older than the newest valid checkpoint was recovered, and
+	// the report says so (in doubt). SilentRollbacks, the same without a report, is a
+	// violation (checked after every recovery, flipped or not).
+	RollbacksReported int
 	// KillTornContainers counts plain SIGKILLs that landed inside a checkpoint write: after
 	// the kill one container failed its CRC (new payload, old header) and recovery used the
 	// other one.
@@ -105,6 +116,7 @@ type Summary struct {
 	FilledSlots                int64
 
 	CorruptReads, StaleVersions, Unloadable, Lost, Resurrected, Foreign int
+	SilentRollbacks                                                     int
 	DupSlots, BadOffsets, Accounting, ReadyMismatch, RecoveryErrors     int
 	LeakedSlots, Overbooked                                             int64
 	WriterWrong, WriterUnloadable                                       int
@@ -115,7 +127,7 @@ type Summary struct {
 
 // Violations is the total number of invariant violations.
 func (s *Summary) Violations() int {
-	return s.CorruptReads + s.StaleVersions + s.Unloadable + s.Lost + s.Resurrected + s.Foreign +
+	return s.CorruptReads + s.StaleVersions + s.Unloadable + s.Lost + s.Resurrected + s.Foreign + s.SilentRollbacks +
 		s.DupSlots + s.BadOffsets + s.Accounting + s.ReadyMismatch + s.RecoveryErrors +
 		int(s.LeakedSlots) + int(s.Overbooked) + s.WriterWrong + s.WriterUnloadable
 }
@@ -270,6 +282,11 @@ func Run(opts Options) (*Summary, error) {
 		}
 		rep := e.Stats().Recovery
 		sum.CyclesByBackend[wc.Backend]++
+		if ex.LastCkSeq != 0 && seqNewer(ex.LastCkSeq, rep.Seq) && !rep.Selection.Fallback && !rep.Selection.Doubt {
+			// SIGKILL keeps every write the kernel took: the last completed checkpoint is intact.
+			sum.SilentRollbacks++
+			sum.problem("cycle %d: recovered seq %d, older than the completed checkpoint seq %d, and nothing says so: %s", cycle, rep.Seq, ex.LastCkSeq, rep.Selection.Reason)
+		}
 		for _, c := range rep.Containers {
 			// A container that turned invalid during this cycle (not one left over).
 			if outcome == killedByUs && !c.Valid && c != prevContainers[c.Index] {
@@ -303,7 +320,8 @@ func Run(opts Options) (*Summary, error) {
 
 		if opts.CorruptEvery > 0 && cycle%opts.CorruptEvery == 0 {
 			corruptMode++
-			corruptRun(sum, cycle, devPath, g, cfg, history, corruptMode%2 == 0)
+			corruptRun(sum, cycle, devPath, g, cfg, history, corruptMode%2 == 0, rep.Container)
+			flipRuns(sum, cycle, devPath, g, cfg, rng, flipRef{container: rep.Container, seq: rep.Seq, state: state}, history)
 		}
 		if opts.Progress != nil {
 			fmt.Fprintf(opts.Progress, "cycle %d: %s after %v, %d acked puts, %d deletes, %d checkpoints; recovered seq %d from container %d: %d entries, %d verified, %d must-survive, %d free filled; violations %d\n",
@@ -318,20 +336,16 @@ func Run(opts Options) (*Summary, error) {
 // corruptRun recovers a copy of the image whose newest valid container has a flipped magic
 // byte (or payload byte, failing its CRC): recovery must use the other container, and even
 // from that older state never serve wrong bytes or leak a slot.
-func corruptRun(sum *Summary, cycle int, devPath string, g Geometry, cfg engine.Config, history map[uint64]map[uint64]bool, crc bool) {
+func corruptRun(sum *Summary, cycle int, devPath string, g Geometry, cfg engine.Config, history map[uint64]map[uint64]bool, crc bool, newest int) {
 	mem, err := memCopy(devPath)
 	if err != nil {
 		sum.problem("cycle %d: %v", cycle, err)
 		return
 	}
 	cs, err := engine.ReadContainers(mem, cfg)
-	if err != nil || (!cs[0].Valid && !cs[1].Valid) {
+	if err != nil || (!cs[0].Valid && !cs[1].Valid) || newest < 0 {
 		sum.CorruptSkipped++
 		return
-	}
-	newest := 0
-	if !cs[0].Valid || (cs[1].Valid && cs[1].Seq > cs[0].Seq) {
-		newest = 1
 	}
 	off := cs[newest].Offset
 	if crc {
@@ -362,6 +376,10 @@ func corruptRun(sum *Summary, cycle int, devPath string, g Geometry, cfg engine.
 	}
 	defer e.CloseNoCheckpoint()
 	rep := e.Stats().Recovery
+	if !rep.Selection.Fallback {
+		sum.SilentRollbacks++
+		sum.problem("cycle %d: container %d (the newest) corrupted, recovery fell back to container %d without saying so: %s", cycle, newest, rep.Container, rep.Selection.Reason)
+	}
 	if rep.Container == 1-newest && rep.Seq == cs[1-newest].Seq {
 		sum.CorruptUsedOther++
 	} else {
@@ -486,7 +504,7 @@ func tail(s string, n int) string {
 
 // formatFile creates the device file and formats an empty cache on it.
 func formatFile(path string, g Geometry) error {
-	f, err := os.Create(path)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, blockdev.DataFileMode)
 	if err != nil {
 		return err
 	}

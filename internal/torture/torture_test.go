@@ -189,4 +189,12 @@ func TestTortureShort(t *testing.T) {
 	if sum.CorruptUsedOther+sum.CorruptBothRefused != sum.CorruptRuns {
 		t.Fatalf("corrupt-container recoveries: %d + %d of %d behaved", sum.CorruptUsedOther, sum.CorruptBothRefused, sum.CorruptRuns)
 	}
+	// Every bit flip is accounted for: the same state, a reported fallback or rollback, or
+	// a refusal; a silent rollback is a violation (above).
+	flips := sum.FlipSeqRuns + sum.FlipContainerRuns
+	if sum.FlipSeqRuns == 0 || sum.FlipContainerRuns == 0 || sum.FlipSeqRepaired == 0 ||
+		sum.FlipSameState+sum.FlipFallbacks+sum.FlipRefused+sum.RollbacksReported != flips {
+		t.Fatalf("bit flips: %d seq + %d container runs; %d same state, %d fallbacks, %d refused, %d reported rollbacks; %d damaged seqs noticed",
+			sum.FlipSeqRuns, sum.FlipContainerRuns, sum.FlipSameState, sum.FlipFallbacks, sum.FlipRefused, sum.RollbacksReported, sum.FlipSeqRepaired)
+	}
 }

@@ -31,6 +31,9 @@ type Expectation struct {
 	Closed                        bool
 	// TornOff and TornLen locate the torn metadata write (TornLen 0: none).
 	TornOff, TornLen int64
+	// LastCkSeq is the newest seq of a checkpoint the writer logged as completed (0: none);
+	// recovery must not continue from an older one without saying so.
+	LastCkSeq uint64
 }
 
 // Expect computes the allowed states for a cycle that started from baseline (idx → version,
@@ -47,6 +50,9 @@ func Expect(baseline map[uint64]uint64, recs []Record) Expectation {
 		case RecCkDone:
 			cut, ex.HasCheckpoint = starts[r.N], true
 			ex.Checkpoints++
+			if ex.LastCkSeq == 0 || seqNewer(r.Seq, ex.LastCkSeq) {
+				ex.LastCkSeq = r.Seq
+			}
 		case RecClosed:
 			cut, ex.HasCheckpoint, ex.Closed = i, true, true
 		case RecReady:
