@@ -180,7 +180,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if f.keys {
 		var kr [][]string
 		for _, k := range rep.Keys {
-			kr = append(kr, []string{strconv.FormatUint(uint64(k.Slot), 10), k.Key, strconv.Itoa(k.Size), k.Salt, k.CRC})
+			kr = append(kr, []string{strconv.FormatUint(uint64(k.Slot), 10), rbEscape(k.Key), strconv.Itoa(k.Size), rbEscape(k.Salt), k.CRC})
 		}
 		return rbTable(out, []string{"slot", "key", "size", "cache_salt", "crc32c"}, kr)
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/internal/safety"
 )
 
 func init() { register(newRecoverCmd) }
@@ -134,6 +135,12 @@ func runRecover(cmd *cobra.Command, path string, f *recoverFlags) error {
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if !f.dryRun && !f.force {
+		// Mounted, held, or holding something besides a cache: recover must not write there.
+		if err := safety.Gate(safety.Recover, path); err != nil {
+			return err
+		}
 	}
 	// recover reports the checkpoint choice itself and decides below whether to write.
 	f.dev.cache.ctx, f.dev.cache.accept = ctx, true
