@@ -142,6 +142,24 @@ type resolved struct {
 }
 
 func (c Config) resolve() (resolved, error) {
+	r, err := c.geometry()
+	if err != nil {
+		return resolved{}, err
+	}
+	// Each group must hold its share of the logical space plus its reserve; anything less
+	// can never be filled. (Open RUs per handle make it tighter: Config.Feasibility states
+	// the rule under which GC can always make room; the model itself reports ErrInfeasible
+	// at run time, as a device would.)
+	needPerGroup := (r.logicalUnits+int64(r.ReclaimGroups)-1)/int64(r.ReclaimGroups) + int64(r.reserve)*r.unitsPerRU
+	if r.rusPerGroup*r.unitsPerRU < needPerGroup {
+		return resolved{}, fmt.Errorf("%w: physical space per reclaim group (%d RUs of %d bytes) cannot hold its share of the logical space plus a reserve of %d RUs; raise the over-provisioning (--op, or op= in an emu: spec) or use smaller RUs",
+			ErrConfig, r.rusPerGroup, c.RUBytes, r.reserve)
+	}
+	return r, nil
+}
+
+// geometry validates c and derives its sizes, without the capacity check of resolve.
+func (c Config) geometry() (resolved, error) {
 	r := resolved{Config: c}
 	bad := func(format string, a ...any) (resolved, error) {
 		return resolved{}, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
@@ -225,14 +243,6 @@ func (c Config) resolve() (resolved, error) {
 	}
 	if r.logicalUnits > maxPhysUnits {
 		return bad("logical space of %d mapping units exceeds the model's 2^32-2 limit", r.logicalUnits)
-	}
-	// Each group must hold its share of the logical space plus its reserve; anything less
-	// can never be filled. (Open RUs per handle make it tighter; that shows up as
-	// ErrInfeasible at run time, as it would on a device.)
-	needPerGroup := (r.logicalUnits+int64(r.ReclaimGroups)-1)/int64(r.ReclaimGroups) + int64(r.reserve)*r.unitsPerRU
-	if r.rusPerGroup*r.unitsPerRU < needPerGroup {
-		return bad("physical space per reclaim group (%d RUs of %d bytes) cannot hold its share of the logical space plus a reserve of %d RUs; raise OP or RUsPerGroup",
-			r.rusPerGroup, c.RUBytes, r.reserve)
 	}
 	return r, nil
 }

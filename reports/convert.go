@@ -64,16 +64,18 @@ func CDFOf(h *hdrhistogram.Histogram, n int) []CDFPoint {
 }
 
 // FromResult fills the workload part of a run from a driver result: ops, bytes, rates,
-// hit ratio, per-phase latency, tenant shares and the request CDF.
+// hit ratio, per-phase latency, tenant shares and the request CDF. withLatency is false for
+// simulate, which has no wall clock: rates and latencies stay unset (null).
 func FromResult(policy string, r *workloads.Result, withLatency bool) Run {
 	c := r.Counters
 	run := Run{Policy: policy, Ops: c.Ops, Requests: c.Requests, ElapsedSec: r.Elapsed.Seconds(),
 		ReadBytes: c.BytesRead, WrittenBytes: c.BytesWritten, HitRatio: c.HitRatio(),
 		Evicted: c.Evicted, Expired: c.Expired, StoreFailed: c.StoreFailed}
+	run.Interrupted = r.Interrupted
 	if s := run.ElapsedSec; s > 0 && withLatency {
-		run.OpsPerSec = float64(c.Ops) / s
-		run.ReadGBps = float64(c.BytesRead) / s / 1e9
-		run.WriteGBps = float64(c.BytesWritten) / s / 1e9
+		run.OpsPerSec = F64(float64(c.Ops) / s)
+		run.ReadGBps = F64(float64(c.BytesRead) / s / 1e9)
+		run.WriteGBps = F64(float64(c.BytesWritten) / s / 1e9)
 	}
 	if withLatency {
 		for p := workloads.Phase(0); p < workloads.NumPhases; p++ {

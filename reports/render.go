@@ -58,6 +58,45 @@ func latOf(r *Run, op string) *Latency {
 	return nil
 }
 
+// deviceWAFHeader names the device WAF column by where its figures came from, or "" when
+// no run has one and the device has no FDP (the column is left out).
+func deviceWAFHeader(r *Report) string {
+	for _, run := range r.Runs {
+		if run.DeviceWAF == nil {
+			continue
+		}
+		switch run.DeviceWAF.Source {
+		case SourceEmulatorModel:
+			return "emulator WAF (model)"
+		case SourceFDPStats:
+			return "device WAF (FDP log)"
+		}
+		return "device WAF (" + run.DeviceWAF.Source + ")"
+	}
+	if r.Device.FDP {
+		return "device WAF"
+	}
+	return ""
+}
+
+// shown is the runs a table lists: failed runs are reported under it instead.
+func shown(r *Report) []Run {
+	var out []Run
+	for _, run := range r.Runs {
+		if !run.Failed() {
+			out = append(out, run)
+		}
+	}
+	return out
+}
+
+func optF(v *float64, format func(float64) string) string {
+	if v == nil {
+		return "-"
+	}
+	return format(*v)
+}
+
 // summary returns the header and rows of the main comparison.
 func summary(r *Report) ([]string, [][]string) {
 	if r.Command == "simulate" {
@@ -67,56 +106,85 @@ func summary(r *Report) ([]string, [][]string) {
 		} else if r.Sweep != "" {
 			h = append(h, r.Sweep)
 		}
-		h = append(h, "hit %", "written GiB", "WAF (modelled)", "steady WAF", "live", "evicted", "expired", "note")
+		h = append(h, "hit %", "written GiB", "WAF (modelled)", "steady WAF", "live", "evicted", "expired")
 		var rows [][]string
-		for _, run := range r.Runs {
+		for _, run := range shown(r) {
 			row := []string{run.Policy}
 			if r.Sweep == "ru" {
 				row = append(row, GiB(int64(run.Param)))
 			} else if r.Sweep != "" {
 				row = append(row, f2(run.Param))
 			}
-			note := ""
-			if run.Infeasible {
-				note = "infeasible"
-			}
-			if run.Note != "" {
-				note = strings.TrimPrefix(note+"; "+run.Note, "; ")
-			}
-			if run.Error != "" {
-				note = strings.TrimPrefix(note+"; error: "+run.Error, "; ")
-			}
 			row = append(row, f2(100*run.HitRatio), GiB(run.WrittenBytes), wafCell(run.HostWAF, false),
-				wafCell(run.HostWAF, true), f3(run.Utilisation), strconv.FormatInt(run.Evicted, 10),
-				strconv.FormatInt(run.Expired, 10), note)
+				wafCell(run.HostWAF, true), optF(run.Utilisation, f3), strconv.FormatInt(run.Evicted, 10),
+				strconv.FormatInt(run.Expired, 10))
 			rows = append(rows, row)
 		}
 		return h, rows
 	}
-	h := []string{"policy", "ops/s", "read GB/s", "write GB/s", "hit %", "req p50", "req p99", "req p99.9", "req max",
-		"host WAF (modelled)", "steady", "device WAF", "dealloc GiB"}
+	dev := deviceWAFHeader(r)
+	// req p99.9 and max are in the latency table below; this one stays within 160 columns.
+	h := []string{"policy", "ops/s", "read GB/s", "write GB/s", "hit %", "req p50", "req p99",
+		"host WAF (model)", "steady"}
+	if dev != "" {
+		h = append(h, dev)
+	}
+	h = append(h, "dealloc GiB")
 	var rows [][]string
-	for _, run := range r.Runs {
-		p50, p99, p999, pmax := "-", "-", "-", "-"
+	for _, run := range shown(r) {
+		p50, p99 := "-", "-"
 		if l := latOf(&run, "request"); l != nil {
-			p50, p99, p999, pmax = us(l.P50Us), us(l.P99Us), us(l.P999Us), us(l.MaxUs)
+			p50, p99 = us(l.P50Us), us(l.P99Us)
 		}
-		name := run.Policy
-		if run.Error != "" {
-			name += " (error: " + run.Error + ")"
+		dealloc := "-"
+		if run.DeallocatedBytes != nil {
+			dealloc = GiB(*run.DeallocatedBytes)
 		}
-		rows = append(rows, []string{name, strconv.FormatFloat(run.OpsPerSec, 'f', 0, 64), f3(run.ReadGBps), f3(run.WriteGBps),
-			f2(100 * run.HitRatio), p50, p99, p999, pmax, wafCell(run.HostWAF, false), wafCell(run.HostWAF, true),
-			wafCell(run.DeviceWAF, false), GiB(run.DeallocatedBytes)})
+		row := []string{run.Policy, optF(run.OpsPerSec, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }),
+			optF(run.ReadGBps, f3), optF(run.WriteGBps, f3), f2(100 * run.HitRatio), p50, p99,
+			wafCell(run.HostWAF, false), wafCell(run.HostWAF, true)}
+		if dev != "" {
+			row = append(row, wafCell(run.DeviceWAF, false))
+		}
+		rows = append(rows, append(row, dealloc))
 	}
 	return h, rows
 }
+
+// footer is what goes under the tables: each failed run's error, each run's note, the
+// report's notes and, for an interrupted command, what the partial result covers.
+func footer(r *Report) []string {
+	var out []string
+	for _, run := range r.Runs {
+		if run.Failed() {
+			out = append(out, fmt.Sprintf("error (%s): %s", run.Policy, oneLine(run.Error)))
+		}
+	}
+	for _, run := range r.Runs {
+		if run.Note != "" {
+			name := run.Policy
+			if r.Sweep != "" {
+				name += " @ " + r.Sweep + "=" + strconv.FormatFloat(run.Param, 'g', 4, 64)
+			}
+			out = append(out, fmt.Sprintf("note (%s): %s", name, run.Note))
+		}
+	}
+	for _, n := range r.Notes {
+		out = append(out, "note: "+n)
+	}
+	if r.Interrupted {
+		out = append(out, "interrupted: partial result ("+r.Partial+")")
+	}
+	return out
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // latencies returns the per-operation latency table.
 func latencies(r *Report) ([]string, [][]string) {
 	h := []string{"policy", "op", "count", "mean", "p50", "p99", "p99.9", "max"}
 	var rows [][]string
-	for _, run := range r.Runs {
+	for _, run := range shown(r) {
 		for _, l := range run.Latency {
 			rows = append(rows, []string{run.Policy, l.Op, strconv.FormatInt(l.Count, 10), us(l.MeanUs), us(l.P50Us),
 				us(l.P99Us), us(l.P999Us), us(l.MaxUs)})
@@ -129,7 +197,7 @@ func latencies(r *Report) ([]string, [][]string) {
 func perHandle(r *Report) ([]string, [][]string) {
 	h := []string{"policy", "handle", "holds", "host share %", "host GiB", "relocated GiB", "WAF (modelled)"}
 	var rows [][]string
-	for _, run := range r.Runs {
+	for _, run := range shown(r) {
 		if run.HostWAF == nil {
 			continue
 		}
@@ -195,13 +263,8 @@ func Table(w io.Writer, r *Report) error {
 			}
 		}
 	}
-	for _, run := range r.Runs {
-		if r.Command == "bench" && run.Note != "" {
-			fmt.Fprintf(w, "note (%s): %s\n", run.Policy, run.Note)
-		}
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintln(w, "note:", n)
+	for _, line := range footer(r) {
+		fmt.Fprintln(w, line)
 	}
 	return nil
 }
@@ -238,8 +301,8 @@ func Markdown(w io.Writer, r *Report) error {
 			md(h, rows)
 		}
 	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "\n_%s_\n", n)
+	for _, line := range footer(r) {
+		fmt.Fprintf(w, "\n_%s_\n", line)
 	}
 	return nil
 }
@@ -248,8 +311,8 @@ func Markdown(w io.Writer, r *Report) error {
 func CSV(w io.Writer, r *Report) error {
 	cw := csv.NewWriter(w)
 	h := []string{"command", "policy", "param", "ops", "requests", "elapsed_sec", "ops_per_sec", "read_bytes", "written_bytes",
-		"read_gbps", "write_gbps", "hit_ratio", "host_waf", "host_waf_steady", "device_waf", "deallocated_bytes",
-		"evicted", "expired", "store_failed", "utilisation", "infeasible"}
+		"read_gbps", "write_gbps", "hit_ratio", "host_waf", "host_waf_steady", "device_waf", "device_waf_source", "deallocated_bytes",
+		"evicted", "expired", "store_failed", "utilisation", "infeasible", "interrupted", "error"}
 	ops := []string{"request", "lookup", "load", "store", "delete"}
 	for _, op := range ops {
 		h = append(h, op+"_p50_us", op+"_p99_us", op+"_p999_us", op+"_max_us")
@@ -258,19 +321,28 @@ func CSV(w io.Writer, r *Report) error {
 		return err
 	}
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	opt := func(v *float64) string { // not measured: an empty cell, never 0
+		if v == nil {
+			return ""
+		}
+		return g(*v)
+	}
 	for _, run := range r.Runs {
-		hw, hs, dw := "", "", ""
+		hw, hs, dw, ds, dealloc := "", "", "", "", ""
 		if run.HostWAF != nil {
 			hw, hs = g(run.HostWAF.Value), g(run.HostWAF.Steady)
 		}
 		if run.DeviceWAF != nil {
-			dw = g(run.DeviceWAF.Value)
+			dw, ds = g(run.DeviceWAF.Value), run.DeviceWAF.Source
+		}
+		if run.DeallocatedBytes != nil {
+			dealloc = strconv.FormatInt(*run.DeallocatedBytes, 10)
 		}
 		row := []string{r.Command, run.Policy, g(run.Param), strconv.FormatInt(run.Ops, 10), strconv.FormatInt(run.Requests, 10),
-			g(run.ElapsedSec), g(run.OpsPerSec), strconv.FormatInt(run.ReadBytes, 10), strconv.FormatInt(run.WrittenBytes, 10),
-			g(run.ReadGBps), g(run.WriteGBps), g(run.HitRatio), hw, hs, dw, strconv.FormatInt(run.DeallocatedBytes, 10),
+			g(run.ElapsedSec), opt(run.OpsPerSec), strconv.FormatInt(run.ReadBytes, 10), strconv.FormatInt(run.WrittenBytes, 10),
+			opt(run.ReadGBps), opt(run.WriteGBps), g(run.HitRatio), hw, hs, dw, ds, dealloc,
 			strconv.FormatInt(run.Evicted, 10), strconv.FormatInt(run.Expired, 10), strconv.FormatInt(run.StoreFailed, 10),
-			g(run.Utilisation), strconv.FormatBool(run.Infeasible)}
+			optF(run.Utilisation, g), strconv.FormatBool(run.Infeasible), strconv.FormatBool(run.Interrupted), oneLine(run.Error)}
 		for _, op := range ops {
 			if l := latOf(&run, op); l != nil {
 				row = append(row, g(l.P50Us), g(l.P99Us), g(l.P999Us), g(l.MaxUs))

@@ -26,6 +26,10 @@ type Report struct {
 	Sweep         string    `json:"sweep,omitempty"` // swept parameter name ("util", "op", ...)
 	Runs          []Run     `json:"runs"`
 	Notes         []string  `json:"notes,omitempty"`
+	// Interrupted: the command was stopped (SIGINT/SIGTERM) before it finished; Partial says
+	// what the runs cover.
+	Interrupted bool   `json:"interrupted"`
+	Partial     string `json:"partial,omitempty"`
 
 	// PerHandle asks Table and Markdown for the per-handle WAF table too (JSON always has it).
 	PerHandle bool `json:"-"`
@@ -66,7 +70,7 @@ type Workload struct {
 
 // Window states what the figures cover (SPEC: WAF after a warm-up).
 type Window struct {
-	WarmupBytes   int64  `json:"warmup_bytes"`   // payload bytes stored before measuring
+	WarmupBytes   *int64 `json:"warmup_bytes"`   // payload bytes stored before measuring; null when not measured
 	MeasuredBytes int64  `json:"measured_bytes"` // payload bytes stored while measuring (first run)
 	Description   string `json:"description"`
 }
@@ -82,11 +86,24 @@ type Latency struct {
 	MaxUs  float64 `json:"max_us"`
 }
 
+// Where a WAF figure came from (WAF.Source).
+const (
+	// SourceModelled: the host-side estimate, an FTL model fed with the writes and
+	// deallocates the engine (or the simulated engine) issued.
+	SourceModelled = "modelled"
+	// SourceFDPStats: ΔMBMW/ΔHBMW of a real device's FDP statistics log — a measurement.
+	SourceFDPStats = "fdp-stats"
+	// SourceEmulatorModel: the emulated SSD's FDP statistics log, which the emulator's own
+	// FTL model produces. It is the same model as the host estimate fed the same writes, so
+	// the two agree by construction; it confirms nothing about a drive.
+	SourceEmulatorModel = "emulator-model"
+)
+
 // WAF is a write-amplification figure and where it came from.
 type WAF struct {
 	Value      float64 `json:"value"`            // over the measured window
 	Steady     float64 `json:"steady,omitempty"` // second half of the measured window
-	Source     string  `json:"source"`           // "modelled" (shadow FTL) or "fdp-stats" (device log)
+	Source     string  `json:"source"`           // SourceModelled, SourceFDPStats or SourceEmulatorModel
 	HostBytes  uint64  `json:"host_bytes"`
 	MediaBytes uint64  `json:"media_bytes"`
 	// Handles breaks a modelled WAF down by placement handle (handles that wrote nothing
@@ -113,15 +130,16 @@ type Tenant struct {
 	HitRatio     float64 `json:"hit_ratio"`
 }
 
-// Point is one timeline sample.
+// Point is one timeline sample. The wall-clock figures are bench's; simulate has no clock
+// and leaves them null.
 type Point struct {
-	Seconds      float64 `json:"seconds"`       // wall clock since start (bench); 0 for simulate
-	PayloadBytes int64   `json:"payload_bytes"` // payload bytes stored so far
-	OpsPerSec    float64 `json:"ops_per_sec"`   // over the interval ending here (bench)
-	WriteGBps    float64 `json:"write_gbps"`
-	ReadGBps     float64 `json:"read_gbps"`
-	WAF          float64 `json:"waf"`     // host (modelled) WAF over the interval ending here
-	CumWAF       float64 `json:"waf_cum"` // host (modelled) WAF from the first sample to here
+	Seconds      *float64 `json:"seconds"`       // wall clock since start (bench)
+	PayloadBytes int64    `json:"payload_bytes"` // payload bytes stored so far
+	OpsPerSec    *float64 `json:"ops_per_sec"`   // over the interval ending here (bench)
+	WriteGBps    *float64 `json:"write_gbps"`
+	ReadGBps     *float64 `json:"read_gbps"`
+	WAF          *float64 `json:"waf"`     // host (modelled) WAF over the interval ending here; null without a model
+	CumWAF       *float64 `json:"waf_cum"` // host (modelled) WAF from the first sample to here; null without a model
 }
 
 // CDFPoint is one point of a latency CDF.
@@ -130,34 +148,45 @@ type CDFPoint struct {
 	Fraction float64 `json:"fraction"`
 }
 
-// Run is one policy's result.
+// Run is one policy's result. Pointer figures are null in JSON (blank or "-" in tables)
+// when the command does not measure them: simulate has no wall clock (rates) and no device
+// (deallocated bytes).
 type Run struct {
 	Policy           string     `json:"policy"`
 	Param            float64    `json:"param,omitempty"` // sweep value
 	Ops              int64      `json:"ops"`
 	Requests         int64      `json:"requests"`
 	ElapsedSec       float64    `json:"elapsed_sec"`
-	OpsPerSec        float64    `json:"ops_per_sec"`
+	OpsPerSec        *float64   `json:"ops_per_sec"`
 	ReadBytes        int64      `json:"read_bytes"`
 	WrittenBytes     int64      `json:"written_bytes"`
-	ReadGBps         float64    `json:"read_gbps"`
-	WriteGBps        float64    `json:"write_gbps"`
+	ReadGBps         *float64   `json:"read_gbps"`
+	WriteGBps        *float64   `json:"write_gbps"`
 	HitRatio         float64    `json:"hit_ratio"`
 	Latency          []Latency  `json:"latency"`
-	HostWAF          *WAF       `json:"host_waf"`             // modelled; nil when no model ran
+	HostWAF          *WAF       `json:"host_waf"`             // modelled; nil when no model ran or it could not finish
 	DeviceWAF        *WAF       `json:"device_waf,omitempty"` // FDP statistics delta; nil without FDP
-	DeallocatedBytes int64      `json:"deallocated_bytes"`
+	DeallocatedBytes *int64     `json:"deallocated_bytes"`
 	Evicted          int64      `json:"evicted"`
 	Expired          int64      `json:"expired"`
 	StoreFailed      int64      `json:"store_failed"`
-	Utilisation      float64    `json:"utilisation"` // valid bytes / logical bytes at the end (model)
+	Utilisation      *float64   `json:"utilisation"` // valid bytes / logical bytes at the end (model); null without one
 	Infeasible       bool       `json:"infeasible,omitempty"`
 	Tenants          []Tenant   `json:"tenants,omitempty"`
 	Timeline         []Point    `json:"timeline,omitempty"`
 	RequestCDF       []CDFPoint `json:"request_cdf,omitempty"`
-	Note             string     `json:"note,omitempty"`  // caveats (warm-up timed out, ...)
-	Error            string     `json:"error,omitempty"` // the run failed part-way; figures cover what ran
+	Note             string     `json:"note,omitempty"`        // caveats (warm-up timed out, ...)
+	Error            string     `json:"error,omitempty"`       // the run failed part-way; figures cover what ran
+	Interrupted      bool       `json:"interrupted,omitempty"` // stopped by a signal; figures cover what ran
 }
+
+// Failed reports whether the run ended in an error; tables leave it out and print the error
+// under them.
+func (r *Run) Failed() bool { return r.Error != "" }
+
+// F64 and I64 return pointers for the optional figures.
+func F64(v float64) *float64 { return &v }
+func I64(v int64) *int64     { return &v }
 
 // New starts a report for command.
 func New(command string) *Report {

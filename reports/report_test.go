@@ -18,16 +18,16 @@ func sample() *Report {
 		MappingUnit: 4096, Isolation: "initially-isolated", GC: "greedy", Precondition: "trim", Deallocate: true}
 	r.Workload = Workload{Name: "kv", Seed: 1, Tenants: []string{"chat", "rag"}, ChunkBytes: 1 << 20, SlotBytes: 1<<20 + 4096,
 		Slots: 900, TargetUtil: 0.9, Eviction: "lru", Workers: 2}
-	r.Window = Window{WarmupBytes: 1 << 30, MeasuredBytes: 4 << 30, Description: "after 1× warm-up"}
+	r.Window = Window{WarmupBytes: I64(1 << 30), MeasuredBytes: 4 << 30, Description: "after 1× warm-up"}
 	for _, p := range []string{"none", "cache-salt"} {
-		r.Runs = append(r.Runs, Run{Policy: p, Ops: 100, Requests: 100, ElapsedSec: 2, OpsPerSec: 50, ReadBytes: 1e9, WrittenBytes: 2e9,
-			ReadGBps: 0.5, WriteGBps: 1, HitRatio: 0.4,
+		r.Runs = append(r.Runs, Run{Policy: p, Ops: 100, Requests: 100, ElapsedSec: 2, OpsPerSec: F64(50), ReadBytes: 1e9, WrittenBytes: 2e9,
+			ReadGBps: F64(0.5), WriteGBps: F64(1), HitRatio: 0.4, DeallocatedBytes: I64(1 << 30),
 			Latency: []Latency{{Op: "request", Count: 100, MeanUs: 900, P50Us: 800, P99Us: 5000, P999Us: 9000, MaxUs: 12000}},
 			HostWAF: &WAF{Value: 2.1, Steady: 2.3, Source: "modelled", HostBytes: 2e9, MediaBytes: 4.2e9,
 				Handles: []HandleWAF{{Handle: 3, Label: "salt chat", HostBytes: 2e9, MediaBytes: 4.2e9, RelocatedBytes: 2.2e9, HostShare: 1, WAF: 2.1}}},
-			DeviceWAF:  &WAF{Value: 2.1, Source: "fdp-stats", HostBytes: 2e9, MediaBytes: 4.2e9},
+			DeviceWAF:  &WAF{Value: 2.1, Source: SourceEmulatorModel, HostBytes: 2e9, MediaBytes: 4.2e9},
 			Tenants:    []Tenant{{Salt: "chat", Requests: 60, BytesWritten: 1e9, HitRatio: 0.5}},
-			Timeline:   []Point{{Seconds: 1, PayloadBytes: 1e9, OpsPerSec: 50, WriteGBps: 1, WAF: 2}},
+			Timeline:   []Point{{Seconds: F64(1), PayloadBytes: 1e9, OpsPerSec: F64(50), WriteGBps: F64(1), ReadGBps: F64(0.5), WAF: F64(2)}},
 			RequestCDF: []CDFPoint{{Us: 800, Fraction: 0.5}, {Us: 12000, Fraction: 1}}})
 	}
 	return r
@@ -57,7 +57,7 @@ func TestJSONSchemaV1(t *testing.T) {
 		t.Fatalf("schema %v version %v", doc["schema"], doc["schema_version"])
 	}
 	want := map[string][]string{
-		"top":      {"command", "created", "device", "runs", "schema", "schema_version", "window", "workload"},
+		"top":      {"command", "created", "device", "interrupted", "runs", "schema", "schema_version", "window", "workload"},
 		"device":   {"deallocate", "fdp", "gc", "handles", "isolation", "kind", "mapping_unit", "op", "path", "precondition", "ru_bytes", "size_bytes"},
 		"workload": {"chunk_bytes", "eviction", "name", "seed", "slot_bytes", "slots", "target_util", "tenants", "workers"},
 		"window":   {"description", "measured_bytes", "warmup_bytes"},

@@ -150,6 +150,10 @@ type Result struct {
 	WarmupTimedOut bool
 	// Stalled: the run stopped after DriverConfig.StallOps ops without a store.
 	Stalled bool
+	// Interrupted: the caller's context was cancelled before the workload ended; the
+	// figures cover what ran until then. Warmed says whether the measured window had begun.
+	Interrupted bool
+	Warmed      bool
 }
 
 // NewHistogram returns the latency histogram the driver uses: 1 µs resolution up to 100 s,
@@ -253,8 +257,8 @@ type work struct {
 }
 
 // Run executes the workload until the generator ends, MaxOps, Duration, StopAfterBytes or ctx.
-func (d *Driver) Run(ctx context.Context) (*Result, error) {
-	ctx, cancel := context.WithCancel(ctx)
+func (d *Driver) Run(parent context.Context) (*Result, error) {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	start := time.Now()
 	d.warmAt = start
@@ -330,6 +334,8 @@ func (d *Driver) Run(ctx context.Context) (*Result, error) {
 	d.mu.Lock()
 	res.WarmupTimedOut = d.timedOut
 	res.Stalled = d.stalled
+	res.Interrupted = parent.Err() != nil && !d.done
+	res.Warmed = d.warmed
 	res.Total = d.c.clone()
 	if d.warmed {
 		res.Counters = d.c.Sub(d.warm)

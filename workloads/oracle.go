@@ -259,13 +259,17 @@ func runOracleSim(ctx context.Context, r SimRun) (*SimResult, error) {
 		resident: map[uint64]int64{}, requests: map[uint64]int64{}}
 	p1 := r
 	p1.Policy, p1.PolicyImpl = "", rec
-	if _, err := RunSim(ctx, p1); err != nil {
+	r1, err := RunSim(ctx, p1)
+	if err != nil {
 		return nil, fmt.Errorf("oracle pass 1: %w", err)
+	}
+	if r1.Interrupted {
+		// Pass 1 is a recording, not a result: nothing of this policy was measured.
+		return nil, fmt.Errorf("oracle pass 1: %w", context.Cause(ctx))
 	}
 	handle, labels := oracleHandles(mode, rec.writes, rec.requests, n)
 	pol := &oraclePolicy{name: OraclePrefix + mode, meta: n, handle: handle, labels: labels}
 	p2 := r
-	var err error
 	if p2.Gen, err = r.Regen(); err != nil {
 		return nil, err
 	}
@@ -274,7 +278,7 @@ func runOracleSim(ctx context.Context, r SimRun) (*SimResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("oracle pass 2: %w", err)
 	}
-	if !res.Infeasible && pol.next != len(pol.handle) {
+	if !res.Infeasible && !res.Interrupted && pol.next != len(pol.handle) {
 		return res, fmt.Errorf("oracle: the replay made %d data writes, the recording %d: the op stream depends on placement", pol.next, len(pol.handle))
 	}
 	res.Policy = pol.name

@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -28,7 +29,13 @@ type ShadowDevice struct {
 }
 
 // NewShadow wraps inner; m's logical size should cover inner's size.
+//
+// A nil m gives a pass-through device that models nothing (Infeasible reports true): the
+// run goes on without an estimate.
 func NewShadow(inner blockdev.Device, m *ftl.Model) *ShadowDevice {
+	if m == nil {
+		return &ShadowDevice{inner: inner, infeasible: true}
+	}
 	return &ShadowDevice{inner: inner, m: m, nh: m.Config().Handles}
 }
 
@@ -76,7 +83,9 @@ func (s *ShadowDevice) Deallocate(ranges []blockdev.Range) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range ranges {
-		s.m.DeallocateBytes(r.Off, r.Len)
+		if s.m != nil {
+			s.m.DeallocateBytes(r.Off, r.Len)
+		}
 		s.deallocBytes += r.Len
 	}
 	return nil
@@ -121,6 +130,9 @@ func (s *ShadowDevice) Unwrap() blockdev.Device { return s.inner }
 func (s *ShadowDevice) Stats() ftl.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.m == nil {
+		return ftl.Stats{}
+	}
 	return s.m.Stats()
 }
 
@@ -148,8 +160,9 @@ func (s *ShadowDevice) ForeignHandleWrites() int64 {
 // Precondition prepares the device and the model the same way: "fill" writes every block
 // of the device once, sequentially, with no placement directive; "trim" deallocates the
 // whole device (ignored by the device when it cannot, the model is trimmed anyway, and
-// the caller is told through the returned note).
-func (s *ShadowDevice) Precondition(mode string, chunk int) (note string, err error) {
+// the caller is told through the returned note). A fill stops early, with ctx's error,
+// when ctx is cancelled.
+func (s *ShadowDevice) Precondition(ctx context.Context, mode string, chunk int) (note string, err error) {
 	size := s.inner.Info().Size
 	switch mode {
 	case "", "trim", "fresh":
@@ -157,7 +170,9 @@ func (s *ShadowDevice) Precondition(mode string, chunk int) (note string, err er
 			note = "device could not deallocate (" + err.Error() + "); only the model was trimmed"
 		}
 		s.mu.Lock()
-		s.m.DeallocateBytes(0, size)
+		if s.m != nil {
+			s.m.DeallocateBytes(0, size)
+		}
 		s.mu.Unlock()
 		return note, nil
 	case "fill", "sequential":
@@ -167,6 +182,9 @@ func (s *ShadowDevice) Precondition(mode string, chunk int) (note string, err er
 		}
 		defer blockdev.Free(buf)
 		for off := int64(0); off < size; off += int64(chunk) {
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
 			n := min(int64(chunk), size-off)
 			if err := s.Submit([]blockdev.Op{{Write: true, Off: off, Buf: buf[:n], Handle: blockdev.NoPlacement}}); err != nil {
 				return "", err

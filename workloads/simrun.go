@@ -64,6 +64,7 @@ type SimResult struct {
 	WAF         float64   // measured window
 	SteadyWAF   float64   // second half of the measured window
 	Infeasible  bool      // the FTL could not make room (ftl.ErrInfeasible)
+	Interrupted bool      // ctx was cancelled first: the figures cover what ran
 	Slots       int64
 	SlotBytes   int64
 	TargetSlots int64
@@ -128,6 +129,7 @@ func RunSim(ctx context.Context, r SimRun) (*SimResult, error) {
 	res.Run = run
 	res.Checkpoints = be.Checkpoints()
 	res.Labels = placement.Labels(pol)
+	res.Interrupted = run != nil && run.Interrupted
 	if errors.Is(err, ftl.ErrInfeasible) {
 		res.Infeasible = true
 	} else if err != nil {
@@ -140,4 +142,35 @@ func RunSim(ctx context.Context, r SimRun) (*SimResult, error) {
 	res.WAF, res.SteadyWAF, s, _, e = WAFWindows(res.Timeline, dc.WarmupBytes)
 	res.Measured = res.Timeline[e].Stats.Sub(res.Timeline[s].Stats)
 	return res, nil
+}
+
+// Memory of a simulated cache besides the FTL model, measured (peak RSS over runs of 60k and
+// 250k slots, 1 + 4 capacities, multi-tenant preset): ~400 B per slot for the index, the
+// residency list, the free lists and TTL queues, and ~140 B per slot per capacity written for
+// an oracle's pass-1 record. The constants carry a margin.
+const (
+	simBytesPerSlot       = 512
+	oracleBytesPerSlotCap = 192
+	simBaseBytes          = 64 << 20 // runtime, histograms, generator
+)
+
+// SimMemoryBytes estimates the peak memory of RunSim(r): the FTL model's allocation
+// (ftl.Config.MemoryBytes) and the simulated cache's per-slot state. It is an estimate for
+// refusing runs that cannot fit, not an accounting.
+func SimMemoryBytes(r SimRun) (model, cache int64, err error) {
+	if model, err = r.FTL.MemoryBytes(); err != nil {
+		return 0, 0, err
+	}
+	unit := r.FTL.MappingUnit
+	slotB := max((r.SlotBytes+unit-1)/unit*unit, unit)
+	slots := r.FTL.LogicalBytes / slotB
+	cache = simBaseBytes + slots*simBytesPerSlot
+	if IsOracle(r.Policy) {
+		caps := r.WarmupCaps + r.MeasureCaps
+		if r.WarmupCaps == 0 && r.MeasureCaps == 0 {
+			caps = 5
+		}
+		cache += int64(float64(slots) * oracleBytesPerSlotCap * caps)
+	}
+	return model, cache, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/internal/devices"
+	"github.com/rbctl/rbctl/internal/safety"
 	"github.com/rbctl/rbctl/nvme"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
@@ -112,10 +113,19 @@ type benchDevice struct {
 	reset func() error
 	// model is the shadow FTL model; it lives as long as dev, like the device's own state.
 	model *ftl.Model
+	// noShadow, when set, says why this device gets no shadow estimate (the run goes on).
+	noShadow string
 }
 
 // openBenchDevice opens DEV. This is bench's own adapter over the device packages.
 func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
+	// A misspelt policy is reported as such, before the device is looked at (the handle
+	// count is checked once it is open).
+	for _, p := range wlSplitList(f.placement) {
+		if _, err := placement.Parse(p, 1<<16); err != nil {
+			return nil, fmt.Errorf("--placement %s: %w", p, err)
+		}
+	}
 	switch {
 	case strings.HasPrefix(path, "mem:"):
 		n, err := wlParseSize(strings.TrimPrefix(path, "mem:"))
@@ -124,63 +134,62 @@ func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
 		}
 		return &benchDevice{dev: blockdev.NewMem(n/4096*4096, 4096), op: -1, kind: string(blockdev.KindMemory)}, nil
 	case emu.IsSpec(path):
-		sp, err := emu.ParseSpec(path)
+		// The gate looks at the data file; a device another process has open is refused by
+		// its lock. Every run starts on a reset device (bench erases DEV anyway): no file of
+		// the user's is ever deleted.
+		if !f.force {
+			if err := safety.Gate(safety.Bench, path); err != nil {
+				return nil, err
+			}
+		}
+		c, err := emu.OpenWith(path, emu.OpenOptions{Create: true})
 		if err != nil {
 			return nil, err
 		}
-		bd := &benchDevice{op: sp.OP, ruBytes: sp.RUSize, iso: sp.Isolation, isoKnown: true, kind: string(blockdev.KindEmulated)}
-		open := func() error {
-			if sp.Path != "" {
-				// A fresh emulated SSD per run: bench erases DEV anyway.
-				for _, p := range []string{sp.Path, sp.Path + ".fdp"} {
-					if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-						return err
-					}
-				}
-			}
-			dev, disc, err := emu.OpenDevice(path)
-			if err != nil {
-				return err
-			}
-			bd.dev, bd.stats, bd.handles = dev, nil, 0
-			if disc != nil && disc.Config != nil && len(disc.PIDs) > 0 {
-				bd.handles = len(disc.PIDs)
-				bd.ruBytes = int64(disc.Config.RUNS)
-				t, eg := dev.Transport(), disc.EnduranceGroup
-				bd.stats = func() (*fdp.Stats, error) { s, _, err := fdp.ReadStats(t, eg); return s, err }
-			}
-			return nil
-		}
-		if err := open(); err != nil {
+		if err := c.Reset(); err != nil {
+			c.Close()
 			return nil, err
+		}
+		sp := c.Spec() // with the geometry an existing device was made with
+		bd := &benchDevice{op: sp.OP, ruBytes: sp.RUSize, iso: sp.Isolation, isoKnown: true, kind: string(blockdev.KindEmulated)}
+		dev, disc, err := emu.NewDevice(c, path, nvme.DeviceOptions{})
+		if err != nil {
+			return nil, err
+		}
+		bd.dev = dev
+		if disc != nil && disc.Config != nil && len(disc.PIDs) > 0 {
+			bd.handles = len(disc.PIDs)
+			bd.ruBytes = int64(disc.Config.RUNS)
+			t, eg := dev.Transport(), disc.EnduranceGroup
+			bd.stats = func() (*fdp.Stats, error) { s, _, err := fdp.ReadStats(t, eg); return s, err }
 		}
 		if bd.stats == nil {
 			bd.notes = append(bd.notes, "emulated device has FDP disabled: no device WAF")
 		}
 		bd.reset = func() error {
-			if err := bd.dev.Close(); err != nil {
-				return err
-			}
 			bd.model = nil
-			return open()
+			return c.Reset()
 		}
 		return bd, nil
 	}
 	st, err := os.Stat(path)
+	created := false
 	if errors.Is(err, os.ErrNotExist) && f.size != "" {
 		n, perr := wlParseSize(f.size)
 		if perr != nil || n <= 0 {
 			return nil, fmt.Errorf("--size %q: %v", f.size, perr)
 		}
-		fh, cerr := os.Create(path)
+		fh, cerr := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, blockdev.DataFileMode)
 		if cerr != nil {
 			return nil, cerr
 		}
 		if terr := fh.Truncate(n / 4096 * 4096); terr != nil {
 			fh.Close()
+			os.Remove(path) // bench's own, just made
 			return nil, terr
 		}
 		fh.Close()
+		created = true
 		st, err = os.Stat(path)
 	}
 	if err != nil {
@@ -189,10 +198,15 @@ func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
 	if !st.Mode().IsRegular() && !f.force {
 		return nil, fmt.Errorf("%s is a device: bench formats it and destroys its contents; pass --force if that is intended", path)
 	}
+	if !created && !f.force {
+		if err := safety.Gate(safety.Bench, path); err != nil {
+			return nil, err
+		}
+	}
 	opt := devices.DefaultOptions()
 	opt.IOEngine, opt.QueueDepth, opt.Exclusive = f.ioEngine, f.queueDepth, !st.Mode().IsRegular()
 	dev, err := devices.Open(path, opt)
-	if err != nil && st.Mode().IsRegular() {
+	if err != nil && st.Mode().IsRegular() && !errors.Is(err, blockdev.ErrLocked) {
 		// O_DIRECT refused (tmpfs): buffered I/O still measures the write stream and WAF.
 		opt.Direct = false
 		dev, err = devices.Open(path, opt)
@@ -201,7 +215,7 @@ func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
 		return nil, err
 	}
 	bd := &benchDevice{dev: dev, op: -1, kind: string(dev.Info().Kind)}
-	if nd, ok := dev.(*nvme.Device); ok {
+	if nd, ok := dev.(interface{ Transport() nvme.Transport }); ok { // passthrough, claimed or not
 		disc, derr := fdp.Discover(nd.Transport())
 		if derr == nil && disc.Config != nil && len(disc.PIDs) > 0 {
 			bd.handles, bd.ruBytes = len(disc.PIDs), int64(disc.Config.RUNS)
@@ -226,6 +240,20 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	policies := wlSplitList(f.placement)
 	if len(policies) == 0 {
 		return fmt.Errorf("--placement: give at least one policy, e.g. none,cache-salt")
+	}
+	if err := f.out.checkOutputs(); err != nil {
+		return err
+	}
+	if emu.IsSpec(path) {
+		// The emulated SSD runs its own FTL model: refuse a geometry whose GC can run out of
+		// room before the device is created.
+		sp, err := emu.ParseSpec(path)
+		if err != nil {
+			return err
+		}
+		if err := checkFeasible(emuFTLConfig(sp), "this emulated device", emuKnobs); err != nil {
+			return err
+		}
 	}
 	bd, err := openBenchDevice(path, f)
 	if err != nil {
@@ -270,9 +298,6 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	logical := info.Size / unit * unit
 	fc := ftl.Config{MappingUnit: unit, LogicalBytes: logical, OP: op, RUBytes: ru / unit * unit, Handles: handles,
 		Isolation: iso, GC: gc}
-	if _, err := ftl.New(fc); err != nil {
-		return fmt.Errorf("shadow FTL model for %s: %w", path, err)
-	}
 
 	slotBytes := int64(4096+b.chunkBytes+4095) / 4096 * 4096
 	ecfg := engine.DefaultConfig()
@@ -294,6 +319,29 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	} else if err := workloads.CheckRegion(dc.RegionSlots, int64(f.wl.util*float64(logical/slotBytes))); err != nil {
 		return err
 	}
+	knobs := flagKnobs
+	switch {
+	case bd.kind == string(blockdev.KindEmulated):
+		knobs = emuKnobs
+	case bd.stats != nil: // a real FDP device sets RUs and handles; only the model's OP is ours
+		knobs = shadowKnobs
+	}
+	// The emulator's own FTL is the device: an infeasible one cannot run. On any other device
+	// the shadow model is only an estimate and never blocks the run: without it the bench
+	// reports the device's own WAF (FDP) or none, and says which flag gives an estimate.
+	shadowErr := checkFeasible(fc, "the shadow FTL model of "+path, knobs)
+	if shadowErr == nil {
+		if _, err := ftl.New(fc); err != nil {
+			shadowErr = fmt.Errorf("the shadow FTL model of %s: %w", path, err)
+		}
+	}
+	if shadowErr != nil {
+		if bd.kind == string(blockdev.KindEmulated) {
+			return shadowErr
+		}
+		bd.noShadow = "no host WAF estimate: " + shadowErr.Error()
+	}
+	devSource := benchDeviceWAFSource(bd)
 	if f.metaBytes == "auto" {
 		slots := logical / slotBytes
 		c := (4096 + slots*256 + 4095) / 4096 * 4096
@@ -311,33 +359,136 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 		RUBytes: fc.RUBytes, OP: op, MappingUnit: unit, Isolation: iso.String(), GC: gc.String(),
 		Precondition: f.precondition, Deallocate: f.deallocate}
 	rep.Notes = append(rep.Notes, bd.notes...)
-	rep.Notes = append(rep.Notes, "host WAF is modelled: a shadow FTL model fed with every write and deallocate the engine issued")
+	if bd.noShadow == "" {
+		rep.Notes = append(rep.Notes, "host WAF is modelled: a shadow FTL model fed with every write and deallocate the engine issued")
+	}
+	if devSource == reports.SourceEmulatorModel {
+		rep.Notes = append(rep.Notes, "emulator WAF is model output too: the emulated SSD's FDP log comes from its own FTL model, "+
+			"fed the same writes as the host estimate, so it does not confirm it; with one worker the two agree exactly, with more "+
+			"they differ by the order concurrent writes reach each model (the shadow applies each batch whole, the emulator command by command)")
+	}
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	for i, pol := range policies {
-		if i > 0 && bd.reset != nil {
-			if err := bd.reset(); err != nil {
-				return fmt.Errorf("re-creating %s: %w", path, err)
-			}
-		}
-		run, wl, err := benchOne(ctx, cmd, f, bd, b, pol, handles, fc, ecfg)
-		if err != nil {
-			return fmt.Errorf("bench %s: %w", pol, err)
-		}
-		rep.Runs = append(rep.Runs, run)
-		rep.Workload = wl
-		if ctx.Err() != nil {
-			rep.Notes = append(rep.Notes, "interrupted")
+	failed, err := benchRunAll(ctx, rep, policies, f.duration, bd.reset, func(pol string) (reports.Run, reports.Workload, error) {
+		return benchOne(ctx, cmd, f, bd, b, pol, handles, fc, ecfg, devSource)
+	})
+	if err != nil {
+		return fmt.Errorf("re-creating %s: %w", path, err)
+	}
+	rep.Window.Description = benchWindowDesc(f.warmup, f.warmupTimeout, f.duration, f.wl.requests)
+	for _, r := range rep.Runs {
+		if !r.Failed() {
+			rep.Window.MeasuredBytes = r.WrittenBytes
 			break
 		}
 	}
-	rep.Window.Description = benchWindowDesc(f.warmup, f.warmupTimeout, f.duration, f.wl.requests)
-	if len(rep.Runs) > 0 {
-		rep.Window.MeasuredBytes = rep.Runs[0].WrittenBytes
+	if err := f.out.emit(cmd, rep); err != nil {
+		return err
 	}
-	return f.out.emit(cmd, rep)
+	return benchOutcome(rep, failed, len(policies))
+}
+
+// benchRunAll runs one bench per policy in order (reset, when set, re-creates the device
+// between them). A policy that fails becomes a run carrying its error and the next one
+// runs; an interruption stops the loop and sets rep.Interrupted and rep.Partial. It returns
+// the policies that failed, or the error of a reset (the device is gone).
+func benchRunAll(ctx context.Context, rep *reports.Report, policies []string, window time.Duration, reset func() error,
+	runOne func(pol string) (reports.Run, reports.Workload, error)) (failed []string, err error) {
+	for i, pol := range policies {
+		if ctx.Err() != nil {
+			rep.Partial = benchPartial(rep.Runs, policies[i:], window)
+			break
+		}
+		if i > 0 && reset != nil {
+			if err := reset(); err != nil {
+				return failed, err
+			}
+		}
+		run, wl, err := runOne(pol)
+		if err != nil && ctx.Err() != nil {
+			// Stopped before its window began (preconditioning, formatting): nothing measured.
+			rep.Partial = benchPartial(rep.Runs, policies[i:], window)
+			break
+		}
+		if err != nil {
+			run = reports.Run{Policy: pol, Error: err.Error()}
+		} else {
+			rep.Workload = wl
+		}
+		rep.Runs = append(rep.Runs, run)
+		if run.Failed() {
+			failed = append(failed, pol)
+		}
+		if ctx.Err() != nil {
+			rep.Partial = benchPartial(rep.Runs, policies[i+1:], window)
+			break
+		}
+	}
+	rep.Interrupted = rep.Partial != ""
+	return failed, nil
+}
+
+// benchOutcome is the command's error once the report is out: an interruption (exit 130),
+// else failed policies (exit 1).
+func benchOutcome(rep *reports.Report, failed []string, n int) error {
+	switch {
+	case rep.Interrupted:
+		return fmt.Errorf("%w: partial result (%s)", errInterrupted, rep.Partial)
+	case len(failed) > 0:
+		return fmt.Errorf("bench: %d of %d policies failed (%s); their errors are under the table", len(failed), n, strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// benchPartial says what an interrupted bench covers: the run cut short, if any, and the
+// policies that never ran.
+func benchPartial(runs []reports.Run, notRun []string, window time.Duration) string {
+	var parts []string
+	done := 0
+	for _, r := range runs {
+		switch {
+		case !r.Interrupted:
+			done++
+		case strings.Contains(r.Note, benchWarmupCut):
+			parts = append(parts, r.Policy+" stopped during warm-up (its figures cover the warm-up)")
+		case window > 0:
+			parts = append(parts, fmt.Sprintf("%s stopped %.1f s into its %s window", r.Policy, r.ElapsedSec, window))
+		default:
+			parts = append(parts, fmt.Sprintf("%s stopped after %.1f s of its window", r.Policy, r.ElapsedSec))
+		}
+	}
+	parts = append([]string{fmt.Sprintf("%d of %d policies complete", done, len(runs)+len(notRun))}, parts...)
+	if len(notRun) > 0 {
+		parts = append(parts, "not run: "+strings.Join(notRun, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// benchWarmupCut is the note of a run interrupted before its measured window began.
+const benchWarmupCut = "interrupted during warm-up: the figures cover the warm-up, not a measured window"
+
+// benchDeviceWAFSource labels the device WAF: the emulator's FDP log (in process, or served
+// over NVMe/TCP and reached as a kernel NVMe device) is its FTL model's output; a real
+// drive's log is a measurement.
+func benchDeviceWAFSource(bd *benchDevice) string {
+	if bd.kind == string(blockdev.KindEmulated) {
+		return reports.SourceEmulatorModel
+	}
+	if nd, ok := bd.dev.(*nvme.Device); ok && bd.stats != nil {
+		if c, err := nvme.ReadController(nd.Transport()); err == nil && c.ModelNumber == emu.ModelNumber {
+			return reports.SourceEmulatorModel
+		}
+	}
+	return reports.SourceFDPStats
+}
+
+// emuFTLConfig is the FTL model configuration an emulated SSD of spec sp runs (as emu.New
+// builds it; TestEmuFTLConfigMatchesEmulator keeps the two together).
+func emuFTLConfig(sp emu.Spec) ftl.Config {
+	return ftl.Config{MappingUnit: sp.MappingUnit, LogicalBytes: sp.Size, OP: sp.OP, RUBytes: sp.RUSize, ReclaimGroups: sp.RGs,
+		Handles: sp.RUHs, Isolation: sp.Isolation, HandleIsolation: sp.HandleIsolation, GC: sp.GC}
 }
 
 type benchSample struct {
@@ -348,20 +499,20 @@ type benchSample struct {
 
 // benchOne formats the device for one policy, runs the workload and returns its report run.
 func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchDevice, b *wlBuilt, pol string,
-	handles int, fc ftl.Config, ecfg engine.Config) (reports.Run, reports.Workload, error) {
+	handles int, fc ftl.Config, ecfg engine.Config, devSource string) (reports.Run, reports.Workload, error) {
 	var wl reports.Workload
 	policy, err := placement.Parse(pol, handles)
 	if err != nil {
 		return reports.Run{}, wl, err
 	}
-	if bd.model == nil {
+	if bd.model == nil && bd.noShadow == "" {
 		if bd.model, err = ftl.New(fc); err != nil {
 			return reports.Run{}, wl, err
 		}
 	}
 	sh := workloads.NewShadow(bd.dev, bd.model)
 	sh.KeepInnerOpen = true
-	note, err := sh.Precondition(f.precondition, 1<<20)
+	note, err := sh.Precondition(ctx, f.precondition, 1<<20)
 	if err != nil {
 		return reports.Run{}, wl, fmt.Errorf("precondition: %w", err)
 	}
@@ -472,11 +623,15 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 		run.Error = runErr.Error()
 	}
 	win := endStats.Sub(warmStats)
-	run.HostWAF = &reports.WAF{Value: win.WAF(), Source: "modelled", HostBytes: win.HostBytes, MediaBytes: win.MediaBytes,
-		Handles: reports.HandlesOf(win, placement.Labels(policy))}
 	run.Infeasible = sh.Infeasible()
-	run.DeallocatedBytes = sh.DeallocatedBytes() - dealloc0
-	run.Utilisation = float64(endStats.ValidBytes) / float64(fc.LogicalBytes)
+	if !run.Infeasible { // a model that gave up has no WAF to report
+		run.HostWAF = &reports.WAF{Value: win.WAF(), Source: reports.SourceModelled, HostBytes: win.HostBytes, MediaBytes: win.MediaBytes,
+			Handles: reports.HandlesOf(win, placement.Labels(policy))}
+	}
+	run.DeallocatedBytes = reports.I64(sh.DeallocatedBytes() - dealloc0)
+	if bd.model != nil {
+		run.Utilisation = reports.F64(float64(endStats.ValidBytes) / float64(fc.LogicalBytes))
+	}
 	// Steady state: the second half of the measured window.
 	var post []benchSample
 	for _, s := range samples {
@@ -484,35 +639,43 @@ func benchOne(ctx context.Context, cmd *cobra.Command, f *benchFlags, bd *benchD
 			post = append(post, s)
 		}
 	}
-	if len(post) >= 2 {
+	if len(post) >= 2 && run.HostWAF != nil {
 		run.HostWAF.Steady = endStats.Sub(post[len(post)/2].stats).WAF()
 	}
 	for i := 1; i < len(samples); i++ {
 		a, z := samples[i-1], samples[i]
 		dt := (z.t - a.t).Seconds()
-		run.Timeline = append(run.Timeline, reports.Point{Seconds: z.t.Seconds(), PayloadBytes: z.c.BytesWritten,
-			OpsPerSec: float64(z.c.Ops-a.c.Ops) / dt, WriteGBps: float64(z.c.BytesWritten-a.c.BytesWritten) / dt / 1e9,
-			ReadGBps: float64(z.c.BytesRead-a.c.BytesRead) / dt / 1e9, WAF: z.stats.Sub(a.stats).WAF(),
-			CumWAF: z.stats.Sub(samples[0].stats).WAF()})
+		pt := reports.Point{Seconds: reports.F64(z.t.Seconds()), PayloadBytes: z.c.BytesWritten,
+			OpsPerSec: reports.F64(float64(z.c.Ops-a.c.Ops) / dt), WriteGBps: reports.F64(float64(z.c.BytesWritten-a.c.BytesWritten) / dt / 1e9),
+			ReadGBps: reports.F64(float64(z.c.BytesRead-a.c.BytesRead) / dt / 1e9)}
+		if run.HostWAF != nil { // no model, no modelled WAF (null, never 0)
+			pt.WAF, pt.CumWAF = reports.F64(z.stats.Sub(a.stats).WAF()), reports.F64(z.stats.Sub(samples[0].stats).WAF())
+		}
+		run.Timeline = append(run.Timeline, pt)
 	}
 	if bd.stats != nil {
 		if devErr != nil {
 			run.Error = strings.TrimPrefix(run.Error+"; ", "; ") + "FDP statistics: " + devErr.Error()
 		} else if warmDev != nil && endDev != nil {
 			dd := endDev.Sub(warmDev)
-			run.DeviceWAF = &reports.WAF{Value: dd.WAF(), Source: "fdp-stats", HostBytes: uint64(dd.HBMW.Float64()), MediaBytes: uint64(dd.MBMW.Float64())}
+			run.DeviceWAF = &reports.WAF{Value: dd.WAF(), Source: devSource, HostBytes: uint64(dd.HBMW.Float64()), MediaBytes: uint64(dd.MBMW.Float64())}
 		}
 	}
 	var notes []string
+	if res.Interrupted && !res.Warmed {
+		notes = append(notes, benchWarmupCut)
+	}
 	if res.WarmupTimedOut {
 		notes = append(notes, "warm-up timed out before the target was stored")
 	}
 	if note != "" {
 		notes = append(notes, note)
 	}
-	if run.Infeasible {
-		notes = append(notes, fmt.Sprintf("the shadow FTL model ran out of free reclaim units (%d handles, %s RUs, OP %g): "+
-			"no host WAF; raise --op or use a smaller --ru", handles, rbBytes(fc.RUBytes), fc.OP))
+	if bd.noShadow != "" {
+		notes = append(notes, bd.noShadow)
+	} else if run.Infeasible {
+		notes = append(notes, fmt.Sprintf("the shadow FTL model ran out of free reclaim units (%d handles, %s RUs, op %g): "+
+			"no host WAF", handles, rbBytes(fc.RUBytes), fc.OP))
 	}
 	if ff := sh.ForeignHandleWrites(); ff > 0 {
 		notes = append(notes, fmt.Sprintf("%d writes carried a handle beyond the model's %d (modelled on handle 0)", ff, handles))

@@ -15,7 +15,7 @@ func TestBenchMemDevice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the engine for a few seconds")
 	}
-	out, err := runCLI(t, "bench", "mem:96M", "--ru", "2M", "--duration", "1s", "--warmup", "0.05", "--warmup-timeout", "2s",
+	out, err := runCLI(t, "bench", "mem:96M", "--ru", "2M", "--op", "0.2", "--duration", "1s", "--warmup", "0.05", "--warmup-timeout", "2s",
 		"--requests", "150", "--placement", "none,metadata-class+cache-salt", "--workers", "2", "--json", "--quiet")
 	if err != nil {
 		t.Fatal(err)
@@ -31,9 +31,12 @@ func TestBenchMemDevice(t *testing.T) {
 		if run.Error != "" || run.HostWAF == nil || run.HostWAF.HostBytes == 0 || run.DeviceWAF != nil {
 			t.Fatalf("%s: %+v", run.Policy, run)
 		}
-		if run.Requests == 0 || len(run.Latency) == 0 || run.DeallocatedBytes == 0 {
-			t.Fatalf("%s: requests %d, %d latency rows, %d B deallocated", run.Policy, run.Requests, len(run.Latency), run.DeallocatedBytes)
+		if run.Requests == 0 || len(run.Latency) == 0 || run.DeallocatedBytes == nil || *run.DeallocatedBytes == 0 || run.OpsPerSec == nil {
+			t.Fatalf("%s: requests %d, %d latency rows, deallocated %v, ops/s %v", run.Policy, run.Requests, len(run.Latency), run.DeallocatedBytes, run.OpsPerSec)
 		}
+	}
+	if r.Interrupted || r.Window.WarmupBytes != nil {
+		t.Fatalf("interrupted %v, warm-up bytes %v (bench does not measure one for the report)", r.Interrupted, r.Window.WarmupBytes)
 	}
 }
 
@@ -64,12 +67,14 @@ func TestBenchWindowDesc(t *testing.T) {
 }
 
 // Region eviction through the real engine on the emulated FDP SSD: regions are sized from
-// the device's reclaim unit, and with cache-salt the device's own FDP log shows no GC.
+// the device's reclaim unit, and with cache-salt the emulator's FDP log (its FTL model)
+// shows no GC.
 func TestBenchRegionEvictionOnEmulatedSSD(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the engine on the emulator for a few seconds")
 	}
-	dev := "emu:" + t.TempDir() + "/e.img?size=128M&ru=1M&ruhs=8&op=0.07&iso=persistent"
+	// 128 RUs + 8 % spare = 138: 10 spare RUs, one more than 8 initially isolated handles need.
+	dev := "emu:" + t.TempDir() + "/e.img?size=128M&ru=1M&ruhs=8&op=0.08"
 	out, err := runCLI(t, "bench", dev, "--model", "tiny", "--bytes-per-token", "512", "--placement", "none,metadata-class+cache-salt",
 		"--requests", "2500", "--duration", "0", "--warmup", "1", "--util", "0.95", "--eviction", "region", "--json", "--quiet")
 	if err != nil {
@@ -84,12 +89,12 @@ func TestBenchRegionEvictionOnEmulatedSSD(t *testing.T) {
 	}
 	waf := map[string]float64{}
 	for _, run := range r.Runs {
-		if run.DeviceWAF == nil || run.Evicted == 0 {
-			t.Fatalf("%s: device WAF %v, %d evicted", run.Policy, run.DeviceWAF, run.Evicted)
+		if run.DeviceWAF == nil || run.Evicted == 0 || run.DeviceWAF.Source != reports.SourceEmulatorModel {
+			t.Fatalf("%s: device WAF %+v, %d evicted", run.Policy, run.DeviceWAF, run.Evicted)
 		}
 		waf[run.Policy] = run.DeviceWAF.Value
 	}
-	t.Logf("device WAF (FDP log): %v", waf)
+	t.Logf("emulator WAF (its FTL model's FDP log): %v", waf)
 	if cs, none := waf["metadata-class+cache-salt"], waf["none"]; cs > 1.02 || none < cs+0.1 {
 		t.Fatalf("device WAF: cache-salt %.3f (want ≤ 1.02), none %.3f (want well above)", cs, none)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
@@ -300,7 +301,10 @@ func (o *reportOutFlags) emit(cmd *cobra.Command, r *reports.Report) error {
 			return fmt.Errorf("--save: %w", err)
 		}
 	}
-	if o.plot != "" {
+	if o.plot != "" && r.Interrupted {
+		// Figures of a cut-short run would carry no mark; the table and JSON do.
+		fmt.Fprintf(cmd.ErrOrStderr(), "plots: none drawn (interrupted)\n")
+	} else if o.plot != "" {
 		files, err := plots.All(r, o.plot)
 		if err != nil {
 			return fmt.Errorf("--plot %s: %w", o.plot, err)
@@ -503,41 +507,98 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 		rep.Sweep = sw.name
 		values = sw.values
 	}
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
+	if err := f.out.checkOutputs(); err != nil {
+		return err
 	}
+	// Every point of the sweep is checked before the first one runs: GC can always make
+	// room, and the largest run fits in memory.
+	type simPoint struct {
+		v                 float64
+		util              float64
+		ru, unit, logical int64
+		fc                ftl.Config
+	}
+	var points []simPoint
+	var peak, peakModel, peakCache int64
+	var peakFC ftl.Config
 	for _, v := range values {
-		util, op, ruFlag := f.wl.util, f.op, f.ru
+		pt := simPoint{v: v, util: f.wl.util}
+		op, ruFlag := f.op, f.ru
 		if sw != nil {
 			switch sw.name {
 			case "util":
-				util = v
+				pt.util = v
 			case "op":
 				op = v
 			case "ru":
 				ruFlag = strconv.FormatInt(int64(v), 10)
 			}
 		}
-		ru, unit, err := simGeometry(capB, slotBytes, ruFlag, f.unit)
-		if err != nil {
+		var err error
+		if pt.ru, pt.unit, err = simGeometry(capB, slotBytes, ruFlag, f.unit); err != nil {
 			return err
 		}
-		logical := capB / unit * unit
-		fc := ftl.Config{MappingUnit: unit, LogicalBytes: logical, OP: op, RUBytes: ru, Handles: f.handles,
+		pt.logical = capB / pt.unit * pt.unit
+		pt.fc = ftl.Config{MappingUnit: pt.unit, LogicalBytes: pt.logical, OP: op, RUBytes: pt.ru, Handles: f.handles,
 			Isolation: iso, GC: gc, FreeReserve: f.reserve}
-		rep.Device = reports.Device{Kind: "model", SizeBytes: logical, FDP: false, Handles: f.handles, RUBytes: ru, OP: op,
-			MappingUnit: unit, Isolation: iso.String(), GC: gc.String(), Precondition: pre.String(), Deallocate: f.deallocate}
+		if err := checkFeasible(pt.fc, "this model", flagKnobs); err != nil {
+			if sw != nil {
+				return fmt.Errorf("--sweep %s=%s: %w", sw.name, strconv.FormatFloat(v, 'g', -1, 64), err)
+			}
+			return err
+		}
 		for _, pol := range policies {
+			model, cache, err := workloads.SimMemoryBytes(workloads.SimRun{FTL: pt.fc, SlotBytes: slotBytes, Policy: pol,
+				WarmupCaps: f.warmup, MeasureCaps: f.measure})
+			if err != nil {
+				return fmt.Errorf("simulate: %w", err)
+			}
+			if model+cache > peak {
+				peak, peakModel, peakCache, peakFC = model+cache, model, cache, pt.fc
+			}
+		}
+		points = append(points, pt)
+	}
+	if avail, err := memAvailable(); err == nil && peak > avail {
+		return simMemoryError(peakFC, slotBytes, peakModel, peakCache, avail)
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var failed, notRun []string
+	cut, done := "", 0
+	nRuns := len(points) * len(policies)
+	rest := func(pi, qi int) []string {
+		vals := make([]float64, 0, len(points)-pi)
+		for _, p := range points[pi:] {
+			vals = append(vals, p.v)
+		}
+		return simRemaining(vals, policies, qi, sw)
+	}
+runs:
+	for pi, pt := range points {
+		fc := pt.fc
+		rep.Device = reports.Device{Kind: "model", SizeBytes: pt.logical, FDP: false, Handles: f.handles, RUBytes: pt.ru, OP: fc.OP,
+			MappingUnit: pt.unit, Isolation: iso.String(), GC: gc.String(), Precondition: pre.String(), Deallocate: f.deallocate}
+		for qi, pol := range policies {
+			name := pol
+			if sw != nil {
+				name += " @ " + sw.name + "=" + strconv.FormatFloat(pt.v, 'g', 4, 64)
+			}
+			if ctx.Err() != nil {
+				notRun = rest(pi, qi)
+				break runs
+			}
 			g, err := b.newGen()
 			if err != nil {
 				return err
 			}
-			dc, err := f.wl.driverConfig(b, ru, (slotBytes+unit-1)/unit*unit)
+			dc, err := f.wl.driverConfig(b, pt.ru, (slotBytes+pt.unit-1)/pt.unit*pt.unit)
 			if err != nil {
 				return err
 			}
-			dc.TargetUtil = util
+			dc.TargetUtil = pt.util
 			dc.Workers = 1 // the model is deterministic only single-threaded
 			// An RU sweep changes the region size per value: the workload cannot state one.
 			if sw == nil || sw.name != "ru" {
@@ -546,41 +607,136 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 			res, err := workloads.RunSim(ctx, workloads.SimRun{Gen: g, Driver: dc, FTL: fc, Precondition: pre, Policy: pol, Regen: b.newGen,
 				Model: f.wl.model, SlotBytes: slotBytes, Deallocate: f.deallocate, CheckpointOps: f.checkpointOps,
 				WarmupCaps: f.warmup, MeasureCaps: f.measure})
-			if err != nil {
-				return fmt.Errorf("simulate %s: %w", pol, err)
+			if err != nil && ctx.Err() != nil {
+				// Stopped before anything of this run was measured (an oracle's recording pass).
+				notRun = rest(pi, qi)
+				break runs
 			}
-			run := simRun(res, logical)
+			var run reports.Run
+			if err != nil {
+				run = reports.Run{Policy: pol, Error: err.Error()}
+			} else {
+				run = simRun(res, pt.logical)
+				rep.Workload.SlotBytes, rep.Workload.Slots = res.SlotBytes, res.Slots
+				rep.Window.WarmupBytes = reports.I64(res.WarmupBytes)
+				if rep.Window.MeasuredBytes == 0 && !run.Failed() {
+					rep.Window.MeasuredBytes = res.Run.Counters.BytesWritten
+				}
+			}
 			if sw != nil {
-				run.Param = v
+				run.Param = pt.v
 			}
 			rep.Runs = append(rep.Runs, run)
-			rep.Workload.SlotBytes, rep.Workload.Slots = res.SlotBytes, res.Slots
-			rep.Window.WarmupBytes = res.WarmupBytes
-			if rep.Window.MeasuredBytes == 0 {
-				rep.Window.MeasuredBytes = res.Run.Counters.BytesWritten
+			if run.Failed() {
+				failed = append(failed, name)
 			}
+			if run.Interrupted {
+				cut = fmt.Sprintf("%s stopped at %.2f of its %g capacities of payload", name,
+					float64(res.Run.Total.BytesWritten)/float64(pt.logical), f.warmup+f.measure)
+				notRun = rest(pi, qi+1)
+				break runs
+			}
+			done++
 		}
 	}
 	rep.Notes = append(rep.Notes, "WAF is modelled (FTL model fed with the simulated engine's writes and deallocates), not measured on a drive")
-	return f.out.emit(cmd, rep)
+	if ctx.Err() != nil {
+		rep.Interrupted = true
+		rep.Partial = simPartial(done, nRuns, cut, notRun)
+	}
+	if err := f.out.emit(cmd, rep); err != nil {
+		return err
+	}
+	switch {
+	case rep.Interrupted:
+		return fmt.Errorf("%w: partial result (%s)", errInterrupted, rep.Partial)
+	case len(failed) > 0:
+		return fmt.Errorf("simulate: %d of %d runs failed (%s); their errors are under the table", len(failed), nRuns, strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// simRemaining lists the runs not started: the policies from index q at sweep value
+// values[0], then every policy at the later values.
+func simRemaining(values []float64, policies []string, q int, sw *simSweep) []string {
+	var out []string
+	for i, v := range values {
+		for _, pol := range policies[min(q, len(policies)):] {
+			if sw != nil {
+				pol += " @ " + sw.name + "=" + strconv.FormatFloat(v, 'g', 4, 64)
+			}
+			out = append(out, pol)
+		}
+		if i == 0 {
+			q = 0
+		}
+	}
+	return out
+}
+
+// simPartial says what an interrupted simulate covers.
+func simPartial(done, total int, cut string, notRun []string) string {
+	parts := []string{fmt.Sprintf("%d of %d runs complete", done, total)}
+	if cut != "" {
+		parts = append(parts, cut)
+	}
+	if len(notRun) > 0 {
+		parts = append(parts, "not run: "+strings.Join(notRun, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// simMemoryError refuses a simulation that cannot fit in memory, with the estimate and the
+// knob that shrinks the larger part.
+func simMemoryError(fc ftl.Config, slotBytes, model, cache, avail int64) error {
+	fits := int64(float64(fc.LogicalBytes) * float64(avail) / float64(model+cache))
+	fix := fmt.Sprintf("a smaller --capacity (about %s fits)", emuFormatDown(fits))
+	if model > cache {
+		fix = fmt.Sprintf("a bigger --unit (%s or more; slots round up to it) or a smaller --capacity", emu.FormatSize(2*fc.MappingUnit))
+	}
+	return fmt.Errorf("simulate of %s needs about %s of memory (FTL model %s at %s mapping units, simulated cache %s for %d slots); "+
+		"this machine has %s available: use %s",
+		rbBytes(fc.LogicalBytes), rbBytes(model+cache), rbBytes(model), rbBytesExact(fc.MappingUnit), rbBytes(cache),
+		fc.LogicalBytes/max(slotBytes, fc.MappingUnit), rbBytes(avail), fix)
+}
+
+// emuFormatDown renders n rounded down to a whole number of its largest binary unit, as a
+// size flag takes it.
+func emuFormatDown(n int64) string {
+	for _, m := range []int64{1 << 40, 1 << 30, 1 << 20} {
+		if n >= m {
+			return emu.FormatSize(n / m * m)
+		}
+	}
+	return emu.FormatSize(max(n, 1))
 }
 
 // simRun converts a simulate result into a report run.
 func simRun(res *workloads.SimResult, logical int64) reports.Run {
 	run := reports.FromResult(res.Policy, res.Run, false)
-	run.HostWAF = &reports.WAF{Value: res.WAF, Steady: res.SteadyWAF, Source: "modelled",
-		HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes, Handles: reports.HandlesOf(res.Measured, res.Labels)}
 	run.Infeasible = res.Infeasible
-	if res.Run != nil && res.Run.Stalled {
+	if res.Infeasible {
+		// The up-front feasibility check makes this unreachable for one reclaim group; when it
+		// happens the figures stop at a model that gave up, so there is no WAF to report.
+		run.Error = "the FTL model could not make room: " + ftl.ErrInfeasible.Error()
+	} else {
+		run.HostWAF = &reports.WAF{Value: res.WAF, Steady: res.SteadyWAF, Source: reports.SourceModelled,
+			HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes, Handles: reports.HandlesOf(res.Measured, res.Labels)}
+	}
+	switch {
+	case res.Run != nil && res.Run.Stalled:
 		run.Note = "stopped early: 1M ops in a row stored nothing (the working set fits the cache, or the workload only reads)"
+	case res.Interrupted && res.Run != nil && !res.Run.Warmed:
+		run.Note = "interrupted during warm-up: the WAF covers no measured window"
+		run.HostWAF = nil
 	}
 	tl := res.Timeline
 	if n := len(tl); n > 0 {
-		run.Utilisation = float64(tl[n-1].Stats.ValidBytes) / float64(logical)
+		run.Utilisation = reports.F64(float64(tl[n-1].Stats.ValidBytes) / float64(logical))
 	}
 	for i := 1; i < len(tl); i++ {
-		run.Timeline = append(run.Timeline, reports.Point{PayloadBytes: tl[i].PayloadBytes, WAF: tl[i].Stats.Sub(tl[i-1].Stats).WAF(),
-			CumWAF: tl[i].Stats.WAF()})
+		run.Timeline = append(run.Timeline, reports.Point{PayloadBytes: tl[i].PayloadBytes, WAF: reports.F64(tl[i].Stats.Sub(tl[i-1].Stats).WAF()),
+			CumWAF: reports.F64(tl[i].Stats.WAF())})
 	}
 	return run
 }

@@ -49,6 +49,18 @@ func newPlot(title, x, y string) *plot.Plot {
 	return p
 }
 
+// drawn is the runs a figure shows: a failed run's partial figures are left out (the table
+// reports its error instead).
+func drawn(r *reports.Report) []reports.Run {
+	var out []reports.Run
+	for _, run := range r.Runs {
+		if !run.Failed() {
+			out = append(out, run)
+		}
+	}
+	return out
+}
+
 // lines adds one named line per series; series with no points are skipped.
 func lines(p *plot.Plot, names []string, series []plotter.XYs) (int, error) {
 	var args []any
@@ -70,7 +82,7 @@ func LatencyCDF(r *reports.Report, dir string) ([]string, error) {
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	var names []string
 	var series []plotter.XYs
-	for _, run := range r.Runs {
+	for _, run := range drawn(r) {
 		var xy plotter.XYs
 		for _, c := range run.RequestCDF {
 			if c.Us > 0 {
@@ -91,11 +103,11 @@ func WAFOverTime(r *reports.Report, dir string) ([]string, error) {
 	p := newPlot("Host WAF (modelled) over time", "payload written (GiB)", "cumulative WAF")
 	var names []string
 	var series []plotter.XYs
-	for _, run := range r.Runs {
+	for _, run := range drawn(r) {
 		var xy plotter.XYs
 		for _, pt := range run.Timeline {
-			if pt.CumWAF > 0 {
-				xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: pt.CumWAF})
+			if pt.CumWAF != nil && *pt.CumWAF > 0 {
+				xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: *pt.CumWAF})
 			}
 		}
 		names = append(names, run.Policy)
@@ -113,11 +125,11 @@ func Throughput(r *reports.Report, dir string) ([]string, error) {
 	p := newPlot("Throughput over time", "seconds", "ops/s")
 	var names []string
 	var series []plotter.XYs
-	for _, run := range r.Runs {
+	for _, run := range drawn(r) {
 		var xy plotter.XYs
 		for _, pt := range run.Timeline {
-			if pt.Seconds > 0 {
-				xy = append(xy, plotter.XY{X: pt.Seconds, Y: pt.OpsPerSec})
+			if pt.Seconds != nil && pt.OpsPerSec != nil && *pt.Seconds > 0 {
+				xy = append(xy, plotter.XY{X: *pt.Seconds, Y: *pt.OpsPerSec})
 			}
 		}
 		names = append(names, run.Policy)
@@ -142,7 +154,7 @@ func Sweep(r *reports.Report, dir, name string) ([]string, error) {
 	var names []string
 	var series []plotter.XYs
 	for _, run := range r.Runs {
-		if run.HostWAF == nil || run.HostWAF.Value == 0 || run.Infeasible {
+		if run.Failed() || run.HostWAF == nil || run.HostWAF.Value == 0 || run.Infeasible {
 			continue
 		}
 		i, ok := idx[run.Policy]

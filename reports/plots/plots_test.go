@@ -13,8 +13,8 @@ func TestAllWritesFigures(t *testing.T) {
 	for i, p := range []string{"none", "cache-salt"} {
 		run := reports.Run{Policy: p, HostWAF: &reports.WAF{Value: 2}}
 		for s := 1; s <= 5; s++ {
-			run.Timeline = append(run.Timeline, reports.Point{Seconds: float64(s), PayloadBytes: int64(s) << 30,
-				OpsPerSec: 100 * float64(s+i), WAF: 1 + float64(s)/10, CumWAF: 1 + float64(s)/20})
+			run.Timeline = append(run.Timeline, reports.Point{Seconds: reports.F64(float64(s)), PayloadBytes: int64(s) << 30,
+				OpsPerSec: reports.F64(100 * float64(s+i)), WAF: reports.F64(1 + float64(s)/10), CumWAF: reports.F64(1 + float64(s)/20)})
 		}
 		run.RequestCDF = []reports.CDFPoint{{Us: 100, Fraction: 0.1}, {Us: 1000, Fraction: 0.9}, {Us: 5000, Fraction: 1}}
 		r.Runs = append(r.Runs, run)
@@ -43,5 +43,16 @@ func TestAllWritesFigures(t *testing.T) {
 	}
 	if _, err := LatencyCDF(reports.New("bench"), dir); err != ErrNoData {
 		t.Fatalf("empty report: %v, want ErrNoData", err)
+	}
+	// A failed run's partial figures are not drawn; simulate's timeline has no clock.
+	r.Command, r.Sweep = "bench", ""
+	r.Runs[0].Error = "format: device went away"
+	r.Runs[1].Timeline = []reports.Point{{PayloadBytes: 1 << 30, WAF: reports.F64(1.2), CumWAF: reports.F64(1.2)}}
+	r.Runs[1].RequestCDF = nil
+	if _, err := Throughput(r, dir); err != ErrNoData {
+		t.Fatalf("throughput of a failed run and a clockless one: %v, want ErrNoData", err)
+	}
+	if _, err := LatencyCDF(r, dir); err != ErrNoData {
+		t.Fatalf("latency CDF of a failed run: %v, want ErrNoData", err)
 	}
 }

@@ -1,0 +1,159 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// maxWidth is the widest line a table may print (the demo's terminal budget).
+const maxWidth = 160
+
+func lines(t *testing.T, r *Report, format string) []string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Write(&buf, r, format); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+}
+
+// A failed run leaves the table and its error goes under it; no cell carries an error or a
+// note, and every line fits 160 columns, with the longest policy names and every column.
+func TestTableErrorsUnderTable(t *testing.T) {
+	r := sample()
+	long := "request op: emu:out/demo/emu-fdp.img?size=512M&ru=8M&ruhs=8&op=0.07 [235802624, 236064768): nvme Write: ftl: infeasible: garbage collection cannot free space"
+	r.Runs[0].Policy = "metadata-class+cache-salt:hash"
+	r.Runs = append(r.Runs, Run{Policy: "metadata-class+cache-salt", Error: long, OpsPerSec: F64(12345), HostWAF: &WAF{Value: 9.99, Source: SourceModelled}})
+	r.Runs[1].Note = "warm-up timed out before the target was stored; " + long
+	r.PerHandle = true
+	out := lines(t, r, "table")
+	inTable, errLine, noteLine := false, false, false
+	for _, l := range out {
+		if n := utf8.RuneCountInString(l); n > maxWidth && !strings.HasPrefix(l, "error (") && !strings.HasPrefix(l, "note") {
+			t.Errorf("table line of %d columns (> %d):\n%s", n, maxWidth, l)
+		}
+		cell := strings.ContainsAny(l, "│┌└├")
+		if cell && (strings.Contains(l, "infeasible") || strings.Contains(l, "error") || strings.Contains(l, "warm-up")) {
+			t.Errorf("error or note inside a table cell:\n%s", l)
+		}
+		if cell && strings.Contains(l, "9.990") {
+			inTable = true
+		}
+		errLine = errLine || strings.HasPrefix(l, "error (metadata-class+cache-salt): request op:")
+		noteLine = noteLine || strings.HasPrefix(l, "note (cache-salt): warm-up timed out")
+	}
+	if inTable || !errLine || !noteLine {
+		t.Fatalf("failed run in table %v, error line %v, note line %v:\n%s", inTable, errLine, noteLine, strings.Join(out, "\n"))
+	}
+	// Markdown the same way; JSON keeps the failed run with its error.
+	md := strings.Join(lines(t, r, "markdown"), "\n")
+	if strings.Contains(md, "| metadata-class+cache-salt |") || !strings.Contains(md, "_error (metadata-class+cache-salt): request op") {
+		t.Fatalf("markdown:\n%s", md)
+	}
+	var doc Report
+	if err := json.Unmarshal([]byte(strings.Join(lines(t, r, "json"), "\n")), &doc); err != nil || len(doc.Runs) != 3 || doc.Runs[2].Error != long {
+		t.Fatalf("json lost the failed run: %v %+v", err, doc.Runs)
+	}
+}
+
+// The device WAF column says where its figures came from: the emulator's log is model output.
+func TestDeviceWAFSourceLabels(t *testing.T) {
+	for _, tc := range []struct {
+		source, header string
+		fdp            bool
+	}{
+		{SourceEmulatorModel, "emulator WAF (model)", true},
+		{SourceFDPStats, "device WAF (FDP log)", true},
+		{"", "", false},
+	} {
+		r := sample()
+		r.Device.FDP = tc.fdp
+		for i := range r.Runs {
+			r.Runs[i].DeviceWAF = nil
+			if tc.source != "" {
+				r.Runs[i].DeviceWAF = &WAF{Value: 1.5, Source: tc.source}
+			}
+		}
+		out := strings.Join(lines(t, r, "table"), "\n")
+		if tc.header != "" && !strings.Contains(out, tc.header) {
+			t.Errorf("source %q: no %q column:\n%s", tc.source, tc.header, out)
+		}
+		if tc.source == SourceEmulatorModel && strings.Contains(out, "FDP log") {
+			t.Errorf("emulator figures labelled as an FDP log:\n%s", out)
+		}
+		if tc.source == "" && (strings.Contains(out, "device WAF") || strings.Contains(out, "emulator WAF")) {
+			t.Errorf("no device WAF, but a column for it:\n%s", out)
+		}
+		csvOut := strings.Join(lines(t, r, "csv"), "\n")
+		if tc.source != "" && !strings.Contains(csvOut, ","+tc.source+",") {
+			t.Errorf("csv lacks the source %q:\n%s", tc.source, csvOut)
+		}
+	}
+}
+
+// A figure that was not measured is "-" in tables, empty in CSV and null in JSON, never 0.
+func TestUnmeasuredFigures(t *testing.T) {
+	r := New("simulate")
+	r.Device = Device{Kind: "model", SizeBytes: 1 << 40}
+	r.Runs = []Run{{Policy: "none", Ops: 10, WrittenBytes: 1 << 30, HostWAF: &WAF{Value: 1.9, Source: SourceModelled},
+		Timeline: []Point{{PayloadBytes: 1 << 30, WAF: F64(1.9), CumWAF: F64(1.9)}}}}
+	rows, err := csv.NewReader(strings.NewReader(strings.Join(lines(t, r, "csv"), "\n"))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]string{}
+	for i, h := range rows[0] {
+		col[h] = rows[1][i]
+	}
+	for _, k := range []string{"ops_per_sec", "read_gbps", "write_gbps", "deallocated_bytes", "device_waf"} {
+		if col[k] != "" {
+			t.Errorf("csv %s = %q, want empty (not measured)", k, col[k])
+		}
+	}
+	if col["host_waf"] != "1.9" || col["interrupted"] != "false" {
+		t.Errorf("csv host_waf %q interrupted %q", col["host_waf"], col["interrupted"])
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(strings.Join(lines(t, r, "json"), "\n")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	run := doc["runs"].([]any)[0].(map[string]any)
+	pt := run["timeline"].([]any)[0].(map[string]any)
+	for k, v := range map[string]any{"ops_per_sec": run["ops_per_sec"], "deallocated_bytes": run["deallocated_bytes"],
+		"read_gbps": run["read_gbps"], "window.warmup_bytes": doc["window"].(map[string]any)["warmup_bytes"],
+		"timeline.seconds": pt["seconds"], "timeline.ops_per_sec": pt["ops_per_sec"]} {
+		if v != nil {
+			t.Errorf("json %s = %v, want null", k, v)
+		}
+	}
+	// A bench run whose model gave up has no host WAF: "-", not a figure.
+	b := sample()
+	b.Runs[0].HostWAF, b.Runs[0].Infeasible = nil, true
+	for _, l := range lines(t, b, "table") {
+		if strings.HasPrefix(l, "│ none ") && !strings.Contains(l, "request") && (strings.Count(l, "2.100") != 1 || strings.Contains(l, "2.300")) {
+			t.Errorf("run without host WAF shows one (only the device's 2.100 may appear):\n%s", l)
+		}
+	}
+}
+
+func TestInterruptedMark(t *testing.T) {
+	r := sample()
+	r.Interrupted, r.Partial = true, "cache-salt stopped after 1.2 s of 5s"
+	r.Runs[1].Interrupted = true
+	out := lines(t, r, "table")
+	if last := out[len(out)-1]; last != "interrupted: partial result (cache-salt stopped after 1.2 s of 5s)" {
+		t.Fatalf("last line %q", last)
+	}
+	js := strings.Join(lines(t, r, "json"), "\n")
+	if !strings.Contains(js, `"interrupted": true`) || !strings.Contains(js, `"partial": "cache-salt stopped`) {
+		t.Fatalf("json lacks the mark:\n%s", js)
+	}
+	r.Interrupted = false
+	if js := strings.Join(lines(t, r, "json"), "\n"); !strings.Contains(js, `"interrupted": false`) {
+		t.Fatal("a complete report must say interrupted: false")
+	}
+}
