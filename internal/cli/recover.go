@@ -34,7 +34,9 @@ type recoverReport struct {
 	Loaded     int                   `json:"loaded"`
 	Kept       int                   `json:"kept"`
 	Dropped    []engine.DroppedEntry `json:"dropped"`
-	FreeSlots  int64                 `json:"free_slots"`
+	FreeSlots  int64                 `json:"free_slots"`       // on the free lists (used before, now free)
+	NeverUsed  int64                 `json:"never_used_slots"` // [next_slot, slots): free too, never written
+	TotalFree  int64                 `json:"total_free_slots"` // free_slots + never_used_slots
 	NextSlot   int64                 `json:"next_slot"`
 	DurationMs float64               `json:"duration_ms"`
 	Repairs    []string              `json:"repairs"` // what a write fixes ([]: nothing to repair)
@@ -167,7 +169,7 @@ func runRecover(cmd *cobra.Command, path string, f *recoverFlags) error {
 	u := e.Usage()
 	rep := recoverReport{Device: path, DryRun: f.dryRun, Container: st.Container, Seq: st.Seq, Format: string(st.Format),
 		Choice: rbChoiceOf(st.Selection), Loaded: st.Loaded, Kept: st.Kept, Dropped: st.Dropped, FreeSlots: u.SlotsFree,
-		NextSlot: u.NextSlot, DurationMs: float64(st.Duration.Microseconds()) / 1000, Repairs: recoverRepairs(st)}
+		NeverUsed: u.SlotsTotal - u.NextSlot, TotalFree: u.SlotsFree + u.SlotsTotal - u.NextSlot, NextSlot: u.NextSlot, DurationMs: float64(st.Duration.Microseconds()) / 1000, Repairs: recoverRepairs(st)}
 	if rep.Dropped == nil {
 		rep.Dropped = []engine.DroppedEntry{}
 	}
@@ -196,8 +198,8 @@ func runRecover(cmd *cobra.Command, path string, f *recoverFlags) error {
 		}
 		return refused
 	}
-	fmt.Fprintf(out, "%s: checkpoint container %d seq %d (%s): %d entries, kept %d, dropped %d, %d free slots (%.1f ms)\n",
-		path, rep.Container, rep.Seq, rep.Format, rep.Loaded, rep.Kept, len(rep.Dropped), rep.FreeSlots, rep.DurationMs)
+	fmt.Fprintf(out, "%s: checkpoint container %d seq %d (%s): %d entries, kept %d, dropped %d, %d free slots (%d on the free lists + %d never used) (%.1f ms)\n",
+		path, rep.Container, rep.Seq, rep.Format, rep.Loaded, rep.Kept, len(rep.Dropped), rep.TotalFree, rep.FreeSlots, rep.NeverUsed, rep.DurationMs)
 	for _, l := range rbChoiceLines(st.Selection) {
 		fmt.Fprintln(out, l)
 	}

@@ -304,3 +304,43 @@ func TestRecoverInterrupted(t *testing.T) {
 		t.Fatal("an interrupted recover wrote to the device")
 	}
 }
+
+// recover counts every free slot: the free lists and the slots never used yet (a fresh cache
+// has all of its slots free, not "0 free slots").
+func TestRecoverCountsNeverUsedSlotsAsFree(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "c.img")
+	if _, err := runCLI(t, "format", "--create", "16M", "--slot-bytes", "64K", img); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbRun(t, "hello", "put", img, "--model", "m", "--hash", "01", "-"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "recover", "--json", img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Kept      int   `json:"kept"`
+		Free      int64 `json:"free_slots"`
+		NeverUsed int64 `json:"never_used_slots"`
+		Total     int64 `json:"total_free_slots"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	inspect, err := runCLI(t, "inspect", "--json", img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lay struct {
+		Layout struct {
+			MaxSlots int64 `json:"max_slots"`
+		} `json:"layout"`
+	}
+	if err := json.Unmarshal([]byte(inspect), &lay); err != nil || lay.Layout.MaxSlots == 0 {
+		t.Fatalf("inspect --json: %v\n%s", err, inspect)
+	}
+	if rep.Kept != 1 || rep.Total != lay.Layout.MaxSlots-1 || rep.Total != rep.Free+rep.NeverUsed {
+		t.Errorf("kept %d, free %d + never used %d = %d; want %d free of %d slots", rep.Kept, rep.Free, rep.NeverUsed, rep.Total, lay.Layout.MaxSlots-1, lay.Layout.MaxSlots)
+	}
+}
