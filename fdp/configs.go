@@ -122,15 +122,30 @@ func (l *ConfigLog) Encode() ([]byte, error) {
 	return b, nil
 }
 
+// MaxConfigLogSize is the largest FDP Configurations log rbctl reads: sixteen descriptors of
+// the largest size a descriptor's u16 size field allows. A log holds NUMFDPC+1 descriptors,
+// so its header may claim up to 16 + 65536·65535 bytes (4 GiB); a device reporting more than
+// this limit, or more than its own NUMFDPC allows, is refused before anything is read.
+const MaxConfigLogSize = cfgLogHdrSize + 16*0xffff
+
 // ConfigLogSize returns the total log size from the 16-byte header, so a caller can read
-// the header first and then the whole log (as nvme-cli does).
+// the header first and then the whole log (as nvme-cli does). The size must hold one
+// descriptor, fit the header's descriptor count (each at most 65535 bytes) and stay within
+// MaxConfigLogSize.
 func ConfigLogSize(hdr []byte) (int, error) {
 	if len(hdr) < cfgLogHdrSize {
 		return 0, fmt.Errorf("%w: configurations log header is %d bytes, need %d", ErrShort, len(hdr), cfgLogHdrSize)
 	}
-	n := binary.LittleEndian.Uint32(hdr[cfgLogSizeOff:])
+	n := int64(binary.LittleEndian.Uint32(hdr[cfgLogSizeOff:]))
+	configs := int64(binary.LittleEndian.Uint16(hdr[cfgLogNOff:])) + 1
 	if n < cfgLogHdrSize+cfgDescFixed {
-		return 0, fmt.Errorf("%w: configurations log size %d", ErrBadSize, n)
+		return 0, fmt.Errorf("%w: configurations log size %d is below one descriptor (%d)", ErrBadSize, n, cfgLogHdrSize+cfgDescFixed)
+	}
+	if most := cfgLogHdrSize + configs*0xffff; n > most {
+		return 0, fmt.Errorf("%w: configurations log size %d above the %d bytes %d descriptors can take", ErrBadSize, n, most, configs)
+	}
+	if n > MaxConfigLogSize {
+		return 0, fmt.Errorf("%w: configurations log size %d above the %d bytes rbctl reads", ErrBadSize, n, MaxConfigLogSize)
 	}
 	return int(n), nil
 }

@@ -1,6 +1,7 @@
 package nvme
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/rbctl/rbctl/internal/blockdev"
@@ -90,7 +91,17 @@ func ReadIndependentNamespace(t Transport, nsid uint32) (*IndependentNamespaceDa
 	return DecodeIndependentNamespace(b)
 }
 
-// ReadActiveNamespaces lists every active NSID (following pages of 1024).
+// MaxActiveNamespaces is the most NSIDs ReadActiveNamespaces collects (1024 list pages): a
+// controller reporting more is refused rather than followed page after page.
+const MaxActiveNamespaces = 1 << 20
+
+// ErrNamespaceList: an active namespace list that is not ascending, or longer than
+// MaxActiveNamespaces.
+var ErrNamespaceList = errors.New("nvme: invalid active namespace list")
+
+// ReadActiveNamespaces lists every active NSID (following pages of 1024). Each page must
+// list NSIDs above the previous page's last one in ascending order, as the specification
+// requires, so a device that repeats a page cannot keep the loop (and the list) growing.
 func ReadActiveNamespaces(t Transport) ([]uint32, error) {
 	var all []uint32
 	after := uint32(0)
@@ -100,11 +111,19 @@ func ReadActiveNamespaces(t Transport) ([]uint32, error) {
 			return all, err
 		}
 		ids := DecodeNamespaceList(b)
+		for _, id := range ids {
+			if id <= after || id >= NSIDAll {
+				return all, fmt.Errorf("%w: NSID %#x after %#x (want ascending, below %#x)", ErrNamespaceList, id, after, uint32(NSIDAll))
+			}
+			after = id
+		}
 		all = append(all, ids...)
-		if len(ids) < IdentifyDataLen/4 || ids[len(ids)-1] >= NSIDAll-1 {
+		if len(ids) < IdentifyDataLen/4 || after >= NSIDAll-1 {
 			return all, nil
 		}
-		after = ids[len(ids)-1]
+		if len(all) >= MaxActiveNamespaces {
+			return all, fmt.Errorf("%w: more than %d active namespaces", ErrNamespaceList, MaxActiveNamespaces)
+		}
 	}
 }
 
@@ -127,7 +146,8 @@ func GetLogChunked(t Transport, p LogPage, length, chunk int) ([]byte, error) {
 	if chunk > length {
 		chunk = length
 	}
-	out := make([]byte, 0, length)
+	// The result grows as pieces arrive: a length no device ever fills costs nothing up front.
+	out := make([]byte, 0, chunk)
 	err := withBuffer(chunk, func(buf []byte) error {
 		for done := 0; done < length; {
 			n := min(chunk, length-done)

@@ -3,6 +3,7 @@ package nvmetcp
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"time"
 
 	"github.com/rbctl/rbctl/nvme"
 )
@@ -21,6 +22,7 @@ const (
 // Identify Controller fields a fabrics controller fills in (NVMe base spec 2.0, Figure
 // "Identify Controller Data Structure", NVMe over Fabrics section). Wire layout: do not change.
 const (
+	idMDTS      = 77   // u8, 2^n minimum pages
 	idCNTLID    = 78   // u16
 	idOAES      = 92   // u32
 	idCNTRLTYPE = 111  // u8: 1 = I/O controller
@@ -101,12 +103,11 @@ func (q *queue) connect(sqe *SQE, data []byte) result {
 		if d.CNTLID != DynamicController && d.CNTLID != 0xFFFE {
 			return invalidParam(true, connDataCNTLID)
 		}
-		if c, err = q.t.newController(d, kato); err != nil {
+		if c, err = q.t.newController(d, kato, q); err != nil {
+			q.t.counts.busy.Add(1)
+			q.t.logf("nvmetcp: %s: host %s refused: %d controllers (--max-controllers)", q.conn.RemoteAddr(), d.HostNQN, q.t.cfg.MaxControllers)
 			return status(StConnectBusy)
 		}
-		c.mu.Lock()
-		c.queues[0] = q
-		c.mu.Unlock()
 	} else {
 		if c = q.t.controller(d.CNTLID); c == nil {
 			return invalidParam(true, connDataCNTLID)
@@ -130,6 +131,10 @@ func (q *queue) connect(sqe *SQE, data []byte) result {
 	}
 	q.ctrl, q.qid, q.sqsize = c, qid, sqsize
 	q.sqhd = 1 % (sqsize + 1) // the Connect itself took one entry
+	// Connected: no handshake deadline any more; the controller's keep-alive watch (or
+	// idle limit with KATO 0) bounds how long the queue may stay silent.
+	q.conn.SetReadDeadline(time.Time{})
+	q.midPDU = false
 	q.sqflowOff = cattr&cattrDisableSQFlow != 0
 	q.t.logf("nvmetcp: %s: host %s connected queue %d (size %d) of controller %d", q.conn.RemoteAddr(), d.HostNQN, qid, sqsize+1, c.id)
 	return result{dw: uint64(c.id)}
@@ -195,7 +200,8 @@ func (q *queue) admin(sqe *SQE, data []byte) result {
 	}
 	switch sqe.Opcode {
 	case opKeepAlive:
-		return ok() // the read deadline in serve was already pushed back
+		c.lastKeepAlive.Store(time.Now().UnixNano())
+		return ok()
 	case opAER:
 		if len(q.aers) >= aerLimit {
 			return status(StAERLimit)
@@ -231,6 +237,7 @@ func (q *queue) patchIdentifyController(b []byte) {
 	if len(b) < nvme.IdentifyDataLen {
 		return
 	}
+	b[idMDTS] = q.t.mdts // what the target enforces before any R2T
 	le.PutUint16(b[idCNTLID:], q.ctrl.id)
 	le.PutUint32(b[idOAES:], 0) // no asynchronous events are raised
 	b[idCNTRLTYPE] = 1
@@ -327,6 +334,8 @@ func (q *queue) features(sqe *SQE) (result, bool) {
 	case featKATO:
 		if set {
 			c.katoMs = sqe.CDW[1]
+			c.lastKeepAlive.Store(time.Now().UnixNano())
+			c.watch.Reset(0) // re-evaluated with the new timeout
 		}
 		return result{dw: uint64(c.katoMs)}, true
 	case featAsyncEventCfg:
@@ -343,13 +352,8 @@ func (q *queue) features(sqe *SQE) (result, bool) {
 func (q *queue) logPage(sqe *SQE, data []byte) (result, bool) {
 	cmd := sqe.Command(data)
 	p, n := nvme.ParseGetLogPage(&cmd)
-	var log []byte
-	switch p.LID {
-	case nvme.LogErrorInfo, logChangedNSList:
-		log = make([]byte, 4096) // no errors, no changes
-	case nvme.LogCommandsEffects:
-		log = commandEffects()
-	default:
+	log := q.ownLog(p.LID)
+	if log == nil {
 		return result{}, false
 	}
 	if len(data) < n || p.Offset > uint64(len(log)) {
@@ -357,14 +361,29 @@ func (q *queue) logPage(sqe *SQE, data []byte) (result, bool) {
 	}
 	clear(data)
 	copy(data[:n], log[p.Offset:])
-	return result{c2h: data}, true
+	return result{c2h: data[:n]}, true
+}
+
+// ownLog is a log page the target answers itself (nil for the backend's): Error
+// Information (ELPE+1 empty entries), Changed Namespace List (empty) and Commands Supported
+// and Effects.
+func (q *queue) ownLog(lid uint8) []byte {
+	switch lid {
+	case nvme.LogErrorInfo:
+		return make([]byte, errorEntryLen*(int(q.t.elpe)+1))
+	case logChangedNSList:
+		return make([]byte, changedNSLen)
+	case nvme.LogCommandsEffects:
+		return commandEffects()
+	}
+	return nil
 }
 
 // commandEffects is the Commands Supported and Effects log (LID 0x05): CSUPP for every
 // opcode the target or the emulated SSD answers, LBCC for those that change data.
 func commandEffects() []byte {
 	const csupp, lbcc = 1 << 0, 1 << 1
-	b := make([]byte, 4096)
+	b := make([]byte, effectsLogLen)
 	for _, op := range []uint8{nvme.OpGetLogPage, nvme.OpIdentify, opAbort, nvme.OpSetFeatures, nvme.OpGetFeatures, opAER, opKeepAlive} {
 		le.PutUint32(b[4*int(op):], csupp)
 	}

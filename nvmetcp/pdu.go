@@ -321,25 +321,15 @@ func ReadPDU(r io.Reader, maxPLen uint32) (*PDU, error) {
 
 // ReadPDUDigests is ReadPDU on a connection with the digests dg.
 func ReadPDUDigests(r io.Reader, maxPLen uint32, dg Digests) (*PDU, error) {
-	var ch [CommonHeaderLen]byte
-	if _, err := io.ReadFull(r, ch[:]); err != nil {
-		return nil, err
-	}
-	h, err := DecodeHeaderDigests(ch[:], maxPLen, dg)
+	var hb [maxHeadLen]byte
+	h, head, err := readHead(r, hb[:], maxPLen, dg, nil)
 	if err != nil {
-		var he *HeaderError
-		if errors.As(err, &he) {
-			he.Hdr = append([]byte(nil), ch[:]...)
-		}
 		return nil, err
 	}
 	b := make([]byte, h.PLen)
-	copy(b, ch[:])
-	if _, err := io.ReadFull(r, b[CommonHeaderLen:]); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
+	copy(b, head)
+	if _, err := io.ReadFull(r, b[len(head):]); err != nil {
+		return nil, eofMidPDU(err)
 	}
 	p, err := DecodePDUDigests(b, maxPLen, dg)
 	if err != nil {
@@ -349,6 +339,78 @@ func ReadPDUDigests(r io.Reader, maxPLen uint32, dg Digests) (*PDU, error) {
 		}
 	}
 	return p, err
+}
+
+// maxHeadLen bounds what readHead reads before a PDU's data: PDO is one byte, and PDUs
+// without data (ICReq 128, TermReq at most 152, the rest HLEN plus a digest) are shorter.
+const maxHeadLen = 256
+
+func eofMidPDU(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// readHead reads a PDU up to its data into buf (at least maxHeadLen bytes): the common
+// header, checked before anything else is read (onCH, when set, sees it then), the PDU
+// header, its digest — verified — and the padding up to PDO. For a PDU without data (and a
+// TermReq) that is the whole PDU. The caller reads the dataLen(h) data bytes and the data
+// digest next, wherever it wants them. On a HeaderError, its Hdr holds the bytes read.
+func readHead(r io.Reader, buf []byte, maxPLen uint32, dg Digests, onCH func(Header)) (Header, []byte, error) {
+	if _, err := io.ReadFull(r, buf[:CommonHeaderLen]); err != nil {
+		return Header{}, nil, err
+	}
+	h, err := DecodeHeaderDigests(buf[:CommonHeaderLen], maxPLen, dg)
+	if err != nil {
+		var he *HeaderError
+		if errors.As(err, &he) {
+			he.Hdr = append([]byte(nil), buf[:CommonHeaderLen]...)
+		}
+		return h, nil, err
+	}
+	if onCH != nil {
+		onCH(h)
+	}
+	n := headLen(h)
+	if _, err := io.ReadFull(r, buf[CommonHeaderLen:n]); err != nil {
+		return h, nil, eofMidPDU(err)
+	}
+	if h.Flags&FlagHDGST != 0 {
+		if got, want := le.Uint32(buf[h.HLen:]), crc32c(buf[:h.HLen]); got != want {
+			err := hdrErr(ErrPDUHeader, FESHeaderDigest, uint32(h.HLen), "header digest %#08x, computed %#08x", got, want)
+			err.(*HeaderError).Hdr = append([]byte(nil), buf[:h.HLen]...)
+			return h, nil, err
+		}
+	}
+	return h, buf[:n], nil
+}
+
+// headLen is how many bytes of a checked header's PDU come before its data: up to PDO when
+// the PDU is longer than its header and header digest, the whole PDU otherwise (and for a
+// TermReq, whose bytes after the header are the offending header, not data).
+func headLen(h Header) int {
+	if h.Type == TypeH2CTermReq || h.Type == TypeC2HTermReq {
+		return int(h.PLen)
+	}
+	end := uint32(h.HLen)
+	if h.Flags&FlagHDGST != 0 {
+		end += digestLen
+	}
+	if h.PLen > end {
+		return int(h.PDO)
+	}
+	return int(end)
+}
+
+// dataLen is the PDU data length of a checked header: what follows headLen, less the data
+// digest. headLen + dataLen (+ 4 with DDGST) = PLEN.
+func dataLen(h Header) int {
+	n := int(h.PLen) - headLen(h)
+	if n > 0 && h.Flags&FlagDDGST != 0 {
+		n -= digestLen
+	}
+	return n
 }
 
 // Frame returns a PDU's bytes for a connection with the digests dg and peer data alignment

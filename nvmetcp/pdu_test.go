@@ -141,7 +141,8 @@ var (
 )
 
 // FuzzTargetConn feeds arbitrary bytes to a live target connection after a valid ICReq
-// and admin Connect: it must answer or disconnect, never panic or hang.
+// and admin Connect: it must answer or disconnect, never panic or hang, and hold no write
+// budget or buffer once the connection is gone.
 func FuzzTargetConn(f *testing.F) {
 	fuzzOnce.Do(func() {
 		ctrl, err := emu.Open("emu:mem?size=16M&ru=1M&ruhs=2")
@@ -192,6 +193,11 @@ func FuzzTargetConn(f *testing.F) {
 		case <-done:
 		case <-time.After(10 * time.Second):
 			t.Fatal("target connection hung")
+		}
+		// Whatever the bytes did, once the connection is gone its budget and buffers are back.
+		eventually(t, "connection gone", func() bool { return fuzzTgt.Stats().Connections == 0 })
+		if s := fuzzTgt.Stats(); s.WriteBuffered != 0 || s.WriteAllocated != 0 || s.R2TWaiting != 0 {
+			t.Fatalf("after the connection: %+v", s)
 		}
 	})
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/rbctl/rbctl/nvme"
@@ -17,37 +19,49 @@ const c2hChunk = 128 << 10
 var (
 	ErrHostTerminated = errors.New("nvmetcp: host sent a termination request")
 	ErrKeepAlive      = errors.New("nvmetcp: keep-alive timeout expired")
+	ErrHandshake      = errors.New("nvmetcp: ICReq and Connect not completed in time")
+	ErrStalled        = errors.New("nvmetcp: host stopped moving data")
 	errDisconnect     = errors.New("nvmetcp: Disconnect command")
+	errAdminGone      = errors.New("nvmetcp: the controller's admin queue closed")
 )
 
 // queue is one NVMe/TCP connection: one submission/completion queue pair. Its goroutine
 // reads PDUs, runs commands in arrival order (data for an R2T may arrive between other
-// capsules) and writes every response, so writes need no lock.
+// capsules) and writes their responses. R2Ts that had to wait for write budget are sent by
+// a grant goroutine (transfer.go), so writes to the connection take wmu.
 type queue struct {
-	t    *Target
-	conn net.Conn
-	r    *bufio.Reader
-	w    *bufio.Writer
-	hpda uint8
-	dg   Digests
+	t         *Target
+	conn      net.Conn
+	r         *bufio.Reader
+	hb        [maxHeadLen]byte // the head of the PDU being read
+	capsule   []byte           // in-capsule data of the capsule being read, allocated once
+	hpda      uint8
+	dg        Digests
+	handshake time.Time // ICReq and Connect must be done by then
+	midPDU    bool      // a stall deadline guards the rest of the PDU being read
 
+	// Owned by the reading goroutine.
 	qid       uint16
 	sqsize    uint16 // 0's based, from Connect
 	sqhd      uint16
 	sqflowOff bool
 	ctrl      *controller
-	pending   map[uint16]*request // commands waiting for H2CData, by transfer tag
 	nextTag   uint16
 	aers      []uint16 // CIDs of Asynchronous Event Requests held open
 	stop      error    // set by a command that ends the connection after its response
-}
 
-// request is a command waiting for its data from the host.
-type request struct {
-	sqe  SQE
-	data []byte
-	got  uint32
-	bad  bool // a data PDU failed its data digest: complete with a transient transport error
+	wmu sync.Mutex // guards w and the write deadline
+	w   *bufio.Writer
+
+	mu       sync.Mutex
+	pending  map[uint16]*transfer // R2T sent (budget reserved), data expected; by tag
+	waiting  []*transfer          // writes waiting for budget, in arrival order
+	granting bool                 // a grant goroutine runs
+	closed   bool
+	why      error       // what ended the connection from outside the reader (kill)
+	stall    *time.Timer // fires at the earliest pending transfer's deadline
+	done     chan struct{}
+	grants   sync.WaitGroup
 }
 
 // result is what a command produced: the completion, data for the host, or neither (an
@@ -73,6 +87,11 @@ func fromCompletion(c nvme.Completion, c2h []byte) result {
 	return r
 }
 
+func newQueue(t *Target, c net.Conn) *queue {
+	return &queue{t: t, conn: c, r: bufio.NewReaderSize(c, 64<<10), w: bufio.NewWriterSize(c, 64<<10),
+		handshake: time.Now().Add(t.cfg.HandshakeTimeout), pending: map[uint16]*transfer{}, done: make(chan struct{})}
+}
+
 func (q *queue) ctrlID() uint16 {
 	if q.ctrl == nil {
 		return 0
@@ -80,80 +99,158 @@ func (q *queue) ctrlID() uint16 {
 	return q.ctrl.id
 }
 
-// maxPLen bounds any PDU the host may send once connected: a capsule with in-capsule data
-// or one H2CData PDU, plus alignment padding.
-func (q *queue) maxPLen() uint32 {
-	inline := uint32(adminInlineData)
-	if q.qid != 0 && uint32(q.t.cfg.InlineData) > inline {
-		inline = uint32(q.t.cfg.InlineData)
+// inlineLimit is the in-capsule data a capsule on this queue may carry: IOCCSZ less the SQE
+// on an I/O queue, what Linux assumes for the admin queue (and before Connect).
+func (q *queue) inlineLimit() int {
+	if q.qid != 0 {
+		return q.t.cfg.InlineData
 	}
-	return 256 + max(inline, q.t.maxData)
+	return adminInlineData
+}
+
+// maxPLen bounds any PDU the host may send once connected: a capsule with in-capsule data
+// or one H2CData PDU, plus header, digests and alignment padding. Capsules above the
+// in-capsule limit but within this are drained and refused (Invalid Field), not fatal.
+func (q *queue) maxPLen() uint32 {
+	return maxHeadLen + digestLen + max(uint32(max(q.t.cfg.InlineData, adminInlineData)), q.t.maxData)
+}
+
+// limit is how many commands may be outstanding on the queue: SQSIZE (0's based, so one
+// entry stays free, as in any NVMe queue: MQES at most), only the Connect before Connect.
+func (q *queue) limit() int {
+	if q.ctrl == nil {
+		return 1
+	}
+	return int(q.sqsize)
 }
 
 func (q *queue) serve() error {
-	p, err := ReadPDU(q.r, ICLen)
+	q.conn.SetReadDeadline(q.handshake)
+	h, head, err := readHead(q.r, q.hb[:], ICLen, Digests{}, nil)
 	if err != nil {
-		return q.fatal(err, nil)
+		return q.fatal(q.classify(err), nil)
 	}
-	ic, err := DecodeICReq(p)
+	ic, err := DecodeICReq(&PDU{Header: h, Hdr: head[:h.HLen]})
 	if err != nil {
-		return q.fatal(err, p.Hdr)
+		return q.fatal(err, head[:h.HLen])
 	}
 	if ic.PFV != 0 {
-		return q.fatal(hdrErr(ErrPDUHeader, FESUnsupportedParam, icPFVOff, "PFV %d", ic.PFV), p.Hdr)
+		return q.fatal(hdrErr(ErrPDUHeader, FESUnsupportedParam, icPFVOff, "PFV %d", ic.PFV), head[:h.HLen])
 	}
 	if ic.HPDA > 31 {
-		return q.fatal(hdrErr(ErrPDUHeader, FESInvalidHeader, icPDAOff, "HPDA %d", ic.HPDA), p.Hdr)
+		return q.fatal(hdrErr(ErrPDUHeader, FESInvalidHeader, icPDAOff, "HPDA %d", ic.HPDA), head[:h.HLen])
 	}
 	q.hpda = ic.HPDA
 	// Header and data digests (CRC32C) are enabled as the host asks.
 	q.dg = Digests{Header: ic.Digest&digestHeader != 0, Data: ic.Digest&digestData != 0}
+	q.lockWrite()
 	q.w.Write(AppendICResp(nil, ICResp{Digest: ic.Digest & (digestHeader | digestData), MaxH2CData: q.t.maxData}))
-	if err := q.w.Flush(); err != nil {
-		return err
+	err = q.w.Flush()
+	q.wmu.Unlock()
+	if err != nil {
+		return q.classify(err)
 	}
 	for q.stop == nil {
-		if q.qid == 0 && q.ctrl != nil {
-			q.ctrl.mu.Lock()
-			kato := q.ctrl.katoMs
-			q.ctrl.mu.Unlock()
-			if kato != 0 {
-				// The host sends Keep Alive at least every KATO; allow three times that plus
-				// slack, because a host under emulation (QEMU TCG) can be late.
-				q.conn.SetReadDeadline(time.Now().Add(3*time.Duration(kato)*time.Millisecond + 10*time.Second))
-			}
-		}
-		p, err := ReadPDUDigests(q.r, q.maxPLen(), q.dg)
+		h, head, err := readHead(q.r, q.hb[:], q.maxPLen(), q.dg, q.startPDU)
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return ErrKeepAlive
-			}
-			return q.fatal(err, nil)
+			return q.fatal(q.classify(err), nil)
 		}
-		switch p.Type {
+		switch h.Type {
 		case TypeCapsuleCmd:
-			err = q.capsule(p)
+			err = q.capsuleCmd(h, head)
 		case TypeH2CData:
-			err = q.h2cData(p)
+			err = q.h2cData(h, head)
 		case TypeH2CTermReq:
-			tr := DecodeTermReq(p)
+			tr := DecodeTermReq(&PDU{Header: h, Hdr: head[:h.HLen]})
 			return fmt.Errorf("%w: FES 0x%x FEI 0x%x", ErrHostTerminated, tr.FES, tr.FEI)
 		default:
-			err = hdrErr(ErrPDUHeader, FESInvalidHeader, hdrTypeOff, "%v is not a host PDU", p.Type)
+			err = hdrErr(ErrPDUHeader, FESInvalidHeader, hdrTypeOff, "%v is not a host PDU", h.Type)
 		}
 		if err != nil {
-			return q.fatal(err, p.Hdr)
+			return q.fatal(q.classify(err), head[:h.HLen])
 		}
+		q.endPDU()
 		// Responses go out when no further PDU is already buffered: a burst of commands
 		// gets one write, and nothing waits behind a read that could block.
 		if q.r.Buffered() == 0 || q.stop != nil {
-			if err := q.w.Flush(); err != nil {
-				return err
+			q.lockWrite()
+			err := q.w.Flush()
+			q.wmu.Unlock()
+			if err != nil {
+				return q.classify(err)
 			}
 		}
 	}
 	return q.stop
+}
+
+// startPDU runs once a PDU's common header has arrived: unless the whole PDU is already
+// buffered, the rest must arrive within the stall timeout (and before the handshake
+// deadline while the queue is not connected).
+func (q *queue) startPDU(h Header) {
+	if q.r.Buffered() >= int(h.PLen)-CommonHeaderLen {
+		return
+	}
+	d := time.Now().Add(q.t.cfg.StallTimeout)
+	if q.ctrl == nil && q.handshake.Before(d) {
+		d = q.handshake
+	}
+	q.conn.SetReadDeadline(d)
+	q.midPDU = true
+}
+
+// endPDU puts back the deadline for waiting on the next PDU: the handshake deadline until
+// Connect, none afterwards (the controller's keep-alive watch bounds an idle connection).
+func (q *queue) endPDU() {
+	if q.midPDU {
+		q.midPDU = false
+		q.conn.SetReadDeadline(q.idleDeadline())
+	}
+}
+
+func (q *queue) idleDeadline() time.Time {
+	if q.ctrl == nil {
+		return q.handshake
+	}
+	return time.Time{}
+}
+
+// classify names why a read or write failed: a deadline (handshake or stall), or what an
+// outside kill (keep-alive, stalled transfer) recorded before closing the connection.
+func (q *queue) classify(err error) error {
+	q.mu.Lock()
+	why := q.why
+	q.mu.Unlock()
+	if why != nil {
+		return why
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return err
+	}
+	if q.ctrl == nil {
+		q.t.counts.handshake.Add(1)
+		return fmt.Errorf("%w (%v after accept)", ErrHandshake, q.t.cfg.HandshakeTimeout)
+	}
+	q.t.counts.stalls.Add(1)
+	return fmt.Errorf("%w: no progress for %v", ErrStalled, q.t.cfg.StallTimeout)
+}
+
+// kill ends the connection from outside the reading goroutine; why is what serve returns.
+func (q *queue) kill(why error) {
+	q.mu.Lock()
+	if q.why == nil {
+		q.why = why
+	}
+	q.mu.Unlock()
+	q.conn.Close()
+}
+
+// lockWrite takes the write lock and gives the writes that follow the stall timeout: a host
+// that stops reading cannot hold the queue (or its buffers) for ever.
+func (q *queue) lockWrite() {
+	q.wmu.Lock()
+	q.conn.SetWriteDeadline(time.Now().Add(q.t.cfg.StallTimeout))
 }
 
 // fatal sends a C2HTermReq for a protocol error (a malformed or unexpected PDU) and returns
@@ -164,10 +261,35 @@ func (q *queue) fatal(err error, hdr []byte) error {
 		if hdr == nil {
 			hdr = he.Hdr
 		}
+		q.t.counts.termReqs.Add(1)
+		q.lockWrite()
 		q.w.Write(AppendTermReq(nil, TypeC2HTermReq, TermReq{FES: he.FES, FEI: he.Offset}, hdr))
 		q.w.Flush()
+		q.wmu.Unlock()
 	}
 	return err
+}
+
+// end releases what the connection holds once its reader has stopped: its place in the
+// controller, the connection (so a grant goroutine blocked writing to it returns), its grant
+// goroutine, and the budget and buffers of its transfers.
+func (q *queue) end() {
+	q.mu.Lock()
+	q.closed = true
+	close(q.done)
+	if q.stall != nil {
+		q.stall.Stop()
+	}
+	pend := q.pending
+	q.t.counts.waiting.Add(-int64(len(q.waiting)))
+	q.pending, q.waiting = nil, nil // waiting writes hold no budget
+	q.mu.Unlock()
+	q.detach()
+	q.conn.Close()
+	q.grants.Wait()
+	for _, tr := range pend {
+		q.finish(tr)
+	}
 }
 
 // detach unregisters the queue from its controller; an admin queue takes its controller
@@ -188,14 +310,67 @@ func (q *queue) detach() {
 	c.mu.Unlock()
 }
 
-// capsule handles a command capsule: it finds the command's data (in the capsule, to be
-// requested with an R2T, or to be sent back) and runs the command when the data is there.
-func (q *queue) capsule(p *PDU) error {
-	sqe := DecodeSQE(p.Hdr[CommonHeaderLen:])
+// readData reads a PDU's data into dst (exactly its data length) and checks the data
+// digest; a mismatch is reported, not an error: the command fails, the connection goes on.
+func (q *queue) readData(h Header, dst []byte) (digestBad bool, err error) {
+	if _, err := io.ReadFull(q.r, dst); err != nil {
+		return false, eofMidPDU(err)
+	}
+	if h.Flags&FlagDDGST == 0 {
+		return false, nil
+	}
+	var d [digestLen]byte
+	if _, err := io.ReadFull(q.r, d[:]); err != nil {
+		return false, eofMidPDU(err)
+	}
+	return le.Uint32(d[:]) != crc32c(dst), nil
+}
+
+// discard skips n bytes of the PDU being read.
+func (q *queue) discard(n int) error {
+	if n <= 0 {
+		return nil
+	}
+	_, err := q.r.Discard(n)
+	return eofMidPDU(err)
+}
+
+// capsuleCmd handles a command capsule: it reads the in-capsule data, checks the command's
+// data pointer and length, and runs it, sends its reply, or asks for its data with an R2T.
+func (q *queue) capsuleCmd(h Header, head []byte) error {
+	sqe := DecodeSQE(head[CommonHeaderLen:])
+	q.mu.Lock()
+	outstanding := len(q.pending) + len(q.waiting) + len(q.aers)
+	q.mu.Unlock()
+	if outstanding >= q.limit() {
+		return hdrErr(ErrPDUHeader, FESSequence, 0, "command %d with %d outstanding on a queue of %d entries", sqe.CID, outstanding, q.limit()+1)
+	}
 	if q.ctrl != nil {
 		q.sqhd = (q.sqhd + 1) % (q.sqsize + 1)
+		q.ctrl.lastCommand.Store(time.Now().UnixNano())
 	}
-	if p.DataDigestBad {
+	var data []byte
+	digestBad := false
+	if n := dataLen(h); n > q.inlineLimit() {
+		// More in-capsule data than IOCCSZ allows: drained, never kept, and refused.
+		if err := q.discard(int(h.PLen) - headLen(h)); err != nil {
+			return err
+		}
+		q.t.counts.rejected.Add(1)
+		return q.respond(sqe, status(StInvalidField))
+	} else if n > 0 {
+		if q.capsule == nil {
+			q.capsule = make([]byte, max(q.t.cfg.InlineData, adminInlineData))
+		}
+		data = q.capsule[:n]
+		var err error
+		if digestBad, err = q.readData(h, data); err != nil {
+			return err
+		}
+	} else if err := q.discard(int(h.PLen) - headLen(h)); err != nil {
+		return err // a data digest (or padding) with no data
+	}
+	if digestBad {
 		return q.respond(sqe, status(StTransientTransport)) // the host may retry
 	}
 	if sqe.Flags&psdtMask == psdtPRP || sqe.Flags&3 != 0 {
@@ -217,64 +392,108 @@ func (q *queue) capsule(p *PDU) error {
 		if dir != nvme.DirHostToCtrl {
 			return q.respond(sqe, status(StSGLType))
 		}
-		if sqe.SGL.Addr > uint64(len(p.Data)) {
+		if sqe.SGL.Addr > uint64(len(data)) {
 			return q.respond(sqe, status(StSGLOffset))
 		}
-		if uint64(n) > uint64(len(p.Data))-sqe.SGL.Addr {
+		if uint64(n) > uint64(len(data))-sqe.SGL.Addr {
 			return q.respond(sqe, status(StSGLLength))
 		}
-		return q.respond(sqe, q.execute(&sqe, p.Data[sqe.SGL.Addr:sqe.SGL.Addr+uint64(n)]))
+		if r, refused := q.checkData(&sqe, n); refused {
+			return q.respond(sqe, r)
+		}
+		return q.respond(sqe, q.execute(&sqe, data[sqe.SGL.Addr:sqe.SGL.Addr+uint64(n)]))
 	case SGLTransport:
-		if n > q.t.maxData {
-			return q.respond(sqe, status(StSGLLength))
+		if r, refused := q.checkData(&sqe, n); refused {
+			return q.respond(sqe, r)
 		}
-		buf := make([]byte, n)
 		if dir == nvme.DirCtrlToHost {
-			return q.respond(sqe, q.execute(&sqe, buf))
+			return q.reply(&sqe, n)
 		}
-		if len(q.pending) > int(q.sqsize) {
-			return hdrErr(ErrPDUHeader, FESSequence, 0, "more commands waiting for data than the queue holds")
-		}
-		tag := q.nextTag
-		for _, used := q.pending[tag]; used; _, used = q.pending[tag] {
-			tag++
-		}
-		q.nextTag = tag + 1
-		q.pending[tag] = &request{sqe: sqe, data: buf}
-		q.send(AppendR2T(nil, DataPDU{CCCID: sqe.CID, TTag: tag, Offset: 0, Length: n}), nil)
+		q.requestData(sqe, n)
 		return nil
 	}
 	return q.respond(sqe, status(StSGLType))
 }
 
-// h2cData takes data the host sent after an R2T; the last piece runs the command.
-func (q *queue) h2cData(p *PDU) error {
-	d := DecodeDataPDU(p)
-	req := q.pending[d.TTag]
-	if req == nil {
+// h2cData reads data the host sent after an R2T straight into the transfer's buffer; the
+// last piece runs the command.
+func (q *queue) h2cData(h Header, head []byte) error {
+	d := DecodeDataPDU(&PDU{Header: h, Hdr: head[:h.HLen]})
+	if n := dataLen(h); d.Length != uint32(n) || n == 0 {
+		return hdrErr(ErrPDUHeader, FESInvalidHeader, dataLenOff, "DATAL %d but %d data bytes", d.Length, n)
+	}
+	if d.Length > q.t.maxData {
+		return hdrErr(ErrPDUTooBig, FESDataLimit, dataLenOff, "DATAL %d above MAXH2CDATA %d", d.Length, q.t.maxData)
+	}
+	q.mu.Lock()
+	tr := q.pending[d.TTag]
+	switch {
+	case tr == nil:
+		q.mu.Unlock()
 		return hdrErr(ErrPDUHeader, FESInvalidHeader, dataTTagOff, "no transfer with tag %d", d.TTag)
+	case d.CCCID != tr.sqe.CID:
+		q.mu.Unlock()
+		return hdrErr(ErrPDUHeader, FESInvalidHeader, dataCCCIDOff, "CCCID %d for tag %d of command %d", d.CCCID, d.TTag, tr.sqe.CID)
+	case d.Offset != tr.got || uint64(d.Offset)+uint64(d.Length) > uint64(tr.n):
+		q.mu.Unlock()
+		return hdrErr(ErrPDUHeader, FESDataOutOfRange, dataOffOff, "data [%d, +%d) with %d of %d received", d.Offset, d.Length, tr.got, tr.n)
 	}
-	if d.CCCID != req.sqe.CID {
-		return hdrErr(ErrPDUHeader, FESInvalidHeader, dataCCCIDOff, "CCCID %d for tag %d of command %d", d.CCCID, d.TTag, req.sqe.CID)
+	if tr.buf == nil {
+		tr.buf = getBuf(int(tr.n), false)
+		q.t.counts.allocated.Add(int64(tr.n))
 	}
-	if d.Offset != req.got || uint64(d.Offset)+uint64(d.Length) > uint64(len(req.data)) {
-		return hdrErr(ErrPDUHeader, FESDataOutOfRange, dataOffOff, "data [%d, +%d) with %d of %d received", d.Offset, d.Length, req.got, len(req.data))
+	tr.deadline = time.Now().Add(q.t.cfg.StallTimeout)
+	q.mu.Unlock()
+	bad, err := q.readData(h, tr.buf[d.Offset:d.Offset+d.Length])
+	if err != nil {
+		return err
 	}
-	copy(req.data[d.Offset:], p.Data)
-	req.got += d.Length
-	req.bad = req.bad || p.DataDigestBad
-	done := req.got == uint32(len(req.data))
-	if p.Flags&FlagLast != 0 && !done {
-		return hdrErr(ErrPDUHeader, FESInvalidHeader, hdrFlagsOff, "LAST_PDU with %d of %d bytes", req.got, len(req.data))
+	q.mu.Lock()
+	tr.got += d.Length
+	done := tr.got == tr.n
+	if done {
+		delete(q.pending, d.TTag)
+		if len(q.pending) == 0 {
+			q.stall.Stop()
+		}
 	}
+	q.mu.Unlock()
+	tr.bad = tr.bad || bad
 	if !done {
+		if h.Flags&FlagLast != 0 {
+			return hdrErr(ErrPDUHeader, FESInvalidHeader, hdrFlagsOff, "LAST_PDU with %d of %d bytes", tr.got, tr.n)
+		}
 		return nil
 	}
-	delete(q.pending, d.TTag)
-	if req.bad {
-		return q.respond(req.sqe, status(StTransientTransport))
+	r := status(StTransientTransport)
+	if !tr.bad {
+		r = q.execute(&tr.sqe, tr.buf)
 	}
-	return q.respond(req.sqe, q.execute(&req.sqe, req.data))
+	q.finish(tr)
+	return q.respond(tr.sqe, r)
+}
+
+// reply runs a command that returns data, in a buffer sized by what the command can return
+// (replyLen), and sends at most n bytes of it (the host's buffer).
+func (q *queue) reply(sqe *SQE, n uint32) error {
+	size := q.replyLen(sqe, n)
+	if size > q.t.maxData {
+		q.t.counts.rejected.Add(1)
+		return q.respond(*sqe, status(StInvalidField)) // more than MDTS
+	}
+	var buf []byte
+	if size > 0 {
+		buf = getBuf(int(size), true)
+	}
+	r := q.execute(sqe, buf)
+	if uint32(len(r.c2h)) > n {
+		r.c2h = r.c2h[:n]
+	}
+	err := q.respond(*sqe, r)
+	if buf != nil {
+		putBuf(buf)
+	}
+	return err
 }
 
 // respond sends a command's data (C2HData PDUs) and completion (CapsuleResp, or the
@@ -283,6 +502,8 @@ func (q *queue) respond(sqe SQE, r result) error {
 	if r.noResp {
 		return nil
 	}
+	q.lockWrite()
+	defer q.wmu.Unlock()
 	success := q.sqflowOff && r.st.OK() && r.dw == 0
 	for off := 0; off < len(r.c2h); off += c2hChunk {
 		n := min(c2hChunk, len(r.c2h)-off)
@@ -302,7 +523,7 @@ func (q *queue) respond(sqe SQE, r result) error {
 	return nil
 }
 
-// send writes one PDU: hdr as the Append functions build it, then data, with the
+// send writes one PDU (wmu held): hdr as the Append functions build it, then data, with the
 // connection's digests and the host's data alignment.
 func (q *queue) send(hdr, data []byte) {
 	head, tail := Frame(hdr, data, q.dg, q.hpda)

@@ -1,12 +1,13 @@
 package nvmetcp
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rbctl/rbctl/nvme"
@@ -14,16 +15,25 @@ import (
 
 // Defaults of a Config.
 const (
-	DefaultMaxIOQueues = 8
-	DefaultQueueSize   = 128  // entries per submission queue (CAP.MQES+1, MAXCMD)
-	DefaultInlineData  = 8192 // in-capsule data bytes per I/O command capsule
-	adminInlineData    = 8192 // what the Linux host assumes for the admin queue (NVME_TCP_ADMIN_CCSZ)
-	minMaxData         = 1 << 20
-	aerLimit           = 4  // outstanding Asynchronous Event Requests (AERL+1)
-	kasUnits           = 10 // KAS: keep-alive granularity in 100 ms units = 1 s
+	DefaultMaxIOQueues      = 8
+	DefaultQueueSize        = 128  // entries per submission queue (CAP.MQES+1, MAXCMD)
+	DefaultInlineData       = 8192 // in-capsule data bytes per I/O command capsule
+	DefaultWriteBudget      = 256 << 20
+	DefaultMaxConnections   = 256
+	DefaultMaxControllers   = 16
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultStallTimeout     = 30 * time.Second
+	DefaultKeepAliveSlack   = 10 * time.Second
+	DefaultIdleTimeout      = 5 * time.Minute
+
+	adminInlineData = 8192             // what the Linux host assumes for the admin queue (NVME_TCP_ADMIN_CCSZ)
+	maxTransferCap  = 1 << maxBufShift // the most data one command moves when the backend sets no lower MDTS
+	aerLimit        = 4                // outstanding Asynchronous Event Requests (AERL+1)
+	kasUnits        = 10               // KAS: keep-alive granularity in 100 ms units = 1 s
+	maxNamespaces   = 1024             // namespaces whose LBA size the target learns (checks data lengths)
 )
 
-// Config describes a target.
+// Config describes a target. Zero values take the defaults above.
 type Config struct {
 	// NQN is the subsystem NQN hosts connect to (nqn.YYYY-MM.reverse.domain:...).
 	NQN string
@@ -36,6 +46,28 @@ type Config struct {
 	QueueSize int
 	// InlineData is the in-capsule data an I/O command capsule may carry (IOCCSZ).
 	InlineData int
+	// WriteBudget bounds the write data the target buffers at once over all its
+	// connections: an R2T reserves its length first and waits while the budget is spent.
+	// It must hold the largest transfer (MDTS).
+	WriteBudget int64
+	// MaxConnections is the most TCP connections served at once; more are closed at accept.
+	MaxConnections int
+	// MaxControllers is the most controllers (admin queues) at once; another admin Connect
+	// completes with Connect Controller Busy.
+	MaxControllers int
+	// HandshakeTimeout: a connection that has not completed ICReq and Connect this long
+	// after accept is closed.
+	HandshakeTimeout time.Duration
+	// StallTimeout: a PDU the host started sending, a transfer the target asked for with an
+	// R2T, and a response the host does not read must make progress within it, or the
+	// connection is closed (and its budget returned).
+	StallTimeout time.Duration
+	// KeepAliveSlack is added to the host's Keep Alive Timeout (KATO) before a controller
+	// that received no Keep Alive is ended: hosts under emulation (QEMU TCG) can be late.
+	KeepAliveSlack time.Duration
+	// IdleTimeout ends a controller whose host turned keep-alive off (KATO 0) after this
+	// long without a command on any of its queues.
+	IdleTimeout time.Duration
 	// Logf, when set, receives one line per connection event.
 	Logf func(format string, a ...any)
 }
@@ -49,9 +81,12 @@ type Target struct {
 	cfg     Config
 	vs      uint32 // VS property: the backend's Identify VER
 	nn      uint32 // namespaces of the backend
-	mdts    uint8
-	maxData uint32 // largest data transfer of one command
+	mdts    uint8  // MDTS the target advertises and enforces
+	maxData uint32 // largest data transfer of one command: 4 KiB << mdts
+	elpe    uint8  // error log entries - 1
 	serial  string
+	lbaSize map[uint32]uint32 // NSID → bytes per logical block (data + inline metadata)
+	budget  *budget
 
 	mu     sync.Mutex
 	ctrls  map[uint16]*controller
@@ -60,6 +95,8 @@ type Target struct {
 	lns    []net.Listener
 	closed bool
 	wg     sync.WaitGroup
+
+	counts counters
 }
 
 // controller is the state of one host controller association.
@@ -76,10 +113,15 @@ type controller struct {
 	aecfg   uint32 // Asynchronous Event Configuration as the host set it
 	queues  map[uint16]*queue
 	dropped bool
+	watch   *time.Timer // ends the controller when keep-alive (or, KATO 0, any command) stops
+
+	lastKeepAlive atomic.Int64 // unix ns of the last Keep Alive (or the Connect)
+	lastCommand   atomic.Int64 // unix ns of the last command on any of its queues
 }
 
 // New checks cfg, reads the backend's Identify Controller data once (for VS, MDTS and the
-// namespace count) and returns a target that is not yet listening.
+// namespace count) and each namespace's LBA size, and returns a target that is not yet
+// listening.
 func New(cfg Config) (*Target, error) {
 	if cfg.Backend == nil {
 		return nil, fmt.Errorf("%w: no backend", ErrConfig)
@@ -87,20 +129,36 @@ func New(cfg Config) (*Target, error) {
 	if err := CheckNQN(cfg.NQN); err != nil {
 		return nil, err
 	}
-	if cfg.MaxIOQueues <= 0 {
-		cfg.MaxIOQueues = DefaultMaxIOQueues
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
 	}
-	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = DefaultQueueSize
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.MaxIOQueues, DefaultMaxIOQueues)
+	def(&cfg.QueueSize, DefaultQueueSize)
+	def(&cfg.InlineData, DefaultInlineData)
+	def(&cfg.MaxConnections, DefaultMaxConnections)
+	def(&cfg.MaxControllers, DefaultMaxControllers)
+	defDur(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
+	defDur(&cfg.StallTimeout, DefaultStallTimeout)
+	defDur(&cfg.KeepAliveSlack, DefaultKeepAliveSlack)
+	defDur(&cfg.IdleTimeout, DefaultIdleTimeout)
+	if cfg.WriteBudget <= 0 {
+		cfg.WriteBudget = DefaultWriteBudget
 	}
 	if cfg.QueueSize < 2 || cfg.QueueSize > 1024 || cfg.MaxIOQueues > 128 {
 		return nil, fmt.Errorf("%w: queue size %d (want 2..1024) or %d I/O queues (want ≤ 128)", ErrConfig, cfg.QueueSize, cfg.MaxIOQueues)
 	}
-	if cfg.InlineData <= 0 {
-		cfg.InlineData = DefaultInlineData
-	}
 	if cfg.InlineData%16 != 0 || cfg.InlineData > 1<<20 {
 		return nil, fmt.Errorf("%w: in-capsule data %d bytes (want a multiple of 16 up to 1 MiB)", ErrConfig, cfg.InlineData)
+	}
+	if cfg.MaxControllers > 0xFFEF {
+		return nil, fmt.Errorf("%w: %d controllers (want ≤ %d, the controller IDs there are)", ErrConfig, cfg.MaxControllers, 0xFFEF)
 	}
 	id := make([]byte, nvme.IdentifyDataLen)
 	c := cfg.Backend.Admin(&nvme.Command{Opcode: nvme.OpIdentify, CDW10: uint32(nvme.CNSController), Data: id, BufIndex: -1})
@@ -111,16 +169,52 @@ func New(cfg Config) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nvmetcp: backend Identify Controller: %w", err)
 	}
-	t := &Target{cfg: cfg, vs: cd.VER, nn: cd.NN, mdts: cd.MDTS, serial: cd.SerialNumber,
+	t := &Target{cfg: cfg, vs: cd.VER, nn: cd.NN, elpe: cd.ELPE, serial: cd.SerialNumber,
 		ctrls: map[uint16]*controller{}, nextID: 1, conns: map[net.Conn]struct{}{}}
 	if t.vs == 0 {
 		t.vs = 0x00010300
 	}
-	t.maxData = minMaxData
-	if t.mdts != 0 && t.mdts < 20 && uint32(nvme.DefaultMinPageSize)<<t.mdts > t.maxData {
-		t.maxData = uint32(nvme.DefaultMinPageSize) << t.mdts
+	// The target enforces (and advertises as MDTS) the backend's limit, or 1 MiB when the
+	// backend sets none or a larger one: a write is refused before its R2T, not after.
+	t.maxData = maxTransferCap
+	if m := cd.MaxTransfer(nvme.DefaultMinPageSize); m > 0 && m < maxTransferCap {
+		t.maxData = uint32(m)
 	}
+	t.mdts = uint8(bits.TrailingZeros32(t.maxData / nvme.DefaultMinPageSize))
+	if cfg.WriteBudget < int64(t.maxData) {
+		return nil, fmt.Errorf("%w: write budget %d bytes is below one transfer of %d bytes (MDTS)", ErrConfig, cfg.WriteBudget, t.maxData)
+	}
+	t.budget = newBudget(cfg.WriteBudget)
+	t.lbaSize = learnLBASizes(cfg.Backend, cd.NN)
 	return t, nil
+}
+
+// learnLBASizes reads Identify Namespace for the first namespaces: with the LBA size the
+// target checks a Read's or Write's data length against its block count before it moves
+// any data. Namespaces it cannot identify are left to the backend.
+func learnLBASizes(b nvme.Transport, nn uint32) map[uint32]uint32 {
+	sizes := map[uint32]uint32{}
+	buf := make([]byte, nvme.IdentifyDataLen)
+	for nsid := uint32(1); nsid <= min(nn, maxNamespaces); nsid++ {
+		c := b.Admin(&nvme.Command{Opcode: nvme.OpIdentify, NSID: nsid, CDW10: uint32(nvme.CNSNamespace), Data: buf, BufIndex: -1})
+		if c.Err != nil || !c.Status.OK() {
+			continue
+		}
+		ns, err := nvme.DecodeNamespace(buf)
+		if err != nil || ns.NSZE == 0 {
+			continue
+		}
+		f, err := ns.Format()
+		if err != nil {
+			continue
+		}
+		n := uint32(f.DataSize())
+		if ns.ExtendedLBA() {
+			n += uint32(f.MS)
+		}
+		sizes[nsid] = n
+	}
+	return sizes
 }
 
 // CheckNQN checks the form of an NVMe Qualified Name: "nqn.yyyy-mm.reverse-domain:..." or
@@ -174,23 +268,29 @@ func (t *Target) Serve(ln net.Listener) error {
 	}
 }
 
-// ServeConn serves one queue connection in a new goroutine.
+// ServeConn serves one queue connection in a new goroutine. Beyond MaxConnections the
+// connection is closed at once.
 func (t *Target) ServeConn(c net.Conn) {
 	t.mu.Lock()
-	if t.closed {
+	if t.closed || len(t.conns) >= t.cfg.MaxConnections {
+		closed := t.closed
 		t.mu.Unlock()
 		c.Close()
+		if !closed {
+			t.counts.refused.Add(1)
+			t.logf("nvmetcp: %s: refused: %d connections open (--max-connections)", c.RemoteAddr(), t.cfg.MaxConnections)
+		}
 		return
 	}
 	t.conns[c] = struct{}{}
 	t.wg.Add(1)
 	t.mu.Unlock()
+	t.counts.accepted.Add(1)
 	go func() {
 		defer t.wg.Done()
-		q := &queue{t: t, conn: c, r: bufio.NewReaderSize(c, 64<<10), w: bufio.NewWriterSize(c, 64<<10), pending: map[uint16]*request{}}
+		q := newQueue(t, c)
 		err := q.serve()
-		q.detach()
-		c.Close()
+		q.end()
 		t.mu.Lock()
 		delete(t.conns, c)
 		t.mu.Unlock()
@@ -220,10 +320,54 @@ func (t *Target) Controllers() int {
 	return len(t.ctrls)
 }
 
-// newController allocates a controller ID (1..0xFFEF) for an admin queue Connect.
-func (t *Target) newController(d ConnectData, katoMs uint32) (*controller, error) {
+// Stats is a snapshot of a target's connections, buffered write data and the defences that
+// fired since it started.
+type Stats struct {
+	Connections int // open TCP connections
+	Controllers int
+	// WriteBuffered is the write data reserved by R2Ts not yet completed (budget in use);
+	// WriteBufferedPeak its highest value; WriteAllocated the part whose data has started to
+	// arrive (buffers allocated); R2TWaiting the writes waiting for budget.
+	WriteBuffered, WriteBufferedPeak, WriteAllocated int64
+	R2TWaiting                                       int
+
+	Accepted          int64 // connections served
+	Refused           int64 // connections closed at accept (MaxConnections)
+	ControllersBusy   int64 // admin Connects refused (MaxControllers)
+	HandshakeTimeouts int64 // connections closed before finishing ICReq and Connect
+	Stalls            int64 // connections closed for a stalled PDU, transfer or response
+	KeepAliveExpired  int64 // controllers ended by the keep-alive or idle timer
+	TermReqs          int64 // C2HTermReqs sent for malformed PDUs
+	R2TWaited         int64 // writes whose R2T had to wait for budget
+	Rejected          int64 // commands refused before any data moved (MDTS, IOCCSZ, lengths)
+}
+
+type counters struct {
+	accepted, refused, busy, handshake, stalls, keepAlive, termReqs, rejected atomic.Int64
+	allocated, waiting, waited                                                atomic.Int64
+}
+
+// Stats returns the target's current figures.
+func (t *Target) Stats() Stats {
+	t.mu.Lock()
+	s := Stats{Connections: len(t.conns), Controllers: len(t.ctrls)}
+	t.mu.Unlock()
+	s.WriteBuffered, s.WriteBufferedPeak, s.R2TWaiting = t.budget.inUse(), t.budget.peak.Load(), int(t.counts.waiting.Load())
+	s.WriteAllocated = t.counts.allocated.Load()
+	s.Accepted, s.Refused, s.ControllersBusy = t.counts.accepted.Load(), t.counts.refused.Load(), t.counts.busy.Load()
+	s.HandshakeTimeouts, s.Stalls, s.KeepAliveExpired = t.counts.handshake.Load(), t.counts.stalls.Load(), t.counts.keepAlive.Load()
+	s.TermReqs, s.Rejected, s.R2TWaited = t.counts.termReqs.Load(), t.counts.rejected.Load(), t.counts.waited.Load()
+	return s
+}
+
+// newController allocates a controller ID (1..0xFFEF) for an admin queue Connect, and starts
+// its keep-alive watch; beyond MaxControllers it fails with errBusy.
+func (t *Target) newController(d ConnectData, katoMs uint32, admin *queue) (*controller, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if len(t.ctrls) >= t.cfg.MaxControllers {
+		return nil, errBusy
+	}
 	for range 0xFFEF {
 		id := t.nextID
 		t.nextID++
@@ -231,12 +375,60 @@ func (t *Target) newController(d ConnectData, katoMs uint32) (*controller, error
 			t.nextID = 1
 		}
 		if _, used := t.ctrls[id]; !used {
-			c := &controller{id: id, hostNQN: d.HostNQN, hostID: d.HostID, katoMs: katoMs, queues: map[uint16]*queue{}}
+			c := &controller{id: id, hostNQN: d.HostNQN, hostID: d.HostID, katoMs: katoMs, queues: map[uint16]*queue{0: admin}}
+			now := time.Now().UnixNano()
+			c.lastKeepAlive.Store(now)
+			c.lastCommand.Store(now)
+			c.watch = time.AfterFunc(t.aliveFor(katoMs), func() { t.checkAlive(c) })
 			t.ctrls[id] = c
 			return c, nil
 		}
 	}
-	return nil, errors.New("nvmetcp: no free controller ID")
+	return nil, errBusy
+}
+
+var errBusy = errors.New("nvmetcp: no controller available")
+
+// aliveFor is how long a controller lives without a Keep Alive (KATO + slack) or, with
+// keep-alive off, without any command.
+func (t *Target) aliveFor(katoMs uint32) time.Duration {
+	if katoMs == 0 {
+		return t.cfg.IdleTimeout
+	}
+	return time.Duration(katoMs)*time.Millisecond + t.cfg.KeepAliveSlack
+}
+
+// checkAlive runs when a controller's watch fires: it ends the controller (by closing its
+// admin queue, which takes the I/O queues with it) if its host fell silent, else re-arms.
+func (t *Target) checkAlive(c *controller) {
+	c.mu.Lock()
+	if c.dropped {
+		c.mu.Unlock()
+		return
+	}
+	life := t.aliveFor(c.katoMs)
+	last := c.lastKeepAlive.Load()
+	if c.katoMs == 0 {
+		last = c.lastCommand.Load()
+	}
+	left := time.Until(time.Unix(0, last).Add(life))
+	if left > 0 {
+		c.watch.Reset(left)
+		c.mu.Unlock()
+		return
+	}
+	admin := c.queues[0]
+	kato := c.katoMs
+	c.mu.Unlock()
+	t.counts.keepAlive.Add(1)
+	why := fmt.Errorf("%w: no Keep Alive for %v (KATO %d ms + slack)", ErrKeepAlive, life, kato)
+	if kato == 0 {
+		why = fmt.Errorf("%w: no command for %v (KATO 0: the idle limit)", ErrKeepAlive, life)
+	}
+	t.logf("nvmetcp: controller %d: %v: ending it", c.id, why)
+	if admin != nil {
+		admin.kill(why)
+	}
 }
 
 func (t *Target) controller(id uint16) *controller {
@@ -254,6 +446,7 @@ func (t *Target) dropController(c *controller) {
 	t.mu.Unlock()
 	c.mu.Lock()
 	c.dropped = true
+	c.watch.Stop()
 	qs := make([]*queue, 0, len(c.queues))
 	for qid, q := range c.queues {
 		if qid != 0 {
@@ -262,7 +455,7 @@ func (t *Target) dropController(c *controller) {
 	}
 	c.mu.Unlock()
 	for _, q := range qs {
-		q.conn.Close()
+		q.kill(errAdminGone)
 	}
 }
 

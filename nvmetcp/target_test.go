@@ -20,11 +20,21 @@ const testSpec = "emu:mem?size=64M&ru=1M&ruhs=4&op=0.25"
 // startTarget serves a fresh in-memory emulated FDP SSD on a loopback port.
 func startTarget(t testing.TB) (*Target, string, *emu.Controller) {
 	t.Helper()
+	return startTargetWith(t, nil)
+}
+
+// startTargetWith is startTarget with the configuration adjusted by tune.
+func startTargetWith(t testing.TB, tune func(*Config)) (*Target, string, *emu.Controller) {
+	t.Helper()
 	ctrl, err := emu.Open(testSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt, err := New(Config{NQN: testNQN, Backend: ctrl, MaxIOQueues: 4})
+	cfg := Config{NQN: testNQN, Backend: ctrl, MaxIOQueues: 4}
+	if tune != nil {
+		tune(&cfg)
+	}
+	tgt, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +527,8 @@ func TestMalformedPDUs(t *testing.T) {
 		{"keyed SGL", 0x40, SGLDesc{Length: 4096, Type: 0x40}, nil, StSGLType},
 		{"in-capsule length beyond data", 0x40, SGLDesc{Length: 8192, Type: SGLInCapsule}, make([]byte, 4096), StSGLLength},
 		{"in-capsule offset beyond data", 0x40, SGLDesc{Addr: 8192, Length: 16, Type: SGLInCapsule}, make([]byte, 4096), StSGLOffset},
-		{"transfer above the limit", 0x40, SGLDesc{Length: 64 << 20, Type: SGLTransport}, nil, StSGLLength},
+		{"transfer above MDTS", 0x40, SGLDesc{Length: 64 << 20, Type: SGLTransport}, nil, StInvalidField},
+		{"transfer unlike NLB", 0x40, SGLDesc{Length: 8192, Type: SGLTransport}, nil, StSGLLength},
 	} {
 		sqe := EncodeSQE(&w, 500, tc.sgl)
 		sqe[sqeFlags] = tc.flags

@@ -166,6 +166,17 @@ var flagRules = map[string]flagRule{
 	"offset":             {kind: ruleAny},
 	"rbctl nvme log/len": {kind: ruleInt, min: 4, max: 1 << 26, multipleOf: 4},
 
+	// emu serve: the NVMe/TCP target's limits (nvmetcp.New takes these ranges).
+	"rbctl emu serve/io-queues":  intRule(1, 128),
+	"rbctl emu serve/queue-size": intRule(2, 1024),
+	"write-budget":               sizeRule(1 << 20),
+	"max-connections":            intRule(1, 1<<16),
+	"max-controllers":            intRule(1, 0xFFEF),
+	"handshake-timeout":          durRule(0.001, false, ""),
+	"stall-timeout":              durRule(0.001, false, ""),
+	"keepalive-slack":            durRule(0.001, false, ""),
+	"idle-timeout":               durRule(0.001, false, ""),
+
 	// simulate: --capacity is the modelled device's size.
 	"rbctl simulate/capacity": sizeRule(1 << 20),
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,9 +30,10 @@ func newEmuCmd() *cobra.Command {
 
 func newEmuServeCmd() *cobra.Command {
 	var (
-		listen, nqn         string
-		allowRemote, logged bool
-		ioQueues, queueSize int
+		listen, nqn, writeBudget             string
+		allowRemote, logged                  bool
+		ioQueues, queueSize, maxConns, maxCt int
+		handshake, stall, kaSlack, idle      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve DEV-SPEC",
@@ -57,12 +59,18 @@ interrupted, then saves the device's FDP state. See docs/nvmetcp.md.`,
 			if err := nvmetcp.CheckListen(listen, allowRemote); err != nil {
 				return err
 			}
+			budget, err := rbParseSize(writeBudget)
+			if err != nil {
+				return fmt.Errorf("--write-budget %q: %v", writeBudget, err)
+			}
 			ctrl, err := emu.Open(spec)
 			if err != nil {
 				return err
 			}
 			defer ctrl.Close()
-			cfg := nvmetcp.Config{NQN: nqn, Backend: ctrl, MaxIOQueues: ioQueues, QueueSize: queueSize}
+			cfg := nvmetcp.Config{NQN: nqn, Backend: ctrl, MaxIOQueues: ioQueues, QueueSize: queueSize,
+				WriteBudget: budget, MaxConnections: maxConns, MaxControllers: maxCt,
+				HandshakeTimeout: handshake, StallTimeout: stall, KeepAliveSlack: kaSlack, IdleTimeout: idle}
 			if logged {
 				cfg.Logf = func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
 			}
@@ -98,6 +106,13 @@ interrupted, then saves the device's FDP state. See docs/nvmetcp.md.`,
 	f.BoolVar(&allowRemote, "allow-remote", false, "listen on a non-loopback address (the target has no authentication)")
 	f.IntVar(&ioQueues, "io-queues", nvmetcp.DefaultMaxIOQueues, "I/O queues a host may create")
 	f.IntVar(&queueSize, "queue-size", nvmetcp.DefaultQueueSize, "entries per submission queue (CAP.MQES+1)")
+	f.StringVar(&writeBudget, "write-budget", "256MiB", "write data the target buffers at once over all hosts; R2Ts wait beyond it (at least one MDTS transfer)")
+	f.IntVar(&maxConns, "max-connections", nvmetcp.DefaultMaxConnections, "TCP connections served at once; more are closed at accept")
+	f.IntVar(&maxCt, "max-controllers", nvmetcp.DefaultMaxControllers, "controllers (admin queues) at once; more get Connect Controller Busy")
+	f.DurationVar(&handshake, "handshake-timeout", nvmetcp.DefaultHandshakeTimeout, "close a connection that has not sent ICReq and Connect within this")
+	f.DurationVar(&stall, "stall-timeout", nvmetcp.DefaultStallTimeout, "close a connection whose PDU, R2T transfer or reply makes no progress for this long")
+	f.DurationVar(&kaSlack, "keepalive-slack", nvmetcp.DefaultKeepAliveSlack, "time past the host's keep-alive timeout (KATO) before its controller is ended")
+	f.DurationVar(&idle, "idle-timeout", nvmetcp.DefaultIdleTimeout, "end a controller with keep-alive off (KATO 0) after this long without a command")
 	f.BoolVar(&logged, "log", false, "log connections and disconnections on stderr")
 	return cmd
 }

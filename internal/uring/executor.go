@@ -21,6 +21,13 @@ type Batch interface {
 	Complete(i int, c CQE) (again bool)
 }
 
+// ErrRingFailed marks work an Executor failed because its ring stopped working: an
+// io_uring_enter error that reaping and retrying cannot cure (EBADF, EINVAL, EFAULT, EBADR,
+// EOWNERDEAD, ...) or a completion whose user_data names no operation in flight. The
+// Executor then fails every item it holds, closes its ring and refuses further work; Run and
+// Do return an error wrapping ErrRingFailed (and the errno, when there is one).
+var ErrRingFailed = errors.New("io_uring executor: ring failed")
+
 // Executor owns one Ring on a goroutine locked to its OS thread and runs Batches handed to it
 // by Run from any goroutine, keeping up to Depth items in flight across all of them. Items
 // are matched to completions by an index into a preallocated op table carried in user_data.
@@ -35,7 +42,9 @@ type Executor struct {
 	mu       sync.Mutex
 	queue    []*job
 	sleeping bool // the owner waits in the kernel and must be woken for new work
+	inKernel bool // the owner waits in the kernel, possibly at full depth (Do wakes it anyway)
 	closing  bool
+	failed   error // why the ring failed (wraps ErrRingFailed); set once, with closing
 	exited   chan struct{}
 }
 
@@ -96,7 +105,9 @@ func (e *Executor) Features() uint32 { return e.feats }
 func (e *Executor) Probe() *Probe { return e.probe }
 
 // Run performs every item of b and returns when all have completed. It returns ErrClosed if
-// the Executor is closed; item outcomes are the Batch's business.
+// the Executor is closed, and an error wrapping ErrRingFailed if the ring failed while b was
+// queued or in flight (the items it could not finish were completed with a negative errno
+// Res, see fail); otherwise item outcomes are the Batch's business.
 func (e *Executor) Run(b Batch) error {
 	n := b.Len()
 	if n == 0 {
@@ -110,9 +121,10 @@ func (e *Executor) Run(b Batch) error {
 		return err
 	}
 	<-j.done
-	j.b = nil
+	err := j.err
+	j.b, j.err = nil, nil
 	jobPool.Put(j)
-	return nil
+	return err
 }
 
 // Do runs fn on the Executor's thread with its ring (e.g. to register buffers on a
@@ -129,12 +141,20 @@ func (e *Executor) Do(fn func(*Ring) error) error {
 func (e *Executor) enqueue(j *job) error {
 	e.mu.Lock()
 	if e.closing {
+		err := e.failed
 		e.mu.Unlock()
-		return ErrClosed
+		if err == nil {
+			err = ErrClosed
+		}
+		return err
 	}
 	e.queue = append(e.queue, j)
-	wake := e.sleeping
-	e.sleeping = false
+	// A batch waits for a free slot, which only a completion brings; a Do needs no slot,
+	// so it wakes the owner even at full depth.
+	wake := e.sleeping || (j.fn != nil && e.inKernel)
+	if wake {
+		e.sleeping, e.inKernel = false, false
+	}
 	e.mu.Unlock()
 	if wake {
 		e.wake()
@@ -147,7 +167,8 @@ func (e *Executor) wake() {
 	unix.Write(e.efd, one[:]) // EAGAIN only if the counter is saturated: the poll fires anyway
 }
 
-// Close waits for queued and in-flight work to finish, then tears the ring down.
+// Close waits for queued and in-flight work to finish, then tears the ring down. After a ring
+// failure it only waits for the goroutine, which has already failed the work.
 func (e *Executor) Close() error {
 	e.mu.Lock()
 	already := e.closing
@@ -251,7 +272,8 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 		if len(finished) > 0 {
 			if r.SQReady() > 0 {
 				if _, err := r.Submit(); err != nil && !isTransient(err) {
-					panic(fmt.Sprintf("io_uring executor: %v", err))
+					e.fail(r, err, table, retry, active, finished)
+					return
 				}
 			}
 			for i, j := range finished {
@@ -269,19 +291,21 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 		if len(e.queue) == 0 && (e.closing == closing) {
 			wait = 1
 			e.sleeping = inflight < e.depth
+			e.inKernel = true
 		}
 		e.mu.Unlock()
 		_, err := r.SubmitAndWait(wait)
 		if wait == 1 {
 			e.mu.Lock()
-			e.sleeping = false
+			e.sleeping, e.inKernel = false, false
 			e.mu.Unlock()
 		}
 		if err != nil && !isTransient(err) {
-			// EBADF/EFAULT/EINVAL here mean the ring itself is broken: in-flight buffers may
-			// still be written by the kernel, so no caller can be released safely.
-			panic(fmt.Sprintf("io_uring executor: %v", err))
+			// EBADF/EFAULT/EINVAL/EBADR/... here mean the ring itself is broken.
+			e.fail(r, err, table, retry, active, finished)
+			return
 		}
+		var stray error
 		for {
 			n := r.Reap(cqes)
 			if n == 0 {
@@ -291,6 +315,12 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 				if c.UserData == wakeTag {
 					unix.Read(e.efd, efdBuf[:])
 					pollArmed = false
+					continue
+				}
+				if c.UserData >= uint64(len(table)) || table[c.UserData].j == nil {
+					// Not ours: the op table and the kernel disagree, so some operation's
+					// completion may never come. Deliver the rest of this batch, then fail.
+					stray = fmt.Errorf("completion (res %d) for user_data %#x, which names no operation in flight", c.Res, c.UserData)
 					continue
 				}
 				s := table[c.UserData]
@@ -306,6 +336,88 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 				}
 			}
 		}
+		if stray != nil {
+			e.fail(r, stray, table, retry, active, finished)
+			return
+		}
+	}
+}
+
+// fail ends the loop after a ring failure (cause): it stops taking work, completes every
+// item it still holds — in flight, waiting for a retry, not yet prepared, or in jobs still
+// queued — with Res = -errno (the cause's errno, else EIO) without asking whether to retry,
+// closes the ring (the kernel cancels what it still runs), and only then releases the
+// callers, whose Run returns the cause. Completions already in the CQ are delivered first:
+// those operations did finish. The kernel may still be finishing an operation failed here
+// when Run returns; callers that reuse its buffer at once should treat its bytes as unknown.
+func (e *Executor) fail(r *Ring, cause error, table []opSlot, retry []opSlot, active, finished []*job) {
+	err := fmt.Errorf("%w: %w", ErrRingFailed, cause)
+	errno := unix.EIO
+	if en, ok := errors.AsType[unix.Errno](cause); ok {
+		errno = en
+	}
+	e.mu.Lock()
+	e.closing, e.failed = true, err
+	queued := e.queue
+	e.queue = nil
+	e.mu.Unlock()
+
+	finish := func(j *job) {
+		j.err = err
+		if j.left--; j.left == 0 {
+			finished = append(finished, j)
+		}
+	}
+	failed := CQE{Res: -int32(errno)}
+	// What the kernel already completed is real; the rest is failed.
+	var cqes [64]CQE
+	for n := r.Reap(cqes[:]); n > 0; n = r.Reap(cqes[:]) {
+		for _, c := range cqes[:n] {
+			if c.UserData >= uint64(len(table)) || table[c.UserData].j == nil {
+				continue
+			}
+			s := table[c.UserData]
+			table[c.UserData] = opSlot{}
+			if s.j.b.Complete(s.i, c) {
+				retry = append(retry, s)
+				continue
+			}
+			if s.j.left--; s.j.left == 0 {
+				finished = append(finished, s.j)
+			}
+		}
+	}
+	for i, s := range table {
+		if s.j != nil {
+			table[i] = opSlot{}
+			s.j.b.Complete(s.i, failed)
+			finish(s.j)
+		}
+	}
+	for _, s := range retry {
+		s.j.b.Complete(s.i, failed)
+		finish(s.j)
+	}
+	for _, j := range queued {
+		if j.fn != nil {
+			j.err = err
+			j.done <- struct{}{}
+			continue
+		}
+		active = append(active, j)
+	}
+	for _, j := range active {
+		if j == nil {
+			continue
+		}
+		for ; j.next < j.n; j.next++ {
+			j.b.Complete(j.next, failed)
+			finish(j)
+		}
+	}
+	r.Close()
+	for _, j := range finished {
+		j.done <- struct{}{}
 	}
 }
 

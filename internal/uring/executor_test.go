@@ -2,12 +2,14 @@ package uring
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rbctl/rbctl/internal/sys"
+	"golang.org/x/sys/unix"
 )
 
 // rwBatch reads or writes chunk-sized pieces of buf at off+i*chunk, resubmitting short
@@ -179,6 +181,152 @@ func TestExecutorCloseReleasesFinishedBatches(t *testing.T) {
 		case <-done:
 		case <-time.After(10 * time.Second):
 			t.Fatal("Run callers still blocked 10 s after Close")
+		}
+	}
+}
+
+// pipeBatch reads one byte from a pipe per item: it stays in flight until the pipe has data.
+type pipeBatch struct {
+	fd       int32
+	bufs     [][]byte
+	res      []int32
+	prepared chan struct{} // one send per Prep
+}
+
+func (b *pipeBatch) Len() int { return len(b.bufs) }
+func (b *pipeBatch) Prep(i int, sqe SQE) {
+	sqe.PrepRead(b.fd, b.bufs[i], ^uint64(0))
+	b.prepared <- struct{}{}
+}
+func (b *pipeBatch) Complete(i int, c CQE) bool {
+	b.res[i] = c.Res
+	return false
+}
+
+func newPipeBatch(t *testing.T, n int) (*pipeBatch, int) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	b := &pipeBatch{fd: int32(p[0]), res: make([]int32, n), prepared: make(chan struct{}, n)}
+	for range n {
+		b.bufs = append(b.bufs, offHeap(t, 4096))
+	}
+	return b, p[1]
+}
+
+// runAsync starts e.Run(b) and returns a channel with its result.
+func runAsync(e *Executor, b Batch) <-chan error {
+	c := make(chan error, 1)
+	go func() { c <- e.Run(b) }()
+	return c
+}
+
+func waitRun(t *testing.T, c <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-c:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still blocked 10 s after the ring failed")
+		return nil
+	}
+}
+
+// TestExecutorRingFailure: an io_uring_enter error that is not transient (here
+// EOPNOTSUPP: the ring's fd no longer refers to an io_uring) and a completion for a
+// user_data that names no operation both fail the work — in flight, queued and new — with
+// an error wrapping ErrRingFailed instead of killing the process; Close still returns.
+func TestExecutorRingFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(r *Ring) error
+		errno  unix.Errno // the Res the in-flight items get, 0: any negative
+	}{
+		{"enter fails", func(r *Ring) error {
+			null, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(null)
+			return unix.Dup3(null, r.Fd(), unix.O_CLOEXEC) // io_uring_enter now gets EOPNOTSUPP
+		}, unix.EOPNOTSUPP},
+		{"unknown user_data", func(r *Ring) error {
+			sqe, ok := r.GetSQE()
+			if !ok {
+				return fmt.Errorf("no SQE")
+			}
+			sqe.PrepNop()
+			sqe.SetUserData(12345)
+			return nil
+		}, unix.EIO},
+		{"user_data of a free slot", func(r *Ring) error {
+			sqe, ok := r.GetSQE()
+			if !ok {
+				return fmt.Errorf("no SQE")
+			}
+			sqe.PrepNop()
+			sqe.SetUserData(7) // depth 8, three items in flight: slots 0..2 are used
+			return nil
+		}, unix.EIO},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newExecutorOrSkip(t, Options{}, 8)
+			stuck, _ := newPipeBatch(t, 3)
+			running := runAsync(e, stuck)
+			// Let the three reads reach the kernel: once prepared, a NOP batch run after them
+			// returns only when the loop has submitted them too.
+			for range 3 {
+				<-stuck.prepared
+			}
+			if err := e.Run(&nopBatch{n: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Do(tc.inject); err != nil {
+				t.Fatal(err)
+			}
+			// The next trip through the kernel fails (or reaps the stray completion).
+			err := waitRun(t, running)
+			if !errors.Is(err, ErrRingFailed) {
+				t.Fatalf("in-flight batch: %v, want ErrRingFailed", err)
+			}
+			for i, res := range stuck.res {
+				if res >= 0 || (tc.errno != 0 && unix.Errno(-res) != tc.errno) {
+					t.Errorf("item %d completed with res %d, want -%v", i, res, tc.errno)
+				}
+			}
+			if err := e.Run(&nopBatch{n: 2}); !errors.Is(err, ErrRingFailed) {
+				t.Errorf("Run after the failure: %v", err)
+			}
+			if err := e.Do(func(*Ring) error { return nil }); !errors.Is(err, ErrRingFailed) {
+				t.Errorf("Do after the failure: %v", err)
+			}
+			if err := e.Close(); err != nil {
+				t.Errorf("Close after the failure: %v", err)
+			}
+		})
+	}
+}
+
+// TestExecutorRingFailureFailsUnprepared: items of a batch larger than the depth that were
+// never prepared when the ring failed are failed too, and Run returns.
+func TestExecutorRingFailureFailsUnprepared(t *testing.T) {
+	e := newExecutorOrSkip(t, Options{}, 2)
+	stuck, _ := newPipeBatch(t, 5)
+	running := runAsync(e, stuck)
+	<-stuck.prepared
+	<-stuck.prepared
+	if err := e.Do(func(r *Ring) error { return unix.Dup3(int(stuck.fd), r.Fd(), unix.O_CLOEXEC) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitRun(t, running); !errors.Is(err, ErrRingFailed) || !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Fatalf("Run: %v, want ErrRingFailed with EOPNOTSUPP", err)
+	}
+	for i, res := range stuck.res {
+		if res != -int32(unix.EOPNOTSUPP) {
+			t.Errorf("item %d: res %d", i, res)
 		}
 	}
 }

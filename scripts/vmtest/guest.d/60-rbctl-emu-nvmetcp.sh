@@ -6,7 +6,8 @@
 # (URING_CMD on /dev/ngXn1), a second target with header+data digests, a short rbctl bench that
 # must report the device WAF from the target's FDP statistics log, an RUH update, nvme-cli's
 # fdp plugin against rbctl's --json field by field, the harness's nvme/probe kernel tests
-# pointed at this controller, and a controller reset. Detaches and stops the target at the
+# pointed at this controller, a controller reset, and a third target under load with faults
+# (dropped queues, silent and malformed connections). Detaches and stops the targets at the
 # end. Exit 0 = pass, 77 = skip (no nvme-fabrics / rbctl), other = fail.
 set -u
 nqn=nqn.2026-11.io.rbctl:emu-vmtest
@@ -227,6 +228,87 @@ else
 	bad "nvme reset /dev/$ctrl: $(cat /tmp/err)"
 fi
 kill -0 "$srv" 2>/dev/null || bad "rbctl emu serve is not running any more"
+
+# 8. Load with faults from the kernel's initiator (issue 15): a third target with a 1 MiB
+# write budget (four 256 KiB writes) and short timeouts. Four nvme-cli jobs write 256 KiB
+# pieces of their own region and read each back while a controller reset drops every queue
+# in the middle of their I/O, silent connections wait out the handshake timeout and
+# malformed PDUs get a C2HTermReq. Afterwards every piece that was acknowledged reads back
+# as written, the target still serves, and once the host is gone its process holds no more
+# file descriptors than before (every connection closed).
+lport=$((port + 2))
+lnqn=$nqn-load
+llog=/tmp/rbctl-emu-load.log
+/bin/rbctl emu serve 'emu:mem?size=128M&ru=1M&ruhs=4' --listen 127.0.0.1:$lport --nqn $lnqn \
+	--write-budget 1MiB --stall-timeout 3s --handshake-timeout 1s --log >$llog 2>&1 &
+lsrv=$!
+for i in $(seq 1 100); do grep -q '^serving' $llog 2>/dev/null && break; sleep 0.1; done
+fd0=$(ls /proc/$lsrv/fd 2>/dev/null | wc -l)
+lctrl=
+exec 4<>/dev/nvme-fabrics
+if echo "transport=tcp,traddr=127.0.0.1,trsvcid=$lport,nqn=$lnqn,nr_io_queues=2,queue_size=32" >&4 2>/tmp/err; then
+	read -r reply <&4
+	linst=$(echo "$reply" | sed -n 's/.*instance=\([0-9]*\).*/\1/p')
+	lctrl=nvme$linst
+fi
+exec 4<&-
+lns=/dev/nvme${linst:-X}n1
+for i in $(seq 1 100); do [ -e "$lns" ] && break; sleep 0.1; done
+if [ -n "$lctrl" ] && [ -e "$lns" ]; then
+	load() { # JOB: 12 pieces of 256 KiB (64 blocks), each written once, read back, compared
+		j=$1 i=0
+		while [ $i -lt 12 ]; do
+			lba=$((j * 8192 + i * 64))
+			dd if=/dev/urandom of=/tmp/lp$j.$i bs=65536 count=4 2>/dev/null
+			if nvme write $lns -s $lba -c 63 -z 262144 -d /tmp/lp$j.$i >/dev/null 2>&1; then
+				echo $i >>/tmp/lacked$j
+				nvme read $lns -s $lba -c 63 -z 262144 -d /tmp/lb$j >/dev/null 2>&1 && ! cmp -s /tmp/lp$j.$i /tmp/lb$j &&
+					echo "$j.$i" >>/tmp/lwrong
+			fi
+			i=$((i + 1))
+		done
+	}
+	rm -f /tmp/lacked* /tmp/lwrong /tmp/garb*
+	pids=
+	for j in 0 1 2 3; do load $j & pids="$pids $!"; done
+	sleep 1
+	nsilent=0 ngarb=0
+	if command -v nc >/dev/null 2>&1; then
+		for k in $(seq 1 16); do (sleep 4 | nc 127.0.0.1 $lport >/dev/null 2>&1) & pids="$pids $!"; nsilent=$((nsilent + 1)); done
+		# ICReq, then a capsule with PLEN 4 GiB: C2HTermReq FES 0x05 (data limit).
+		for k in 1 2 3 4; do
+			( (printf '\000\000\200\000\200\000\000\000'; head -c 120 /dev/zero; printf '\004\000\110\000\377\377\377\377'; sleep 2) |
+				nc 127.0.0.1 $lport >/tmp/garb$k 2>/dev/null) & pids="$pids $!"; ngarb=$((ngarb + 1))
+		done
+	fi
+	nvme reset /dev/$lctrl 2>/tmp/err || bad "load: nvme reset /dev/$lctrl: $(cat /tmp/err)"
+	for p in $pids; do wait $p; done
+	for i in $(seq 1 100); do [ "$(cat /sys/class/nvme/$lctrl/state 2>/dev/null)" = live ] && break; sleep 0.1; done
+	acked=0 wrong=0
+	for j in 0 1 2 3; do
+		for i in $(cat /tmp/lacked$j 2>/dev/null); do
+			acked=$((acked + 1))
+			nvme read $lns -s $((j * 8192 + i * 64)) -c 63 -z 262144 -d /tmp/lb >/dev/null 2>&1 && cmp -s /tmp/lp$j.$i /tmp/lb ||
+				{ wrong=$((wrong + 1)); bad "load: piece $j.$i acknowledged, reads back different"; }
+		done
+	done
+	[ -s /tmp/lwrong ] && bad "load: read-back right after a write differed: $(cat /tmp/lwrong | tr '\n' ' ')"
+	term=0
+	for k in $(seq 1 $ngarb); do [ "$(od -An -tx1 -N1 -j128 /tmp/garb$k 2>/dev/null | tr -d ' ')" = 03 ] && term=$((term + 1)); done
+	[ $term = $ngarb ] || bad "load: $term of $ngarb malformed capsules got a C2HTermReq"
+	[ $acked -ge 24 ] || bad "load: only $acked of 48 writes acknowledged"
+	echo 1 >/sys/class/nvme/$lctrl/delete_controller 2>/dev/null
+	for i in $(seq 1 50); do [ "$(ls /proc/$lsrv/fd | wc -l)" -le "$fd0" ] && break; sleep 0.1; done
+	fd1=$(ls /proc/$lsrv/fd | wc -l)
+	[ "$fd1" -le "$fd0" ] || bad "load: the target holds $fd1 descriptors after the host left, $fd0 before"
+	hs=$(grep -c 'not completed in time' $llog)
+	[ "$hs" -ge "$nsilent" ] || bad "load: $hs handshake timeouts logged for $nsilent silent connections"
+	say "load: 4 jobs, $acked of 48 256-KiB writes acknowledged and read back equal ($wrong wrong) across a reset; $nsilent silent connections closed ($hs handshake timeouts), $term/$ngarb malformed capsules answered with C2HTermReq; target fds $fd0 before, $fd1 after; peak RSS $(sed -n 's/^VmHWM: *//p' /proc/$lsrv/status)"
+else
+	bad "load: attaching the third target failed: $(cat /tmp/err 2>/dev/null); $(dmesg | tail -n 2)"
+fi
+kill "$lsrv" 2>/dev/null && wait "$lsrv" 2>/dev/null
+grep -E 'panic|goroutine' $llog && bad "the load target crashed"
 
 teardown
 exit $rc

@@ -1,0 +1,5 @@
+//go:build !race
+
+package nvmetcp
+
+const raceEnabled = false
