@@ -12,6 +12,7 @@ import (
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/internal/blockdev"
+	byteunits "github.com/rbctl/rbctl/internal/units"
 	"github.com/rbctl/rbctl/nvme"
 )
 
@@ -96,7 +97,7 @@ func TestSpecParse(t *testing.T) {
 		}
 	}
 	for s, want := range map[string]int64{"4096": 4096, "64K": 64 << 10, "64KiB": 64 << 10, "3MB": 3 << 20, "2g": 2 << 30, "1T": 1 << 40} {
-		if got, err := ParseSize(s); err != nil || got != want {
+		if got, err := byteunits.ParseSize(s); err != nil || got != want {
 			t.Errorf("ParseSize(%s) = %d %v", s, got, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/ftl"
+	byteunits "github.com/rbctl/rbctl/internal/units"
 )
 
 // Prefix starts every emulated-SSD device spec.
@@ -75,19 +76,19 @@ func ParseSpec(s string) (Spec, error) {
 		sp.given[k] = true
 		switch k {
 		case "size":
-			if sp.Size, err = ParseSize(v); err != nil {
+			if sp.Size, err = byteunits.ParseSize(v); err != nil {
 				return Spec{}, bad(err.Error())
 			}
 		case "ru":
-			if sp.RUSize, err = ParseSize(v); err != nil {
+			if sp.RUSize, err = byteunits.ParseSize(v); err != nil {
 				return Spec{}, bad(err.Error())
 			}
 		case "mu":
-			if sp.MappingUnit, err = ParseSize(v); err != nil {
+			if sp.MappingUnit, err = byteunits.ParseSize(v); err != nil {
 				return Spec{}, bad(err.Error())
 			}
 		case "lba":
-			n, err := ParseSize(v)
+			n, err := byteunits.ParseSize(v)
 			if err != nil || (n != 512 && n != 4096) {
 				return Spec{}, bad("logical block size must be 512 or 4096")
 			}
@@ -214,34 +215,6 @@ func parseIsolation(v string) (ftl.Isolation, []ftl.Isolation, error) {
 		list = append(list, i)
 	}
 	return list[0], list, nil
-}
-
-// ParseSize parses a byte count with an optional binary suffix: 4096, 64K, 64M, 4G, 1T,
-// also written 64KiB / 64MB (all powers of 1024).
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(strings.ToUpper(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 || v > math.MaxInt64/mult {
-		return 0, fmt.Errorf("bad size %q (use bytes or a K/M/G/T suffix)", s)
-	}
-	return v * mult, nil
 }
 
 // FormatSize renders a byte count with the largest exact binary suffix.

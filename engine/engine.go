@@ -96,7 +96,7 @@ func newEngine(dev blockdev.Device, cfg Config) (*Engine, error) {
 	}
 	info := dev.Info()
 	if info.Direct && info.LogicalBlock > 0 && cfg.BlockAlign%info.LogicalBlock != 0 {
-		return nil, fmt.Errorf("%w: BlockAlign (block_align) %d is not a multiple of the device's logical block size %d; use --block-align %d", ErrConfig, cfg.BlockAlign, info.LogicalBlock, info.LogicalBlock)
+		return nil, fmt.Errorf("%w: BlockAlign (block_align) %d is not a multiple of the device's logical block size %d; use block_align %d", ErrConfig, cfg.BlockAlign, info.LogicalBlock, info.LogicalBlock)
 	}
 	e := &Engine{
 		cfg:      cfg,

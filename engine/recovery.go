@@ -123,7 +123,7 @@ func (e *Engine) checkLayout(st *ckptState) error {
 		return mis("namespace", ns, c.Namespace)
 	}
 	if st.nextSlot < 0 || st.nextSlot > e.layout.MaxSlots {
-		return fmt.Errorf("%w: next_slot %d outside [0, %d] (max_slots); the checkpoint belongs to a larger device or --capacity", ErrLayoutMismatch, st.nextSlot, e.layout.MaxSlots)
+		return fmt.Errorf("%w: next_slot %d outside [0, %d] (max_slots); the checkpoint belongs to a larger device or capacity_bytes", ErrLayoutMismatch, st.nextSlot, e.layout.MaxSlots)
 	}
 	return nil
 }
@@ -215,7 +215,7 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 				}
 			}
 		}
-		return nil, fmt.Errorf("%w on the device: container 0: %s; container 1: %s. Format it first (rbctl format), or check --meta-bytes/--block-align/--meta-magic",
+		return nil, fmt.Errorf("%w on the device: container 0: %s; container 1: %s (the device is not formatted, or was formatted with another meta_total_bytes, block_align or meta_magic)",
 			ErrNoCheckpoint, sc[0].info.Problem, sc[1].info.Problem)
 	}
 	if sel.Doubt && !cfg.ReadOnly && !opts.AcceptDoubt {
@@ -226,7 +226,7 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 		return nil, err
 	}
 	if !st.hasNS && sel.NamespaceSource == "slot headers" && sel.Namespace != cfg.Namespace {
-		return nil, fmt.Errorf("%w: the slot headers of the checkpoint's entries carry %s-namespace identities but the config has namespace %s; open with --namespace %s", ErrLayoutMismatch, sel.Namespace, cfg.Namespace, sel.Namespace)
+		return nil, fmt.Errorf("%w: the slot headers of the checkpoint's entries carry %s-namespace identities but the config has namespace %s; open it with namespace %s", ErrLayoutMismatch, sel.Namespace, cfg.Namespace, sel.Namespace)
 	}
 	if e.cfg.DevicePath == "" && st.hasDevPath {
 		e.cfg.DevicePath = st.devicePath

@@ -152,7 +152,7 @@ func (c Config) resolve() (resolved, error) {
 	// at run time, as a device would.)
 	needPerGroup := (r.logicalUnits+int64(r.ReclaimGroups)-1)/int64(r.ReclaimGroups) + int64(r.reserve)*r.unitsPerRU
 	if r.rusPerGroup*r.unitsPerRU < needPerGroup {
-		return resolved{}, fmt.Errorf("%w: physical space per reclaim group (%d RUs of %d bytes) cannot hold its share of the logical space plus a reserve of %d RUs; raise the over-provisioning (--op, or op= in an emu: spec) or use smaller RUs",
+		return resolved{}, fmt.Errorf("%w: physical space per reclaim group (%d RUs of %d bytes) cannot hold its share of the logical space plus a reserve of %d RUs; raise the over-provisioning or use smaller RUs",
 			ErrConfig, r.rusPerGroup, c.RUBytes, r.reserve)
 	}
 	return r, nil

@@ -63,12 +63,15 @@ type DriverConfig struct {
 	Seed        uint64
 }
 
+// ErrRegionTooLarge: an eviction region holds too much of the cache.
+var ErrRegionTooLarge = errors.New("eviction region too large")
+
 // CheckRegion refuses regions of more than half the cache's target (in chunks): evicting
 // one would all but empty the cache.
 func CheckRegion(regionSlots float64, targetSlots int64) error {
 	if regionSlots > float64(targetSlots)/2 {
-		return fmt.Errorf("a region of %.1f chunks is more than half the cache's target of %d chunks: "+
-			"evicting one would empty the cache; use smaller regions (--region) or a larger cache", regionSlots, targetSlots)
+		return fmt.Errorf("%w: %.1f chunks is more than half the cache's target of %d chunks: "+
+			"evicting one would empty the cache; use smaller regions or a larger cache", ErrRegionTooLarge, regionSlots, targetSlots)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/placement"
 )
@@ -18,8 +19,8 @@ type SimConfig struct {
 	Salts         []string         // Key.Tenant → cache_salt
 	Model         string           // model name given to the policy
 	SlotBytes     int64            // slot size; rounded up to the FTL mapping unit
-	HeaderBytes   int              // slot header bytes (4096)
-	MetaBytes     int64            // metadata region (both containers); 0 = sized for a full index
+	HeaderBytes   int              // slot header bytes (0: engine.DefaultHeaderBytes)
+	MetaBytes     int64            // metadata region (both containers); 0 = engine.MetaBytesFor the device
 	EntryBytes    int              // checkpoint bytes per index entry (default 64)
 	CheckpointOps int64            // write a checkpoint after this many stores+deletes (0 = never)
 	Deallocate    bool             // deallocate a slot when its key is deleted (H6)
@@ -53,7 +54,7 @@ func NewSimBackend(cfg SimConfig) (*SimBackend, error) {
 	fc := cfg.FTL.Config()
 	unit := fc.MappingUnit
 	if cfg.HeaderBytes == 0 {
-		cfg.HeaderBytes = 4096
+		cfg.HeaderBytes = engine.DefaultHeaderBytes
 	}
 	if cfg.EntryBytes == 0 {
 		cfg.EntryBytes = 64
@@ -65,10 +66,8 @@ func NewSimBackend(cfg SimConfig) (*SimBackend, error) {
 	size := fc.LogicalBytes
 	meta := cfg.MetaBytes
 	if meta == 0 {
-		// Two containers, each a header block plus a payload for every slot's entry.
-		est := size / slotB
-		c := (4096 + est*int64(cfg.EntryBytes) + unit - 1) / unit * unit
-		meta = 2 * c
+		// What rbctl format --meta-bytes auto gives this device (compact checkpoints).
+		meta = engine.MetaBytesFor(size, slotB, engine.DefaultBlockAlign, engine.CheckpointCompact)
 	}
 	meta = (meta + 2*unit - 1) / (2 * unit) * (2 * unit)
 	if meta >= size {
@@ -253,7 +252,7 @@ func (b *SimBackend) dirtied() error {
 	b.dirty = 0
 	b.seq++
 	c := b.base / 2
-	n := min(4096+int64(len(b.index))*int64(b.cfg.EntryBytes), c)
+	n := min(engine.DefaultBlockAlign+int64(len(b.index))*int64(b.cfg.EntryBytes), c)
 	units := (n + b.unit - 1) / b.unit
 	h := b.handle(placement.Write{Model: b.cfg.Model, Metadata: true, ChunkIndex: -1, Size: int(n)})
 	return b.cfg.FTL.Write(((b.seq+1)%2)*c/b.unit, units, max(h, 0))

@@ -63,7 +63,7 @@ func CreateFile(path string, size int64) error {
 		return err
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("create %s: not a regular file (--create is for files; block devices have their own size)", path)
+		return fmt.Errorf("create %s: not a regular file (only a regular file can be created or extended; a block device has its own size)", path)
 	}
 	if err := LockFD(int(f.Fd()), path, true); err != nil {
 		return err
@@ -90,7 +90,7 @@ func OpenFile(path string, opt FileOptions) (*File, error) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG, unix.S_IFBLK:
 	case unix.S_IFCHR:
-		return nil, fmt.Errorf("open %s: %w: a character device (NVMe generic /dev/ngXnY?) needs the passthrough engine (--io-engine passthru)", path, ErrNotSupported)
+		return nil, fmt.Errorf("open %s: %w: a character device (NVMe generic /dev/ngXnY?) needs the passthrough engine", path, ErrNotSupported)
 	default:
 		return nil, fmt.Errorf("open %s: not a regular file or block device", path)
 	}
@@ -110,7 +110,7 @@ func OpenFile(path string, opt FileOptions) (*File, error) {
 		case errors.Is(err, unix.EBUSY):
 			return nil, fmt.Errorf("open %s: device is busy (mounted, or held by another program); unmount it first: %w", path, err)
 		case errors.Is(err, unix.EINVAL) && opt.Direct:
-			return nil, fmt.Errorf("open %s: the filesystem refuses O_DIRECT (tmpfs?); put the file on another filesystem or pass --direct=false: %w", path, err)
+			return nil, fmt.Errorf("open %s: the filesystem refuses O_DIRECT (tmpfs?); put the file on another filesystem or open it without O_DIRECT: %w", path, err)
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -151,7 +151,7 @@ func OpenFile(path string, opt FileOptions) (*File, error) {
 		}
 		if d.info.Size == 0 {
 			d.f.Close()
-			return nil, fmt.Errorf("open %s: %w; create it pre-sized (rbctl format --create SIZE, or truncate -s SIZE)", path, ErrEmptyFile)
+			return nil, fmt.Errorf("open %s: %w; create it pre-sized (e.g. truncate -s SIZE)", path, ErrEmptyFile)
 		}
 	}
 	return d, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/internal/devices"
 	"github.com/rbctl/rbctl/internal/safety"
+	"github.com/rbctl/rbctl/internal/units"
 	"github.com/rbctl/rbctl/nvme"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
@@ -128,7 +129,7 @@ func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
 	}
 	switch {
 	case strings.HasPrefix(path, "mem:"):
-		n, err := wlParseSize(strings.TrimPrefix(path, "mem:"))
+		n, err := units.ParseSize(strings.TrimPrefix(path, "mem:"))
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("%s: want mem:SIZE, e.g. mem:256M", path)
 		}
@@ -175,7 +176,7 @@ func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
 	st, err := os.Stat(path)
 	created := false
 	if errors.Is(err, os.ErrNotExist) && f.size != "" {
-		n, perr := wlParseSize(f.size)
+		n, perr := units.ParseSize(f.size)
 		if perr != nil || n <= 0 {
 			return nil, fmt.Errorf("--size %q: %v", f.size, perr)
 		}
@@ -273,7 +274,7 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	}
 	ru := bd.ruBytes
 	if ru == 0 {
-		if ru, err = wlParseSize(f.ru); err != nil {
+		if ru, err = units.ParseSize(f.ru); err != nil {
 			return fmt.Errorf("--ru: %w", err)
 		}
 	}
@@ -299,7 +300,8 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	fc := ftl.Config{MappingUnit: unit, LogicalBytes: logical, OP: op, RUBytes: ru / unit * unit, Handles: handles,
 		Isolation: iso, GC: gc}
 
-	slotBytes := int64(4096+b.chunkBytes+4095) / 4096 * 4096
+	const align = engine.DefaultBlockAlign
+	slotBytes := (engine.DefaultHeaderBytes + int64(b.chunkBytes) + align - 1) / align * align
 	ecfg := engine.DefaultConfig()
 	ecfg.DevicePath = path
 	ecfg.SlotBytes = slotBytes
@@ -343,11 +345,9 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 	}
 	devSource := benchDeviceWAFSource(bd)
 	if f.metaBytes == "auto" {
-		slots := logical / slotBytes
-		c := (4096 + slots*256 + 4095) / 4096 * 4096
-		ecfg.MetaTotalBytes = min(2*c, 256<<20)
+		ecfg.MetaTotalBytes = engine.MetaBytesFor(logical, slotBytes, ecfg.BlockAlign, ecfg.CheckpointFormat)
 	} else {
-		n, err := wlParseSize(f.metaBytes)
+		n, err := units.ParseSize(f.metaBytes)
 		if err != nil {
 			return fmt.Errorf("--meta-bytes: %w", err)
 		}

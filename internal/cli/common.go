@@ -137,36 +137,6 @@ func (f *rbPlaceFlag) policy(info blockdev.Info) (placement.Policy, error) {
 	return p, nil
 }
 
-// rbParseSize parses "4096", "64K", "1MiB", "2G", "1.5GiB" (binary units).
-func rbParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	if t == "" {
-		return 0, errors.New("empty size")
-	}
-	mult := int64(1)
-	up := strings.ToUpper(t)
-	for _, u := range []struct {
-		suf string
-		m   int64
-	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"TB", 1 << 40}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}} {
-		if strings.HasSuffix(up, u.suf) {
-			mult, t = u.m, strings.TrimSpace(t[:len(t)-len(u.suf)])
-			break
-		}
-	}
-	if n, err := strconv.ParseInt(t, 0, 64); err == nil {
-		if n < 0 || (mult > 1 && n > (1<<62)/mult) {
-			return 0, fmt.Errorf("size %q out of range", s)
-		}
-		return n * mult, nil
-	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 || f*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("cannot parse size %q (use e.g. 4096, 64K, 1MiB, 2G)", s)
-	}
-	return int64(f * float64(mult)), nil
-}
-
 func rbBytes(n int64) string {
 	const u = "KMGTPE"
 	if n < 1024 {

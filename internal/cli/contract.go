@@ -16,6 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/rbctl/rbctl/internal/units"
 )
 
 // Exit codes (docs/cli.md).
@@ -358,7 +360,7 @@ func (r flagRule) check(f *pflag.Flag) error {
 				return nil
 			}
 		}
-		n, err := rbParseSize(s)
+		n, err := units.ParseSize(s)
 		if err != nil {
 			return fmt.Errorf("--%s %q: %v; want %s", f.Name, f.Value.String(), err, r.rangeText())
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/emu"
+	"github.com/rbctl/rbctl/internal/units"
 	"github.com/rbctl/rbctl/nvmetcp"
 )
 
@@ -59,7 +60,7 @@ interrupted, then saves the device's FDP state. See docs/nvmetcp.md.`,
 			if err := nvmetcp.CheckListen(listen, allowRemote); err != nil {
 				return err
 			}
-			budget, err := rbParseSize(writeBudget)
+			budget, err := units.ParseSize(writeBudget)
 			if err != nil {
 				return fmt.Errorf("--write-budget %q: %v", writeBudget, err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/internal/safety"
+	"github.com/rbctl/rbctl/internal/units"
 	"github.com/rbctl/rbctl/workloads"
 )
 
@@ -47,10 +48,10 @@ two of at least 1 MiB.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runFormat(cmd, args[0], f) },
 	}
 	cmd.Flags().StringVar(&f.slot, "slot-bytes", "1M", "slot size (header + payload), a multiple of --block-align")
-	cmd.Flags().StringVar(&f.header, "header-bytes", "4096", "slot header size, a multiple of --block-align")
+	cmd.Flags().StringVar(&f.header, "header-bytes", fmt.Sprint(engine.DefaultHeaderBytes), "slot header size, a multiple of --block-align")
 	cmd.Flags().StringVar(&f.meta, "meta-bytes", "auto", "metadata region (two containers); auto sizes it from the slot count")
 	cmd.Flags().StringVar(&f.capacity, "capacity", "0", "bytes of the device to use (0 = all)")
-	cmd.Flags().IntVar(&f.blockAlign, "block-align", 4096, "alignment of every offset and transfer (power of two)")
+	cmd.Flags().IntVar(&f.blockAlign, "block-align", engine.DefaultBlockAlign, "alignment of every offset and transfer (power of two)")
 	cmd.Flags().StringVar(&f.compat, "compat", "", "write LMCache's format exactly: lmcache-v1 (JSON checkpoint)")
 	cmd.Flags().StringVar(&f.namespace, "namespace", "object", "key namespace: object or legacy")
 	cmd.Flags().BoolVar(&f.force, "force", false, "format even if the device is in use or holds data")
@@ -65,15 +66,15 @@ two of at least 1 MiB.`,
 func (f *formatFlags) config(devSize int64) (engine.Config, error) {
 	cfg := engine.DefaultConfig()
 	var err error
-	if cfg.SlotBytes, err = rbParseSize(f.slot); err != nil {
+	if cfg.SlotBytes, err = units.ParseSize(f.slot); err != nil {
 		return cfg, fmt.Errorf("--slot-bytes: %w", err)
 	}
-	h, err := rbParseSize(f.header)
+	h, err := units.ParseSize(f.header)
 	if err != nil {
 		return cfg, fmt.Errorf("--header-bytes: %w", err)
 	}
 	cfg.HeaderBytes = int(h)
-	if cfg.CapacityBytes, err = rbParseSize(f.capacity); err != nil {
+	if cfg.CapacityBytes, err = units.ParseSize(f.capacity); err != nil {
 		return cfg, fmt.Errorf("--capacity: %w", err)
 	}
 	cfg.BlockAlign = f.blockAlign
@@ -90,23 +91,8 @@ func (f *formatFlags) config(devSize int64) (engine.Config, error) {
 		if cfg.CapacityBytes > 0 && cfg.CapacityBytes < capy {
 			capy = cfg.CapacityBytes
 		}
-		per := int64(128)
-		if cfg.CheckpointFormat == engine.CheckpointLMCacheV1 {
-			per = 256
-		}
-		slots := int64(0)
-		if cfg.SlotBytes > 0 {
-			slots = capy / cfg.SlotBytes
-		}
-		// A power of two (at least 1 MiB) keeps container 1 where DetectConfig looks for it
-		// when container 0 is damaged.
-		ba := int64(max(cfg.BlockAlign, 1))
-		need := 2 * (ba + slots*per + 64<<10)
-		cfg.MetaTotalBytes = 1 << 20
-		for cfg.MetaTotalBytes < need {
-			cfg.MetaTotalBytes <<= 1
-		}
-	} else if cfg.MetaTotalBytes, err = rbParseSize(f.meta); err != nil {
+		cfg.MetaTotalBytes = engine.MetaBytesFor(capy, cfg.SlotBytes, cfg.BlockAlign, cfg.CheckpointFormat)
+	} else if cfg.MetaTotalBytes, err = units.ParseSize(f.meta); err != nil {
 		return cfg, fmt.Errorf("--meta-bytes: %w", err)
 	}
 	return cfg, cfg.Validate()
@@ -141,7 +127,7 @@ func runFormat(cmd *cobra.Command, path string, f *formatFlags) error {
 		}
 	}
 	if f.create != "" {
-		size, err := rbParseSize(f.create)
+		size, err := units.ParseSize(f.create)
 		if err != nil {
 			return fmt.Errorf("--create: %w", err)
 		}

@@ -51,6 +51,7 @@ func NewRoot() *cobra.Command {
 	root.InitDefaultCompletionCmd()
 	strictGroups(root)
 	attachExamples(root)
+	hintAll(root) // library errors name config fields; say which flag sets them (hints.go)
 	return root
 }
 

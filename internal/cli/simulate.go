@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/emu"
+	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/internal/units"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/reports/plots"
@@ -98,7 +100,7 @@ func (w *wlFlags) build() (*wlBuilt, error) {
 	}
 	bpt := m.BytesPerToken()
 	if w.bytesPerTok != "" {
-		v, err := wlParseSize(w.bytesPerTok)
+		v, err := units.ParseSize(w.bytesPerTok)
 		if err != nil || v <= 0 {
 			return nil, fmt.Errorf("--bytes-per-token %q: want a positive byte count such as 128K", w.bytesPerTok)
 		}
@@ -162,7 +164,7 @@ func (w *wlFlags) build() (*wlBuilt, error) {
 	default:
 		size := int64(chunk)
 		if w.size != "" {
-			if size, err = wlParseSize(w.size); err != nil {
+			if size, err = units.ParseSize(w.size); err != nil {
 				return nil, fmt.Errorf("--value-size: %w", err)
 			}
 		}
@@ -190,7 +192,7 @@ func (w *wlFlags) evictionFlags() (ev workloads.Eviction, region int64, err erro
 	if !ev.Regional() {
 		return "", 0, fmt.Errorf("--region is for --eviction region or region-fifo, not %s", ev)
 	}
-	if region, err = wlParseSize(w.region); err != nil || region <= 0 {
+	if region, err = units.ParseSize(w.region); err != nil || region <= 0 {
 		return "", 0, fmt.Errorf("--region %q: want a positive size such as 2G", w.region)
 	}
 	return ev, region, nil
@@ -314,23 +316,6 @@ func (o *reportOutFlags) emit(cmd *cobra.Command, r *reports.Report) error {
 	return nil
 }
 
-// wlParseSize parses bytes with an optional K/M/G/T (binary) suffix.
-func wlParseSize(s string) (int64, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		if i := strings.IndexByte("KMGT", t[n-1]); i >= 0 {
-			mult = 1 << (10 * (i + 1))
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || v*float64(mult) > math.MaxInt64/2 {
-		return 0, fmt.Errorf("bad size %q (bytes, or a number with a K/M/G/T suffix)", s)
-	}
-	return int64(v * float64(mult)), nil
-}
-
 // simSweep is --sweep NAME=FROM:TO:STEP.
 type simSweep struct {
 	name   string
@@ -350,7 +335,7 @@ func simParseSweep(s string) (*simSweep, error) {
 	}
 	var v [3]float64
 	for i, p := range parts {
-		x, err := wlParseSize(p)
+		x, err := units.ParseSize(p)
 		if err != nil || strings.ContainsAny(p, ".") {
 			f, ferr := strconv.ParseFloat(p, 64)
 			if ferr != nil {
@@ -434,7 +419,7 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 func simGeometry(capacity, slotBytes int64, ruFlag, unitFlag string) (ru, unit int64, err error) {
 	if ruFlag == "auto" {
 		ru = capacity / 512
-	} else if ru, err = wlParseSize(ruFlag); err != nil {
+	} else if ru, err = units.ParseSize(ruFlag); err != nil {
 		return 0, 0, fmt.Errorf("--ru: %w", err)
 	}
 	if unitFlag == "auto" {
@@ -442,7 +427,7 @@ func simGeometry(capacity, slotBytes int64, ruFlag, unitFlag string) (ru, unit i
 		for unit*2 <= slotBytes/16 && unit*2 <= ru/256 {
 			unit *= 2
 		}
-	} else if unit, err = wlParseSize(unitFlag); err != nil {
+	} else if unit, err = units.ParseSize(unitFlag); err != nil {
 		return 0, 0, fmt.Errorf("--unit: %w", err)
 	}
 	if unit <= 0 || ru < unit {
@@ -460,7 +445,7 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 	if f.wl.writeTrace != "" {
 		return f.wl.writeTraceFile(b, cmd.OutOrStdout())
 	}
-	capB, err := wlParseSize(f.capacity)
+	capB, err := units.ParseSize(f.capacity)
 	if err != nil {
 		return fmt.Errorf("--capacity: %w", err)
 	}
@@ -497,7 +482,7 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 			return fmt.Errorf("--placement %s: %w", pol, err)
 		}
 	}
-	slotBytes := int64(4096 + b.chunkBytes)
+	slotBytes := int64(engine.DefaultHeaderBytes + b.chunkBytes) // SimBackend rounds it to the mapping unit
 	rep := reports.New("simulate")
 	rep.Workload = reports.Workload{Name: b.name, Seed: f.wl.seed, Tenants: b.salts, ChunkBytes: b.chunkBytes,
 		TargetUtil: f.wl.util, Eviction: f.wl.eviction, Workers: 1, Description: b.desc}

@@ -4,7 +4,7 @@
 // a filesystem, partition table, LVM, RAID, LUKS, swap or raw-block cache signature, and
 // says what would be destroyed. It checks the real target whatever DEV spelling names it:
 // the data file of an emu: device, the namespace of /dev/ngXnY (through its block device).
-// `--force` on the command is the only way past it. docs/reliability.md "Single writer and
+// The refusal states what is there; the command says how to override it (rbctl: --force). docs/reliability.md "Single writer and
 // the safety gate".
 package safety
 
@@ -55,12 +55,12 @@ func (a Action) refusing(target string) string {
 // Gate returns nil when the command may destroy what is on dev, or an error (wrapping
 // ErrInUse or ErrHasData) naming what is there, for example
 //
-//	refusing to format cache.img: it holds an ext4 filesystem (label "data"); pass --force to destroy it
+//	refusing to format cache.img: it holds an ext4 filesystem (label "data")
 //
 // dev is any DEV spelling: a regular file, a block device, /dev/ngXnY, /dev/nvmeXnY, or
 // emu:PATH (its data file is checked; emu:mem has nothing to lose). A path that does not
 // exist, an empty file and a target without a recognised signature pass. Callers skip Gate
-// only for --force.
+// only when the user overrides it (rbctl's --force).
 func Gate(a Action, dev string) error { return system.gate(a, dev) }
 
 // host is where the gate looks at the system; tests point it at a fake sysfs, proc and dev.
@@ -102,7 +102,7 @@ func (h host) gate(a Action, dev string) error {
 			return nil
 		}
 		if u := h.fileInUse(target); u != "" {
-			return refuse(ErrInUse, "%s: %s; detach it first (losetup -d) or pass --force", a.refusing(subject), u)
+			return refuse(ErrInUse, "%s: %s; detach it first (losetup -d)", a.refusing(subject), u)
 		}
 	default:
 		return nil // not a device rbctl writes through; opening it fails with the reason
@@ -150,13 +150,13 @@ func refuseSignatures(a Action, subject, dev string, r io.ReaderAt, size int64) 
 	}
 	list := strings.Join(what, " and ")
 	if cache && a != Recover && len(found) == 1 {
-		return refuse(ErrHasData, "%s: it holds %s; inspect it (rbctl inspect %s), or pass --force to destroy it",
+		return refuse(ErrHasData, "%s: it holds %s; inspect it (rbctl inspect %s)",
 			a.refusing(subject), list, dev)
 	}
 	if a == Recover {
-		return refuse(ErrHasData, "%s: it holds %s, not a raw-block cache; pass --force to overwrite it", a.refusing(subject), list)
+		return refuse(ErrHasData, "%s: it holds %s, not a raw-block cache", a.refusing(subject), list)
 	}
-	return refuse(ErrHasData, "%s: it holds %s; pass --force to destroy it", a.refusing(subject), list)
+	return refuse(ErrHasData, "%s: it holds %s", a.refusing(subject), list)
 }
 
 // refusal is a gate's answer: its message reads on its own, errors.Is finds its kind.

@@ -41,7 +41,7 @@ func TestGateSignatures(t *testing.T) {
 			binary.LittleEndian.PutUint16(b[1080:], 0xEF53)
 			binary.LittleEndian.PutUint32(b[1024+96:], 0x40)
 			copy(b[1024+120:], "data")
-		}, `it holds an ext4 filesystem (label "data"); pass --force to destroy it`},
+		}, `it holds an ext4 filesystem (label "data")`},
 		{"ext3 is refused", func(b []byte) {
 			binary.LittleEndian.PutUint16(b[1080:], 0xEF53)
 			binary.LittleEndian.PutUint32(b[1024+92:], 0x4)
@@ -134,7 +134,7 @@ func TestGateRealExt4(t *testing.T) {
 		t.Skipf("mkfs.ext4: %v: %s", err, out)
 	}
 	err = Gate(Format, p)
-	if want := "refusing to format " + p + `: it holds an ext4 filesystem (label "data"); pass --force to destroy it`; err == nil || err.Error() != want {
+	if want := "refusing to format " + p + `: it holds an ext4 filesystem (label "data")`; err == nil || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
 	}
 }

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/workloads"
+)
+
+// Library errors name config fields; the CLI names the flag, and only a flag the command has.
+func TestFlagHints(t *testing.T) {
+	format := &cobra.Command{Use: "format"}
+	format.Flags().String("meta-bytes", "", "")
+	format.Flags().String("slot-bytes", "", "")
+	format.Flags().String("create", "", "")
+	get := &cobra.Command{Use: "get"}
+	sim := &cobra.Command{Use: "simulate"}
+	sim.Flags().Float64("op", 0, "")
+	sim.Flags().String("region", "", "")
+	for _, c := range []struct {
+		cmd     *cobra.Command
+		err     error
+		want    string // "" = no hint
+		notWant string
+	}{
+		{format, fmt.Errorf("%w: metadata region (meta_total_bytes 1) too big; a smaller meta_total_bytes", engine.ErrDeviceTooSmall),
+			"; meta_total_bytes is --meta-bytes", "slot-bytes"},
+		{format, fmt.Errorf("%w: SlotBytes (slot_bytes): 12345", engine.ErrConfig), "; slot_bytes is --slot-bytes", ""},
+		{get, fmt.Errorf("%w: a larger meta_total_bytes", engine.ErrCheckpointTooBig), "; meta_total_bytes is rbctl format's --meta-bytes", ""},
+		{get, fmt.Errorf("%w: open it with namespace legacy", engine.ErrLayoutMismatch), "", "--"}, // get has no --namespace
+		{get, fmt.Errorf("%w on the device: container 0: x; container 1: y", engine.ErrNoCheckpoint), "; format it first (rbctl format)", ""},
+		{format, fmt.Errorf("%w on the device", engine.ErrNoCheckpoint), "", "format it first"},
+		{sim, fmt.Errorf("%w: raise the over-provisioning", ftl.ErrConfig), "; --op sets the over-provisioning", ""},
+		{get, fmt.Errorf("%w: raise the over-provisioning", ftl.ErrConfig), "", "--op"},
+		{sim, fmt.Errorf("bench: %w", workloads.CheckRegion(100, 10)), "; --region sets the region size", ""},
+		{sim, fmt.Errorf("slot_bytes is wrong"), "", "--"}, // not an engine error: no field mapping
+	} {
+		got := withFlagHints(c.cmd, c.err).Error()
+		if c.want == "" && got != c.err.Error() {
+			t.Errorf("%s: %q gained a hint: %q", c.cmd.Name(), c.err, got)
+		}
+		if c.want != "" && !strings.HasSuffix(got, c.want) {
+			t.Errorf("%s: %q, want it to end %q", c.cmd.Name(), got, c.want)
+		}
+		if c.notWant != "" && strings.Contains(strings.TrimPrefix(got, c.err.Error()), c.notWant) {
+			t.Errorf("%s: hint of %q mentions %q", c.cmd.Name(), got, c.notWant)
+		}
+	}
+}
+
+// End to end: the hint reaches the user's message, and the error still wraps the sentinel.
+func TestFlagHintsThroughCommands(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small.img")
+	if err := os.WriteFile(small, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := rbRun(t, "", "format", "--slot-bytes", "1M", "--meta-bytes", "1M", small)
+	if err == nil || !strings.Contains(err.Error(), "meta_total_bytes is --meta-bytes") || exitCode(t.Context(), err) != exitError {
+		t.Fatalf("format on a too small device: %v", err)
+	}
+	empty := filepath.Join(dir, "empty.img")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbRun(t, "", "format", empty); err == nil || !strings.Contains(err.Error(), "--create SIZE makes it") {
+		t.Fatalf("format of an empty file: %v", err)
+	}
+	if _, err := rbRun(t, "", "get", empty, "--key", "m@0x00000000@00"); err == nil || !strings.Contains(err.Error(), "rbctl format --create SIZE") {
+		t.Fatalf("get of an empty file: %v", err)
+	}
+}
