@@ -1,6 +1,8 @@
 package nvme
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -54,11 +56,14 @@ func (w *window) Flush() error { return w.d.Flush() }
 func (w *window) Close() error { return nil }
 
 // TestNVMeKernelEngineSuite runs the engine's behaviour suite on the passthrough Device
-// (URING_CMD when available, else ioctl) over the VM's NVMe namespace. Each subtest gets a
-// 32 MiB window, zeroed first, between 256 MiB and 768 MiB of the namespace.
+// (URING_CMD when available, else ioctl) over the VM's NVMe namespace; on an FDP namespace
+// with its RUH status's placement identifiers, so the suite's placed writes carry
+// DTYPE=2/DSPEC=PID. Each subtest gets a 32 MiB window, zeroed first, between 256 MiB and
+// 768 MiB of the namespace.
 func TestNVMeKernelEngineSuite(t *testing.T) {
 	tr := openKernel(t, TransportAuto)
-	d, err := NewDevice(tr, DeviceOptions{KeepTransport: true})
+	pids := kernelPIDs(t, tr)
+	d, err := NewDevice(tr, DeviceOptions{KeepTransport: true, PIDs: pids})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +90,39 @@ func TestNVMeKernelEngineSuite(t *testing.T) {
 		}
 		return &window{d: d, base: base, size: size}
 	})
-	t.Logf("engine suite: %d subtests on %s through %s", n, d.Info().Path, fmt.Sprintf("%T", tr))
+	t.Logf("engine suite: %d subtests on %s through %s, %d placement handles", n, d.Info().Path, fmt.Sprintf("%T", tr), d.Info().Handles)
+}
+
+// kernelPIDs returns the placement identifiers of the namespace's RUH status (handle i is
+// descriptor i, as fdp.Discover orders them) on a controller with FDP, nil without. The
+// fdp package cannot be imported here (it imports nvme), so the status is read directly.
+func kernelPIDs(t *testing.T, tr Transport) []uint16 {
+	t.Helper()
+	c, err := ReadController(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.FDPSupported() {
+		return nil
+	}
+	data, _, err := IORead(tr, 4096, func(buf []byte) (Command, error) {
+		return IOMgmtRecv(tr.NSID(), IOMgmtRecvRUHStatus, 0, buf)
+	})
+	if errors.Is(err, ErrFDPDisabled) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("RUH status: %v", err)
+	}
+	n := int(binary.LittleEndian.Uint16(data[14:]))
+	if 16+32*n > len(data) {
+		t.Fatalf("RUH status lists %d descriptors, more than 4096 bytes hold", n)
+	}
+	pids := make([]uint16, n)
+	for i := range pids {
+		pids[i] = binary.LittleEndian.Uint16(data[16+32*i:])
+	}
+	return pids
 }
 
 // TestEngineSuiteOnFakeController runs the engine suite through Device on the in-memory fake

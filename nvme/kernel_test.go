@@ -1,8 +1,9 @@
 package nvme
 
-// Real-kernel tests. They run inside the QEMU VM of `make vmtest` (Debian kernel 6.1, QEMU
-// 7.2 `-device nvme,serial=deadbeef`), which sets the RBCTL_TEST_NVME_* variables, and skip
-// elsewhere. Every expectation below was seen on that kernel/QEMU and is asserted.
+// Real-kernel tests. They run inside the QEMU VMs of `make vmtest` (QEMU's NVMe controller,
+// with or without FDP; Debian's 6.1 kernel or a 7.x one), which set the RBCTL_TEST_NVME_*
+// variables, and skip elsewhere. Expectations branch on what the controller reports (CTRATT
+// bit 19, the status a controller without FDP gives), never on a QEMU or kernel version.
 
 import (
 	"bytes"
@@ -66,8 +67,19 @@ func TestNVMeKernelIdentify(t *testing.T) {
 	if want, err := strconv.ParseInt(os.Getenv("RBCTL_TEST_NVME_SIZE"), 10, 64); err == nil && ns.Capacity != want {
 		t.Errorf("capacity %d, want %d", ns.Capacity, want)
 	}
-	if c.FDPSupported() {
-		t.Errorf("QEMU 7.2 has no FDP but CTRATT %#x has FDPS", c.CTRATT)
+	// The harness says whether it gave QEMU an FDP subsystem; CTRATT bit 19 must say the same.
+	switch os.Getenv("RBCTL_TEST_FDP") {
+	case "on":
+		if !c.FDPSupported() {
+			t.Errorf("QEMU was given fdp=on but CTRATT %#x lacks FDPS (bit 19)", c.CTRATT)
+		}
+		if ns.EnduranceGroup == 0 {
+			t.Errorf("FDP namespace reports endurance group 0")
+		}
+	case "off":
+		if c.FDPSupported() {
+			t.Errorf("QEMU was given no FDP but CTRATT %#x has FDPS (bit 19)", c.CTRATT)
+		}
 	}
 	if !c.DSMSupported() {
 		t.Errorf("QEMU reports DSM in ONCS; got %#x", c.ONCS)
@@ -87,8 +99,8 @@ func TestNVMeKernelIdentify(t *testing.T) {
 	if err != nil || len(ids) == 0 || ids[0] != 1 {
 		t.Errorf("active namespaces %v %v", ids, err)
 	}
-	// QEMU 7.2 (NVMe 1.4) does not implement CNS 0x08 and answers Invalid Field (0x4002);
-	// Probe then keeps ENDGID from CNS 0 (0 here). A newer QEMU may answer it: also fine.
+	// A controller that does not implement CNS 0x08 answers Invalid Field (0x4002; QEMU 7.2);
+	// Probe then keeps ENDGID from CNS 0. One that does must agree with Probe.
 	if ind, err := ReadIndependentNamespace(tr, 1); err != nil {
 		if !errors.Is(err, ErrInvalidField) {
 			t.Errorf("Identify CNS 8: %v, want success or Invalid Field", err)
@@ -161,25 +173,64 @@ func testKernelRoundTrip(t *testing.T, transport string) {
 func TestNVMeKernelIoctlRoundTrip(t *testing.T) { testKernelRoundTrip(t, TransportIoctl) }
 func TestNVMeKernelUringRoundTrip(t *testing.T) { testKernelRoundTrip(t, TransportUring) }
 
+// TestNVMeKernelNoFDP: the FDP commands on the VM's controller. Without FDP (CTRATT bit 19
+// clear) I/O Management Receive fails with DNR and Invalid Opcode (0x4001: no such command)
+// or FDP Disabled (0x4029: the command exists, FDP is off), and the FDP configurations log
+// with Invalid Field or Invalid Log Page; with FDP both succeed and the RUH status lists one
+// descriptor per reclaim group and handle the harness configured.
 func TestNVMeKernelNoFDP(t *testing.T) {
 	tr := openKernel(t, TransportIoctl)
-	// I/O Management Receive (RUH status): QEMU 7.2 answers Invalid Opcode with DNR (0x4001).
-	_, _, err := IORead(tr, 4096, func(buf []byte) (Command, error) {
+	c, err := ReadController(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := IORead(tr, 4096, func(buf []byte) (Command, error) {
 		return IOMgmtRecv(tr.NSID(), IOMgmtRecvRUHStatus, 0, buf)
 	})
+	if c.FDPSupported() {
+		if err != nil {
+			t.Fatalf("I/O Management Receive on an FDP controller (CTRATT %#x): %v", c.CTRATT, err)
+		}
+		n := int(data[14]) | int(data[15])<<8
+		nrg, _ := strconv.Atoi(os.Getenv("RBCTL_TEST_FDP_NRG"))
+		nruh, _ := strconv.Atoi(os.Getenv("RBCTL_TEST_FDP_NRUH"))
+		if nrg > 0 && n != nrg*nruh {
+			t.Errorf("RUH status lists %d descriptors, want %d reclaim groups x %d handles", n, nrg, nruh)
+		}
+		ns, err := Probe(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := GetLog(tr, LogPage{LID: LogFDPConfigs, LSI: ns.EnduranceGroup}, 512); err != nil {
+			t.Errorf("Get Log Page 0x20 for endurance group %d: %v", ns.EnduranceGroup, err)
+		}
+		t.Logf("FDP controller: %d RUH status descriptors", n)
+		return
+	}
 	var se *StatusError
-	if !errors.Is(err, ErrInvalidOpcode) || !errors.As(err, &se) || se.Status != 0x4001 {
-		t.Errorf("I/O Management Receive: %v, want status 0x4001", err)
+	switch {
+	case !errors.As(err, &se) || se.Status&0x4000 == 0:
+		t.Errorf("I/O Management Receive without FDP: %v, want a DNR status", err)
+	case errors.Is(err, ErrInvalidOpcode) || errors.Is(err, ErrFDPDisabled):
+		t.Logf("I/O Management Receive: %v", err)
+	default:
+		t.Errorf("I/O Management Receive without FDP: %v, want Invalid Opcode (0x4001) or FDP Disabled (0x4029)", err)
 	}
 	if err != nil && !strings.Contains(err.Error(), "I/O Management Receive") {
 		t.Errorf("error does not name the command: %v", err)
 	}
-	// Get Log Page 0x20 (FDP configurations): Invalid Field with DNR (0x4002).
-	_, err = GetLog(tr, LogPage{LID: LogFDPConfigs, LSI: 1}, 512)
-	if !errors.Is(err, ErrInvalidField) || !errors.As(err, &se) || se.Status != 0x4002 {
-		t.Errorf("Get Log Page 0x20: %v, want status 0x4002", err)
+	// QEMU 7.2 refuses the FDP configurations log; QEMU 10 returns it even without FDP
+	// (docs/fdp.md, QEMU's quirks), so a success is only logged: discovery never reads it
+	// from a controller whose CTRATT bit 19 is clear (TestKernelDiscover).
+	log, err := GetLog(tr, LogPage{LID: LogFDPConfigs, LSI: 1}, 512)
+	switch {
+	case err == nil:
+		t.Logf("Get Log Page 0x20 without FDP succeeded (%d bytes, first 16: % x)", len(log), log[:16])
+	case !errors.As(err, &se) || se.Status&0x4000 == 0 || !(errors.Is(err, ErrInvalidField) || errors.Is(err, ErrInvalidLogPage)):
+		t.Errorf("Get Log Page 0x20 without FDP: %v, want success, Invalid Field (0x4002) or Invalid Log Page (0x4109) with DNR", err)
+	default:
+		t.Logf("Get Log Page 0x20: %v", err)
 	}
-	t.Logf("as expected: %v", err)
 }
 
 // Get Log Page in pieces at increasing offsets (LPO) reads what one command reads.

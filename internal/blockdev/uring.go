@@ -28,6 +28,14 @@ type UringOptions struct {
 	// Ring overrides the ring setup (nil: SINGLE_ISSUER|DEFER_TASKRUN where the kernel has
 	// them, or SQPOLL with SQPoll). Entries is raised to fit QueueDepth.
 	Ring *uring.Options
+	// WriteStreams requires kernel write streams: OpenUring fails with an error wrapping
+	// ErrWriteStreamsKernel (Linux < 6.16) or ErrNoWriteStreams (the device has none)
+	// instead of opening a device whose placement handles would be dropped. Without it a
+	// block device with write streams still uses them (Info.Handles > 0), and one without
+	// opens with Info.Handles = 0.
+	WriteStreams bool
+	// NoWriteStreams opens a block device without using its write streams (Handles = 0).
+	NoWriteStreams bool
 }
 
 // uringMaxChunk caps one SQE's length (len is 32 bits); longer ops continue like short ones.
@@ -47,6 +55,9 @@ type UringDevice struct {
 	fixedFile bool
 	readOnly  bool
 	maxChunk  int // largest single SQE transfer (uringMaxChunk; smaller in tests)
+
+	streams   WriteStreams // the block device's write streams (Max 0: none used)
+	streamErr error        // why there are none (nil when streams are in use)
 
 	fixedOps, plainOps, resubmits atomic.Int64
 
@@ -112,6 +123,25 @@ func OpenUring(path string, opt UringOptions) (*UringDevice, error) {
 	if err != nil {
 		f.Close()
 		return nil, err
+	}
+	if isBlock && !opt.NoWriteStreams {
+		d.streams, d.streamErr = blockWriteStreams(st.Rdev, path)
+		if d.streamErr == nil && d.streams.Max == 0 {
+			d.streamErr = fmt.Errorf("%s: %w (queue/max_write_streams is 0)", path, ErrNoWriteStreams)
+		}
+		if d.streamErr != nil {
+			d.streams = WriteStreams{}
+		}
+		d.info.Handles = d.streams.Max
+	} else {
+		d.streamErr = fmt.Errorf("%s: %w", path, ErrNoWriteStreams)
+		if !isBlock {
+			d.streamErr = fmt.Errorf("%s: %w (not a block device)", path, ErrNoWriteStreams)
+		}
+	}
+	if opt.WriteStreams && d.streamErr != nil {
+		f.Close()
+		return nil, d.streamErr
 	}
 	ropt := uring.Options{SingleIssuer: true, DeferTaskrun: true, BestEffort: true}
 	if opt.SQPoll {
@@ -181,6 +211,11 @@ func uringGeometry(f *os.File, path string, isBlock, direct bool) (Info, error) 
 
 // Info implements Device.
 func (d *UringDevice) Info() Info { return d.info }
+
+// WriteStreams returns the block device's write streams in use (placement handle h is
+// stream h+1), or the reason there are none: an error wrapping ErrWriteStreamsKernel or
+// ErrNoWriteStreams.
+func (d *UringDevice) WriteStreams() (WriteStreams, error) { return d.streams, d.streamErr }
 
 // Rings is the number of rings (owner goroutines) the device runs.
 func (d *UringDevice) Rings() int { return len(d.execs) }
@@ -313,6 +348,12 @@ func (b *uringBatch) Prep(i int, sqe uring.SQE) {
 	if b.d.fixedFile {
 		sqe.SetFlags(sys.IOSQE_FIXED_FILE)
 	}
+	if op.Write && op.Handle != NoPlacement && b.d.streams.Max > 0 {
+		// write_stream is the u8 at offset 44, the low byte of the splice_fd_in union
+		// (little endian); the three bytes after it must stay zero. Stream s (1..max) is
+		// placement handle s-1; Submit has checked the range.
+		sqe.Raw().SpliceFdIn = int32(op.Handle) + 1
+	}
 }
 
 func (b *uringBatch) Complete(i int, c uring.CQE) bool {
@@ -355,6 +396,11 @@ func (d *UringDevice) Submit(ops []Op) error {
 		}
 		if op.Write && d.readOnly {
 			op.Err = fmt.Errorf("uring device %s: opened read-only", d.info.Path)
+			continue
+		}
+		if op.Write && op.Handle != NoPlacement && d.streams.Max > 0 && (op.Handle < 0 || int(op.Handle) >= d.streams.Max) {
+			op.Err = fmt.Errorf("uring device %s: placement handle %d: the device has %d write streams (handles 0..%d)",
+				d.info.Path, op.Handle, d.streams.Max, d.streams.Max-1)
 			continue
 		}
 		if len(op.Buf) == 0 {

@@ -41,6 +41,8 @@ type fdpStatus struct {
 	HostEvents     *eventsJSON  `json:"host_events,omitempty"`
 	CtrlEvents     *eventsJSON  `json:"controller_events,omitempty"`
 	Interval       *fdpInterval `json:"interval,omitempty"`
+	// WriteStreams: the kernel's write streams when DEV is the namespace's block device.
+	WriteStreams *writeStreamsJSON `json:"write_streams,omitempty"`
 	// Emulator is the emulated SSD's FTL state (emu: devices only): what the log pages do
 	// not show.
 	Emulator *emuModelJSON `json:"emulator,omitempty"`
@@ -115,6 +117,9 @@ func collectFDPStatus(t nvme.Transport, dev string, nevents int) (*fdpStatus, er
 		Modelled: d.Model == emu.ModelNumber, cfgs: d.Configs, taken: time.Now(),
 	}
 	s.Configs = configsToJSON(d.Configs)
+	if !emu.IsSpec(dev) {
+		s.WriteStreams = writeStreamsOf(dev)
+	}
 	if c, ok := t.(*emu.Controller); ok {
 		s.Emulator = emuModel(c)
 	}
@@ -247,6 +252,9 @@ func printFDPStatus(w io.Writer, s *fdpStatus) error {
 		state = fmt.Sprintf("supported, enabled, configuration %d of %d", s.ConfigIndex, len(s.cfgs.Configs))
 	}
 	fmt.Fprintf(w, "FDP          %s\n", state)
+	if s.WriteStreams != nil {
+		fmt.Fprintf(w, "Streams      %s\n", writeStreamsText(s.WriteStreams))
+	}
 
 	for i, c := range s.cfgs.Configs {
 		if s.Enabled && i != int(s.ConfigIndex) {

@@ -3,14 +3,17 @@ package cli
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/emu"
+	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/nvme"
 )
 
@@ -79,6 +82,42 @@ type identifyJSON struct {
 	FDPSupported   bool   `json:"fdp_supported"`
 	DSMSupported   bool   `json:"dsm_supported"`
 	Version        string `json:"version"`
+	// WriteStreams: the kernel's write streams on a block device (/dev/nvmeXnY) only.
+	WriteStreams *writeStreamsJSON `json:"write_streams,omitempty"`
+}
+
+// writeStreamsJSON is what a block device offers for placement through the kernel (Linux
+// 6.16 write streams: stream s = RUH status index s-1 on an NVMe FDP namespace).
+type writeStreamsJSON struct {
+	Max         int    `json:"max"`
+	Granularity int64  `json:"granularity_bytes"`
+	Note        string `json:"note,omitempty"` // why there are none
+}
+
+// writeStreamsOf reports dev's write streams when dev is a block device, else nil.
+func writeStreamsOf(dev string) *writeStreamsJSON {
+	if st, err := os.Stat(dev); err != nil || st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0 {
+		return nil
+	}
+	ws, err := blockdev.BlockWriteStreams(dev)
+	j := &writeStreamsJSON{Max: ws.Max, Granularity: ws.Granularity}
+	switch {
+	case errors.Is(err, blockdev.ErrWriteStreamsKernel):
+		j.Note = "not supported, needs Linux 6.16 (this kernel ignores write_stream)"
+	case err != nil:
+		j.Note = err.Error()
+	case ws.Max == 0:
+		j.Note = "none: the device offers no write streams (no FDP, or FDP with several reclaim groups)"
+	}
+	return j
+}
+
+// writeStreamsText is the one-line form of j.
+func writeStreamsText(j *writeStreamsJSON) string {
+	if j.Max == 0 {
+		return j.Note
+	}
+	return fmt.Sprintf("%d (stream s = placement handle s-1; granularity %s); rbctl uses them with --io-engine uring", j.Max, bytesHuman(j.Granularity))
 }
 
 type lbafJSON struct {
@@ -167,6 +206,9 @@ func printIdentify(w io.Writer, j identifyJSON, ns *nvme.Namespace) error {
 	if j.Transport != "" {
 		row("transport", j.Transport)
 	}
+	if j.WriteStreams != nil {
+		row("write streams", writeStreamsText(j.WriteStreams))
+	}
 	return t.Render()
 }
 
@@ -205,6 +247,7 @@ func newIdentifyCmd() *cobra.Command {
 				return fmt.Errorf("%s: %w", dev, err)
 			}
 			j := identifyOf(dev, transportName(t), ns)
+			j.WriteStreams = writeStreamsOf(dev)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")

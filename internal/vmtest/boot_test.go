@@ -297,7 +297,7 @@ exec %q "$@"
 			cmd.Env = append(cmd.Env, e)
 		}
 	}
-	cmd.Env = append(cmd.Env, "VMTEST_QEMU="+wrapper, "VMTEST_PKGS=./internal/vmtest/probe", "VMTEST_NO_SMOKE=1",
+	cmd.Env = append(cmd.Env, "VMTEST_QEMU="+wrapper, "VMTEST_PKGS=./internal/vmtest/probe", "VMTEST_SCENARIOS=qemu-nofdp", "VMTEST_NO_SMOKE=1",
 		"VMTEST_WORK="+filepath.Join(dir, "work"), "VMTEST_PROBE_TIMEOUT=3", "VMTEST_TIMEOUT=300")
 	outb, err := cmd.CombinedOutput()
 	out := string(outb)
@@ -317,13 +317,14 @@ exec %q "$@"
 		"\nvmtest: accelerator: " + why,   // when it is chosen
 		"\nvmtest:   accelerator: " + why, // and in the summary
 		"\nvmtest:   VMTEST PASS internal-vmtest-probe.test: ",
-		"\nvmtest: PASS (boot-to-result ",
+		"\nvmtest: PASS host-plain (boot-to-result ",
+		"\nvmtest:   qemu-nofdp     host-plain ", // the matrix row
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("harness output lacks %q:\n%s", strings.TrimPrefix(want, "\n"), tail(out, 60))
 		}
 	}
-	if !regexp.MustCompile(`(?m)^vmtest: PASS \(.*, tcg\)$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^vmtest: PASS: 1 scenario\(s\) in 1 boot\(s\) \(tcg, .*\)$`).MatchString(out) {
 		t.Errorf("the final line does not name tcg:\n%s", tail(out, 5))
 	}
 	assertKilled(t, pidFile)
