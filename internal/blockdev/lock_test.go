@@ -157,8 +157,8 @@ func TestLockHeldByAnotherProcessIsNamedAndDiesWithIt(t *testing.T) {
 	_, err = OpenFile(p, FileOptions{ReadOnly: true, QueueDepth: 1})
 	var le *LockedError
 	if !errors.As(err, &le) || le.PID != cmd.Process.Pid || !le.Writer ||
-		!strings.Contains(err.Error(), "in use by PID "+strconv.Itoa(cmd.Process.Pid)+" (blockdev.test") {
-		t.Errorf("open beside the helper: %v (%+v), want it named as PID %d (blockdev.test)", err, le, cmd.Process.Pid)
+		!strings.Contains(err.Error(), "in use by PID "+strconv.Itoa(cmd.Process.Pid)+" ("+filepath.Base(os.Args[0])) {
+		t.Errorf("open beside the helper: %v (%+v), want it named as PID %d (%s)", err, le, cmd.Process.Pid, filepath.Base(os.Args[0]))
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -40,7 +40,12 @@ func TestPassthruNVMeDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	open := true
+	defer func() {
+		if open {
+			d.Close()
+		}
+	}()
 	info := d.Info()
 	if info.Kind != blockdev.KindNVMeChar || !info.Direct || info.Handles != 0 || !info.Deallocate {
 		t.Errorf("info %+v", info)
@@ -66,6 +71,15 @@ func TestPassthruNVMeDevice(t *testing.T) {
 	}
 	if err := d.Deallocate([]blockdev.Range{{Off: off, Len: 4096}}); err != nil {
 		t.Errorf("deallocate: %v", err)
+	}
+	// A reader beside the writer is refused (single writer: readers share only with readers);
+	// once the writer is gone it opens.
+	if _, err := Open(ns, Options{IOEngine: "passthru", ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "in use by PID") {
+		t.Errorf("read-only open beside the writer: %v, want it refused as in use", err)
+	}
+	open = false
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
 	}
 	ro, err := Open(ns, Options{IOEngine: "passthru", ReadOnly: true})
 	if err != nil {
