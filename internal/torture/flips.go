@@ -95,14 +95,7 @@ func judgeFlip(sum *Summary, cycle int, what string, mem *blockdev.Mem, g Geomet
 	}
 	// Served bytes are checked against every version ever written; the state against
 	// the unflipped recovery's.
-	ex := Expectation{Allowed: map[uint64][]keyState{}, Ever: history, Ready: -1}
-	for idx, vs := range history {
-		a := []keyState{{}}
-		for v := range vs {
-			a = append(a, keyState{v})
-		}
-		ex.Allowed[idx] = a
-	}
+	ex := anyVersionSeen(history)
 	res, state := Verify(e, g, ex, true)
 	res.KeysVerified, res.MustSurvive, res.Filled = 0, 0, 0 // counted once, in the main recovery
 	sum.add(cycle, what, res)

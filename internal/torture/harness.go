@@ -387,14 +387,7 @@ func corruptRun(sum *Summary, cycle int, devPath string, g Geometry, cfg engine.
 		sum.problem("cycle %d: container %d corrupted (crc=%v), recovery used container %d seq %d", cycle, newest, crc, rep.Container, rep.Seq)
 	}
 	// Any version ever written, or absence, is a legitimate older state.
-	ex := Expectation{Allowed: map[uint64][]keyState{}, Ever: history, Ready: -1}
-	for idx, vs := range history {
-		a := []keyState{{}}
-		for v := range vs {
-			a = append(a, keyState{v})
-		}
-		ex.Allowed[idx] = a
-	}
+	ex := anyVersionSeen(history)
 	res, _ := Verify(e, g, ex, true)
 	res.KeysVerified, res.MustSurvive, res.Filled = 0, 0, 0 // counted once, in the main recovery
 	sum.add(cycle, "corrupt container", res)
@@ -523,4 +516,18 @@ func formatFile(path string, g Geometry) error {
 		return fmt.Errorf("format %s: %w", path, err)
 	}
 	return e.Close()
+}
+
+// anyVersionSeen is the expectation after a fallback or a corrupted container: every
+// version ever written of each key, or its absence, is a legitimate older state.
+func anyVersionSeen(history map[uint64]map[uint64]bool) Expectation {
+	ex := Expectation{Allowed: map[uint64][]keyState{}, Ever: history, Ready: -1}
+	for idx, vs := range history {
+		a := []keyState{{}}
+		for v := range vs {
+			a = append(a, keyState{v})
+		}
+		ex.Allowed[idx] = a
+	}
+	return ex
 }
