@@ -75,6 +75,9 @@ func rbOpenEnginePlaced(f *rbDevFlags, pf *rbPlaceFlag, model, path string, read
 	cfg.QueueDepth = max(f.queueDepth, 1)
 	pol, err := pf.policy(dev.Info())
 	if err != nil {
+		if why := rbNoHandlesWhy(dev); why != nil {
+			err = fmt.Errorf("%w; %w", err, why)
+		}
 		dev.Close()
 		return nil, err
 	}
@@ -95,6 +98,21 @@ func rbOpenEnginePlaced(f *rbDevFlags, pf *rbPlaceFlag, model, path string, read
 		workloads.SeedPolicy(pol, e)
 	}
 	return e, nil
+}
+
+// rbNoHandlesWhy says why a block device opened through io_uring has no placement handles
+// when the reason is its kernel write streams (e.g. Linux older than 6.16), or nil.
+func rbNoHandlesWhy(dev blockdev.Device) error {
+	ws, ok := dev.(interface {
+		WriteStreams() (blockdev.WriteStreams, error)
+	})
+	if !ok || dev.Info().Handles > 0 {
+		return nil
+	}
+	if _, err := ws.WriteStreams(); errors.Is(err, blockdev.ErrWriteStreamsKernel) {
+		return err
+	}
+	return nil
 }
 
 // rbPlaceFlag is the --placement flag of the commands that write single keys.

@@ -257,6 +257,17 @@ func TestVMWriteStreams(t *testing.T) {
 		if !strings.Contains(ws.Note, "needs Linux 6.16") {
 			t.Errorf("old kernel: identify says %+v, want the Linux 6.16 note", ws)
 		}
+		// A placement policy through the block device is refused with the typed reason (the
+		// kernel would silently drop the stream byte), and nothing is written.
+		rbctlJSON(t, rbctl, nil, "format", "--force", "--io-engine", "uring", "--capacity", "32M", "--slot-bytes", "256K", blk)
+		payload := t.TempDir() + "/chunk"
+		if err := os.WriteFile(payload, []byte("kv"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := run(t, rbctl, "put", blk, payload, "--io-engine", "uring", "--placement", "static:1", "--model", "m", "--hash", "01")
+		if code != 1 || !strings.Contains(errOut, "needs Linux 6.16") {
+			t.Errorf("put --placement on an old kernel's block device: exit %d, %q, want exit 1 naming Linux 6.16", code, strings.TrimSpace(errOut+out))
+		}
 		return
 	}
 	if !fdpCtrl(t) || envInt(t, "RBCTL_TEST_FDP_NRG") != 1 {
