@@ -224,6 +224,18 @@ func openBenchDevice(path string, f *benchFlags) (*benchDevice, error) {
 			bd.stats = func() (*fdp.Stats, error) { s, _, err := fdp.ReadStats(t, eg); return s, err }
 		}
 	}
+	if ws, ok := dev.(interface {
+		WriteStreams() (blockdev.WriteStreams, error)
+	}); ok && bd.stats == nil {
+		if w, err := ws.WriteStreams(); err == nil && w.Max > 0 {
+			// Linux >= 6.16 block-layer write streams: handle h is stream h+1 (the handle at
+			// RUH-status index h on NVMe FDP); the FDP log is read through /dev/ngXnY.
+			bd.handles, bd.ruBytes = w.Max, w.Granularity
+			bd.notes = append(bd.notes, fmt.Sprintf("placement through kernel write streams (%d streams, %s granularity; handle h = stream h+1); "+
+				"no device WAF through the block device: bench the namespace's /dev/ngXnY for the FDP log", w.Max, rbBytes(w.Granularity)))
+			return bd, nil
+		}
+	}
 	if bd.stats == nil {
 		bd.notes = append(bd.notes, "device has no FDP: placement handles reach only the shadow model")
 	}

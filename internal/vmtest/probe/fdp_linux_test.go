@@ -310,4 +310,10 @@ func TestVMWriteStreams(t *testing.T) {
 			t.Errorf("handle %d moved by %d bytes; only %d (and 0, for unplaced writes) should", i, moved[i], h)
 		}
 	}
+	// bench through the block device uses the streams too, and says so in its report.
+	rep := rbctlJSON(t, rbctl, nil, "bench", blk, "--force", "--io-engine", "uring", "--placement", "cache-salt",
+		"--requests", "200", "--duration", "0", "--warmup", "0", "--json", "--quiet")
+	if !bytes.Contains(rep, []byte("placement through kernel write streams ("+strconv.Itoa(nruh)+" streams")) {
+		t.Errorf("bench %s --io-engine uring: the report does not say it placed through write streams:\n%s", blk, rep)
+	}
 }
