@@ -47,8 +47,16 @@ func TestPassthruNVMeDevice(t *testing.T) {
 		}
 	}()
 	info := d.Info()
-	if info.Kind != blockdev.KindNVMeChar || !info.Direct || info.Handles != 0 || !info.Deallocate {
-		t.Errorf("info %+v", info)
+	// Placement handles: none without FDP; with FDP one per placement identifier the
+	// namespace has (nrg × nruh on QEMU's device).
+	wantHandles := 0
+	if os.Getenv("RBCTL_TEST_FDP") == "on" {
+		nrg, _ := strconv.Atoi(os.Getenv("RBCTL_TEST_FDP_NRG"))
+		nruh, _ := strconv.Atoi(os.Getenv("RBCTL_TEST_FDP_NRUH"))
+		wantHandles = nrg * nruh
+	}
+	if info.Kind != blockdev.KindNVMeChar || !info.Direct || info.Handles != wantHandles || !info.Deallocate {
+		t.Errorf("info %+v, want an O_DIRECT nvme-char device with deallocate and %d handles", info, wantHandles)
 	}
 	if want, err := strconv.ParseInt(os.Getenv("RBCTL_TEST_NVME_SIZE"), 10, 64); err == nil && info.Size != want {
 		t.Errorf("size %d, want %d", info.Size, want)
