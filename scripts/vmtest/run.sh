@@ -223,7 +223,11 @@ for h in "$HERE"/guest.d/*.sh; do [ -e "$h" ] && install -m 0755 "$h" "$RFS/vmte
 export CGO_ENABLED=0
 MOD=$(go list -m)
 if [ "${VMTEST_NO_SMOKE:-0}" != 1 ]; then
-	go build -trimpath -o "$RFS/bin/rbctl" ./cmd/rbctl || die "go build ./cmd/rbctl failed"
+	# The same version stamp as `make build` (rbctl version in the guest names the commit).
+	clipkg=github.com/rbctl/rbctl/internal/cli
+	vflags="-X $clipkg.Version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
+	vflags+=" -X $clipkg.Commit=$(git rev-parse HEAD 2>/dev/null) -X $clipkg.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	go build -trimpath -ldflags "$vflags" -o "$RFS/bin/rbctl" ./cmd/rbctl || die "go build ./cmd/rbctl failed"
 fi
 
 # --- kernel modules, dependencies first, one piece per kernel ------------------------------
