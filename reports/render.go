@@ -7,9 +7,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/tw"
 )
 
 // JSON writes the report as indented JSON.
@@ -29,7 +26,7 @@ func us(v float64) string {
 	case v >= 1e3:
 		return f2(v/1e3) + "ms"
 	}
-	return strconv.FormatFloat(v, 'f', 0, 64) + "µs"
+	return strconv.FormatFloat(v, 'f', 0, 64) + "us" // ASCII: "µ" is two bytes and ambiguous-width
 }
 
 // GiB formats bytes in GiB.
@@ -222,7 +219,7 @@ func perHandle(r *Report) ([]string, [][]string) {
 }
 
 func renderTable(w io.Writer, h []string, rows [][]string) error {
-	t := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
+	t := NewTable(w)
 	t.Header(h)
 	if err := t.Bulk(rows); err != nil {
 		return err
@@ -243,7 +240,9 @@ func workloadName(r *Report) string {
 
 // Table writes the human-readable comparison (and per-op latencies for bench).
 func Table(w io.Writer, r *Report) error {
-	fmt.Fprintf(w, "%s on %s (%s), workload %s, %s\n", r.Command, deviceName(r), r.Device.Kind, workloadName(r), r.Window.Description)
+	if err := WriteWrapped(w, fmt.Sprintf("%s on %s (%s), workload %s, %s", r.Command, deviceName(r), r.Device.Kind, workloadName(r), r.Window.Description)); err != nil {
+		return err
+	}
 	h, rows := summary(r)
 	if err := renderTable(w, h, rows); err != nil {
 		return err
@@ -264,7 +263,9 @@ func Table(w io.Writer, r *Report) error {
 		}
 	}
 	for _, line := range footer(r) {
-		fmt.Fprintln(w, line)
+		if err := WriteWrapped(w, line); err != nil {
+			return err
+		}
 	}
 	return nil
 }

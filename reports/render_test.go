@@ -6,11 +6,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // maxWidth is the widest line a table may print (the demo's terminal budget).
-const maxWidth = 160
+const maxWidth = TextWidth
 
 func lines(t *testing.T, r *Report, format string) []string {
 	t.Helper()
@@ -33,10 +32,10 @@ func TestTableErrorsUnderTable(t *testing.T) {
 	out := lines(t, r, "table")
 	inTable, errLine, noteLine := false, false, false
 	for _, l := range out {
-		if n := utf8.RuneCountInString(l); n > maxWidth && !strings.HasPrefix(l, "error (") && !strings.HasPrefix(l, "note") {
-			t.Errorf("table line of %d columns (> %d):\n%s", n, maxWidth, l)
+		if n := len(l); n > maxWidth {
+			t.Errorf("line of %d bytes (> %d):\n%s", n, maxWidth, l)
 		}
-		cell := strings.ContainsAny(l, "│┌└├")
+		cell := strings.HasPrefix(l, "|") || strings.HasPrefix(l, "+")
 		if cell && (strings.Contains(l, "infeasible") || strings.Contains(l, "error") || strings.Contains(l, "warm-up")) {
 			t.Errorf("error or note inside a table cell:\n%s", l)
 		}
@@ -134,7 +133,7 @@ func TestUnmeasuredFigures(t *testing.T) {
 	b := sample()
 	b.Runs[0].HostWAF, b.Runs[0].Infeasible = nil, true
 	for _, l := range lines(t, b, "table") {
-		if strings.HasPrefix(l, "│ none ") && !strings.Contains(l, "request") && (strings.Count(l, "2.100") != 1 || strings.Contains(l, "2.300")) {
+		if strings.HasPrefix(l, "| none ") && !strings.Contains(l, "request") && (strings.Count(l, "2.100") != 1 || strings.Contains(l, "2.300")) {
 			t.Errorf("run without host WAF shows one (only the device's 2.100 may appear):\n%s", l)
 		}
 	}
@@ -155,5 +154,38 @@ func TestInterruptedMark(t *testing.T) {
 	r.Interrupted = false
 	if js := strings.Join(lines(t, r, "json"), "\n"); !strings.Contains(js, `"interrupted": false`) {
 		t.Fatal("a complete report must say interrupted: false")
+	}
+}
+
+func TestWrapKeepsLinesWithinWidth(t *testing.T) {
+	s := strings.Repeat("word ", 100) + strings.Repeat("x", 200)
+	lines := Wrap(s, 40, "  ")
+	if strings.Join(strings.Fields(strings.Join(lines, " ")), " ") != strings.Join(strings.Fields(s), " ") {
+		t.Fatalf("wrap lost or changed words: %q", lines)
+	}
+	for i, l := range lines {
+		if len(l) > 40 && !strings.HasSuffix(l, strings.Repeat("x", 200)) {
+			t.Errorf("line %d is %d bytes: %q", i, len(l), l)
+		}
+		if i > 0 && !strings.HasPrefix(l, "  ") {
+			t.Errorf("continuation line %d not indented: %q", i, l)
+		}
+	}
+}
+
+// Every line of a rendered report, tables included, fits TextWidth bytes.
+func TestTableOutputWithinTextWidth(t *testing.T) {
+	r := New("bench")
+	r.Device = Device{Path: "emu:" + strings.Repeat("/long/path", 10) + "?size=512M&ru=8M&ruhs=8&op=0.15&iso=initial", Kind: "emulated"}
+	r.Notes = []string{strings.Repeat("a long note that goes on ", 20)}
+	r.Runs = []Run{{Policy: "metadata-class+cache-salt", Note: strings.Repeat("and on ", 40)}}
+	var b bytes.Buffer
+	if err := Table(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(b.String(), "\n") {
+		if len(l) > TextWidth {
+			t.Errorf("line %d is %d bytes: %q", i, len(l), l)
+		}
 	}
 }

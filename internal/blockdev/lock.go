@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,6 +23,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rbctl/rbctl/internal/sys"
 )
 
 // ErrLocked: another process (or another open of the same file in this one) holds the file.
@@ -123,7 +124,7 @@ func lockedError(fd int, path string) *LockedError {
 	if unix.Fstat(fd, &st) != nil {
 		return e
 	}
-	b, err := readBounded("/proc/locks", maxProcLocks)
+	b, err := sys.ReadFileBounded("/proc/locks", maxProcLocks)
 	if err != nil {
 		return e
 	}
@@ -247,7 +248,7 @@ func processCommand(pid int) string {
 	if pid <= 0 {
 		return ""
 	}
-	b, err := readBounded(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"), maxCmdline)
+	b, err := sys.ReadFileBounded(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"), maxCmdline)
 	if err != nil {
 		return ""
 	}
@@ -258,7 +259,7 @@ func processCommand(pid int) string {
 		if len(args) > 1 && args[1] != "" && !strings.HasPrefix(args[1], "-") && !strings.ContainsAny(args[1], "/=") {
 			name += " " + args[1]
 		}
-	} else if c, err := readBounded(filepath.Join("/proc", strconv.Itoa(pid), "comm"), 64); err == nil {
+	} else if c, err := sys.ReadFileBounded(filepath.Join("/proc", strconv.Itoa(pid), "comm"), 64); err == nil {
 		name = strings.TrimSpace(string(c))
 	}
 	return printable(name, 64)
@@ -279,14 +280,4 @@ func printable(s string, n int) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// readBounded reads at most max bytes of a (proc) file.
-func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, max))
 }

@@ -13,14 +13,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/tw"
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/internal/devices"
 	"github.com/rbctl/rbctl/placement"
+	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/workloads"
 )
 
@@ -169,7 +168,7 @@ func rbBytes(n int64) string {
 }
 
 func rbTable(w io.Writer, header []string, rows [][]string) error {
-	t := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
+	t := reports.NewTable(w)
 	t.Header(header)
 	for _, r := range rows {
 		if err := t.Append(r); err != nil {

@@ -8,13 +8,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/tw"
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/nvme"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // exitNoFDP is the exit status of every FDP command on a device without FDP.
@@ -96,7 +95,7 @@ func writeJSON(w io.Writer, v any) error {
 
 // fdpTable prints a plain table with the given header.
 func fdpTable(w io.Writer, header []string, rows [][]string) error {
-	t := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
+	t := reports.NewTable(w)
 	t.Header(header)
 	for _, r := range rows {
 		if err := t.Append(r); err != nil {

@@ -9,12 +9,12 @@ import (
 	"os"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/nvme"
+	"github.com/rbctl/rbctl/reports"
 )
 
 func init() { register(newIdentifyCmd) }
@@ -170,7 +170,7 @@ func bytesHuman(n int64) string {
 }
 
 func printIdentify(w io.Writer, j identifyJSON, ns *nvme.Namespace) error {
-	t := tablewriter.NewWriter(w)
+	t := reports.NewTable(w)
 	t.Header("field", "value")
 	row := func(k, v string) { t.Append(k, v) }
 	row("device", j.Device)

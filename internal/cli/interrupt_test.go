@@ -132,7 +132,7 @@ func TestBenchSIGINT(t *testing.T) {
 		t.Fatalf("exit %d, want %d\n%s%s", code, exitInterrupted, out, errOut)
 	}
 	if !strings.Contains(out, "interrupted: partial result (0 of 2 policies complete; none stopped ") ||
-		!strings.Contains(out, "not run: cache-salt)") || !strings.Contains(out, "│ none ") {
+		!strings.Contains(out, "not run: cache-salt)") || !strings.Contains(out, "| none ") {
 		t.Fatalf("no partial result:\n%s\nstderr: %s", out, errOut)
 	}
 	checkSavedInterrupted(t, save)

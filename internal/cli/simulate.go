@@ -311,7 +311,7 @@ func (o *reportOutFlags) emit(cmd *cobra.Command, r *reports.Report) error {
 		if err != nil {
 			return fmt.Errorf("--plot %s: %w", o.plot, err)
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "plots: %s\n", strings.Join(files, " "))
+		reports.WriteWrapped(cmd.ErrOrStderr(), "plots: "+strings.Join(files, " "))
 	}
 	return nil
 }

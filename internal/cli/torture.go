@@ -6,10 +6,10 @@ import (
 	"os"
 	"os/exec"
 
-	"github.com/olekukonko/tablewriter"
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/internal/torture"
+	"github.com/rbctl/rbctl/reports"
 )
 
 func init() { register(newTortureCmd) }
@@ -105,7 +105,7 @@ It never touches a real device. Exit status 1 when any invariant failed.`,
 }
 
 func printTortureSummary(cmd *cobra.Command, s *torture.Summary) {
-	t := tablewriter.NewWriter(cmd.OutOrStdout())
+	t := reports.NewTable(cmd.OutOrStdout())
 	t.Header("measure", "value")
 	row := func(k string, v any) { t.Append(k, fmt.Sprint(v)) }
 	row("seed", s.Seed)

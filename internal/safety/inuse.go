@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rbctl/rbctl/internal/sys"
 )
 
 // InUse describes how the block device or regular file at path is in use — "it is mounted
@@ -62,7 +64,7 @@ func (h host) blockInUse(name, dev string) string {
 			return "partition " + m.Device + " is mounted at " + m.MountPoint
 		}
 	}
-	if b, err := readBounded(filepath.Join(h.proc, "swaps"), 1<<20); err == nil {
+	if b, err := sys.ReadFileBounded(filepath.Join(h.proc, "swaps"), 1<<20); err == nil {
 		lines := strings.Split(string(b), "\n")
 		for _, line := range lines[min(1, len(lines)):] {
 			fs := strings.Fields(line)
@@ -100,7 +102,7 @@ func (h host) fileInUse(path string) string {
 			continue
 		}
 		dir := filepath.Join(h.sys, "block", e.Name())
-		b, err := readBounded(filepath.Join(dir, "loop", "backing_file"), 8192)
+		b, err := sys.ReadFileBounded(filepath.Join(dir, "loop", "backing_file"), 8192)
 		if err != nil {
 			continue
 		}
@@ -110,7 +112,7 @@ func (h host) fileInUse(path string) string {
 			continue
 		}
 		loop := filepath.Join(h.dev, e.Name())
-		d, err := readBounded(filepath.Join(dir, "dev"), 64)
+		d, err := sys.ReadFileBounded(filepath.Join(dir, "dev"), 64)
 		if err != nil {
 			return "it backs " + loop
 		}
@@ -185,14 +187,4 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
-}
-
-// readBounded reads at most max bytes of a (sysfs or proc) file.
-func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, max))
 }

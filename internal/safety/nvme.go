@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/internal/sys"
 	"github.com/rbctl/rbctl/nvme"
 )
 
@@ -66,7 +67,7 @@ func (h host) ngBlock(ng string) (name, dev string, err error) {
 	if name == "" {
 		return "", "", nil
 	}
-	b, err := readBounded(filepath.Join(h.sys, "class", "block", name, "dev"), 64)
+	b, err := sys.ReadFileBounded(filepath.Join(h.sys, "class", "block", name, "dev"), 64)
 	if err != nil {
 		return "", "", fmt.Errorf("%s: its block device %s: %w", ng, name, err)
 	}
