@@ -12,11 +12,11 @@ FUZZTIME       ?= 60s
 
 all: build
 
-# rbctl version / --version print these (internal/cli/version.go).
+# rbctl version / --version print these (cmd/rbctl/internal/cli/version.go).
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
-CLIPKG     := github.com/rbctl/rbctl/internal/cli
+CLIPKG     := github.com/rbctl/rbctl/cmd/rbctl/internal/cli
 LDFLAGS    := -X $(CLIPKG).Version=$(VERSION) -X $(CLIPKG).Commit=$(COMMIT) -X $(CLIPKG).BuildDate=$(BUILD_DATE)
 
 build:

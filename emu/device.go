@@ -3,8 +3,8 @@ package emu
 import (
 	"fmt"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/fdp"
-	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/nvme"
 )
 

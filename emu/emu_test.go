@@ -9,11 +9,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/ftl"
-	"github.com/rbctl/rbctl/internal/blockdev"
-	byteunits "github.com/rbctl/rbctl/internal/units"
 	"github.com/rbctl/rbctl/nvme"
+	byteunits "github.com/rbctl/rbctl/units"
 )
 
 const testSpec = "emu:mem?size=64M&ru=1M&ruhs=4&op=0.25"

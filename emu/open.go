@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/ftl"
-	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
 // OpenOptions say how OpenWith treats a file-backed device's data file (a memory device

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/fdp"
-	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/nvme"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/ftl"
-	byteunits "github.com/rbctl/rbctl/internal/units"
+	byteunits "github.com/rbctl/rbctl/units"
 )
 
 // Prefix starts every emulated-SSD device spec.

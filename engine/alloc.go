@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/rbctl/rbctl/internal/blockdev"
+import "github.com/rbctl/rbctl/blockdev"
 
 // Slot allocation, O(1) per operation.
 //

@@ -12,7 +12,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // Namespace selects how keys map to the 64-bit slot identity stored in slot headers.

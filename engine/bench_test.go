@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 	"golang.org/x/sys/unix"
 )
 

@@ -13,7 +13,7 @@ import (
 	"hash/crc32"
 	"testing"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // extPayload is the deterministic payload used on both sides: byte j of key i is

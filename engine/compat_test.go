@@ -7,7 +7,7 @@ import (
 	"hash/crc32"
 	"testing"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 	"golang.org/x/sys/unix"
 )
 

@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
 // modelPayload is version ver of key i: the key index and version up front, then a stream.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // DefaultBlockAlign and DefaultHeaderBytes are block_align and header_bytes when a

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
 // waitFor polls cond (a count condition, not a timing assertion) with a generous limit.

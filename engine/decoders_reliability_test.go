@@ -16,8 +16,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
 const (

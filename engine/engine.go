@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // Engine is an open raw-block cache. All methods are safe for concurrent use.

@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/blockdev/faultdev"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
 const (
@@ -169,21 +170,21 @@ func putKeys(t *testing.T, e *engine.Engine, idx ...int) {
 
 type matrixFault struct {
 	name  string
-	fault blockdev.Fault
+	fault faultdev.Fault
 	reads bool // meaningful on reads
 }
 
 var matrixFaults = []matrixFault{
-	{"EIO", blockdev.Fault{Kind: blockdev.FaultEIO}, true},
-	{"short transfer", blockdev.Fault{Kind: blockdev.FaultShort, TornUnit: 512}, true},
+	{"EIO", faultdev.Fault{Kind: faultdev.FaultEIO}, true},
+	{"short transfer", faultdev.Fault{Kind: faultdev.FaultShort, TornUnit: 512}, true},
 	// Torn writes keep the first ~10% of each write (64-byte granules): a header block
 	// keeps its header, a payload is cut.
-	{"torn write, error", blockdev.Fault{Kind: blockdev.FaultTorn, TornUnit: 64, Fraction: 0.1}, false},
-	{"torn write, silent", blockdev.Fault{Kind: blockdev.FaultTorn, TornUnit: 64, Fraction: 0.1, Succeed: true}, false},
-	{"ENOSPC", blockdev.Fault{Kind: blockdev.FaultENOSPC}, false},
-	{"latency 200µs", blockdev.Fault{Kind: blockdev.FaultLatency, Delay: 200 * time.Microsecond}, true},
-	{"bit flip (first byte)", blockdev.Fault{Kind: blockdev.FaultCorrupt, At: 1}, true},
-	{"bit flip (byte 100)", blockdev.Fault{Kind: blockdev.FaultCorrupt, At: 101}, true},
+	{"torn write, error", faultdev.Fault{Kind: faultdev.FaultTorn, TornUnit: 64, Fraction: 0.1}, false},
+	{"torn write, silent", faultdev.Fault{Kind: faultdev.FaultTorn, TornUnit: 64, Fraction: 0.1, Succeed: true}, false},
+	{"ENOSPC", faultdev.Fault{Kind: faultdev.FaultENOSPC}, false},
+	{"latency 200µs", faultdev.Fault{Kind: faultdev.FaultLatency, Delay: 200 * time.Microsecond}, true},
+	{"bit flip (first byte)", faultdev.Fault{Kind: faultdev.FaultCorrupt, At: 1}, true},
+	{"bit flip (byte 100)", faultdev.Fault{Kind: faultdev.FaultCorrupt, At: 101}, true},
 }
 
 var matrixOps = []string{"put", "load", "delete", "checkpoint", "recover"}
@@ -228,7 +229,7 @@ func runMatrixCell(t *testing.T, mf matrixFault, op string) string {
 		return "n/a (reads only)"
 	}
 	mem := blockdev.NewMem(relDevSize(), 0)
-	fd := blockdev.NewFaulty(mem, 1)
+	fd := faultdev.New(mem, 1)
 	cfg := relConfig()
 	e, err := engine.Format(fd, cfg)
 	if err != nil {
@@ -243,12 +244,12 @@ func runMatrixCell(t *testing.T, mf matrixFault, op string) string {
 	durable := map[int]bool{0: true, 1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true}
 	before := e.Stats()
 
-	rule := blockdev.Rule{Name: "matrix", Fault: mf.fault}
+	rule := faultdev.Rule{Name: "matrix", Fault: mf.fault}
 	var outcome []string
 	surfaced := false
 	switch op {
 	case "put":
-		rule.Class, rule.OffLo = blockdev.ClassWrite, lay.DataBase
+		rule.Class, rule.OffLo = faultdev.ClassWrite, lay.DataBase
 		fd.Add(rule)
 		keys := []engine.Key{relKey(10), relKey(11), relKey(12), relKey(13)}
 		r, err := e.PutMany(keys, [][]byte{relPayload(10), relPayload(11), relPayload(12), relPayload(13)})
@@ -258,7 +259,7 @@ func runMatrixCell(t *testing.T, mf matrixFault, op string) string {
 			outcome = append(outcome, fmt.Sprintf("error surfaced (%d/4 keys failed)", failed))
 		}
 	case "load":
-		rule.Class = blockdev.ClassRead
+		rule.Class = faultdev.ClassRead
 		fd.Add(rule)
 		keys := make([]engine.Key, 10)
 		bufs := make([][]byte, 10)
@@ -282,7 +283,7 @@ func runMatrixCell(t *testing.T, mf matrixFault, op string) string {
 			outcome = append(outcome, fmt.Sprintf("miss reported (%d/10 loads failed)", failed))
 		}
 	case "delete":
-		rule.Class = blockdev.ClassDeallocate | blockdev.ClassWrite
+		rule.Class = faultdev.ClassDeallocate | faultdev.ClassWrite
 		fd.Add(rule)
 		res := e.DeleteMany([]engine.Key{relKey(0), relKey(1), relKey(8)}, false)
 		for i, ok := range res {
@@ -297,8 +298,8 @@ func runMatrixCell(t *testing.T, mf matrixFault, op string) string {
 		delete(durable, 0)
 		delete(durable, 1)
 	case "checkpoint":
-		rule.Class = blockdev.ClassWrite | blockdev.ClassFlush
-		rule.Pred = func(o blockdev.OpInfo) bool { return o.Class == blockdev.ClassFlush || o.Off < lay.DataBase }
+		rule.Class = faultdev.ClassWrite | faultdev.ClassFlush
+		rule.Pred = func(o faultdev.OpInfo) bool { return o.Class == faultdev.ClassFlush || o.Off < lay.DataBase }
 		fd.Add(rule)
 		err := e.CheckpointNow()
 		surfaced = err != nil
@@ -312,8 +313,8 @@ func runMatrixCell(t *testing.T, mf matrixFault, op string) string {
 			t.Fatal(err)
 		}
 		mem = mem.Reopen()
-		fd = blockdev.NewFaulty(mem, 1)
-		rule.Class = blockdev.ClassRead
+		fd = faultdev.New(mem, 1)
+		rule.Class = faultdev.ClassRead
 		fd.Add(rule)
 		e, err = engine.Open(fd, cfg)
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // BenchmarkDataPath: PutMany + LoadManyInto + DeleteMany of 32 keys per iteration with

@@ -9,9 +9,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/blockdev/faultdev"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/nvme"
 )
 
@@ -209,7 +210,7 @@ func TestFixedIODisabled(t *testing.T) {
 // TestFixedIOThroughFaulty: the fault-injection wrapper forwards the registration.
 func TestFixedIOThroughFaulty(t *testing.T) {
 	dev := openUringFile(t, filepath.Join(t.TempDir(), "faulty.img"), 1<<20+16*fixedSlot)
-	e, err := engine.Format(blockdev.NewFaulty(dev, 1), fixedConfig())
+	e, err := engine.Format(faultdev.New(dev, 1), fixedConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

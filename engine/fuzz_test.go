@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // sizeOnly is a device that has a size and nothing else: decoders under fuzzing build an

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // scanned is one metadata container as read from the device.

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // Checkpoint selection: which of the two metadata containers recovery continues from, and

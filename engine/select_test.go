@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // Tests of checkpoint selection (select.go): issue 15's cases, one by one.

@@ -1,6 +1,6 @@
 package fdp
 
-import "github.com/rbctl/rbctl/internal/blockdev"
+import "github.com/rbctl/rbctl/blockdev"
 
 // Data buffers handed to a transport must not move while the command is in flight; take
 // them from blockdev.Alloc (page aligned, outside the Go heap) as package nvme does.

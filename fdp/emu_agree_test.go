@@ -3,9 +3,9 @@ package fdp_test
 import (
 	"testing"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/fdp"
-	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/nvme"
 )
 

@@ -1,6 +1,6 @@
 # Reliability suites (docs/reliability.md).
 # `make torture`: 200 SIGKILLs of a writer process on a file-backed cache, each followed by
-# recovery and verification (a 10-kill run is part of `go test` in internal/torture).
+# recovery and verification (a 10-kill run is part of `go test` in cmd/rbctl/internal/torture).
 # `make race-model`: the engine's model-based concurrency and crash-window tests under -race;
 # part of `make test`. TORTURE_KILLS / TORTURE_SEED override.
 .PHONY: torture race-model

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 func TestProbe(t *testing.T) {

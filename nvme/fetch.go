@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // Helpers that send a command through a Transport and decode the answer. Data buffers come

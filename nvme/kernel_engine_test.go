@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine/enginetest"
-	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
 // window is a zeroed [base, base+size) part of a namespace, presented as a whole device, so

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 func kernelEnv(t *testing.T) (ns, ctrl string) {

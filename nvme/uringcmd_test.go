@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/internal/sys"
 	"github.com/rbctl/rbctl/internal/uring"
 )

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
-	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/placement"
 )
 

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/internal/blockdev"
 	"github.com/rbctl/rbctl/placement"
 )
 

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/ftl"
-	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
 // ShadowDevice wraps a device and feeds every completed write and deallocate it forwards to

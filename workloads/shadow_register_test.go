@@ -4,9 +4,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
-	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
 // regMem is a memory device that accepts buffer registration and records it.

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/rbctl/rbctl/internal/cli"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/cli"
 )
 
 func main() {

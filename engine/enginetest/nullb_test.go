@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // window exposes only the first size bytes of a larger device, so the suite's slot-count

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/internal/blockdev"
 )
 
 // MinDeviceBytes is the smallest device the suite needs.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 func TestSuiteOnMem(t *testing.T) {

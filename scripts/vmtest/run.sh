@@ -224,7 +224,7 @@ export CGO_ENABLED=0
 MOD=$(go list -m)
 if [ "${VMTEST_NO_SMOKE:-0}" != 1 ]; then
 	# The same version stamp as `make build` (rbctl version in the guest names the commit).
-	clipkg=github.com/rbctl/rbctl/internal/cli
+	clipkg=github.com/rbctl/rbctl/cmd/rbctl/internal/cli
 	vflags="-X $clipkg.Version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
 	vflags+=" -X $clipkg.Commit=$(git rev-parse HEAD 2>/dev/null) -X $clipkg.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	go build -trimpath -ldflags "$vflags" -o "$RFS/bin/rbctl" ./cmd/rbctl || die "go build ./cmd/rbctl failed"

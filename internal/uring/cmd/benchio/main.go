@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rbctl/rbctl/internal/blockdev"
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/internal/uring"
 )
 

@@ -1,0 +1,117 @@
+package blockdev_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/engine/enginetest"
+	"github.com/rbctl/rbctl/internal/uring"
+)
+
+// TestEngineSuiteOnUring runs the engine's behaviour suite on the io_uring backend
+// (O_DIRECT file, two rings, registered buffers when the engine registers its pool).
+func TestEngineSuiteOnUring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short (the QEMU VM run): the full unit run covers the suite on io_uring")
+	}
+	enginetest.RunEngineSuite(t, func(t *testing.T) blockdev.Device {
+		p := filepath.Join(t.TempDir(), "engine-uring.img")
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, enginetest.MinDeviceBytes); err != nil {
+			t.Fatal(err)
+		}
+		d, err := blockdev.OpenUring(p, blockdev.UringOptions{QueueDepth: 16, Rings: 2})
+		if errors.Is(err, uring.ErrNotSupported) {
+			t.Skipf("kernel lacks io_uring: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	})
+}
+
+// TestEnginePutLoadOnUringLoopDevice stores and loads through the engine on a real loop
+// device with the io_uring backend, closes, reopens from the checkpoint and loads again.
+func TestEnginePutLoadOnUringLoopDevice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short (the QEMU VM run): the full unit run on the root CI host covers it")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to attach a loop device")
+	}
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Skip("losetup not installed")
+	}
+	img := filepath.Join(t.TempDir(), "engine-loop.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).CombinedOutput()
+	if err != nil {
+		t.Skipf("no loop device available: %v: %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+
+	open := func() blockdev.Device {
+		d, err := blockdev.OpenUring(dev, blockdev.UringOptions{QueueDepth: 32, Rings: 2, Exclusive: true})
+		if err != nil {
+			t.Fatalf("OpenUring(%s): %v", dev, err)
+		}
+		return d
+	}
+	cfg := enginetest.Config()
+	const n = 300
+	keys := make([]engine.Key, n)
+	payloads := make([][]byte, n)
+	for i := range keys {
+		keys[i] = enginetest.K(i, "")
+		payloads[i] = enginetest.Payload(i, 20<<10+i*97)
+	}
+	d := open()
+	e, err := engine.Format(d, cfg)
+	if err != nil {
+		t.Fatalf("Format on %s: %v", dev, err)
+	}
+	if _, err := e.PutMany(keys, payloads); err != nil {
+		t.Fatalf("PutMany: %v", err)
+	}
+	check := func(e *engine.Engine, when string) {
+		bufs := make([][]byte, n)
+		for i := range bufs {
+			bufs[i] = make([]byte, len(payloads[i]))
+		}
+		ok, err := e.LoadManyInto(keys, bufs)
+		if err != nil {
+			t.Fatalf("%s: LoadManyInto: %v", when, err)
+		}
+		for i := range keys {
+			if !ok[i] || !bytes.Equal(bufs[i], payloads[i]) {
+				t.Fatalf("%s: key %d: hit=%v, bytes equal=%v", when, i, ok[i], bytes.Equal(bufs[i], payloads[i]))
+			}
+		}
+	}
+	check(e, "after put")
+	if err := e.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	e, err = engine.Open(open(), cfg)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer e.Close()
+	check(e, "after reopen")
+}

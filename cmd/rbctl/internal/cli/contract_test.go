@@ -1,0 +1,416 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// envAsMain makes the test binary behave as the rbctl binary, so the contract tests run the
+// real command line (flag parsing, exit codes, stderr) in a child process.
+const envAsMain = "RBCTL_CLI_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envAsMain) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Execute(ctx, os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// runRbctl runs the test binary as rbctl in dir and returns exit code, stdout and stderr.
+func runRbctl(t *testing.T, dir string, timeout time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), envAsMain+"=1", "TMPDIR="+dir)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	cmd.Stdin = strings.NewReader("payload\n")
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("rbctl %s: still running after %v (a bad value must be refused, not run)", strings.Join(args, " "), timeout)
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("rbctl %s: %v", strings.Join(args, " "), err)
+	}
+	return code, so.String(), se.String()
+}
+
+// snapshot maps every file under dir to its mode and sha256.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		v := info.Mode().String()
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			s := sha256.Sum256(b)
+			v += " " + hex.EncodeToString(s[:])
+		}
+		out[p] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func diffSnapshots(a, b map[string]string) []string {
+	var d []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok {
+			d = append(d, "removed "+k)
+		} else if w != v {
+			d = append(d, "changed "+k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, "created "+k)
+		}
+	}
+	sort.Strings(d)
+	return d
+}
+
+// leafCommands lists every runnable, visible command.
+func leafCommands(c *cobra.Command) []*cobra.Command {
+	var out []*cobra.Command
+	if c.Runnable() && !c.Hidden && !c.HasSubCommands() {
+		out = append(out, c)
+	}
+	for _, s := range c.Commands() {
+		out = append(out, leafCommands(s)...)
+	}
+	return out
+}
+
+func TestEveryNumericFlagHasARule(t *testing.T) {
+	for _, c := range leafCommands(NewRoot()) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if _, ok := ruleFor(c, f); !ok && numericFlag(f) {
+				t.Errorf("%s --%s (%s) has no range in flagRules (contract.go)", c.CommandPath(), f.Name, f.Value.Type())
+			}
+		})
+	}
+}
+
+func TestEveryDefaultPassesItsRule(t *testing.T) {
+	for _, c := range leafCommands(NewRoot()) {
+		if err := validateFlags(c); err != nil {
+			t.Errorf("%s: a default value breaks the contract: %v", c.CommandPath(), err)
+		}
+	}
+}
+
+func TestEveryCommandHasExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if !c.Hidden && c.Name() != "__complete" && c.Name() != "__completeNoDesc" && strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%s has no Examples section (examples.go)", c.CommandPath())
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(NewRoot())
+}
+
+func TestRuleRangesInMessages(t *testing.T) {
+	for _, tc := range []struct {
+		rule flagRule
+		val  string
+		want string // substring of the error; "" = accepted
+	}{
+		{intRule(1, 4096), "0", "[1, 4096]"},
+		{intRule(1, 4096), "4097", "[1, 4096]"},
+		{intRule(1, 4096), "7", ""},
+		{flagRules["util"], "0", "(0, 1]"},
+		{flagRules["util"], "1", ""},
+		{flagRules["util"], "1.5", "(0, 1]"},
+		{flagRules["util"], "NaN", "(0, 1]"},
+		{flagRules["requests"], "0", ""},
+		{flagRules["requests"], "-1", "or 0: no limit"},
+		{flagRules["duration"], "-5s", "> 0"},
+		{flagRules["duration"], "0s", ""}, // with --requests; validateFlags checks the pair
+		{flagRules["warmup-timeout"], "0s", "> 0"},
+		{flagRules["watch"], "0s", ""},
+		{flagRules["block-align"], "3000", "power of two"},
+		{flagRules["ru"], "auto", ""},
+		{flagRules["ru"], "1K", "at least 4 KiB"},
+		{flagRules["ru"], "-3M", "at least 4 KiB"},
+	} {
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		switch tc.rule.kind {
+		case ruleDuration:
+			fs.Duration("x", 0, "")
+		case ruleSize:
+			fs.String("x", "", "")
+		case ruleInt:
+			fs.Int64("x", 0, "")
+		default:
+			fs.Float64("x", 0, "")
+		}
+		if err := fs.Set("x", tc.val); err != nil {
+			t.Fatal(err)
+		}
+		err := tc.rule.check(fs.Lookup("x"))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.val, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want an error naming %q", tc.val, err, tc.want)
+		}
+	}
+}
+
+// badValues returns values outside r for a flag of type typ.
+func badValues(r flagRule, typ string) []string {
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	var vals []string
+	switch r.kind {
+	case ruleInt:
+		if r.min > 0 && !(r.zero != "" && r.min == 1) {
+			vals = append(vals, num(r.min-1))
+		}
+		if !strings.HasPrefix(typ, "uint") {
+			vals = append(vals, "-1")
+		}
+		if r.max < math.MaxInt32 {
+			vals = append(vals, num(r.max+1))
+		}
+		if r.pow2 {
+			vals = append(vals, num(r.min*3))
+		}
+		vals = append(vals, "abc")
+	case ruleFloat, ruleFraction:
+		vals = append(vals, "-1", num(r.max*2+1), "NaN", "abc")
+		if r.openMin && r.zero == "" {
+			vals = append(vals, num(r.min))
+		}
+	case ruleDuration:
+		vals = append(vals, "-5s", "abc")
+		if r.openMin && r.zero == "" {
+			vals = append(vals, "0s")
+		}
+	case ruleSize:
+		vals = append(vals, "-1", "abc", "1.5.5G")
+		if r.min > 1 {
+			vals = append(vals, num(r.min-1))
+		}
+	}
+	return vals
+}
+
+// TestBadFlagValuesRefusedWithoutSideEffects runs the real command line with a value outside
+// the range of every flag of every command, and checks the contract: exit status 1, a one-line
+// message naming the flag, no panic, no hang, and no file created or changed.
+func TestBadFlagValuesRefusedWithoutSideEffects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary a few hundred times")
+	}
+	dir := t.TempDir()
+	dev := filepath.Join(dir, "cache.img")
+	if code, _, se := runRbctl(t, dir, time.Minute, "format", "--create", "16M", "--slot-bytes", "64K", dev); code != 0 {
+		t.Fatalf("format: exit %d: %s", code, se)
+	}
+	before := snapshot(t, dir)
+	cases := 0
+	for _, c := range leafCommands(NewRoot()) {
+		path := strings.Fields(c.CommandPath())[1:]
+		var args []string
+		if strings.Contains(c.Use, "DEV") {
+			args = []string{dev}
+		}
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			r, ok := ruleFor(c, f)
+			if !ok || r.kind == ruleAny {
+				return
+			}
+			for _, v := range badValues(r, f.Value.Type()) {
+				argv := append(append(append([]string{}, path...), args...), "--"+f.Name+"="+v)
+				cases++
+				code, _, se := runRbctl(t, dir, 30*time.Second, argv...)
+				se = strings.TrimRight(se, "\n")
+				switch {
+				case code != exitError:
+					t.Errorf("rbctl %s: exit %d, want %d (stderr %q)", strings.Join(argv, " "), code, exitError, se)
+				case strings.Contains(se, "panic") || strings.Contains(se, "goroutine "):
+					t.Errorf("rbctl %s: panicked: %s", strings.Join(argv, " "), se)
+				case strings.Count(se, "\n") > 0 || !strings.HasPrefix(se, "rbctl: ") || !strings.Contains(se, "--"+f.Name):
+					t.Errorf("rbctl %s: want one line 'rbctl: ... --%s ...', got %q", strings.Join(argv, " "), f.Name, se)
+				}
+				if d := diffSnapshots(before, snapshot(t, dir)); len(d) > 0 {
+					t.Fatalf("rbctl %s touched files: %v", strings.Join(argv, " "), d)
+				}
+			}
+		})
+	}
+	t.Logf("%d bad flag values refused", cases)
+	if cases < 150 {
+		t.Errorf("only %d cases: the generator lost flags", cases)
+	}
+}
+
+// TestMisuseExitCodes covers bad input that is not a flag range: unknown commands, missing
+// arguments, malformed keys, absent keys and devices.
+func TestMisuseExitCodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	dev := filepath.Join(dir, "cache.img")
+	if code, _, se := runRbctl(t, dir, time.Minute, "format", "--create", "16M", "--slot-bytes", "64K", dev); code != 0 {
+		t.Fatalf("format: exit %d: %s", code, se)
+	}
+	missing := filepath.Join(dir, "no-such.img")
+	before := snapshot(t, dir)
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"nope"}, exitError, "unknown command"},
+		{[]string{"fdp", "nope", dev}, exitError, "unknown command"},
+		{[]string{"nvme", "nope"}, exitError, "unknown command"},
+		{[]string{"emu", "nope"}, exitError, "unknown command"},
+		{[]string{"inspect"}, exitError, "arg"},
+		{[]string{"inspect", dev, dev}, exitError, "arg"},
+		{[]string{"bench", "--no-such-flag", dev}, exitError, "unknown flag"},
+		{[]string{"inspect", missing}, exitNotFound, "no-such.img"},
+		{[]string{"ls", missing}, exitNotFound, "no-such.img"},
+		{[]string{"get", dev, "--key", "m@0x00000000@00"}, exitNotFound, "not in the cache"},
+		{[]string{"rm", dev, "--key", "m@0x00000000@00"}, exitNotFound, "not in the cache"},
+		{[]string{"put", dev, "--key", "garbage", "-"}, exitError, "--key"},
+		{[]string{"put", dev, "--key", "m@0x0@00\x1b[2J", "-"}, exitError, "control character"},
+		{[]string{"put", dev, "--model", "m", "--hash", "xyz", "-"}, exitError, "--hash"},
+		{[]string{"put", dev, "--model", "m", "--hash", "00", "--salt", "a@b", "-"}, exitError, "'@'"},
+		{[]string{"put", dev, "--model", "m", "--hash", "00", "--salt", "a\nb", "-"}, exitError, "control character"},
+		{[]string{"put", dev, "--key", "m@0x00000000@00", "--model", "m", "-"}, exitError, "not both"},
+		{[]string{"put", dev, "-"}, exitError, "no key"},
+		{[]string{"bench", dev, "--placement", "bogus"}, exitError, "bogus"},
+		{[]string{"simulate", "--placement", "bogus"}, exitError, "bogus"},
+		{[]string{"fdp-status", "--events", "-1", dev}, exitError, "--events"},
+		{[]string{"bench", "--duration", "-5s", dev}, exitError, "--duration"},
+		{[]string{"bench", "--duration", "0", dev}, exitError, "--requests"},
+		{[]string{"simulate", "--measure", "-1"}, exitError, "--measure"},
+	} {
+		code, _, se := runRbctl(t, dir, 30*time.Second, tc.args...)
+		se = strings.TrimRight(se, "\n")
+		if code != tc.code || !strings.Contains(se, tc.msg) || strings.Contains(se, "panic") {
+			t.Errorf("rbctl %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, se, tc.code, tc.msg)
+		}
+		if strings.Contains(se, "\x1b") || strings.Count(se, "\n") > 0 {
+			t.Errorf("rbctl %q: stderr is not one escaped line: %q", tc.args, se)
+		}
+		if d := diffSnapshots(before, snapshot(t, dir)); len(d) > 0 {
+			t.Fatalf("rbctl %q touched files: %v", tc.args, d)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, so, se := runRbctl(t, t.TempDir(), 30*time.Second, args...)
+		if code != 0 || !strings.HasPrefix(so, "rbctl ") || !strings.Contains(so, "commit ") || !strings.Contains(so, "built ") {
+			t.Errorf("rbctl %v: exit %d, %q %q", args, code, so, se)
+		}
+	}
+}
+
+func TestTortureStopsOnSIGINT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the torture")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "torture", "--kills", "100000", "--dir", dir)
+	cmd.Env = append(os.Environ(), envAsMain+"=1")
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second): // generous: only catches "never stops"
+		cmd.Process.Kill()
+		t.Fatal("torture did not stop after SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Errorf("exit %d, want %d; stderr %q", code, exitInterrupted, se.String())
+	}
+	if !strings.Contains(so.String(), "interrupted: partial result") || !strings.Contains(so.String(), "violations") {
+		t.Errorf("no marked partial summary:\n%s", so.String())
+	}
+}
+
+var updateDocs = os.Getenv("RBCTL_UPDATE_DOCS") == "1"
+
+// TestCLIDocFlagTable keeps docs/cli.md's flag table equal to the rules the CLI enforces
+// (RBCTL_UPDATE_DOCS=1 rewrites it).
+func TestCLIDocFlagTable(t *testing.T) {
+	const begin, end = "<!-- flag-rules:begin -->\n", "<!-- flag-rules:end -->"
+	path := filepath.Join("..", "..", "..", "..", "docs", "cli.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no %q ... %q section", path, begin, end)
+	}
+	want := rulesMarkdown(NewRoot())
+	if got := s[i+len(begin) : j]; got != want {
+		if updateDocs {
+			if err := os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("docs/cli.md's flag table is out of date; run RBCTL_UPDATE_DOCS=1 go test -run TestCLIDocFlagTable ./internal/cli/")
+	}
+}

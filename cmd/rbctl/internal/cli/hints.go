@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/devices/safety"
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/workloads"
+)
+
+// Library packages state facts in their own terms (the engine names LMCache's config
+// fields, meta_total_bytes or block_align); only the CLI knows which flag of the running
+// command sets them. withFlagHints appends that, for the flags the command has.
+
+// engineFields maps an engine config field, as engine errors name it, to its flag; a
+// layout field is format's when the running command does not set it.
+var engineFields = []struct {
+	field, flag string
+	layout      bool
+}{
+	{"meta_total_bytes", "meta-bytes", true},
+	{"block_align", "block-align", true},
+	{"slot_bytes", "slot-bytes", true},
+	{"header_bytes", "header-bytes", true},
+	{"capacity_bytes", "capacity", true},
+	{"namespace", "namespace", false},
+}
+
+var engineErrs = []error{engine.ErrConfig, engine.ErrLayoutMismatch, engine.ErrDeviceTooSmall,
+	engine.ErrNoCheckpoint, engine.ErrCheckpointTooBig}
+
+// flagHints returns the hints for err on cmd, each naming a flag cmd has.
+func flagHints(cmd *cobra.Command, err error) []string {
+	has := func(flag string) bool { return cmd.Flags().Lookup(flag) != nil }
+	msg := err.Error()
+	var hints []string
+	for _, e := range engineErrs {
+		if !errors.Is(err, e) {
+			continue
+		}
+		var named []string
+		for _, f := range engineFields {
+			switch {
+			case !strings.Contains(msg, f.field):
+			case has(f.flag):
+				named = append(named, f.field+" is --"+f.flag)
+			case f.layout:
+				named = append(named, f.field+" is rbctl format's --"+f.flag)
+			}
+		}
+		if len(named) > 0 {
+			hints = append(hints, strings.Join(named, ", "))
+		}
+		break
+	}
+	if errors.Is(err, engine.ErrNoCheckpoint) && cmd.Name() != "format" && !strings.Contains(msg, "rbctl format") {
+		hints = append(hints, "format it first (rbctl format)")
+	}
+	if errors.Is(err, ftl.ErrConfig) && strings.Contains(msg, "over-provisioning") {
+		switch {
+		case has("op"):
+			hints = append(hints, "--op sets the over-provisioning")
+		case strings.Contains(msg, "emu"):
+			hints = append(hints, "op= in the emu: spec sets the over-provisioning")
+		}
+	}
+	if has("force") {
+		switch {
+		case errors.Is(err, safety.ErrHasData) && cmd.Name() == "recover":
+			hints = append(hints, "pass --force to overwrite it")
+		case errors.Is(err, safety.ErrHasData):
+			hints = append(hints, "pass --force to destroy it")
+		case errors.Is(err, safety.ErrInUse) && strings.Contains(msg, "losetup -d"):
+			hints = append(hints, "or pass --force")
+		}
+	}
+	if errors.Is(err, workloads.ErrRegionTooLarge) && has("region") {
+		hints = append(hints, "--region sets the region size")
+	}
+	if errors.Is(err, blockdev.ErrEmptyFile) {
+		switch {
+		case has("create"):
+			hints = append(hints, "--create SIZE makes it")
+		case has("size"):
+			hints = append(hints, "--size SIZE makes it")
+		default:
+			hints = append(hints, "rbctl format --create SIZE makes and formats one")
+		}
+	}
+	if strings.Contains(msg, "refuses O_DIRECT") && has("direct") {
+		hints = append(hints, "--direct=false opens it without O_DIRECT")
+	}
+	if strings.Contains(msg, "only a regular file can be created") {
+		for _, f := range []string{"create", "size"} {
+			if has(f) {
+				hints = append(hints, "--"+f+" is for regular files")
+			}
+		}
+	}
+	if errors.Is(err, blockdev.ErrNotSupported) && strings.Contains(msg, "passthrough engine") && has("io-engine") {
+		hints = append(hints, "use --io-engine passthru")
+	}
+	return hints
+}
+
+// withFlagHints appends flagHints to err ("...; hint; hint"), keeping it for errors.Is.
+func withFlagHints(cmd *cobra.Command, err error) error {
+	if err == nil {
+		return nil
+	}
+	hints := flagHints(cmd, err)
+	if len(hints) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, strings.Join(hints, "; "))
+}
+
+// hintAll wraps the RunE of c and of every command under it with withFlagHints.
+func hintAll(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error { return withFlagHints(cmd, run(cmd, args)) }
+	}
+	for _, sub := range c.Commands() {
+		hintAll(sub)
+	}
+}
