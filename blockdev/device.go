@@ -6,15 +6,18 @@ package blockdev
 import (
 	"errors"
 	"fmt"
+
+	"github.com/rbctl/rbctl/placement"
 )
 
-// Placement is a placement-handle index chosen by a placement policy (0, 1, 2, ...), or
-// NoPlacement. A device with FDP maps the index to a placement identifier (PID) from its
-// RUH status; a device without FDP ignores it.
-type Placement int32
+// Placement is the placement handle a write carries: placement.Handle, the one type a
+// decision has from the policy through the engine to the device (an alias, not a new type).
+// A device with FDP maps the index to a placement identifier (PID) from its RUH status and
+// refuses an index outside its table; a device without placement support ignores it.
+type Placement = placement.Handle
 
 // NoPlacement asks the device to place the write wherever it likes (no directive).
-const NoPlacement Placement = -1
+const NoPlacement = placement.None
 
 // Kind says what sort of device a path turned out to be.
 type Kind string

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/rbctl/rbctl/internal/sys"
 	"github.com/rbctl/rbctl/internal/uring"
@@ -61,14 +59,9 @@ type UringDevice struct {
 
 	fixedOps, plainOps, resubmits atomic.Int64
 
-	regMu  sync.Mutex                    // serialises RegisterBuffers
-	regs   atomic.Pointer[[]uringRegBuf] // sorted by start; immutable once published
+	regMu  sync.Mutex                        // serialises RegisterBuffers
+	regs   atomic.Pointer[uring.BufferTable] // immutable once published
 	closed atomic.Bool
-}
-
-type uringRegBuf struct {
-	start, end uintptr
-	idx        uint16
 }
 
 var (
@@ -200,7 +193,7 @@ func uringGeometry(f *os.File, path string, isBlock, direct bool) (Info, error) 
 			info.LogicalBlock = 4096 // unknown: the safe choice on every filesystem
 		}
 		if info.Size == 0 {
-			return info, fmt.Errorf("uring device %s: file is empty; create it pre-sized (fallocate -l SIZE %s)", path, path)
+			return info, fmt.Errorf("uring device %s: %w; create it pre-sized (fallocate -l SIZE %s)", path, ErrEmptyFile, path)
 		}
 	}
 	if !direct {
@@ -245,67 +238,20 @@ func (d *UringDevice) RegisterBuffers(bufs [][]byte) error {
 	if d.closed.Load() {
 		return fmt.Errorf("uring device %s: closed", d.info.Path)
 	}
-	if len(bufs) > 1<<14 {
-		return fmt.Errorf("uring device: %d buffers exceeds the kernel limit of 16384", len(bufs))
+	table, err := uring.NewBufferTable(bufs)
+	if err != nil {
+		return fmt.Errorf("uring device %s: %w", d.info.Path, err)
 	}
-	table := make([]uringRegBuf, 0, len(bufs))
-	for i, b := range bufs {
-		if len(b) == 0 || len(b) > 1<<30 {
-			return fmt.Errorf("uring device: buffer %d has %d bytes; registered buffers hold 1 byte to 1 GiB", i, len(b))
-		}
-		s := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-		table = append(table, uringRegBuf{start: s, end: s + uintptr(len(b)), idx: uint16(i)})
-	}
-	slices.SortFunc(table, func(a, b uringRegBuf) int {
-		if a.start < b.start {
-			return -1
-		}
-		if a.start > b.start {
-			return 1
-		}
-		return 0
-	})
 	d.regMu.Lock()
 	defer d.regMu.Unlock()
 	d.regs.Store(nil) // new Submits stop using the old indices
 	for _, e := range d.execs {
-		err := e.Do(func(r *uring.Ring) error {
-			if err := r.UnregisterBuffers(); err != nil && !errors.Is(err, unix.ENXIO) {
-				return err
-			}
-			return r.RegisterBuffers(bufs)
-		})
-		if err != nil {
+		if err := e.Do(table.Register); err != nil {
 			return fmt.Errorf("uring device %s: %w", d.info.Path, err)
 		}
 	}
-	d.regs.Store(&table)
+	d.regs.Store(table)
 	return nil
-}
-
-// fixedIndex returns the registered buffer holding all of p.
-func (d *UringDevice) fixedIndex(regs []uringRegBuf, p []byte) (uint16, bool) {
-	if len(regs) == 0 || len(p) == 0 {
-		return 0, false
-	}
-	s := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
-	// Last buffer starting at or before s.
-	i, found := slices.BinarySearchFunc(regs, s, func(r uringRegBuf, s uintptr) int {
-		if r.start < s {
-			return -1
-		}
-		if r.start > s {
-			return 1
-		}
-		return 0
-	})
-	if !found {
-		i--
-	}
-	if i < 0 || s+uintptr(len(p)) > regs[i].end {
-		return 0, false
-	}
-	return regs[i].idx, true
 }
 
 // uringBatch adapts a slice of Ops to uring.Batch.
@@ -313,7 +259,7 @@ type uringBatch struct {
 	d     *UringDevice
 	ops   []Op
 	items []int32 // indices into ops of the ops to issue
-	regs  []uringRegBuf
+	regs  *uring.BufferTable
 	tries []uint8 // EAGAIN/EINTR retries per item
 }
 
@@ -333,7 +279,7 @@ func (b *uringBatch) Prep(i int, sqe uring.SQE) {
 	if b.d.fixedFile {
 		fd = 0
 	}
-	if idx, ok := b.d.fixedIndex(b.regs, p); ok {
+	if idx, ok := b.regs.Lookup(p); ok {
 		b.d.fixedOps.Add(1)
 		if op.Write {
 			sqe.PrepWriteFixed(fd, p, off, idx)
@@ -409,10 +355,7 @@ func (d *UringDevice) Submit(ops []Op) error {
 		pin.Pin(&op.Buf[0]) // no-op for Alloc'd (off-heap) memory
 		items = append(items, int32(i))
 	}
-	var regs []uringRegBuf
-	if p := d.regs.Load(); p != nil {
-		regs = *p
-	}
+	regs := d.regs.Load()
 	depth := d.execs[0].Depth()
 	if len(d.execs) == 1 || len(items) <= depth {
 		e := d.execs[int(d.rr.Add(1))%len(d.execs)]
@@ -431,7 +374,7 @@ func (d *UringDevice) Submit(ops []Op) error {
 }
 
 // runSplit spreads a large batch over every ring in contiguous chunks.
-func (d *UringDevice) runSplit(ops []Op, items []int32, regs []uringRegBuf) error {
+func (d *UringDevice) runSplit(ops []Op, items []int32, regs *uring.BufferTable) error {
 	n := len(d.execs)
 	start := int(d.rr.Add(1))
 	errs := make([]error, n)

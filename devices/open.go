@@ -1,71 +1,217 @@
-// Package devices opens any device path the CLI is given as a blockdev.Device: regular
-// files and block devices (posix or io_uring), NVMe namespaces (passthrough) and the
-// emulated FDP SSD. Whatever the spelling, a device opened for writing has one writer by
-// construction: files and emu data files are locked (blockdev.LockFD), block devices are
-// opened O_EXCL, and /dev/ngXnY claims its namespace's block device O_EXCL. Open never
-// creates anything (format and bench create their targets first).
 package devices
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/emu"
+	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/nvme"
+	"github.com/rbctl/rbctl/units"
 )
+
+// I/O engines for Options.IOEngine.
+const (
+	EngineAuto     = ""         // io_uring, or posix where the kernel gives no io_uring
+	EngineUring    = "uring"    // io_uring only
+	EnginePosix    = "posix"    // pread/pwrite workers
+	EnginePassthru = "passthru" // NVMe passthrough (always used for /dev/ngXnY and emu:)
+)
+
+// MemPrefix starts a memory device spelling: mem:SIZE (e.g. mem:256M).
+const MemPrefix = "mem:"
 
 // Options chooses how a device path is opened.
 type Options struct {
-	IOEngine   string // "posix" (default), "uring", "passthru"
+	IOEngine   string // EngineAuto (""), EngineUring, EnginePosix, EnginePassthru
 	Direct     bool   // O_DIRECT (posix, uring)
 	QueueDepth int    // ops in flight per Submit (0: backend default)
-	ReadOnly   bool   // open read-only, sharing the device with other readers (inspect, recover --dry-run)
+	ReadOnly   bool   // open read-only, sharing the device with other readers
 	Exclusive  bool   // O_EXCL on block devices (and on the block device of /dev/ngXnY)
+	// BufferedFallback opens a regular file buffered when its filesystem refuses O_DIRECT
+	// (tmpfs before Linux 6.6) instead of failing; Opened.Notes says so.
+	BufferedFallback bool
 }
 
-// DefaultOptions: posix, O_DIRECT, exclusive, queue depth 32.
+// DefaultOptions: io_uring (posix without it), O_DIRECT, exclusive, queue depth 32.
 func DefaultOptions() Options {
-	return Options{IOEngine: "posix", Direct: true, QueueDepth: 32, Exclusive: true}
+	return Options{IOEngine: EngineAuto, Direct: true, QueueDepth: 32, Exclusive: true}
 }
 
-// Open opens path with opt.
+// Opened is a device opened for I/O: the block device, what it offers for placement, and
+// the FDP view when it has FDP. Close closes everything.
+type Opened struct {
+	Path   string
+	Block  blockdev.Device
+	Engine string // the engine in use: posix, uring, passthru, emu or mem
+	// FDP is the device's FDP view; nil when it has none, and NoFDP says why (an error
+	// wrapping fdp.ErrFDPNotSupported, "FDP is disabled", or "no NVMe transport").
+	FDP   *FDP
+	NoFDP error
+	// Emu is the emulated SSD's controller (emu: only): its spec, FTL model and Reset.
+	Emu *emu.Controller
+	// Notes are decisions the opener took that the caller may want to report (fallbacks).
+	Notes []string
+}
+
+// Close closes the device (and its transport, claims and controller).
+func (o *Opened) Close() error { return o.Block.Close() }
+
+// Info is the block device's Info.
+func (o *Opened) Info() blockdev.Info { return o.Block.Info() }
+
+// Open opens path with opt and returns only the block device (see OpenDevice).
 func Open(path string, opt Options) (blockdev.Device, error) {
-	if path == "" {
-		return nil, fmt.Errorf("no device path given")
+	o, err := OpenDevice(path, opt)
+	if err != nil {
+		return nil, err
 	}
-	if emu.IsSpec(path) {
-		// The emulated FDP SSD, through the NVMe passthrough device (docs/emulator.md). It
-		// must exist: a missing data file is fs.ErrNotExist, and nothing is created.
-		c, err := emu.OpenWith(path, emu.OpenOptions{ReadOnly: opt.ReadOnly})
-		if err != nil {
-			return nil, err
-		}
-		d, _, err := emu.NewDevice(c, path, nvme.DeviceOptions{ReadOnly: opt.ReadOnly})
-		if err != nil {
-			return nil, err
-		}
-		return d, nil
-	}
-	if isNVMeGeneric(path) && opt.IOEngine != "passthru" && opt.IOEngine != "nvme" {
-		opt.IOEngine = "passthru" // /dev/ngXnY is reachable only through NVMe passthrough
+	return o.Block, nil
+}
+
+// OpenDevice opens any DEV spelling (package doc) for I/O, runs FDP discovery once when
+// the device speaks NVMe, and returns the device with its FDP view.
+func OpenDevice(path string, opt Options) (*Opened, error) {
+	switch {
+	case path == "":
+		return nil, errors.New("no device path given")
+	case strings.HasPrefix(path, MemPrefix):
+		return openMem(path)
+	case emu.IsSpec(path):
+		return openEmu(path, opt)
+	case isNVMeGeneric(path) || opt.IOEngine == EnginePassthru || opt.IOEngine == "nvme":
+		// /dev/ngXnY is reachable only through NVMe passthrough.
+		return openPassthru(path, opt)
 	}
 	switch opt.IOEngine {
-	case "passthru", "nvme":
-		return openPassthru(path, opt)
-	case "uring", "io_uring":
-		return blockdev.OpenUring(path, blockdev.UringOptions{
-			QueueDepth: opt.QueueDepth,
-			Buffered:   !opt.Direct,
-			ReadOnly:   opt.ReadOnly,
-			Exclusive:  opt.Exclusive,
-		})
-	case "", "posix":
-		return blockdev.OpenFile(path, blockdev.FileOptions{
-			Direct:     opt.Direct,
-			ReadOnly:   opt.ReadOnly,
-			Exclusive:  opt.Exclusive,
-			QueueDepth: opt.QueueDepth,
-		})
+	case EngineAuto, EngineUring, "io_uring":
+		return openUring(path, opt)
+	case EnginePosix:
+		return openFile(path, opt)
 	}
-	return nil, fmt.Errorf("io engine %q is not available for %s; use posix", opt.IOEngine, path)
+	return nil, fmt.Errorf("io engine %q is not one of uring, posix, passthru", opt.IOEngine)
+}
+
+// openMem makes a memory device of SIZE (rounded down to 4 KiB blocks).
+func openMem(path string) (*Opened, error) {
+	n, err := units.ParseSize(strings.TrimPrefix(path, MemPrefix))
+	if err != nil || n < 4096 {
+		return nil, fmt.Errorf("%s: want mem:SIZE of at least 4 KiB, e.g. mem:256M", path)
+	}
+	return &Opened{Path: path, Block: blockdev.NewMem(n/4096*4096, 4096), Engine: "mem",
+		NoFDP: fmt.Errorf("%s: a memory device has no NVMe transport: %w", path, fdp.ErrFDPNotSupported)}, nil
+}
+
+// openEmu opens the emulated FDP SSD through the NVMe passthrough device. It must exist: a
+// missing data file is fs.ErrNotExist, and nothing is created.
+func openEmu(path string, opt Options) (*Opened, error) {
+	c, err := emu.OpenWith(path, emu.OpenOptions{ReadOnly: opt.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	o, err := overTransport(c, path, blockdev.KindEmulated, opt, nil)
+	if err != nil {
+		return nil, err
+	}
+	o.Engine, o.Emu = "emu", c
+	return o, nil
+}
+
+// overTransport puts the passthrough block device over t after FDP discovery (once). On
+// failure t is closed, and release is called.
+func overTransport(t nvme.Transport, path string, kind blockdev.Kind, opt Options, release func()) (*Opened, error) {
+	fail := func(err error) (*Opened, error) {
+		t.Close()
+		if release != nil {
+			release()
+		}
+		return nil, err
+	}
+	o := &Opened{Path: path, Engine: EnginePassthru}
+	disc, err := fdp.Discover(t)
+	var pids []uint16
+	switch {
+	case err == nil && !disc.Feature.Enabled:
+		o.NoFDP = fmt.Errorf("%s: FDP is disabled in endurance group %d: %w", path, disc.EnduranceGroup, nvme.ErrFDPDisabled)
+	case err == nil:
+		o.FDP, pids = &FDP{t: t, disc: disc}, disc.PIDs
+	case errors.Is(err, fdp.ErrFDPNotSupported):
+		o.NoFDP = fmt.Errorf("%s: %w", path, err)
+	default:
+		return fail(fmt.Errorf("%s: FDP discovery: %w", path, err))
+	}
+	d, err := nvme.NewDevice(t, nvme.DeviceOptions{Path: path, Kind: kind, PIDs: pids, ReadOnly: opt.ReadOnly})
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", path, err))
+	}
+	o.Block = d
+	return o, nil
+}
+
+// openUring opens a file or block device through io_uring; with EngineAuto a kernel
+// without io_uring (or one that forbids it) gets the posix engine instead.
+func openUring(path string, opt Options) (*Opened, error) {
+	uopt := blockdev.UringOptions{QueueDepth: opt.QueueDepth, Buffered: !opt.Direct, ReadOnly: opt.ReadOnly, Exclusive: opt.Exclusive}
+	d, err := blockdev.OpenUring(path, uopt)
+	if err != nil && opt.Direct && opt.BufferedFallback && directRefused(path, err) {
+		uopt.Buffered = true
+		if d, err = blockdev.OpenUring(path, uopt); err == nil {
+			o := blockOpened(path, d, "uring")
+			o.Notes = append(o.Notes, "the filesystem refuses O_DIRECT: opened buffered")
+			return o, nil
+		}
+	}
+	if err != nil && opt.IOEngine == EngineAuto && uringUnavailable(err) {
+		o, ferr := openFile(path, opt)
+		if ferr != nil {
+			return nil, ferr
+		}
+		o.Notes = append(o.Notes, "io_uring is not available here: opened with the posix engine")
+		return o, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return blockOpened(path, d, "uring"), nil
+}
+
+// uringUnavailable reports whether err says io_uring cannot be used here: a kernel without
+// it, or one (or a seccomp policy) that forbids it. An EPERM from opening the file itself
+// comes back from the posix engine too, so falling back on it hides nothing.
+func uringUnavailable(err error) bool {
+	return errors.Is(err, blockdev.ErrNotSupported) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS)
+}
+
+// openFile opens a file or block device with the posix engine.
+func openFile(path string, opt Options) (*Opened, error) {
+	fopt := blockdev.FileOptions{Direct: opt.Direct, ReadOnly: opt.ReadOnly, Exclusive: opt.Exclusive, QueueDepth: opt.QueueDepth}
+	d, err := blockdev.OpenFile(path, fopt)
+	if err != nil && opt.Direct && opt.BufferedFallback && directRefused(path, err) {
+		fopt.Direct = false
+		if d, err = blockdev.OpenFile(path, fopt); err == nil {
+			o := blockOpened(path, d, EnginePosix)
+			o.Notes = append(o.Notes, "the filesystem refuses O_DIRECT: opened buffered")
+			return o, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return blockOpened(path, d, EnginePosix), nil
+}
+
+// directRefused reports whether err is a regular file's filesystem refusing O_DIRECT.
+func directRefused(path string, err error) bool {
+	st, serr := os.Stat(path)
+	return serr == nil && st.Mode().IsRegular() && errors.Is(err, unix.EINVAL)
+}
+
+func blockOpened(path string, d blockdev.Device, engine string) *Opened {
+	return &Opened{Path: path, Block: d, Engine: engine,
+		NoFDP: fmt.Errorf("%s: no NVMe transport through %s (FDP is read through /dev/ngXnY): %w", path, engine, fdp.ErrFDPNotSupported)}
 }

@@ -1,7 +1,6 @@
 package devices
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/devices/safety"
-	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/nvme"
 )
 
@@ -24,9 +22,9 @@ func isNVMeGeneric(path string) bool { return ngName.MatchString(filepath.Base(p
 
 // openPassthru opens an NVMe namespace (/dev/ngXnY, /dev/nvmeXnY) with the NVMe passthrough
 // engine: io_uring URING_CMD when available, else the ioctls. On an FDP namespace the
-// placement handles map to the PIDs of its RUH status (fdp.Discover); without FDP writes
-// carry no directive.
-func openPassthru(path string, opt Options) (blockdev.Device, error) {
+// placement handles map to the PIDs of its RUH status (fdp.Discover, once); without FDP
+// writes carry no directive.
+func openPassthru(path string, opt Options) (*Opened, error) {
 	claims, err := claimNamespace(path, opt)
 	if err != nil {
 		return nil, err
@@ -41,27 +39,14 @@ func openPassthru(path string, opt Options) (blockdev.Device, error) {
 		release()
 		return nil, err
 	}
-	var pids []uint16
-	disc, err := fdp.Discover(t)
-	switch {
-	case err == nil:
-		pids = disc.PIDs
-	case errors.Is(err, fdp.ErrFDPNotSupported):
-	default:
-		t.Close()
-		release()
-		return nil, fmt.Errorf("%s: FDP discovery: %w", path, err)
-	}
-	d, err := nvme.NewDevice(t, nvme.DeviceOptions{Path: path, PIDs: pids, ReadOnly: opt.ReadOnly})
+	o, err := overTransport(t, path, blockdev.KindNVMeChar, opt, release)
 	if err != nil {
-		t.Close()
-		release()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	if len(claims) == 0 {
-		return d, nil
+	if len(claims) > 0 {
+		o.Block = &ClaimedDevice{Device: o.Block.(*nvme.Device), claims: claims}
 	}
-	return &ClaimedDevice{Device: d, claims: claims}, nil
+	return o, nil
 }
 
 // ClaimedDevice is a passthrough device together with the claims that keep other writers

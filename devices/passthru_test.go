@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/nvme"
 )
 
@@ -160,5 +161,46 @@ func TestOpenMissingEmuCreatesNothing(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("created %v", ents)
+	}
+}
+
+// TestPassthruOpenDevice: the VM's /dev/ngXnY opens through OpenDevice with its FDP view
+// (when the device has FDP) and through OpenAdmin for Identify. Runs inside `make vmtest`.
+func TestPassthruOpenDevice(t *testing.T) {
+	ns := os.Getenv("RBCTL_TEST_NVME_NS")
+	if ns == "" {
+		t.Skip("RBCTL_TEST_NVME_NS not set: real NVMe tests run inside `make vmtest`")
+	}
+	o, err := OpenDevice(ns, Options{ReadOnly: true, Direct: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if o.Engine != EnginePassthru || o.Info().Kind != blockdev.KindNVMeChar {
+		t.Errorf("engine %s kind %s", o.Engine, o.Info().Kind)
+	}
+	if os.Getenv("RBCTL_TEST_FDP") == "on" {
+		if o.FDP == nil {
+			t.Fatalf("no FDP view: %v", o.NoFDP)
+		}
+		nrg, _ := strconv.Atoi(os.Getenv("RBCTL_TEST_FDP_NRG"))
+		nruh, _ := strconv.Atoi(os.Getenv("RBCTL_TEST_FDP_NRUH"))
+		if len(o.FDP.PIDs()) != nrg*nruh || o.FDP.ReclaimGroups() != nrg {
+			t.Errorf("PIDs %v, %d groups; want %d x %d", o.FDP.PIDs(), o.FDP.ReclaimGroups(), nrg, nruh)
+		}
+		if _, err := o.FDP.Stats(); err != nil {
+			t.Errorf("stats: %v", err)
+		}
+	} else if o.FDP != nil || !errors.Is(o.NoFDP, fdp.ErrFDPNotSupported) {
+		t.Errorf("FDP view %v, NoFDP %v on a device without FDP", o.FDP, o.NoFDP)
+	}
+	a, err := OpenAdmin(ns, AdminOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	id, err := a.Identify()
+	if err != nil || id.CapacityBytes != o.Info().Size {
+		t.Errorf("identify %+v %v, device size %d", id, err, o.Info().Size)
 	}
 }

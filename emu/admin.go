@@ -90,15 +90,15 @@ func (c *Controller) getLogPage(cmd *nvme.Command) nvme.Completion {
 	}
 	var log []byte
 	switch p.LID {
-	case fdp.LogConfigs, fdp.LogUsage, fdp.LogStats, fdp.LogEvents:
+	case nvme.LogFDPConfigs, nvme.LogRUHUsage, nvme.LogFDPStats, nvme.LogFDPEvents:
 		if p.LSI != EndGID || p.OT {
 			return fail(stInvalidField)
 		}
 		c.mu.Lock()
 		switch p.LID {
-		case fdp.LogConfigs:
+		case nvme.LogFDPConfigs:
 			log, _ = c.configLog().Encode()
-		case fdp.LogUsage:
+		case nvme.LogRUHUsage:
 			u := &fdp.UsageLog{Attrs: make([]fdp.RUHAttr, c.spec.RUHs)}
 			for i := range u.Attrs {
 				u.Attrs[i] = fdp.RUHHostSpecified
@@ -110,10 +110,10 @@ func (c *Controller) getLogPage(cmd *nvme.Command) nvme.Completion {
 				u.Attrs[0] = fdp.RUHControllerSpecified
 			}
 			log, _ = u.Encode()
-		case fdp.LogStats:
+		case nvme.LogFDPStats:
 			s := c.statsLocked()
 			log = s.Encode()
-		case fdp.LogEvents:
+		case nvme.LogFDPEvents:
 			l := &fdp.EventsLog{Events: c.ctrl}
 			if p.LSP&1 != 0 {
 				l.Events = c.host
@@ -121,7 +121,7 @@ func (c *Controller) getLogPage(cmd *nvme.Command) nvme.Completion {
 			log = l.Encode()
 		}
 		c.mu.Unlock()
-	case logSMART:
+	case nvme.LogSMART:
 		if p.NSID != 0 && p.NSID != NSID && p.NSID != nvme.NSIDAll {
 			return fail(stInvalidNS)
 		}
@@ -146,9 +146,9 @@ const (
 )
 
 func (c *Controller) getFeatures(cmd *nvme.Command) nvme.Completion {
-	fid, sel := uint8(cmd.CDW10), uint8(cmd.CDW10>>8)&7
+	fid, sel := nvme.FeatureID(cmd.CDW10), uint8(cmd.CDW10>>8)&7
 	switch fid {
-	case fdp.FeatureFDP:
+	case nvme.FeatFDP:
 		if uint16(cmd.CDW11) != EndGID {
 			return fail(stInvalidField)
 		}
@@ -162,7 +162,7 @@ func (c *Controller) getFeatures(cmd *nvme.Command) nvme.Completion {
 			f = fdp.FeatureState{Enabled: true}
 		}
 		return nvme.Completion{Result: uint64(f.Value())}
-	case fdp.FeatureEvents:
+	case nvme.FeatFDPEvents:
 		if cmd.NSID != NSID {
 			return fail(stInvalidNS)
 		}
@@ -193,9 +193,9 @@ func (c *Controller) getFeatures(cmd *nvme.Command) nvme.Completion {
 }
 
 func (c *Controller) setFeatures(cmd *nvme.Command) nvme.Completion {
-	fid := uint8(cmd.CDW10)
+	fid := nvme.FeatureID(cmd.CDW10)
 	switch fid {
-	case fdp.FeatureFDP:
+	case nvme.FeatFDP:
 		if uint16(cmd.CDW11) != EndGID {
 			return fail(stInvalidField)
 		}
@@ -210,7 +210,7 @@ func (c *Controller) setFeatures(cmd *nvme.Command) nvme.Completion {
 			return nvme.Completion{Status: stInternal, Err: err}
 		}
 		return nvme.Completion{}
-	case fdp.FeatureEvents:
+	case nvme.FeatFDPEvents:
 		if cmd.NSID != NSID {
 			return fail(stInvalidNS)
 		}
@@ -250,16 +250,15 @@ func (c *Controller) setFeatures(cmd *nvme.Command) nvme.Completion {
 
 // SMART / Health Information log (LID 0x02), 512 bytes. Offsets from the NVMe base spec.
 const (
-	logSMART        uint8 = 0x02
-	smartSize             = 512
-	smartTempOff          = 1  // u16 composite temperature, kelvin
-	smartSpareOff         = 3  // u8 available spare %
-	smartSpareThOff       = 4  // u8 available spare threshold %
-	smartUnitsRead        = 32 // u128 data units read (1000 × 512 bytes)
-	smartUnitsWrite       = 48 // u128 data units written
-	smartReadCmds         = 64 // u128 host read commands
-	smartWriteCmds        = 80 // u128 host write commands
-	smartPowerOnHrs       = 128
+	smartSize       = 512
+	smartTempOff    = 1  // u16 composite temperature, kelvin
+	smartSpareOff   = 3  // u8 available spare %
+	smartSpareThOff = 4  // u8 available spare threshold %
+	smartUnitsRead  = 32 // u128 data units read (1000 × 512 bytes)
+	smartUnitsWrite = 48 // u128 data units written
+	smartReadCmds   = 64 // u128 host read commands
+	smartWriteCmds  = 80 // u128 host write commands
+	smartPowerOnHrs = 128
 )
 
 // smartLog reports this process's host activity (data units round up, as the spec says);

@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/nvme"
 )
 
 // benchWrites measures 256 KiB writes through the whole host stack (nvme.Device → command
 // encoding → controller → FTL model → store), cycling over the device and two handles.
 func benchWrites(b *testing.B, spec string) {
-	dev, _, err := OpenDevice(spec)
+	dev, _, err := openDevice(spec, nvme.DeviceOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

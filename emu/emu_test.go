@@ -60,7 +60,7 @@ func ruamw(t *testing.T, c nvme.Transport) map[uint16]uint64 {
 	return m
 }
 
-func writePID(t *testing.T, c nvme.Transport, slba uint64, nlb uint32, dtype uint8, pid uint16, fill byte) nvme.Completion {
+func writePID(t *testing.T, c nvme.Transport, slba uint64, nlb uint32, dtype nvme.DirectiveType, pid uint16, fill byte) nvme.Completion {
 	t.Helper()
 	buf := aligned(t, int(nlb)*4096)
 	for i := range buf {
@@ -164,7 +164,7 @@ func TestIdentifyAndDiscover(t *testing.T) {
 }
 
 func TestWriteWithPIDChangesUsageAndStats(t *testing.T) {
-	dev, disc, err := OpenDevice(testSpec)
+	dev, disc, err := openDevice(testSpec, nvme.DeviceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestFDPDisabled(t *testing.T) {
 }
 
 func TestDeallocate(t *testing.T) {
-	dev, _, err := OpenDevice(testSpec)
+	dev, _, err := openDevice(testSpec, nvme.DeviceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,10 +363,10 @@ func TestErrorsStatus(t *testing.T) {
 		{"streams directive", false, nvme.Write(NSID, 0, 1, buf, nvme.RWOptions{DType: 1}), nvme.ErrInvalidField},
 		{"identify cns 0x55", true, nvme.Identify(0x55, 0, 0, 0, aligned(t, 4096)), nvme.ErrInvalidField},
 		{"identify ns 2", true, nvme.IdentifyNamespace(2, aligned(t, 4096)), nvme.ErrInvalidNamespace},
-		{"get feature fdp egid 2", true, nvme.GetFeatures(fdp.FeatureFDP, 0, 0, 2, nil), nvme.ErrInvalidField},
+		{"get feature fdp egid 2", true, nvme.GetFeatures(nvme.FeatFDP, 0, 0, 2, nil), nvme.ErrInvalidField},
 		{"get feature 0x7b", true, nvme.GetFeatures(0x7b, 0, 0, 0, nil), nvme.ErrInvalidField},
 	}
-	lp, _ := nvme.GetLogPage(nvme.LogPage{LID: fdp.LogStats, LSI: 2}, aligned(t, 64))
+	lp, _ := nvme.GetLogPage(nvme.LogPage{LID: nvme.LogFDPStats, LSI: 2}, aligned(t, 64))
 	cases = append(cases, struct {
 		name  string
 		admin bool
@@ -399,7 +399,7 @@ func TestErrorsStatus(t *testing.T) {
 	}
 	// Log page offsets: the stats log read from offset 16 starts with MBMW.
 	writePID(t, c, 0, 1, 2, 0, 1)
-	b, err := nvme.GetLog(c, nvme.LogPage{LID: fdp.LogStats, LSI: 1, Offset: 16}, 16)
+	b, err := nvme.GetLog(c, nvme.LogPage{LID: nvme.LogFDPStats, LSI: 1, Offset: 16}, 16)
 	if err != nil || fdp.GetUint128(b) != fdp.U128(8192) {
 		t.Errorf("offset read %x %v", b, err)
 	}
@@ -476,7 +476,7 @@ func TestPersistence(t *testing.T) {
 }
 
 func TestConcurrentWriters(t *testing.T) {
-	dev, _, err := OpenDevice(testSpec)
+	dev, _, err := openDevice(testSpec, nvme.DeviceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

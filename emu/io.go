@@ -40,12 +40,12 @@ func (c *Controller) write(cmd *nvme.Command) nvme.Completion {
 	if st != 0 {
 		return fail(st)
 	}
-	if f.DType != 0 && f.DType != fdp.DirectiveDataPlacement {
+	if f.DType != 0 && f.DType != nvme.DirTypeDataPlacement {
 		return fail(stInvalidField) // only the data placement directive is supported
 	}
 	c.mu.Lock()
 	var err error
-	if c.feat.Enabled && f.DType == fdp.DirectiveDataPlacement {
+	if c.feat.Enabled && f.DType == nvme.DirTypeDataPlacement {
 		rg, ph, ok := c.pidFor(f.DSpec)
 		if ok {
 			err = c.model.WriteGroup(off/c.spec.MappingUnit, units(off, n, c.spec.MappingUnit), rg, ph)
@@ -138,7 +138,7 @@ func (c *Controller) ruhStatusLocked() *fdp.RUHStatus {
 }
 
 func (c *Controller) ioMgmtRecv(cmd *nvme.Command) nvme.Completion {
-	if uint8(cmd.CDW10) != fdp.MORUHStatus {
+	if nvme.IOMgmtOp(cmd.CDW10) != nvme.IOMgmtRecvRUHStatus {
 		return fail(stInvalidField)
 	}
 	n := (int(cmd.CDW11) + 1) * 4
@@ -159,7 +159,7 @@ func (c *Controller) ioMgmtRecv(cmd *nvme.Command) nvme.Completion {
 }
 
 func (c *Controller) ioMgmtSend(cmd *nvme.Command) nvme.Completion {
-	if uint8(cmd.CDW10) != fdp.MORUHUpdate {
+	if nvme.IOMgmtOp(cmd.CDW10) != nvme.IOMgmtSendRUHUpdate {
 		return fail(stInvalidField)
 	}
 	u, err := fdp.DecodeRUHUpdate(cmd.CDW10, cmd.Data)

@@ -35,7 +35,7 @@ func TestOpenWithoutCreateMakesNothing(t *testing.T) {
 		if _, err := OpenWith(spec, opt); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%+v on a missing data file: %v, want fs.ErrNotExist", opt, err)
 		}
-		if _, _, err := OpenDeviceWith(spec, nvme.DeviceOptions{ReadOnly: true}); !errors.Is(err, fs.ErrNotExist) {
+		if _, _, err := openDevice(spec, nvme.DeviceOptions{ReadOnly: true}); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("read-only device on a missing data file: %v", err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // Namespace selects how keys map to the 64-bit slot identity stored in slot headers.
@@ -35,49 +36,6 @@ const (
 	// both formats are always available; this only chooses what is written.
 	CheckpointCompact CheckpointFormat = "compact"
 )
-
-// WriteInfo describes one write for a Placer.
-type WriteInfo struct {
-	Key      Key
-	Size     int  // payload bytes
-	Metadata bool // true for checkpoint writes (Config.MetadataHandle is used for those)
-}
-
-// Placer chooses the placement handle of a slot write. Package placement provides policies;
-// the engine only sees this interface. A nil Placer means blockdev.NoPlacement for every write.
-type Placer interface {
-	Place(WriteInfo) blockdev.Placement
-}
-
-// AccessEvent says what happened to a key, for hotness-learning policies.
-type AccessEvent uint8
-
-const (
-	AccessLookupHit AccessEvent = iota + 1 // ExistsMany / MetadataPrefix hit
-	AccessLoad                             // LoadManyInto returned the payload
-	AccessStore                            // PutMany stored the key
-	AccessDelete                           // DeleteMany removed the key
-)
-
-func (a AccessEvent) String() string {
-	switch a {
-	case AccessLookupHit:
-		return "lookup-hit"
-	case AccessLoad:
-		return "load"
-	case AccessStore:
-		return "store"
-	case AccessDelete:
-		return "delete"
-	}
-	return "unknown"
-}
-
-// AccessObserver is optionally implemented by a Placer (or set as Config.Observer); it is
-// called without the index lock held, on the calling goroutine.
-type AccessObserver interface {
-	Observe(k Key, ev AccessEvent)
-}
 
 // Config is the engine configuration. Field names follow LMCache's raw_block keys; see
 // DefaultConfig for LMCache's defaults (MP adapter).
@@ -138,13 +96,23 @@ type Config struct {
 	// fail with ErrReadOnly. Used by inspect and recover --dry-run.
 	ReadOnly bool
 
-	// Placement hooks.
-	Placer             Placer             // nil: NoPlacement for data writes
-	Observer           AccessObserver     // nil: Placer is used if it implements AccessObserver
-	MetadataHandle     blockdev.Placement // handle for checkpoint writes (default NoPlacement)
-	SlotAffinity       bool               // reuse a free slot last written with the same handle (LMCache pid_affinity)
-	DeallocateOnDelete bool               // batch freed slots into Device.Deallocate (H6)
-	DeallocateBatch    int                // slots per Deallocate call (default 64)
+	// Placement. The engine describes every write to Placer as one placement.Write (key
+	// namespace, model, kv rank, cache salt, identity, size, metadata or not) and sends the
+	// handle it returns with the write, after checking it against the device's handles
+	// (ErrBadHandle). A Placer that is also a placement.Observer is told of every lookup
+	// hit, load, store and delete.
+	Placer         placement.Policy // nil: no directive (placement.None) for every write
+	MetadataHandle placement.Handle // handle for checkpoint writes (default None: ask Placer)
+	SlotAffinity   bool             // reuse a free slot last written with the same handle (LMCache pid_affinity)
+	// DeallocateOnDelete hands freed slots to a background deallocator that gives them to
+	// Device.Deallocate in batches (adjacent slots merged) off the store and delete paths;
+	// a freed slot is reused only after its deallocate returned, or when a put cancels the
+	// discard because it overwrites the slot anyway. Checkpoints and Close drain the queue.
+	DeallocateOnDelete bool
+	DeallocateBatch    int // pending slots that wake the deallocator (default 64)
+	// DeallocateAge deallocates a freed slot no put has reused for a whole period of it
+	// (default 50 ms; 0: only batches, checkpoints and Close issue deallocates).
+	DeallocateAge time.Duration
 	// SlotGroupBytes groups consecutive slots (rounded down to whole slots, >= 1 slot) into
 	// reclaim-unit-sized groups; a group is owned by one handle at a time and each handle
 	// allocates from its own groups. When a handle has no free slot in its groups and no
@@ -174,11 +142,11 @@ type PutResult struct {
 
 // EntryMeta is what the index holds for a key.
 type EntryMeta struct {
-	Offset          int64              // slot offset on the device
-	Size            int                // payload bytes
-	Slot            uint32             // slot number
-	Handle          blockdev.Placement // placement handle the slot was written with
-	Checksum        uint32             // CRC-32C of the payload (0 when unknown)
+	Offset          int64            // slot offset on the device
+	Size            int              // payload bytes
+	Slot            uint32           // slot number
+	Handle          placement.Handle // placement handle the slot was written with
+	Checksum        uint32           // CRC-32C of the payload (0 when unknown)
 	HasChecksum     bool
 	Locks           uint32 // lock reference count
 	Shape           []int  // optional tensor metadata carried in the v1 checkpoint
@@ -205,7 +173,7 @@ type Usage struct {
 	NextSlot      int64 // slots never used yet: [NextSlot, SlotsTotal)
 	Fraction      float64
 	BytesBySalt   map[string]int64 // slot_bytes per entry, by cache_salt ("" = none)
-	SlotsByHandle map[blockdev.Placement]int64
+	SlotsByHandle map[placement.Handle]int64
 }
 
 // Stats are cumulative counters since Open/Format.
@@ -229,9 +197,16 @@ type Stats struct {
 
 	AffinityHits, AffinityFallbacks int64
 	GroupFallbacks                  int64
-	DeallocatedSlots                int64
-	DeallocateErrors                int64
-	LastCheckpointError             string // "" when the last checkpoint attempt succeeded
+	// DeallocateOnDelete (docs/engine.md "Deallocation"): slots whose Deallocate succeeded,
+	// failed Deallocate calls (their slots were freed anyway), Deallocate calls made,
+	// ranges they carried after merging adjacent slots, and freed slots reused by a put
+	// before their deallocate was issued (the overwrite made it unnecessary).
+	DeallocatedSlots    int64
+	DeallocateErrors    int64
+	DeallocateCalls     int64
+	DeallocateRanges    int64
+	DeallocatesCanceled int64
+	LastCheckpointError string // "" when the last checkpoint attempt succeeded
 
 	// Staging buffers (Config.BufferPoolBytes).
 	BufferPoolBytes      int64  // arena size (0: no arena)
@@ -264,21 +239,6 @@ type DroppedEntry struct {
 	Key    string
 	Slot   int64
 	Reason string
-}
-
-// Layout is the geometry derived from a Config and a device size.
-type Layout struct {
-	DeviceSize      int64
-	Capacity        int64 // effective capacity
-	BlockAlign      int
-	HeaderBytes     int
-	SlotBytes       int64
-	MetaTotalBytes  int64
-	ContainerBytes  int64 // C
-	ContainerOffset [2]int64
-	PayloadCap      int64 // C - block_align
-	DataBase        int64 // = MetaTotalBytes
-	MaxSlots        int64
 }
 
 // ContainerInfo describes one metadata container as found on the device.
@@ -318,21 +278,40 @@ type TaskResult struct {
 }
 
 // Sentinel errors; match with errors.Is.
+//
+// ErrCorrupt marks damaged bytes: every error a decoder returns for what it read from the
+// device (a checkpoint container, a checkpoint payload, a slot header) satisfies
+// errors.Is(err, ErrCorrupt), and the specific sentinels below it (ErrBadMagic,
+// ErrBadVersion, ErrChecksum, ErrTruncated) match as well. A checkpoint whose layout
+// differs from the config (ErrLayoutMismatch), a device never formatted (ErrNoCheckpoint
+// alone) and a bad key given by a caller (ErrKeyFormat) are not corruption. Open wraps
+// ErrCorrupt as well as ErrNoCheckpoint when no container is readable because the
+// containers are damaged rather than empty.
 var (
+	ErrCorrupt    = errors.New("corrupt metadata")
+	ErrBadMagic   = corruption("bad magic")
+	ErrBadVersion = corruption("unsupported version") // a version this reader does not know: damage or another format
+	ErrChecksum   = corruption("checksum mismatch")
+	ErrTruncated  = corruption("truncated record")
+
 	ErrConfig           = errors.New("invalid engine config")
 	ErrLayoutMismatch   = errors.New("checkpoint layout does not match the config")
-	ErrBadMagic         = errors.New("bad magic")
-	ErrBadVersion       = errors.New("unsupported version")
-	ErrChecksum         = errors.New("checksum mismatch")
-	ErrTruncated        = errors.New("truncated record")
-	ErrCorrupt          = errors.New("corrupt metadata")
 	ErrNoCheckpoint     = errors.New("no valid checkpoint")
 	ErrCheckpointTooBig = errors.New("checkpoint does not fit its metadata container")
 	ErrClosed           = errors.New("engine closed")
 	ErrReadOnly         = errors.New("engine opened read-only")
 	ErrKeyFormat        = errors.New("key cannot be parsed")
 	ErrDeviceTooSmall   = errors.New("device too small for the layout")
+	ErrBadHandle        = errors.New("placement handle outside the device's handles")
 )
+
+// corruptionError is a specific kind of corruption: it is itself and ErrCorrupt.
+type corruptionError struct{ msg string }
+
+func corruption(msg string) error { return &corruptionError{msg} }
+
+func (e *corruptionError) Error() string        { return e.msg }
+func (e *corruptionError) Is(target error) bool { return target == ErrCorrupt }
 
 // DefaultConfig returns LMCache's MP-adapter defaults plus rbctl's additions. SlotBytes is
 // required by LMCache; the default here is 1 MiB (a 4 KiB header plus 1020 KiB of payload).
@@ -426,6 +405,10 @@ func (e *Engine) Device() blockdev.Device { return e.dev }
 // CheckpointNow writes a checkpoint now if anything changed since the last one (LMCache:
 // force bypasses idleness, not dirtiness). An error is returned and counted, never skipped.
 func (e *Engine) CheckpointNow() error { return e.checkpoint(true, false) }
+
+// FlushDeallocates issues the deallocates of every slot freed so far (DeallocateOnDelete)
+// and waits until they have returned; failures are counted in Stats.DeallocateErrors.
+func (e *Engine) FlushDeallocates() { e.drainDeallocs() }
 
 // Entries calls fn for each indexed entry (snapshot; order unspecified) until fn returns false.
 func (e *Engine) Entries(fn func(Key, EntryMeta) bool) { e.entries(fn) }

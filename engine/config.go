@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // DefaultBlockAlign and DefaultHeaderBytes are block_align and header_bytes when a
@@ -45,8 +45,9 @@ func defaultConfig() Config {
 		LookupWorkers:      1,
 		LoadWorkers:        4,
 		QueueDepth:         256,
-		MetadataHandle:     blockdev.NoPlacement,
+		MetadataHandle:     placement.None,
 		DeallocateBatch:    64,
+		DeallocateAge:      50 * time.Millisecond,
 	}
 }
 
@@ -114,77 +115,11 @@ func (c Config) validate() error {
 	if c.BufferPoolBytes > maxPoolBytes {
 		return cfgErr("BufferPoolBytes", "%d exceeds 1 GiB (the io_uring limit for one registered buffer); use at most %d, 0 for the default or -1 to disable", c.BufferPoolBytes, int64(maxPoolBytes))
 	}
+	if c.DeallocateAge < 0 {
+		return cfgErr("DeallocateAge", "%v is negative; use 0 to deallocate only in batches", c.DeallocateAge)
+	}
 	if c.DeallocateOnDelete && c.DeallocateBatch < 1 {
 		return cfgErr("DeallocateBatch", "%d must be >= 1 when DeallocateOnDelete", c.DeallocateBatch)
 	}
 	return nil
 }
-
-func computeLayout(c Config, devSize int64) (Layout, error) {
-	if err := c.validate(); err != nil {
-		return Layout{}, err
-	}
-	ba := int64(c.BlockAlign)
-	capy := devSize
-	if c.CapacityBytes > 0 && c.CapacityBytes < devSize {
-		capy = c.CapacityBytes
-	}
-	C := (c.MetaTotalBytes / 2 / ba) * ba
-	l := Layout{
-		DeviceSize:      devSize,
-		Capacity:        capy,
-		BlockAlign:      c.BlockAlign,
-		HeaderBytes:     c.HeaderBytes,
-		SlotBytes:       c.SlotBytes,
-		MetaTotalBytes:  c.MetaTotalBytes,
-		ContainerBytes:  C,
-		ContainerOffset: [2]int64{0, C},
-		PayloadCap:      C - ba,
-		DataBase:        c.MetaTotalBytes,
-	}
-	if c.MetaTotalBytes >= capy {
-		return l, fmt.Errorf("%w: metadata region (meta_total_bytes %d) is not below the capacity %d; use a larger device or a smaller meta_total_bytes", ErrDeviceTooSmall, c.MetaTotalBytes, capy)
-	}
-	l.MaxSlots = (capy - c.MetaTotalBytes) / c.SlotBytes
-	if l.MaxSlots <= 0 {
-		return l, fmt.Errorf("%w: no room for a single %d-byte slot after the %d-byte metadata region (capacity %d); use a larger device or a smaller slot_bytes", ErrDeviceTooSmall, c.SlotBytes, c.MetaTotalBytes, capy)
-	}
-	if l.MaxSlots > 1<<31-2 {
-		return l, cfgErr("SlotBytes (slot_bytes)", "%d slots exceed the index limit of 2^31-2; use larger slots or a smaller capacity_bytes", l.MaxSlots)
-	}
-	return l, nil
-}
-
-// Checkpoint bytes per slot that MetaBytesFor reserves, by format: the most one index
-// entry takes in that encoding, with room for long keys.
-const (
-	metaPerSlotCompact = 128
-	metaPerSlotLMCache = 256
-	metaContainerSlack = 64 << 10 // per container, beyond the header block and the entries
-	metaMinTotalBytes  = 1 << 20
-)
-
-// MetaBytesFor is the metadata region (meta_total_bytes) that holds a checkpoint of every
-// slot of a cache laid out over capacity bytes (the device, or CapacityBytes when smaller)
-// in slotBytes slots: two containers, each a header block, the entries of the format and
-// 64 KiB of slack, rounded up to a power of two of at least 1 MiB. A power of two keeps
-// container 1 where DetectConfig looks for it when container 0 is damaged. This is what
-// rbctl format --meta-bytes auto writes: part of the on-disk layout, do not change.
-func MetaBytesFor(capacity, slotBytes int64, blockAlign int, format CheckpointFormat) int64 {
-	per := int64(metaPerSlotCompact)
-	if format == CheckpointLMCacheV1 {
-		per = metaPerSlotLMCache
-	}
-	slots := int64(0)
-	if slotBytes > 0 && capacity > 0 {
-		slots = min(capacity/slotBytes, 1<<40) // far above any valid layout (2^31-2 slots); no overflow below
-	}
-	need := 2 * (int64(min(max(blockAlign, 1), 1<<30)) + slots*per + metaContainerSlack)
-	total := int64(metaMinTotalBytes)
-	for total < need {
-		total <<= 1
-	}
-	return total
-}
-
-func roundUp(v, a int64) int64 { return (v + a - 1) / a * a }

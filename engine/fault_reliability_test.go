@@ -286,6 +286,7 @@ func runMatrixCell(t *testing.T, mf matrixFault, op string) string {
 		rule.Class = faultdev.ClassDeallocate | faultdev.ClassWrite
 		fd.Add(rule)
 		res := e.DeleteMany([]engine.Key{relKey(0), relKey(1), relKey(8)}, false)
+		e.FlushDeallocates() // the deallocator runs in the background
 		for i, ok := range res {
 			if !ok {
 				t.Errorf("delete %d under %s refused", i, mf.name)

@@ -14,6 +14,7 @@ import (
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/nvme"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // Fixed (registered-buffer) I/O end to end: the engine registers its staging arena with the
@@ -374,12 +375,12 @@ func (r *placedTransport) IO(cmds []nvme.Command, done []nvme.Completion) {
 
 type saltHandle struct{}
 
-func (saltHandle) Place(w engine.WriteInfo) blockdev.Placement {
+func (saltHandle) Name() string { return "kv-rank-parity" }
+func (saltHandle) Place(w placement.Write) placement.Handle {
 	if w.Metadata {
 		return 1
 	}
-	r, _ := w.Key.KVRank()
-	return blockdev.Placement(r % 2)
+	return placement.Handle(w.KVRank % 2)
 }
 
 // H8: a write from the registered arena keeps its placement — fixed-buffer Writes carry

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"strings"
 	"testing"
 
@@ -14,6 +15,14 @@ type sizeOnly struct{ blockdev.Device }
 
 func (sizeOnly) Info() blockdev.Info { return blockdev.Info{Size: 8 << 20, LogicalBlock: 1} }
 
+// mustBeCorrupt fails unless a decoder's error carries the corruption marker.
+func mustBeCorrupt(t *testing.T, err error) {
+	t.Helper()
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("decoder error %q does not satisfy errors.Is(err, ErrCorrupt)", err)
+	}
+}
+
 func FuzzSlotHeader(f *testing.F) {
 	b := make([]byte, 32)
 	encodeSlotHeader(b, slotHeader{Identity: 42, Len: 7, HasCRC: true, CRC: 9})
@@ -22,6 +31,7 @@ func FuzzSlotHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := decodeSlotHeader(b)
 		if err != nil {
+			mustBeCorrupt(t, err)
 			return
 		}
 		out := make([]byte, len(b))
@@ -42,7 +52,14 @@ func FuzzContainerHeader(f *testing.F) {
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := decodeContainerHeader(b, "LMCIDX01", 1, 1<<20)
+		if errors.Is(err, ErrNoCheckpoint) {
+			if !allZero(b[:contHeaderLen]) || errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%v for a header that is not all zero, or marked corrupt", err)
+			}
+			return
+		}
 		if err != nil {
+			mustBeCorrupt(t, err)
 			return
 		}
 		if h.Len == 0 || h.Len > 1<<20 {
@@ -80,6 +97,7 @@ func FuzzV1Checkpoint(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := decodeV1(b)
 		if err != nil {
+			mustBeCorrupt(t, err)
 			return
 		}
 		e, err := newEngine(sizeOnly{}, compatConfig())
@@ -105,6 +123,7 @@ func FuzzCompactCheckpoint(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := decodeCompact(b)
 		if err != nil {
+			mustBeCorrupt(t, err)
 			return
 		}
 		e, err := newEngine(sizeOnly{}, compatConfig())
@@ -139,5 +158,20 @@ func FuzzKeyCodec(f *testing.F) {
 		_, _ = ParseKey(s, NamespaceLegacy)
 		// decodeKey must never panic on arbitrary records either
 		_, _ = decodeKey([]byte(s), pre.strs, salts.strs)
+	})
+}
+
+// FuzzModelRank: the allocation-free model/kv-rank split the engine gives placement agrees
+// with Parts on every key Parts accepts, and says nothing for keys it rejects as unquotable.
+func FuzzModelRank(f *testing.F) {
+	for _, s := range []string{"m@0x1f@ab@salt", "my%2Fmodel@0x00000000@00ff", "m@0x@00", "a@b@c@d@e", "%zz@0x1@00", "@0x0@"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, enc string) {
+		k := Key{enc: enc, ns: NamespaceObject}
+		model, rank := k.modelRank()
+		if p, ok := k.Parts(); ok && (p.Model != model || p.KVRank != rank) {
+			t.Fatalf("%q: modelRank %q/%d, Parts %q/%d", enc, model, rank, p.Model, p.KVRank)
+		}
 	})
 }

@@ -1,143 +1,126 @@
 package engine
 
-import (
-	"encoding/binary"
-	"fmt"
-	"hash/crc32"
-)
+import "fmt"
 
-// Slot header layout (docs/format.md). Part of the on-disk format: do not change.
-// Bytes 0..24 are LMCache's; 24..32 are rbctl's payload checksum, which LMCache readers
-// ignore (they check magic, identity and length only). The rest of the header is zero.
+// The on-disk geometry: a metadata region of two alternating checkpoint containers, then
+// fixed-size slots, each a header block followed by the payload (docs/format.md). The
+// arithmetic here is the one implementation; the simulator lays out its model with it.
+
+// Layout is the geometry derived from a Config and a device size.
+type Layout struct {
+	DeviceSize      int64
+	Capacity        int64 // effective capacity
+	BlockAlign      int
+	HeaderBytes     int
+	SlotBytes       int64
+	MetaTotalBytes  int64
+	ContainerBytes  int64 // C
+	ContainerOffset [2]int64
+	PayloadCap      int64 // C - block_align
+	DataBase        int64 // = MetaTotalBytes
+	MaxSlots        int64
+}
+
+func computeLayout(c Config, devSize int64) (Layout, error) {
+	if err := c.validate(); err != nil {
+		return Layout{}, err
+	}
+	ba := int64(c.BlockAlign)
+	capy := devSize
+	if c.CapacityBytes > 0 && c.CapacityBytes < devSize {
+		capy = c.CapacityBytes
+	}
+	C := (c.MetaTotalBytes / 2 / ba) * ba
+	l := Layout{
+		DeviceSize:      devSize,
+		Capacity:        capy,
+		BlockAlign:      c.BlockAlign,
+		HeaderBytes:     c.HeaderBytes,
+		SlotBytes:       c.SlotBytes,
+		MetaTotalBytes:  c.MetaTotalBytes,
+		ContainerBytes:  C,
+		ContainerOffset: [2]int64{0, C},
+		PayloadCap:      C - ba,
+		DataBase:        c.MetaTotalBytes,
+	}
+	if c.MetaTotalBytes >= capy {
+		return l, fmt.Errorf("%w: metadata region (meta_total_bytes %d) is not below the capacity %d; use a larger device or a smaller meta_total_bytes", ErrDeviceTooSmall, c.MetaTotalBytes, capy)
+	}
+	l.MaxSlots = (capy - c.MetaTotalBytes) / c.SlotBytes
+	if l.MaxSlots <= 0 {
+		return l, fmt.Errorf("%w: no room for a single %d-byte slot after the %d-byte metadata region (capacity %d); use a larger device or a smaller slot_bytes", ErrDeviceTooSmall, c.SlotBytes, c.MetaTotalBytes, capy)
+	}
+	if l.MaxSlots > 1<<31-2 {
+		return l, cfgErr("SlotBytes (slot_bytes)", "%d slots exceed the index limit of 2^31-2; use larger slots or a smaller capacity_bytes", l.MaxSlots)
+	}
+	return l, nil
+}
+
+// Checkpoint bytes per slot that MetaBytesFor reserves, by format: the most one index
+// entry takes in that encoding, with room for long keys.
 const (
-	slotMagic       = "LMCBLK01"
-	slotMagicOff    = 0  // [8]byte "LMCBLK01"
-	slotIdentityOff = 8  // uint64 LE slot identity
-	slotLenOff      = 16 // uint64 LE payload length
-	slotCRCTagOff   = 24 // [4]byte "RBC1" when a checksum follows
-	slotCRCOff      = 28 // uint32 LE CRC-32C (Castagnoli) of the payload bytes
-	slotHeaderMin   = 24 // LMCache's minimum header_bytes
-	slotHeaderRB    = 32 // bytes rbctl's extended header uses
-	slotCRCTag      = "RBC1"
+	metaPerSlotCompact = 128
+	metaPerSlotLMCache = 256
+	metaContainerSlack = 64 << 10 // per container, beyond the header block and the entries
+	metaMinTotalBytes  = 1 << 20
 )
 
-// Metadata container header layout: struct "<8sIQQI" (32 bytes). Do not change.
-const (
-	contMagicOff   = 0  // [8]byte meta_magic ("LMCIDX01")
-	contVersionOff = 8  // uint32 LE meta_version
-	contSeqOff     = 12 // uint64 LE seq
-	contLenOff     = 20 // uint64 LE payload_len
-	contCRCOff     = 28 // uint32 LE CRC-32 (IEEE) of the payload
-	contHeaderLen  = 32
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func payloadCRC(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
-
-// slotHeader is a decoded slot header.
-type slotHeader struct {
-	Identity uint64
-	Len      uint64
-	HasCRC   bool
-	CRC      uint32
+// MetaBytesFor is the metadata region (meta_total_bytes) that holds a checkpoint of every
+// slot of a cache laid out over capacity bytes (the device, or CapacityBytes when smaller)
+// in slotBytes slots: two containers, each a header block, the entries of the format and
+// 64 KiB of slack, rounded up to a power of two of at least 1 MiB. A power of two keeps
+// container 1 where DetectConfig looks for it when container 0 is damaged. This is what
+// rbctl format --meta-bytes auto writes: part of the on-disk layout, do not change.
+func MetaBytesFor(capacity, slotBytes int64, blockAlign int, format CheckpointFormat) int64 {
+	per := int64(metaPerSlotCompact)
+	if format == CheckpointLMCacheV1 {
+		per = metaPerSlotLMCache
+	}
+	slots := int64(0)
+	if slotBytes > 0 && capacity > 0 {
+		slots = min(capacity/slotBytes, 1<<40) // far above any valid layout (2^31-2 slots); no overflow below
+	}
+	need := 2 * (int64(min(max(blockAlign, 1), 1<<30)) + slots*per + metaContainerSlack)
+	total := int64(metaMinTotalBytes)
+	for total < need {
+		total <<= 1
+	}
+	return total
 }
 
-// encodeSlotHeader writes the header into b (len(b) >= 32 when withCRC, else >= 24) and
-// zeroes the rest of b.
-func encodeSlotHeader(b []byte, h slotHeader) {
-	clear(b)
-	copy(b[slotMagicOff:], slotMagic)
-	binary.LittleEndian.PutUint64(b[slotIdentityOff:], h.Identity)
-	binary.LittleEndian.PutUint64(b[slotLenOff:], h.Len)
-	if h.HasCRC {
-		copy(b[slotCRCTagOff:], slotCRCTag)
-		binary.LittleEndian.PutUint32(b[slotCRCOff:], h.CRC)
+func roundUp(v, a int64) int64 { return (v + a - 1) / a * a }
+
+// SlotOffset is the byte offset of slot's header on the device (slots follow the metadata
+// region back to back).
+func (l Layout) SlotOffset(slot int64) int64 { return l.DataBase + slot*l.SlotBytes }
+
+// SlotOf is the slot whose bytes hold device offset off; false for the metadata region
+// and for offsets past the last slot.
+func (l Layout) SlotOf(off int64) (int64, bool) {
+	if off < l.DataBase || l.SlotBytes <= 0 {
+		return 0, false
 	}
+	s := (off - l.DataBase) / l.SlotBytes
+	return s, s < l.MaxSlots
 }
 
-// decodeSlotHeader checks the magic and returns the fields. The checksum is present only
-// when its tag is, and when the header has room for it.
-func decodeSlotHeader(b []byte) (slotHeader, error) {
-	if len(b) < slotHeaderMin {
-		return slotHeader{}, fmt.Errorf("%w: slot header of %d bytes", ErrTruncated, len(b))
-	}
-	if string(b[slotMagicOff:slotMagicOff+8]) != slotMagic {
-		return slotHeader{}, fmt.Errorf("%w: slot header magic %q, want %q", ErrBadMagic, printable(b[:8]), slotMagic)
-	}
-	h := slotHeader{
-		Identity: binary.LittleEndian.Uint64(b[slotIdentityOff:]),
-		Len:      binary.LittleEndian.Uint64(b[slotLenOff:]),
-	}
-	if len(b) >= slotHeaderRB && string(b[slotCRCTagOff:slotCRCTagOff+4]) == slotCRCTag {
-		h.HasCRC = true
-		h.CRC = binary.LittleEndian.Uint32(b[slotCRCOff:])
-	}
-	return h, nil
+// SlotWriteBytes is how many bytes a put of a payload of n bytes writes at its slot's
+// offset: the header block and the payload, rounded up to the block alignment. At most
+// SlotBytes for any payload PutMany accepts (n <= PayloadBytes()).
+func (l Layout) SlotWriteBytes(n int) int64 {
+	return roundUp(int64(l.HeaderBytes)+int64(n), int64(max(l.BlockAlign, 1)))
 }
 
-// containerHeader is a decoded metadata container header.
-type containerHeader struct {
-	Magic   [8]byte
-	Version uint32
-	Seq     uint64
-	Len     uint64
-	CRC     uint32
-}
+// PayloadBytes is the largest payload a slot holds (slot_bytes - header_bytes).
+func (l Layout) PayloadBytes() int64 { return l.SlotBytes - int64(l.HeaderBytes) }
 
-func encodeContainerHeader(b []byte, h containerHeader) {
-	clear(b)
-	copy(b[contMagicOff:], h.Magic[:])
-	binary.LittleEndian.PutUint32(b[contVersionOff:], h.Version)
-	binary.LittleEndian.PutUint64(b[contSeqOff:], h.Seq)
-	binary.LittleEndian.PutUint64(b[contLenOff:], h.Len)
-	binary.LittleEndian.PutUint32(b[contCRCOff:], h.CRC)
-}
+// ContainerOffsetFor is the offset of the container checkpoint seq is written to:
+// checkpoints alternate, seq n going to container (n-1) mod 2 (Format writes seq 1 to
+// container 0). The header block comes first, the payload one block after it.
+func (l Layout) ContainerOffsetFor(seq uint64) int64 { return l.ContainerOffset[seqContainer(seq)] }
 
-// decodeContainerHeader decodes and validates a container header against the expected
-// magic, version and payload capacity, in that order (ErrBadMagic, ErrBadVersion, ErrCorrupt).
-func decodeContainerHeader(b []byte, magic string, version uint32, payloadCap int64) (containerHeader, error) {
-	var h containerHeader
-	if len(b) < contHeaderLen {
-		return h, fmt.Errorf("%w: container header of %d bytes", ErrTruncated, len(b))
-	}
-	copy(h.Magic[:], b[contMagicOff:])
-	h.Version = binary.LittleEndian.Uint32(b[contVersionOff:])
-	h.Seq = binary.LittleEndian.Uint64(b[contSeqOff:])
-	h.Len = binary.LittleEndian.Uint64(b[contLenOff:])
-	h.CRC = binary.LittleEndian.Uint32(b[contCRCOff:])
-	if string(h.Magic[:]) != magic {
-		if allZero(b[:contHeaderLen]) {
-			return h, fmt.Errorf("%w: empty (never written)", ErrNoCheckpoint)
-		}
-		return h, fmt.Errorf("%w: container magic %q, want %q", ErrBadMagic, printable(h.Magic[:]), magic)
-	}
-	if h.Version != version {
-		return h, fmt.Errorf("%w: container version %d, want %d", ErrBadVersion, h.Version, version)
-	}
-	if h.Len == 0 || int64(h.Len) > payloadCap || int64(h.Len) < 0 {
-		return h, fmt.Errorf("%w: payload_len %d outside (0, %d]", ErrCorrupt, h.Len, payloadCap)
-	}
-	return h, nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func printable(b []byte) string {
-	out := make([]byte, len(b))
-	for i, c := range b {
-		if c >= 0x20 && c < 0x7f {
-			out[i] = c
-		} else {
-			out[i] = '.'
-		}
-	}
-	return string(out)
+// SlotBytesFor is the smallest slot_bytes holding a payload of n bytes behind the default
+// header, at the default block alignment.
+func SlotBytesFor(n int) int64 {
+	return roundUp(int64(DefaultHeaderBytes)+int64(max(n, 1)), DefaultBlockAlign)
 }

@@ -119,6 +119,7 @@ func makeCand(i int, s *scanned) cand {
 			// A sound container whose payload does not decode is as good as a corrupt one.
 			s.info.Valid = false
 			s.info.Problem = err.Error()
+			s.damaged = true
 			o.Problem = s.info.Problem
 		}
 	}

@@ -1,9 +1,9 @@
 package fdp
 
-import "github.com/rbctl/rbctl/blockdev"
+import "github.com/rbctl/rbctl/internal/sys"
 
-// Data buffers handed to a transport must not move while the command is in flight; take
-// them from blockdev.Alloc (page aligned, outside the Go heap) as package nvme does.
-func alloc(n int) ([]byte, error) { return blockdev.Alloc(n) }
+// Data buffers handed to a transport must not move while the command is in flight: page
+// aligned memory outside the Go heap, as package nvme uses.
+func alloc(n int) ([]byte, error) { return sys.Alloc(n) }
 
-func free(b []byte) { _ = blockdev.Free(b) }
+func free(b []byte) { _ = sys.Free(b) }

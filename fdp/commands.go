@@ -10,14 +10,14 @@ import (
 // emulated SSD see identical bytes. Log pages are read as nvme-cli reads them: LSI = the
 // endurance group, NSID 0, CSI 0.
 
-func logPage(lid uint8, endgid uint16, lsp uint8) nvme.LogPage {
+func logPage(lid nvme.LogID, endgid uint16, lsp uint8) nvme.LogPage {
 	return nvme.LogPage{LID: lid, LSI: endgid, LSP: lsp}
 }
 
 // ReadConfigs reads the FDP Configurations log of an endurance group: the 16-byte header
 // first for the size, then the whole log.
 func ReadConfigs(t nvme.Transport, endgid uint16) (*ConfigLog, []byte, error) {
-	hdr, err := nvme.GetLog(t, logPage(LogConfigs, endgid, 0), cfgLogHdrSize)
+	hdr, err := nvme.GetLog(t, logPage(nvme.LogFDPConfigs, endgid, 0), cfgLogHdrSize)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -25,7 +25,7 @@ func ReadConfigs(t nvme.Transport, endgid uint16) (*ConfigLog, []byte, error) {
 	if err != nil {
 		return nil, hdr, err
 	}
-	raw, err := nvme.GetLog(t, logPage(LogConfigs, endgid, 0), roundUp4(size))
+	raw, err := nvme.GetLog(t, logPage(nvme.LogFDPConfigs, endgid, 0), roundUp4(size))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -35,7 +35,7 @@ func ReadConfigs(t nvme.Transport, endgid uint16) (*ConfigLog, []byte, error) {
 
 // ReadUsage reads the RUH Usage log: the 8-byte header, then every descriptor.
 func ReadUsage(t nvme.Transport, endgid uint16) (*UsageLog, []byte, error) {
-	hdr, err := nvme.GetLog(t, logPage(LogUsage, endgid, 0), usageHdrSize)
+	hdr, err := nvme.GetLog(t, logPage(nvme.LogRUHUsage, endgid, 0), usageHdrSize)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -43,7 +43,7 @@ func ReadUsage(t nvme.Transport, endgid uint16) (*UsageLog, []byte, error) {
 	if err != nil {
 		return nil, hdr, err
 	}
-	raw, err := nvme.GetLog(t, logPage(LogUsage, endgid, 0), UsageLogSize(n))
+	raw, err := nvme.GetLog(t, logPage(nvme.LogRUHUsage, endgid, 0), UsageLogSize(n))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,7 +53,7 @@ func ReadUsage(t nvme.Transport, endgid uint16) (*UsageLog, []byte, error) {
 
 // ReadStats reads the 64-byte FDP Statistics log.
 func ReadStats(t nvme.Transport, endgid uint16) (*Stats, []byte, error) {
-	raw, err := nvme.GetLog(t, logPage(LogStats, endgid, 0), StatsLogSize)
+	raw, err := nvme.GetLog(t, logPage(nvme.LogFDPStats, endgid, 0), StatsLogSize)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -67,7 +67,7 @@ func ReadEvents(t nvme.Transport, endgid uint16, host bool) (*EventsLog, []byte,
 	if host {
 		lsp = 1
 	}
-	raw, err := nvme.GetLog(t, logPage(LogEvents, endgid, lsp), EventsLogSize)
+	raw, err := nvme.GetLog(t, logPage(nvme.LogFDPEvents, endgid, lsp), EventsLogSize)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -84,7 +84,7 @@ func ReadRUHStatus(t nvme.Transport, nsid uint32) (*RUHStatus, []byte, error) {
 	}
 	recv := func(n int) ([]byte, error) {
 		b, _, err := nvme.IORead(t, n, func(buf []byte) (nvme.Command, error) {
-			return nvme.IOMgmtRecv(nsid, MORUHStatus, 0, buf)
+			return nvme.IOMgmtRecv(nsid, nvme.IOMgmtRecvRUHStatus, 0, buf)
 		})
 		return b, err
 	}
@@ -127,14 +127,14 @@ func UpdateRUH(t nvme.Transport, nsid uint32, pids []uint16) error {
 	}
 	defer free(buf)
 	copy(buf, data)
-	c := nvme.IOMgmtSend(nsid, MORUHUpdate, uint16(cdw10>>16), buf[:len(data)])
+	c := nvme.IOMgmtSend(nsid, nvme.IOMgmtSendRUHUpdate, uint16(cdw10>>16), buf[:len(data)])
 	_, err = nvme.RunIO(t, &c)
 	return err
 }
 
 // GetFeature reads the FDP feature (0x1D) of an endurance group.
 func GetFeature(t nvme.Transport, endgid uint16) (FeatureState, error) {
-	dw0, _, err := nvme.GetFeature(t, FeatureFDP, nvme.SelCurrent, 0, uint32(endgid), 0)
+	dw0, _, err := nvme.GetFeature(t, nvme.FeatFDP, nvme.SelCurrent, 0, uint32(endgid), 0)
 	if err != nil {
 		return FeatureState{}, err
 	}
@@ -144,7 +144,7 @@ func GetFeature(t nvme.Transport, endgid uint16) (FeatureState, error) {
 // SetFeature enables or disables FDP in an endurance group with a configuration index
 // (Set Features 0x1D, NSID all, as nvme-cli sends it).
 func SetFeature(t nvme.Transport, endgid uint16, f FeatureState, save bool) error {
-	c := nvme.SetFeatures(FeatureFDP, save, nvme.NSIDAll, uint32(endgid), f.Value(), nil)
+	c := nvme.SetFeatures(nvme.FeatFDP, save, nvme.NSIDAll, uint32(endgid), f.Value(), nil)
 	_, err := nvme.RunAdmin(t, &c)
 	return err
 }
@@ -163,7 +163,7 @@ func GetEventEnables(t nvme.Transport, nsid uint32, ph uint16) ([]EventEnable, e
 		return nil, err
 	}
 	const noet = 255
-	dw0, data, err := nvme.GetFeature(t, FeatureEvents, nvme.SelCurrent, nsid, EventsFeatureCDW11(ph, noet), roundUp4(2*noet))
+	dw0, data, err := nvme.GetFeature(t, nvme.FeatFDPEvents, nvme.SelCurrent, nsid, EventsFeatureCDW11(ph, noet), roundUp4(2*noet))
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func SetEventEnables(t nvme.Transport, nsid uint32, ph uint16, types []EventType
 	if enable {
 		cdw12 = 1
 	}
-	c := nvme.SetFeatures(FeatureEvents, save, nsid, EventsFeatureCDW11(ph, uint8(len(types))), cdw12, buf[:255])
+	c := nvme.SetFeatures(nvme.FeatFDPEvents, save, nsid, EventsFeatureCDW11(ph, uint8(len(types))), cdw12, buf[:255])
 	_, err = nvme.RunAdmin(t, &c)
 	return err
 }

@@ -12,29 +12,11 @@ package fdp
 
 import "errors"
 
-// Log identifiers, features and management operations. Wire constants: do not change.
+// Sizes of the fixed-size FDP structures. Wire constants: do not change. The log page,
+// feature, opcode and directive identifiers are package nvme's (nvme.LogFDPConfigs,
+// nvme.FeatFDP, nvme.IOMgmtRecvRUHStatus, nvme.DirTypeDataPlacement, nvme.CTRATTFDPS):
+// one spelling each.
 const (
-	LogConfigs uint8 = 0x20 // FDP Configurations
-	LogUsage   uint8 = 0x21 // Reclaim Unit Handle Usage
-	LogStats   uint8 = 0x22 // FDP Statistics
-	LogEvents  uint8 = 0x23 // FDP Events
-
-	FeatureFDP    uint8 = 0x1D // FDP enable + configuration index, per endurance group
-	FeatureEvents uint8 = 0x1E // FDP event enables, per placement handle
-
-	OpIOMgmtRecv uint8 = 0x12 // I/O Management Receive
-	OpIOMgmtSend uint8 = 0x1D // I/O Management Send
-	MORUHStatus  uint8 = 1    // I/O Management Receive MO: Reclaim Unit Handle Status
-	MORUHUpdate  uint8 = 1    // I/O Management Send MO: Reclaim Unit Handle Update
-
-	// DirectiveDataPlacement is the DTYPE for FDP writes (CDW12 bits 23:20).
-	DirectiveDataPlacement uint8 = 2
-
-	// CtrattFDPS is Identify Controller CTRATT bit 19: FDP supported.
-	CtrattFDPS uint32 = 1 << 19
-	// CtrattEnduranceGroups is CTRATT bit 4: endurance groups supported.
-	CtrattEnduranceGroups uint32 = 1 << 4
-
 	// EventsLogSize is the fixed size of the FDP Events log page.
 	EventsLogSize = 4096
 	// MaxEvents is how many events fit in the events log.

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/nvme"
 )
 
 // unhex decodes hex with spaces and newlines ignored; tests write golden bytes field by field.
@@ -435,7 +437,7 @@ func FuzzDecodeRUHUpdate(f *testing.F) {
 			return
 		}
 		c, err := u.CDW10()
-		if err != nil || c != cdw10&0xffff0000|uint32(MORUHUpdate) || len(u.PIDs) != int(cdw10>>16)+1 {
+		if err != nil || c != cdw10&0xffff0000|uint32(nvme.IOMgmtSendRUHUpdate) || len(u.PIDs) != int(cdw10>>16)+1 {
 			t.Fatalf("cdw10 %#x -> %#x %v", cdw10, c, err)
 		}
 	})

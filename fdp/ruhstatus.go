@@ -3,6 +3,8 @@ package fdp
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/rbctl/rbctl/nvme"
 )
 
 // RUH Status (I/O Management Receive, MO 1): a 16-byte header whose u16 at 14 is the
@@ -92,7 +94,7 @@ func (u *RUHUpdate) CDW10() (uint32, error) {
 	if len(u.PIDs) == 0 || len(u.PIDs) > 1<<16 {
 		return 0, fmt.Errorf("%w: RUH update with %d PIDs", ErrBadSize, len(u.PIDs))
 	}
-	return uint32(MORUHUpdate) | uint32(len(u.PIDs)-1)<<16, nil
+	return uint32(nvme.IOMgmtSendRUHUpdate) | uint32(len(u.PIDs)-1)<<16, nil
 }
 
 // Encode returns the data buffer.
@@ -107,7 +109,7 @@ func (u *RUHUpdate) Encode() []byte {
 // DecodeRUHUpdate decodes the data of an I/O Management Send with the given CDW10 (the
 // controller side). It checks MO and that the data holds NPID PIDs.
 func DecodeRUHUpdate(cdw10 uint32, data []byte) (*RUHUpdate, error) {
-	if uint8(cdw10) != MORUHUpdate {
+	if nvme.IOMgmtOp(cdw10) != nvme.IOMgmtSendRUHUpdate {
 		return nil, fmt.Errorf("%w: management operation %d is not RUH update", ErrBadSize, uint8(cdw10))
 	}
 	n := int(cdw10>>16) + 1

@@ -46,7 +46,7 @@ func IdentifyNSDescriptors(nsid uint32, buf []byte) Command {
 
 // LogPage selects a log page and the part of it a Get Log Page command reads.
 type LogPage struct {
-	LID    uint8  // log identifier
+	LID    LogID  // log identifier
 	LSP    uint8  // log specific parameter (7 bits), e.g. 1 = host events for LID 0x23
 	LSI    uint16 // log specific identifier, e.g. the endurance group for FDP logs
 	RAE    bool   // retain asynchronous event
@@ -93,7 +93,7 @@ func GetLogPage(p LogPage, buf []byte) (Command, error) {
 // controller side: the emulated SSD decodes with it).
 func ParseGetLogPage(c *Command) (p LogPage, length int) {
 	p = LogPage{
-		LID:    uint8(c.CDW10),
+		LID:    LogID(c.CDW10),
 		LSP:    uint8(c.CDW10>>8) & 0x7f,
 		RAE:    c.CDW10&(1<<15) != 0,
 		LSI:    uint16(c.CDW11 >> 16),
@@ -110,7 +110,7 @@ func ParseGetLogPage(c *Command) (p LogPage, length int) {
 // GetFeatures builds Get Features (opcode 0x0A): CDW10 = FID | SEL<<8, CDW11 = cdw11
 // (feature specific, e.g. the endurance group for FDP 0x1D). buf may be nil for features
 // without a data structure.
-func GetFeatures(fid, sel uint8, nsid, cdw11 uint32, buf []byte) Command {
+func GetFeatures(fid FeatureID, sel uint8, nsid, cdw11 uint32, buf []byte) Command {
 	return Command{
 		Opcode:   OpGetFeatures,
 		NSID:     nsid,
@@ -123,7 +123,7 @@ func GetFeatures(fid, sel uint8, nsid, cdw11 uint32, buf []byte) Command {
 
 // SetFeatures builds Set Features (opcode 0x09): CDW10 = FID | SV<<31, CDW11/12 feature
 // specific (for FDP 0x1D: CDW11 = endurance group, CDW12 = config index<<8 | enable).
-func SetFeatures(fid uint8, save bool, nsid, cdw11, cdw12 uint32, buf []byte) Command {
+func SetFeatures(fid FeatureID, save bool, nsid, cdw11, cdw12 uint32, buf []byte) Command {
 	c := Command{
 		Opcode:   OpSetFeatures,
 		NSID:     nsid,

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"unsafe"
+	"sync/atomic"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/internal/uring"
 )
 
 // DeviceOptions configure NewDevice.
@@ -38,8 +39,7 @@ type Device struct {
 	pids []uint16
 	xfer int // bytes per command, a multiple of the block size
 
-	regMu sync.RWMutex
-	reg   [][]byte // buffers registered with the transport, by index
+	reg atomic.Pointer[uring.BufferTable] // buffers registered with the transport
 
 	closeOnce sync.Once
 	closeErr  error
@@ -106,18 +106,10 @@ func (d *Device) Transport() Transport { return d.t }
 // PlacementIDs returns the handle → PID table.
 func (d *Device) PlacementIDs() []uint16 { return append([]uint16(nil), d.pids...) }
 
+// bufIndex is the registered buffer holding p, or -1.
 func (d *Device) bufIndex(p []byte) int {
-	d.regMu.RLock()
-	defer d.regMu.RUnlock()
-	if len(d.reg) == 0 || len(p) == 0 {
-		return -1
-	}
-	a := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
-	for i, r := range d.reg {
-		base := uintptr(unsafe.Pointer(unsafe.SliceData(r)))
-		if a >= base && a+uintptr(len(p)) <= base+uintptr(len(r)) {
-			return i
-		}
+	if i, ok := d.reg.Load().Lookup(p); ok {
+		return int(i)
 	}
 	return -1
 }
@@ -130,13 +122,29 @@ func (d *Device) RegisterBuffers(bufs [][]byte) error {
 	if !ok {
 		return nil
 	}
+	table, err := uring.NewBufferTable(bufs)
+	if err != nil {
+		return fmt.Errorf("nvme: %w", err)
+	}
 	if err := r.RegisterBuffers(bufs); err != nil {
 		return err
 	}
-	d.regMu.Lock()
-	d.reg = append([][]byte(nil), bufs...)
-	d.regMu.Unlock()
+	d.reg.Store(table)
 	return nil
+}
+
+// pidFor maps a write's placement handle to the placement identifier its DSPEC carries:
+// ok is false for NoPlacement and for a device without a PID table (handles are ignored
+// there); a handle outside the table is ErrBadHandle. This is the only place a handle
+// becomes a PID.
+func (d *Device) pidFor(h blockdev.Placement) (pid uint16, ok bool, err error) {
+	if h == blockdev.NoPlacement || len(d.pids) == 0 {
+		return 0, false, nil
+	}
+	if h < 0 || int(h) >= len(d.pids) {
+		return 0, false, fmt.Errorf("%w: handle %d, the table has %d (0..%d)", ErrBadHandle, h, len(d.pids), len(d.pids)-1)
+	}
+	return d.pids[h], true, nil
 }
 
 type piece struct {
@@ -166,12 +174,13 @@ func (d *Device) Submit(ops []blockdev.Op) error {
 		}
 		if op.Write {
 			o.FUA = d.opt.FUA
-			if op.Handle != blockdev.NoPlacement && len(d.pids) > 0 {
-				if op.Handle < 0 || int(op.Handle) >= len(d.pids) {
-					op.Err = fmt.Errorf("%w: handle %d, table has %d", ErrBadHandle, op.Handle, len(d.pids))
-					continue
-				}
-				o.DType, o.DSpec = DirTypeDataPlacement, d.pids[op.Handle]
+			pid, ok, err := d.pidFor(op.Handle)
+			if err != nil {
+				op.Err = err
+				continue
+			}
+			if ok {
+				o.DType, o.DSpec = DirTypeDataPlacement, pid
 			}
 		}
 		for off := 0; off < len(op.Buf); off += d.xfer {

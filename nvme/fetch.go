@@ -173,7 +173,7 @@ func GetLogChunked(t Transport, p LogPage, length, chunk int) ([]byte, error) {
 }
 
 // GetFeature runs Get Features and returns DW0 of the completion (and the data, if n > 0).
-func GetFeature(t Transport, fid, sel uint8, nsid, cdw11 uint32, n int) (dw0 uint32, data []byte, err error) {
+func GetFeature(t Transport, fid FeatureID, sel uint8, nsid, cdw11 uint32, n int) (dw0 uint32, data []byte, err error) {
 	if n == 0 {
 		c := GetFeatures(fid, sel, nsid, cdw11, nil)
 		r, err := RunAdmin(t, &c)

@@ -9,9 +9,9 @@ import (
 
 // RWOptions are the optional fields of Read and Write.
 type RWOptions struct {
-	FUA   bool   // force unit access (CDW12 bit 30)
-	DType uint8  // directive type (CDW12 bits 23:20); DirTypeDataPlacement for FDP
-	DSpec uint16 // directive specific (CDW13 bits 31:16); the placement identifier for FDP
+	FUA   bool          // force unit access (CDW12 bit 30)
+	DType DirectiveType // directive type (CDW12 bits 23:20); DirTypeDataPlacement for FDP
+	DSpec uint16        // directive specific (CDW13 bits 31:16); the placement identifier for FDP
 }
 
 // Read builds Read (opcode 0x02) of nlb blocks (1..65536) at slba into buf.
@@ -61,7 +61,7 @@ func ParseRW(c *Command) RWFields {
 		NLB:  c.CDW12&0xffff + 1,
 		RWOptions: RWOptions{
 			FUA:   c.CDW12&(1<<30) != 0,
-			DType: uint8(c.CDW12>>20) & 0xf,
+			DType: DirectiveType(c.CDW12>>20) & 0xf,
 			DSpec: uint16(c.CDW13 >> 16),
 		},
 	}
@@ -144,7 +144,7 @@ func Deallocate(nsid uint32, ranges []DSMRange, buf []byte) (Command, error) {
 // IOMgmtRecv builds I/O Management Receive (opcode 0x12): CDW10 = MO[7:0] | MOS[31:16],
 // CDW11 = NUMD (len(buf)/4 - 1). len(buf) must be a positive multiple of 4. Package fdp
 // gives MO 1 (Reclaim Unit Handle Status) its meaning.
-func IOMgmtRecv(nsid uint32, mo uint8, mos uint16, buf []byte) (Command, error) {
+func IOMgmtRecv(nsid uint32, mo IOMgmtOp, mos uint16, buf []byte) (Command, error) {
 	if len(buf) == 0 || len(buf)%4 != 0 {
 		return Command{}, fmt.Errorf("nvme: I/O Management Receive length %d must be a positive multiple of 4", len(buf))
 	}
@@ -161,7 +161,7 @@ func IOMgmtRecv(nsid uint32, mo uint8, mos uint16, buf []byte) (Command, error) 
 // IOMgmtSend builds I/O Management Send (opcode 0x1D): CDW10 = MO[7:0] | MOS[31:16], data
 // buf (may be empty). For RUH Update (MO 1) MOS is the number of PIDs - 1 and buf holds the
 // little-endian 16-bit PIDs.
-func IOMgmtSend(nsid uint32, mo uint8, mos uint16, buf []byte) Command {
+func IOMgmtSend(nsid uint32, mo IOMgmtOp, mos uint16, buf []byte) Command {
 	return Command{
 		Opcode:   OpIOMgmtSend,
 		NSID:     nsid,

@@ -116,7 +116,7 @@ func (n *Namespace) CheckNoMetadata() error {
 	}
 	hint := "this namespace offers no LBA format without metadata"
 	if alt >= 0 {
-		hint = sprintf("reformat it to one without (e.g. `nvme format %s --lbaf=%d`, which erases the namespace)", "<dev>", alt)
+		hint = sprintf("reformat it to one without (nvme-cli's format with LBA format %d, which erases the namespace)", alt)
 	}
 	return fmt.Errorf("%w: namespace %d uses LBA format %d (%d-byte blocks with %d bytes of metadata); %s",
 		ErrMetadataFormat, n.NSID, n.Data.FormatIndex(), n.BlockSize, n.Format.MS, hint)

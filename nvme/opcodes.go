@@ -38,28 +38,34 @@ const (
 // IdentifyDataLen is the size of every Identify data structure.
 const IdentifyDataLen = 4096
 
-// Log page identifiers.
+// LogID is a log page identifier (Get Log Page CDW10 bits 7:0).
+type LogID uint8
+
+// Log page identifiers (the four FDP logs: TP4146).
 const (
-	LogErrorInfo       uint8 = 0x01
-	LogSMART           uint8 = 0x02
-	LogFirmwareSlot    uint8 = 0x03
-	LogCommandsEffects uint8 = 0x05
-	LogEnduranceGroup  uint8 = 0x09
-	LogFDPConfigs      uint8 = 0x20
-	LogRUHUsage        uint8 = 0x21
-	LogFDPStats        uint8 = 0x22
-	LogFDPEvents       uint8 = 0x23
+	LogErrorInfo       LogID = 0x01
+	LogSMART           LogID = 0x02
+	LogFirmwareSlot    LogID = 0x03
+	LogCommandsEffects LogID = 0x05
+	LogEnduranceGroup  LogID = 0x09
+	LogFDPConfigs      LogID = 0x20 // FDP Configurations
+	LogRUHUsage        LogID = 0x21 // Reclaim Unit Handle Usage
+	LogFDPStats        LogID = 0x22 // FDP Statistics
+	LogFDPEvents       LogID = 0x23 // FDP Events
 )
+
+// FeatureID is a feature identifier (Get/Set Features CDW10 bits 7:0).
+type FeatureID uint8
 
 // Feature identifiers.
 const (
-	FeatArbitration   uint8 = 0x01
-	FeatPowerMgmt     uint8 = 0x02
-	FeatTempThreshold uint8 = 0x04
-	FeatVolatileWC    uint8 = 0x06
-	FeatNumQueues     uint8 = 0x07
-	FeatFDP           uint8 = 0x1D
-	FeatFDPEvents     uint8 = 0x1E
+	FeatArbitration   FeatureID = 0x01
+	FeatPowerMgmt     FeatureID = 0x02
+	FeatTempThreshold FeatureID = 0x04
+	FeatVolatileWC    FeatureID = 0x06
+	FeatNumQueues     FeatureID = 0x07
+	FeatFDP           FeatureID = 0x1D // FDP enable + configuration index, per endurance group
+	FeatFDPEvents     FeatureID = 0x1E // FDP event enables, per placement handle
 )
 
 // Get Features SEL values (CDW10 bits 10:8).
@@ -70,11 +76,14 @@ const (
 	SelSupported uint8 = 3 // supported capabilities
 )
 
-// Directive types (Write CDW12 DTYPE).
+// DirectiveType is a write's directive type (Write CDW12 bits 23:20, DTYPE).
+type DirectiveType uint8
+
+// Directive types.
 const (
-	DirTypeIdentify      uint8 = 0
-	DirTypeStreams       uint8 = 1
-	DirTypeDataPlacement uint8 = 2 // FDP
+	DirTypeIdentify      DirectiveType = 0
+	DirTypeStreams       DirectiveType = 1
+	DirTypeDataPlacement DirectiveType = 2 // FDP: DSPEC is the placement identifier
 )
 
 // Dataset Management attributes (CDW11) and limits.
@@ -86,10 +95,13 @@ const (
 	DSMRangeLen             = 16     // bytes per range descriptor
 )
 
-// I/O Management operations (CDW10 MO), raw here; package fdp gives them their meaning.
+// IOMgmtOp is an I/O Management Receive/Send management operation (CDW10 bits 7:0, MO).
+type IOMgmtOp uint8
+
+// I/O Management operations; package fdp gives them their payloads.
 const (
-	IOMgmtRecvRUHStatus uint8 = 1 // I/O Management Receive: Reclaim Unit Handle Status
-	IOMgmtSendRUHUpdate uint8 = 1 // I/O Management Send: Reclaim Unit Handle Update
+	IOMgmtRecvRUHStatus IOMgmtOp = 1 // I/O Management Receive: Reclaim Unit Handle Status
+	IOMgmtSendRUHUpdate IOMgmtOp = 1 // I/O Management Send: Reclaim Unit Handle Update
 )
 
 const (

@@ -48,8 +48,8 @@ type UringCmdTransport struct {
 	nsid   uint32
 
 	regMu    sync.Mutex
-	regs     atomic.Pointer[[][]byte] // registered buffers, by index
-	fixedOff atomic.Bool              // fixed commands failed with EINVAL and plain ones worked: stop using fixed
+	regs     atomic.Pointer[uring.BufferTable] // registered buffers
+	fixedOff atomic.Bool                       // fixed commands failed with EINVAL and plain ones worked: stop using fixed
 
 	mu     sync.RWMutex // shared by commands, exclusive by Close
 	closed bool
@@ -144,34 +144,25 @@ func (t *UringCmdTransport) RegisterBuffers(bufs [][]byte) error {
 	if t.closed {
 		return ErrClosed
 	}
+	table, err := uring.NewBufferTable(bufs)
+	if err != nil {
+		return fmt.Errorf("nvme: %w", err)
+	}
 	t.regMu.Lock()
 	defer t.regMu.Unlock()
 	t.regs.Store(nil)
 	for _, e := range t.io {
-		err := e.Do(func(r *uring.Ring) error {
-			if err := r.UnregisterBuffers(); err != nil && !errors.Is(err, unix.ENXIO) {
-				return err
-			}
-			return r.RegisterBuffers(bufs)
-		})
-		if err != nil {
+		if err := e.Do(table.Register); err != nil {
 			return fmt.Errorf("nvme: %w", err)
 		}
 	}
-	cp := append([][]byte(nil), bufs...)
-	t.regs.Store(&cp)
+	t.regs.Store(table)
 	return nil
 }
 
-// fixedIndex validates c.BufIndex against the registered buffers.
-func fixedIndex(regs [][]byte, c *Command) (uint16, bool) {
-	if c.BufIndex < 0 || c.BufIndex >= len(regs) || len(c.Data) == 0 {
-		return 0, false
-	}
-	r := regs[c.BufIndex]
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(r)))
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(c.Data)))
-	if p < base || p+uintptr(len(c.Data)) > base+uintptr(len(r)) {
+// fixedIndex is c.BufIndex when the registered buffer it names holds c.Data.
+func fixedIndex(regs *uring.BufferTable, c *Command) (uint16, bool) {
+	if !regs.Holds(c.BufIndex, c.Data) {
 		return 0, false
 	}
 	return uint16(c.BufIndex), true
@@ -219,7 +210,7 @@ type cmdBatch struct {
 	cmdOp uint32
 	cmds  []Command
 	done  []Completion
-	regs  [][]byte
+	regs  *uring.BufferTable
 }
 
 func (b *cmdBatch) Len() int { return len(b.cmds) }
@@ -260,9 +251,9 @@ func (t *UringCmdTransport) IO(cmds []Command, done []Completion) {
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	pinCommands(&pin, cmds)
-	var regs [][]byte
-	if p := t.regs.Load(); p != nil && !t.fixedOff.Load() {
-		regs = *p
+	var regs *uring.BufferTable
+	if !t.fixedOff.Load() {
+		regs = t.regs.Load()
 	}
 	b := &cmdBatch{fd: int32(t.ns.Fd()), cmdOp: sys.NVME_URING_CMD_IO, cmds: cmds, done: done[:len(cmds)], regs: regs}
 	e := t.io[int(t.rr.Add(1))%len(t.io)]
@@ -283,7 +274,7 @@ func (t *UringCmdTransport) IO(cmds []Command, done []Completion) {
 // registered buffer as a segment and refuses the request when that exceeds the queue's
 // max_segments — so a large registered pool fails with EINVAL where a plain pointer works.
 // When the plain resend succeeds, fixed buffers are turned off for this transport.
-func (t *UringCmdTransport) retryFixedEINVAL(e *uring.Executor, cmds []Command, done []Completion, regs [][]byte) {
+func (t *UringCmdTransport) retryFixedEINVAL(e *uring.Executor, cmds []Command, done []Completion, regs *uring.BufferTable) {
 	var idx []int
 	for i := range cmds {
 		if _, fixed := fixedIndex(regs, &cmds[i]); fixed && errors.Is(done[i].Err, unix.EINVAL) {

@@ -84,7 +84,10 @@ func TestPrepUringCmdGolden(t *testing.T) {
 
 func TestFixedIndex(t *testing.T) {
 	a, b := allocT(t, 1<<16), allocT(t, 1<<16)
-	regs := [][]byte{a, b}
+	regs, err := uring.NewBufferTable([][]byte{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		c    Command

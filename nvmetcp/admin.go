@@ -14,9 +14,9 @@ const (
 	opAER       uint8 = 0x0C
 	opKeepAlive uint8 = 0x18
 
-	featAsyncEventCfg uint8 = 0x0B
-	featKATO          uint8 = 0x0F
-	logChangedNSList  uint8 = 0x04
+	featAsyncEventCfg nvme.FeatureID = 0x0B
+	featKATO          nvme.FeatureID = 0x0F
+	logChangedNSList  nvme.LogID     = 0x04
 )
 
 // Identify Controller fields a fabrics controller fills in (NVMe base spec 2.0, Figure
@@ -105,7 +105,7 @@ func (q *queue) connect(sqe *SQE, data []byte) result {
 		}
 		if c, err = q.t.newController(d, kato, q); err != nil {
 			q.t.counts.busy.Add(1)
-			q.t.logf("nvmetcp: %s: host %s refused: %d controllers (--max-controllers)", q.conn.RemoteAddr(), d.HostNQN, q.t.cfg.MaxControllers)
+			q.t.logf("nvmetcp: %s: host %s refused: %d controllers (the controller limit)", q.conn.RemoteAddr(), d.HostNQN, q.t.cfg.MaxControllers)
 			return status(StConnectBusy)
 		}
 	} else {
@@ -314,7 +314,7 @@ func (t *Target) namespaceIDs(nsid uint32) (nguid, uuid [16]byte) {
 func (q *queue) features(sqe *SQE) (result, bool) {
 	c := q.ctrl
 	set := sqe.Opcode == nvme.OpSetFeatures
-	fid := uint8(sqe.CDW[0])
+	fid := nvme.FeatureID(sqe.CDW[0])
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch fid {
@@ -367,7 +367,7 @@ func (q *queue) logPage(sqe *SQE, data []byte) (result, bool) {
 // ownLog is a log page the target answers itself (nil for the backend's): Error
 // Information (ELPE+1 empty entries), Changed Namespace List (empty) and Commands Supported
 // and Effects.
-func (q *queue) ownLog(lid uint8) []byte {
+func (q *queue) ownLog(lid nvme.LogID) []byte {
 	switch lid {
 	case nvme.LogErrorInfo:
 		return make([]byte, errorEntryLen*(int(q.t.elpe)+1))

@@ -250,7 +250,7 @@ func TestLimitsRefusedBeforeData(t *testing.T) {
 	sqe = EncodeSQE(&w, 21, SGLDesc{Length: uint32(len(big)), Type: SGLInCapsule})
 	q.c.Write(AppendCapsuleCmd(nil, &sqe, big, 0))
 	expectCQE(t, q, 21, StInvalidField)
-	set := nvme.SetFeatures(fdp.FeatureEvents, false, 1, fdp.EventsFeatureCDW11(0, 1), 1, nil)
+	set := nvme.SetFeatures(nvme.FeatFDPEvents, false, 1, fdp.EventsFeatureCDW11(0, 1), 1, nil)
 	sqe = EncodeSQE(&set, 22, SGLDesc{Length: 12 << 10, Type: SGLInCapsule})
 	h.admin.c.Write(AppendCapsuleCmd(nil, &sqe, make([]byte, 12<<10), 0))
 	expectCQE(t, h.admin, 22, StInvalidField)
@@ -296,10 +296,10 @@ func TestReplySizedByCommand(t *testing.T) {
 		want int
 	}{
 		{"SMART", nvme.LogPage{LID: nvme.LogSMART, NSID: nvme.NSIDAll}, smartLogLen},
-		{"FDP statistics", nvme.LogPage{LID: fdp.LogStats, LSI: 1}, fdp.StatsLogSize},
-		{"FDP configurations", nvme.LogPage{LID: fdp.LogConfigs, LSI: 1}, len(enc)},
-		{"FDP usage", nvme.LogPage{LID: fdp.LogUsage, LSI: 1}, fdp.UsageLogSize(4)},
-		{"FDP events", nvme.LogPage{LID: fdp.LogEvents, LSI: 1, LSP: 1}, fdp.EventsLogSize},
+		{"FDP statistics", nvme.LogPage{LID: nvme.LogFDPStats, LSI: 1}, fdp.StatsLogSize},
+		{"FDP configurations", nvme.LogPage{LID: nvme.LogFDPConfigs, LSI: 1}, len(enc)},
+		{"FDP usage", nvme.LogPage{LID: nvme.LogRUHUsage, LSI: 1}, fdp.UsageLogSize(4)},
+		{"FDP events", nvme.LogPage{LID: nvme.LogFDPEvents, LSI: 1, LSP: 1}, fdp.EventsLogSize},
 		{"error information", nvme.LogPage{LID: nvme.LogErrorInfo}, errorEntryLen},
 		{"SMART from offset 256", nvme.LogPage{LID: nvme.LogSMART, NSID: nvme.NSIDAll, Offset: 256}, smartLogLen - 256},
 	} {

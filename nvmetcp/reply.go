@@ -88,7 +88,7 @@ func (q *queue) replyLen(sqe *SQE, n uint32) uint32 {
 		case nvme.OpGetLogPage:
 			return q.logReplyLen(sqe, n)
 		case nvme.OpGetFeatures:
-			if uint8(sqe.CDW[0]) == fdp.FeatureEvents {
+			if nvme.FeatureID(sqe.CDW[0]) == nvme.FeatFDPEvents {
 				_, noet := fdp.SplitEventsFeatureCDW11(sqe.CDW[1])
 				return min(n, 2*uint32(noet))
 			}
@@ -135,17 +135,17 @@ func (q *queue) logSize(p nvme.LogPage) int {
 	switch p.LID {
 	case nvme.LogSMART:
 		return smartLogLen
-	case fdp.LogStats:
+	case nvme.LogFDPStats:
 		return fdp.StatsLogSize
-	case fdp.LogEvents:
+	case nvme.LogFDPEvents:
 		return fdp.EventsLogSize
-	case fdp.LogConfigs:
+	case nvme.LogFDPConfigs:
 		if hdr := q.backendLogHead(p, 16); hdr != nil {
 			if n, err := fdp.ConfigLogSize(hdr); err == nil {
 				return n
 			}
 		}
-	case fdp.LogUsage:
+	case nvme.LogRUHUsage:
 		if hdr := q.backendLogHead(p, 8); hdr != nil {
 			if n, err := fdp.UsageLogNRUH(hdr); err == nil {
 				return fdp.UsageLogSize(n)

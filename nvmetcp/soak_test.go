@@ -259,7 +259,7 @@ func (m *soakModel) write(q *hostQueue, rng *rand.Rand, st *soakStats) error {
 	b, vs := m.payload(off, n)
 	o := nvme.RWOptions{}
 	if rng.IntN(2) == 0 {
-		o = nvme.RWOptions{DType: fdp.DirectiveDataPlacement, DSpec: uint16(rng.IntN(4))}
+		o = nvme.RWOptions{DType: nvme.DirTypeDataPlacement, DSpec: uint16(rng.IntN(4))}
 	}
 	if c := q.run(ptr(nvme.Write(1, m.base+off, uint32(n), b, o))); !c.Status.OK() || c.Err != nil {
 		return fmt.Errorf("write of %d blocks at %d: %+v", n, m.base+off, c)

@@ -278,7 +278,7 @@ func (t *Target) ServeConn(c net.Conn) {
 		c.Close()
 		if !closed {
 			t.counts.refused.Add(1)
-			t.logf("nvmetcp: %s: refused: %d connections open (--max-connections)", c.RemoteAddr(), t.cfg.MaxConnections)
+			t.logf("nvmetcp: %s: refused: %d connections open (the connection limit)", c.RemoteAddr(), t.cfg.MaxConnections)
 		}
 		return
 	}
@@ -473,21 +473,21 @@ var ErrNotLoopback = errors.New("nvmetcp: listen address is not loopback")
 func CheckListen(listen string, allowRemote bool) error {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
-		return fmt.Errorf("--listen %q: %w (want HOST:PORT, e.g. 127.0.0.1:4420)", listen, err)
+		return fmt.Errorf("listen address %q: %w (want HOST:PORT, e.g. 127.0.0.1:4420)", listen, err)
 	}
 	if allowRemote {
 		return nil
 	}
 	if host == "" {
-		return fmt.Errorf("%w: --listen %q listens on every interface; use 127.0.0.1:PORT or pass --allow-remote", ErrNotLoopback, listen)
+		return fmt.Errorf("%w: %q listens on every interface and the target has no authentication", ErrNotLoopback, listen)
 	}
 	ips, err := net.LookupIP(host)
 	if err != nil {
-		return fmt.Errorf("--listen %q: %w", listen, err)
+		return fmt.Errorf("listen address %q: %w", listen, err)
 	}
 	for _, ip := range ips {
 		if !ip.IsLoopback() {
-			return fmt.Errorf("%w: --listen %s reaches %s; the target has no authentication, pass --allow-remote to expose it", ErrNotLoopback, listen, ip)
+			return fmt.Errorf("%w: %s reaches %s and the target has no authentication", ErrNotLoopback, listen, ip)
 		}
 	}
 	return nil

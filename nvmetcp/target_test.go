@@ -111,7 +111,7 @@ func TestWriteReadOverFabric(t *testing.T) {
 			out[j] = byte(rng.Uint32())
 		}
 		slba := uint64(i) * 1024
-		c := h.io.run(ptr(nvme.Write(1, slba, uint32(n/4096), out, nvme.RWOptions{DType: fdp.DirectiveDataPlacement, DSpec: uint16(i % 4)})))
+		c := h.io.run(ptr(nvme.Write(1, slba, uint32(n/4096), out, nvme.RWOptions{DType: nvme.DirTypeDataPlacement, DSpec: uint16(i % 4)})))
 		if c.Err != nil || !c.Status.OK() {
 			t.Fatalf("write %d bytes: %+v", n, c)
 		}
@@ -189,7 +189,7 @@ func TestFDPOverFabricMatchesInProcess(t *testing.T) {
 	var written uint64
 	for i := range 32 {
 		pid := disc.PIDs[i%len(disc.PIDs)]
-		c := h.io.run(ptr(nvme.Write(1, uint64(i)*32, 32, buf, nvme.RWOptions{DType: fdp.DirectiveDataPlacement, DSpec: pid})))
+		c := h.io.run(ptr(nvme.Write(1, uint64(i)*32, 32, buf, nvme.RWOptions{DType: nvme.DirTypeDataPlacement, DSpec: pid})))
 		if !c.Status.OK() || c.Err != nil {
 			t.Fatalf("placed write: %+v", c)
 		}
@@ -330,7 +330,7 @@ func TestAERHeldAndKeepAlive(t *testing.T) {
 		t.Errorf("effects log: %+v", c)
 	}
 	// Keep Alive Timer and Async Event Configuration round-trip; Abort aborts nothing.
-	for _, fid := range []uint8{featKATO, featAsyncEventCfg} {
+	for _, fid := range []nvme.FeatureID{featKATO, featAsyncEventCfg} {
 		a.run(&nvme.Command{Opcode: nvme.OpSetFeatures, CDW10: uint32(fid), CDW11: 12345})
 		if c := a.run(&nvme.Command{Opcode: nvme.OpGetFeatures, CDW10: uint32(fid)}); c.Result != 12345 {
 			t.Errorf("feature %#x: %+v", fid, c)
@@ -349,7 +349,7 @@ func TestAERHeldAndKeepAlive(t *testing.T) {
 	}
 }
 
-func mustLog(t *testing.T, lid uint8, nsid uint32, n int) nvme.Command {
+func mustLog(t *testing.T, lid nvme.LogID, nsid uint32, n int) nvme.Command {
 	c, err := nvme.GetLogPage(nvme.LogPage{LID: lid, NSID: nsid}, make([]byte, n))
 	if err != nil {
 		t.Fatal(err)

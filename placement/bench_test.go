@@ -2,6 +2,7 @@ package placement
 
 import (
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,10 +21,12 @@ func cpuTime() time.Duration {
 // BenchmarkPlace reports decisions per second for each policy on one goroutine.
 func BenchmarkPlace(b *testing.B) {
 	salts := make([]string, 64)
+	buckets := make([]string, 64) // LMCache's policies place only salts with a "bucket:" prefix
 	for i := range salts {
 		salts[i] = "tenant-salt-" + strconv.Itoa(i)
+		buckets[i] = "tenant-" + strconv.Itoa(i%4) + ":salt-" + strconv.Itoa(i)
 	}
-	for _, spec := range []string{"none", "static:1", "round-robin", "cache-salt", "cache-salt:pin=tenant-salt-0=3/tenant-salt-1=5", "cache-salt:hash", "cache-salt:rank", "hotness", "lifetime", "metadata-class+cache-salt", "metadata-class+hotness"} {
+	for _, spec := range []string{"none", "static:1", "round-robin", "cache-salt", "cache-salt:pin=tenant-salt-0=3/tenant-salt-1=5", "cache-salt:hash", "cache-salt:bytes", "cache_salt_prefix", "cache_salt_rank", "hotness", "lifetime", "metadata-class+cache-salt", "metadata-class+hotness"} {
 		b.Run(spec, func(b *testing.B) {
 			p, err := Parse(spec, 8)
 			if err != nil {
@@ -31,11 +34,16 @@ func BenchmarkPlace(b *testing.B) {
 			}
 			Observe(p, 1, Store) // learning policies have their tables allocated
 			w := Write{Namespace: "vllm", Model: "llama", ChunkIndex: -1, Size: 256 << 10}
-			sink := 0
+			ss := salts
+			if strings.HasPrefix(spec, "cache_salt_") {
+				ss = buckets
+			}
+			sink := Handle(0)
 			b.ResetTimer()
 			c0 := cpuTime()
 			for i := range b.N {
-				w.CacheSalt = salts[i&63]
+				w.CacheSalt = ss[i&63]
+				w.KVRank = PackKVRank(2, uint8(i&1), 2, uint8(i&1)) // TP 2
 				w.Identity = uint64(i) * 0x9e3779b97f4a7c15
 				w.Metadata = i&1023 == 0
 				sink += p.Place(w)

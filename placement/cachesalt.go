@@ -38,11 +38,11 @@ func saltHash(s string) uint64 {
 // probability 1/n per pair (with 3 salts on 7 handles, 1 − 6·5/7² ≈ 39 %).
 type cacheSaltHash struct{ n uint64 }
 
-func (p cacheSaltHash) Place(w Write) int {
+func (p cacheSaltHash) Place(w Write) Handle {
 	if w.CacheSalt == "" {
 		return 0 // untagged traffic shares the first handle
 	}
-	return int((saltHash(w.CacheSalt) >> 32) * p.n >> 32) // multiply-shift range reduction, no division
+	return Handle((saltHash(w.CacheSalt) >> 32) * p.n >> 32) // multiply-shift range reduction, no division
 }
 func (p cacheSaltHash) Name() string { return "cache-salt:hash" }
 
@@ -59,10 +59,13 @@ type saltEntry struct {
 	rank  atomic.Int32
 }
 
-// cacheSaltRank gives the salts that wrote the most bytes dedicated handles: rank r < n-1
-// gets handle r, every other salt (and the empty salt) shares handle n-1. The fast path is
+// cacheSaltBytes gives the salts that wrote the most bytes dedicated handles: rank r < n-1
+// gets handle r, every other salt (and the empty salt) shares handle n-1. Spec
+// cache-salt:bytes; it was called cache-salt:rank, which Parse still accepts, but it is not
+// LMCache's cache_salt_rank (NewCacheSaltLocalRank), which splits salt buckets by local
+// rank. The fast path is
 // lock-free (a sync.Map lookup and two atomics); re-ranking takes a mutex.
-type cacheSaltRank struct {
+type cacheSaltBytes struct {
 	n      int
 	salts  sync.Map // string → *saltEntry
 	writes atomic.Uint64
@@ -70,16 +73,16 @@ type cacheSaltRank struct {
 	all    []string   // every salt seen, under mu
 }
 
-// NewCacheSaltRank returns the rank variant. Ranks are recomputed every 1024 writes and
-// whenever a new salt appears, ties broken by salt text, so the result is deterministic for
-// a given write order.
-func NewCacheSaltRank(n int) Policy { return &cacheSaltRank{n: max(n, 1)} }
+// NewCacheSaltBytes returns the by-bytes variant (cache-salt:bytes). Ranks are recomputed
+// every 1024 writes and whenever a new salt appears, ties broken by salt text, so the
+// result is deterministic for a given write order.
+func NewCacheSaltBytes(n int) Policy { return &cacheSaltBytes{n: max(n, 1)} }
 
-func (p *cacheSaltRank) Name() string { return "cache-salt:rank" }
+func (p *cacheSaltBytes) Name() string { return "cache-salt:bytes" }
 
-func (p *cacheSaltRank) Place(w Write) int {
+func (p *cacheSaltBytes) Place(w Write) Handle {
 	if w.CacheSalt == "" || p.n == 1 {
-		return p.n - 1
+		return Handle(p.n - 1)
 	}
 	var e *saltEntry
 	if v, ok := p.salts.Load(w.CacheSalt); ok {
@@ -105,13 +108,13 @@ func (p *cacheSaltRank) Place(w Write) int {
 		p.mu.Unlock()
 	}
 	if r := int(e.rank.Load()); r < p.n-1 {
-		return r
+		return Handle(r)
 	}
-	return p.n - 1
+	return Handle(p.n - 1)
 }
 
 // rerank sorts the salts by bytes written (descending, then by text); p.mu must be held.
-func (p *cacheSaltRank) rerank() {
+func (p *cacheSaltBytes) rerank() {
 	type sb struct {
 		salt  string
 		bytes uint64

@@ -118,13 +118,13 @@ func (p *cacheSaltAssign) Name() string {
 	return "cache-salt"
 }
 
-func (p *cacheSaltAssign) Place(w Write) int {
+func (p *cacheSaltAssign) Place(w Write) Handle {
 	h, ok := (*p.snap.Load())[w.CacheSalt]
 	if !ok {
 		h = p.lookupSlow(w.CacheSalt)
 	}
 	p.load[h].bytes.Add(uint64(max(w.Size, 1)))
-	return h
+	return Handle(h)
 }
 
 // lookupSlow finds a salt outside the snapshot, assigning it if it is new.

@@ -3,9 +3,12 @@
 // known about the write (key namespace, model, kv rank, cache salt, chunk position,
 // data vs checkpoint metadata) and, for the learning policies, of the stream seen so far.
 //
-// Handle indices run 0..handles-1; None asks for no directive (the device's default
-// handle). The device layer maps an index to a placement ID from its RUH status.
+// A decision is a Handle, 0..handles-1, or None for no directive (the device's default
+// handle). Handle is the one type of a placement decision from the policy through the
+// engine to the device op (blockdev.Placement is an alias of it); the device layer maps an
+// index to a placement ID from its RUH status, refusing one outside its table.
 //
-// Every Policy is safe for concurrent use. The package imports only the standard library.
+// Every Policy is safe for concurrent use. The package imports only the standard library and
+// units (tenant budget sizes, budget.go).
 // See docs/placement.md for each policy and the handle layout conventions.
 package placement

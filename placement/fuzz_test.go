@@ -5,7 +5,7 @@ import "testing"
 // FuzzParse: any spec either parses into a policy whose decisions stay in range and whose
 // Name parses back to itself, or fails with ErrSpec. Never panics.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"none", "static:3", "metadata-class+cache-salt", "cache-salt:rank", "hotness+", "x+y+z", "metadata-class+cache-salt:pin=Rag=1/=0/a=b=2"} {
+	for _, s := range []string{"none", "static:3", "metadata-class+cache-salt", "cache-salt:rank", "cache_salt_prefix:handles=3/0", "metadata-class+cache_salt_rank:ranks=2:handles=1/0", "cache_salt_rank::", "hotness+", "x+y+z", "metadata-class+cache-salt:pin=Rag=1/=0/a=b=2"} {
 		f.Add(s, 4)
 	}
 	f.Fuzz(func(t *testing.T, spec string, handles int) {
@@ -15,9 +15,9 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for i := range 20 {
-			w := Write{CacheSalt: spec[:i%(len(spec)+1)], Identity: uint64(i), Metadata: i%3 == 0, Size: i}
+			w := Write{CacheSalt: spec[:i%(len(spec)+1)], KVRank: PackKVRank(8, uint8(i), uint8(i%9), uint8(i%11)), Identity: uint64(i), Metadata: i%3 == 0, Size: i}
 			Observe(p, w.Identity, Lookup)
-			if h := p.Place(w); h != None && (h < 0 || h >= handles) {
+			if h := p.Place(w); h != None && (h < 0 || int(h) >= handles) {
 				t.Fatalf("%q with %d handles placed on %d", spec, handles, h)
 			}
 		}

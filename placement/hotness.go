@@ -54,7 +54,7 @@ func (p *hotness) Estimate(id uint64) uint32 {
 	return est
 }
 
-func (p *hotness) Place(w Write) int {
+func (p *hotness) Place(w Write) Handle {
 	if p.n == 1 {
 		return 0
 	}
@@ -64,7 +64,7 @@ func (p *hotness) Place(w Write) int {
 		return 0
 	}
 	c := 1 + (bits.Len64(est/t)-1)/2
-	return min(c, p.n-1)
+	return Handle(min(c, p.n-1))
 }
 
 // Observe counts lookups and loads as accesses; a store counts only when the key has

@@ -87,7 +87,7 @@ func (p *lifetime) Class(id uint64) int {
 	return int(e & 0xff)
 }
 
-func (p *lifetime) Place(w Write) int {
+func (p *lifetime) Place(w Write) Handle {
 	st := p.st.Load()
 	if st == nil || p.n == 1 {
 		return 0

@@ -13,9 +13,9 @@ func NewMetadataClass(n int, inner Policy) Policy {
 	return &metadataClass{meta: max(n-1, 0), inner: inner}
 }
 
-func (p *metadataClass) Place(w Write) int {
+func (p *metadataClass) Place(w Write) Handle {
 	if w.Metadata {
-		return p.meta
+		return Handle(p.meta)
 	}
 	// Direct calls for the common inner policies avoid a second dynamic dispatch (and copy
 	// of w) on the hot path.

@@ -13,14 +13,17 @@ var ErrSpec = errors.New("placement: bad policy")
 // Known lists the policy names Parse accepts (compositions join one data policy to
 // metadata-class with '+').
 func Known() []string {
-	return []string{"none", "static:N", "round-robin", "cache-salt", "cache-salt:pin=SALT=H/...", "cache-salt:hash", "cache-salt:rank", "hotness", "lifetime", "metadata-class"}
+	return []string{"none", "static:N", "round-robin", "cache-salt", "cache-salt:pin=SALT=H/...", "cache-salt:hash", "cache-salt:bytes", "cache_salt_prefix", "cache_salt_rank[:ranks=N]", "hotness", "lifetime", "metadata-class"}
 }
 
 // Parse builds a policy from a flag string for a device with the given number of
 // placement handles. Grammar: a data policy (none, static:N, round-robin, cache-salt
 // (alias cache-salt:assign), cache-salt:pin=SALT=H/SALT=H/... (cache-salt with those salts
-// on fixed handles; salts are case-sensitive and cannot contain '/' or '+'), cache-salt:hash, cache-salt:rank, hotness, lifetime), metadata-class alone, or metadata-class
-// joined with one data policy by '+' in either order ("metadata-class+cache-salt").
+// on fixed handles; salts are case-sensitive and cannot contain '/' or '+'), cache-salt:hash,
+// cache-salt:bytes (old spelling cache-salt:rank), LMCache's cache_salt_prefix and
+// cache_salt_rank (options :ranks=N local ranks per bucket, :handles=H/H/... the pool in
+// order), hotness, lifetime), metadata-class alone, or metadata-class joined with one data
+// policy by '+' in either order ("metadata-class+cache-salt").
 // With metadata-class, handle handles-1 is reserved for metadata and the data policy gets
 // handles 0..handles-2. "" means none.
 func Parse(spec string, handles int) (Policy, error) {
@@ -85,8 +88,8 @@ func parseData(raw string, n, handles int, meta bool) (Policy, error) {
 		return NewCacheSalt(n), nil
 	case "cache-salt:hash":
 		return NewCacheSaltHash(n), nil
-	case "cache-salt:rank":
-		return NewCacheSaltRank(n), nil
+	case "cache-salt:bytes", "cache-salt:rank": // cache-salt:rank: the old name, kept as an alias
+		return NewCacheSaltBytes(n), nil
 	case "hotness":
 		return NewHotness(n), nil
 	case "lifetime":
@@ -105,6 +108,12 @@ func parseData(raw string, n, handles int, meta bool) (Policy, error) {
 			return nil, fmt.Errorf("%w: %s needs at least %d handles, device has %d", ErrSpec, p, h+1, handles)
 		}
 		return NewStatic(h), nil
+	}
+	if strings.HasPrefix(p, "cache_salt_prefix") {
+		return parseSaltBuckets(p, false, n)
+	}
+	if strings.HasPrefix(p, "cache_salt_rank") {
+		return parseSaltBuckets(p, true, n)
 	}
 	if strings.HasPrefix(p, "cache-salt:pin=") {
 		pins, err := parsePins(raw[len("cache-salt:pin="):])

@@ -1,7 +1,12 @@
 package placement
 
+// Handle is a placement-handle index: 0..handles-1, or None. It is the one type for a
+// placement decision from the policy through the engine to the device, which maps it to a
+// placement identifier (an FDP PID, a write-stream id) with a bounds check of its own.
+type Handle int32
+
 // None is returned by Place when the write should carry no placement directive.
-const None = -1
+const None Handle = -1
 
 // Write is what the engine knows about one write when it asks for a handle.
 type Write struct {
@@ -13,14 +18,14 @@ type Write struct {
 	Identity   uint64 // 64-bit key identity (hash of the key); hotness is keyed by it
 	ChunkIndex int    // position of the chunk in its token sequence; -1 if unknown
 	Metadata   bool   // checkpoint / index metadata rather than KV payload
-	Size       int    // bytes written (header + payload)
+	Size       int    // payload bytes (the engine passes len(payload)); policies use it as a weight
 }
 
 // Policy picks a handle for a write.
 type Policy interface {
 	// Place returns a handle index in [0, handles) or None. It must be cheap and safe to
 	// call from many goroutines; learning policies may update their statistics.
-	Place(w Write) int
+	Place(w Write) Handle
 	// Name returns the canonical spec string Parse accepts for this policy.
 	Name() string
 }

@@ -32,7 +32,7 @@ func TestNoneAndStatic(t *testing.T) {
 func TestRoundRobin(t *testing.T) {
 	p := mustParse(t, "round-robin", 3)
 	for i := range 9 {
-		if h := p.Place(Write{}); h != i%3 {
+		if h := p.Place(Write{}); h != Handle(i%3) {
 			t.Fatalf("write %d on %d", i, h)
 		}
 	}
@@ -64,7 +64,7 @@ func TestRoundRobin(t *testing.T) {
 
 func TestCacheSaltHash(t *testing.T) {
 	p := mustParse(t, "cache-salt:hash", 4)
-	seen := map[int]bool{}
+	seen := map[Handle]bool{}
 	for i := range 64 {
 		salt := fmt.Sprintf("tenant-%d", i)
 		h := p.Place(Write{CacheSalt: salt, Identity: uint64(i)})
@@ -89,9 +89,9 @@ func TestCacheSaltHash(t *testing.T) {
 func TestCacheSaltHashPinned(t *testing.T) {
 	// The hash mapping is a contract across releases: these handles must never change.
 	p := mustParse(t, "cache-salt:hash", 7)
-	want := map[string]int{}
+	want := map[string]Handle{}
 	for _, salt := range []string{"chat", "rag", "agent", "tenant-a", ""} {
-		want[salt] = int((saltHash(salt) >> 32) * 7 >> 32)
+		want[salt] = Handle((saltHash(salt) >> 32) * 7 >> 32)
 	}
 	want[""] = 0
 	for salt, h := range want {
@@ -111,21 +111,21 @@ func TestCacheSaltAssign(t *testing.T) {
 		name    string
 		handles int
 		writes  []Write // in order
-		want    map[string]int
+		want    map[string]Handle
 	}{
 		{"first seen order", 4, []Write{{CacheSalt: "b"}, {CacheSalt: "a"}, {CacheSalt: "b"}, {CacheSalt: "c"}},
-			map[string]int{"b": 0, "a": 1, "c": 2}},
+			map[string]Handle{"b": 0, "a": 1, "c": 2}},
 		{"empty salt is a salt", 3, []Write{{CacheSalt: "x"}, {}, {CacheSalt: "y"}},
-			map[string]int{"x": 0, "": 1, "y": 2}},
+			map[string]Handle{"x": 0, "": 1, "y": 2}},
 		{"overflow joins least-loaded", 3,
 			[]Write{{CacheSalt: "big", Size: 1000}, {CacheSalt: "small", Size: 10}, {CacheSalt: "mid", Size: 500},
 				{CacheSalt: "late1", Size: 1}, {CacheSalt: "late2", Size: 1}},
 			// late1 joins small (10 B) → small+late1 = 11 B, still the least: late2 joins it too.
-			map[string]int{"big": 0, "small": 1, "mid": 2, "late1": 1, "late2": 1}},
+			map[string]Handle{"big": 0, "small": 1, "mid": 2, "late1": 1, "late2": 1}},
 		{"overflow after loads change", 2,
 			[]Write{{CacheSalt: "a", Size: 5}, {CacheSalt: "b", Size: 100}, {CacheSalt: "c", Size: 100}, {CacheSalt: "d", Size: 1}},
 			// c joins a (5 B) → a's handle 105 B > b's 100 B: d joins b.
-			map[string]int{"a": 0, "b": 1, "c": 0, "d": 1}},
+			map[string]Handle{"a": 0, "b": 1, "c": 0, "d": 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestCacheSaltCollisionFree(t *testing.T) {
 		for i := range salts {
 			salts[i] = fmt.Sprintf("tenant-%d-%x", i, i*7919)
 		}
-		got := make([][]int, 4)
+		got := make([][]Handle, 4)
 		var wg sync.WaitGroup
 		for g := range got {
 			wg.Go(func() {
@@ -165,7 +165,7 @@ func TestCacheSaltCollisionFree(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		first := map[string]int{}
+		first := map[string]Handle{}
 		for g := range got {
 			for i, h := range got[g] {
 				s := salts[(i*(g+1))%n]
@@ -175,9 +175,9 @@ func TestCacheSaltCollisionFree(t *testing.T) {
 				first[s] = h
 			}
 		}
-		used := map[int]string{}
+		used := map[Handle]string{}
 		for s, h := range first {
-			if h < 0 || h >= n {
+			if h < 0 || int(h) >= n {
 				t.Fatalf("n=%d: salt %s on %d", n, s, h)
 			}
 			if o, dup := used[h]; dup {
@@ -188,7 +188,7 @@ func TestCacheSaltCollisionFree(t *testing.T) {
 	}
 	// With metadata-class the data salts get handles 0..n-2, still one each.
 	p := mustParse(t, "metadata-class+cache-salt", 8)
-	used := map[int]bool{}
+	used := map[Handle]bool{}
 	for i := range 7 {
 		h := p.Place(Write{CacheSalt: fmt.Sprint("s", i)})
 		if h == 7 || used[h] {
@@ -215,8 +215,8 @@ func TestCacheSaltOverflowBeyondMemory(t *testing.T) {
 	}
 }
 
-func TestCacheSaltRank(t *testing.T) {
-	p := mustParse(t, "cache-salt:rank", 3)
+func TestCacheSaltBytes(t *testing.T) {
+	p := mustParse(t, "cache-salt:bytes", 3)
 	// "big" writes most bytes, "mid" next; "small" and "tiny" share the last handle.
 	for range 10 {
 		p.Place(Write{CacheSalt: "big", Size: 1000})
@@ -224,7 +224,7 @@ func TestCacheSaltRank(t *testing.T) {
 		p.Place(Write{CacheSalt: "small", Size: 10})
 		p.Place(Write{CacheSalt: "tiny", Size: 1})
 	}
-	want := map[string]int{"big": 0, "mid": 1, "small": 2, "tiny": 2, "": 2}
+	want := map[string]Handle{"big": 0, "mid": 1, "small": 2, "tiny": 2, "": 2}
 	for salt, h := range want {
 		if got := p.Place(Write{CacheSalt: salt, Size: 1}); got != h {
 			t.Errorf("salt %q on %d, want %d", salt, got, h)
@@ -255,7 +255,7 @@ func TestMetadataClass(t *testing.T) {
 	}
 	rr := mustParse(t, "metadata-class+round-robin", 3)
 	for i := range 6 {
-		if h := rr.Place(Write{}); h != i%2 {
+		if h := rr.Place(Write{}); h != Handle(i%2) {
 			t.Fatalf("data write %d on %d", i, h)
 		}
 	}
@@ -364,7 +364,7 @@ func TestHotnessDecay(t *testing.T) {
 }
 
 func TestConcurrentSafety(t *testing.T) {
-	for _, spec := range []string{"round-robin", "cache-salt", "cache-salt:hash", "cache-salt:rank", "hotness", "lifetime", "metadata-class+hotness", "metadata-class+lifetime"} {
+	for _, spec := range []string{"round-robin", "cache-salt", "cache-salt:hash", "cache-salt:bytes", "hotness", "lifetime", "metadata-class+hotness", "metadata-class+lifetime"} {
 		p := mustParse(t, spec, 4)
 		var wg sync.WaitGroup
 		for g := range 4 {
@@ -401,11 +401,11 @@ func TestLifetime(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		handles             int
-		long, short, newKey int
+		long, short, newKey Handle
 	}{{1, 0, 0, 0}, {2, 1, 0, 0}, {8, 1, 0, 0}} {
 		p := build(tc.handles)
-		got := [3]int{p.Place(Write{Identity: long}), p.Place(Write{Identity: short}), p.Place(Write{Identity: fresh})}
-		if want := [3]int{tc.long, tc.short, tc.newKey}; got != want {
+		got := [3]Handle{p.Place(Write{Identity: long}), p.Place(Write{Identity: short}), p.Place(Write{Identity: fresh})}
+		if want := [3]Handle{tc.long, tc.short, tc.newKey}; got != want {
 			t.Errorf("%d handles: long, short, new on %v, want %v", tc.handles, got, want)
 		}
 	}
@@ -450,7 +450,7 @@ func TestLifetimeFilterMatchesTable(t *testing.T) {
 	}
 	long, taken := 0, 0
 	for id := range uint64(keys) {
-		want := 0
+		want := Handle(0)
 		if p.Class(id) == 2 {
 			want = 1
 			long++
@@ -476,7 +476,7 @@ func TestCacheSaltPinned(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		salt string
-		want int
+		want Handle
 	}{{"agent", 1}, {"Rag", 2}, {"chat", 0}, {"rag", 3}, {"agent", 1}, {"Rag", 2}} {
 		if h := p.Place(Write{CacheSalt: tc.salt, Size: 10}); h != tc.want {
 			t.Fatalf("salt %q: handle %d, want %d", tc.salt, h, tc.want)
@@ -511,7 +511,7 @@ func TestCacheSaltSeed(t *testing.T) {
 	p := mustParse(t, "metadata-class+cache-salt", 5) // data handles 0..3, metadata 4
 	for _, tc := range []struct {
 		salt string
-		h    int
+		h    Handle
 		ok   bool
 	}{{"chat", 2, true}, {"rag", 0, true}, {"chat", 1, false}, {"agent", 4, false}, {"agent", 9, false}, {"agent", -1, false}} {
 		if got := Seed(p, tc.salt, tc.h); got != tc.ok {
@@ -520,7 +520,7 @@ func TestCacheSaltSeed(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		salt string
-		want int
+		want Handle
 	}{{"new", 1}, {"chat", 2}, {"rag", 0}, {"other", 3}} {
 		if h := p.Place(Write{CacheSalt: tc.salt, Size: 1}); h != tc.want {
 			t.Fatalf("salt %q on %d, want %d", tc.salt, h, tc.want)

@@ -3,9 +3,13 @@
 # SAME pre-allocated file, same block size and queue depth, in one run, for writes and reads,
 # at 1 MiB and 64 KiB, QD 32. Prints one line per case:
 #   bench-io write bs=1MiB qd=32 fio=X.XX GB/s rbctl=Y.YY GB/s ratio_vs_fio=Z.ZZ
+# plus the engine rows engine-put / engine-get (engine.PutMany / LoadManyInto on the same
+# file, slot_bytes = bs, DeallocateOnDelete on, the cache kept 90 % full by evicting the
+# oldest keys before each put batch), each followed by a detail line with CPU s/GB.
 # Knobs (environment): BENCH_DIR (default /var/tmp), BENCH_SIZE (2G), BENCH_RUNTIME (5s per
 # run), BENCH_RAMP (1s), BENCH_QD (32), BENCH_BS (1M,64K), BENCH_ROUNDS (2), BENCH_KEEP=1 to
-# keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch, -rings, -fixed).
+# keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch, -rings, -fixed,
+# -engine=false to skip the engine rows, -engine-deallocate=false, -cpuprofile FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BENCH_DIR:-/var/tmp}

@@ -3,8 +3,6 @@ package workloads
 import (
 	"context"
 	"testing"
-
-	"github.com/rbctl/rbctl/ftl"
 )
 
 // BenchmarkKVGen measures request generation (the multi-tenant preset, 1 MiB chunks).
@@ -17,24 +15,6 @@ func BenchmarkKVGen(b *testing.B) {
 		chunks += len(op.Keys)
 	}
 	b.ReportMetric(float64(chunks)/b.Elapsed().Seconds(), "chunks/s")
-}
-
-// BenchmarkSimulate measures rbctl simulate's speed: the driver, the simulated engine and
-// the FTL model on a 64 GiB device, reported as modelled host bytes per second.
-func BenchmarkSimulate(b *testing.B) {
-	var host uint64
-	for b.Loop() {
-		g, _ := NewKV(KVConfig{Tenants: MultiTenant(), ChunkTokens: 256, BytesPerToken: 128 << 10, Seed: 1})
-		r, err := RunSim(context.Background(), SimRun{Gen: g, Driver: DriverConfig{TargetUtil: 0.9, TTL: []float64{0.15, 0, 0.5}},
-			FTL: ftl.Config{MappingUnit: 1 << 20, LogicalBytes: 64 << 30, OP: 0.07, RUBytes: 256 << 20, Handles: 8,
-				Isolation: ftl.PersistentlyIsolated},
-			Policy: "cache-salt", SlotBytes: 4096 + 32<<20, Deallocate: true, CheckpointOps: 2000})
-		if err != nil {
-			b.Fatal(err)
-		}
-		host += r.Timeline[len(r.Timeline)-1].Stats.HostBytes
-	}
-	b.ReportMetric(float64(host)/b.Elapsed().Seconds()/(1<<40), "TiB/s")
 }
 
 // BenchmarkDriverEviction measures the cache driver's bookkeeping per stored chunk with

@@ -12,22 +12,6 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// Phase names the operations whose latency the Driver records.
-type Phase int
-
-const (
-	PhaseRequest Phase = iota // one whole request (lookup, load, unlock, store)
-	PhaseLookup
-	PhaseLoad
-	PhaseStore
-	PhaseDelete
-	NumPhases
-)
-
-var phaseNames = [...]string{"request", "lookup", "load", "store", "delete"}
-
-func (p Phase) String() string { return phaseNames[p] }
-
 // DriverConfig sets how a workload is run.
 type DriverConfig struct {
 	Eviction Eviction
@@ -75,93 +59,6 @@ func CheckRegion(regionSlots float64, targetSlots int64) error {
 	}
 	return nil
 }
-
-// Counters are the driver's running totals.
-type Counters struct {
-	Ops, Requests         int64
-	ChunksRequested       int64 // chunks looked up (requests and gets)
-	ChunksHit             int64
-	ChunksLoaded          int64
-	BytesRead             int64
-	ChunksStored          int64
-	BytesWritten          int64
-	StoreFailed           int64
-	StoreSkipped          int64 // chunks of prompts longer than half the cache, not stored
-	Deleted               int64 // by KindDelete ops
-	Evicted               int64 // by the eviction policy
-	Expired               int64 // by tenant TTLs
-	Errors                int64
-	TenantRequests        []int64
-	TenantBytesWritten    []int64
-	TenantChunksHit       []int64
-	TenantChunksRequested []int64
-}
-
-func (c *Counters) clone() Counters {
-	d := *c
-	d.TenantRequests = append([]int64(nil), c.TenantRequests...)
-	d.TenantBytesWritten = append([]int64(nil), c.TenantBytesWritten...)
-	d.TenantChunksHit = append([]int64(nil), c.TenantChunksHit...)
-	d.TenantChunksRequested = append([]int64(nil), c.TenantChunksRequested...)
-	return d
-}
-
-// Sub returns c − b.
-func (c Counters) Sub(b Counters) Counters {
-	d := c.clone()
-	d.Ops -= b.Ops
-	d.Requests -= b.Requests
-	d.ChunksRequested -= b.ChunksRequested
-	d.ChunksHit -= b.ChunksHit
-	d.ChunksLoaded -= b.ChunksLoaded
-	d.BytesRead -= b.BytesRead
-	d.ChunksStored -= b.ChunksStored
-	d.BytesWritten -= b.BytesWritten
-	d.StoreFailed -= b.StoreFailed
-	d.StoreSkipped -= b.StoreSkipped
-	d.Deleted -= b.Deleted
-	d.Evicted -= b.Evicted
-	d.Expired -= b.Expired
-	d.Errors -= b.Errors
-	for i := range d.TenantRequests {
-		if i < len(b.TenantRequests) {
-			d.TenantRequests[i] -= b.TenantRequests[i]
-			d.TenantBytesWritten[i] -= b.TenantBytesWritten[i]
-			d.TenantChunksHit[i] -= b.TenantChunksHit[i]
-			d.TenantChunksRequested[i] -= b.TenantChunksRequested[i]
-		}
-	}
-	return d
-}
-
-// HitRatio is chunks hit over chunks requested.
-func (c Counters) HitRatio() float64 {
-	if c.ChunksRequested == 0 {
-		return 0
-	}
-	return float64(c.ChunksHit) / float64(c.ChunksRequested)
-}
-
-// Result is what Run measured over the window after warm-up.
-type Result struct {
-	Counters Counters      // measured window
-	Total    Counters      // whole run, warm-up included
-	Elapsed  time.Duration // measured window, wall clock
-	Latency  [NumPhases]*hdrhistogram.Histogram
-	Salts    []string
-	// WarmupTimedOut: the warm-up ended on WarmupTimeout, before WarmupBytes were stored.
-	WarmupTimedOut bool
-	// Stalled: the run stopped after DriverConfig.StallOps ops without a store.
-	Stalled bool
-	// Interrupted: the caller's context was cancelled before the workload ended; the
-	// figures cover what ran until then. Warmed says whether the measured window had begun.
-	Interrupted bool
-	Warmed      bool
-}
-
-// NewHistogram returns the latency histogram the driver uses: 1 µs resolution up to 100 s,
-// 3 significant digits, values in nanoseconds.
-func NewHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(1000, 100e9, 3) }
 
 // Driver runs a generator against a backend.
 type Driver struct {

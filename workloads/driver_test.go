@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/rbctl/rbctl/ftl"
 )
 
 // The cache never holds more than the target utilisation, and it does fill up to it.
@@ -192,86 +189,6 @@ func FuzzReadTrace(f *testing.F) {
 			}
 		}
 	})
-}
-
-func simFTL(handles int) ftl.Config {
-	return ftl.Config{MappingUnit: 64 << 10, LogicalBytes: 8 << 30, OP: 0.07, RUBytes: 128 << 20, Handles: handles,
-		Isolation: ftl.PersistentlyIsolated}
-}
-
-// On the multi-tenant preset, separating tenants by cache_salt lowers the modelled WAF, and
-// metadata-class+cache-salt (7 data handles) keeps the three tenants apart as cache-salt
-// does, where the hash mapping puts rag and agent on one handle.
-func TestSimCacheSaltBeatsNone(t *testing.T) {
-	waf := map[string]float64{}
-	for _, pol := range []string{"none", "cache-salt", "metadata-class+cache-salt", "metadata-class+cache-salt:hash"} {
-		g, _ := NewKV(KVConfig{Tenants: MultiTenant(), ChunkTokens: 256, BytesPerToken: 4096, Seed: 1})
-		var ttl []float64
-		for _, tn := range MultiTenant() {
-			ttl = append(ttl, tn.TTL)
-		}
-		r, err := RunSim(context.Background(), SimRun{Gen: g, Driver: DriverConfig{TargetUtil: 0.9, TTL: ttl}, FTL: simFTL(8),
-			Policy: pol, SlotBytes: 4096 + 1<<20, Deallocate: true, CheckpointOps: 500, WarmupCaps: 1, MeasureCaps: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Infeasible || r.WAF < 1 {
-			t.Fatalf("%s: WAF %.3f infeasible=%v", pol, r.WAF, r.Infeasible)
-		}
-		if len(r.Timeline) < 10 || r.Checkpoints == 0 {
-			t.Fatalf("%s: %d timeline points, %d checkpoints", pol, len(r.Timeline), r.Checkpoints)
-		}
-		waf[pol] = r.WAF
-	}
-	t.Logf("modelled WAF: %v", waf)
-	if waf["cache-salt"] >= waf["none"] {
-		t.Fatalf("cache-salt WAF %.3f not below none %.3f", waf["cache-salt"], waf["none"])
-	}
-	if mc := waf["metadata-class+cache-salt"]; mc > waf["cache-salt"]*1.01 || mc >= waf["metadata-class+cache-salt:hash"] {
-		t.Fatalf("metadata-class+cache-salt WAF %.3f: want ≈ cache-salt %.3f and below the colliding hash variant %.3f",
-			mc, waf["cache-salt"], waf["metadata-class+cache-salt:hash"])
-	}
-}
-
-// Without deallocate, deleted slots stay valid in the FTL until rewritten.
-func TestSimDeallocate(t *testing.T) {
-	valid := map[bool]int64{}
-	for _, dealloc := range []bool{false, true} {
-		m, _ := ftl.New(simFTL(1))
-		b, err := NewSimBackend(SimConfig{FTL: m, SlotBytes: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.cfg.Deallocate = dealloc
-		keys := []Key{{Hash: 1}, {Hash: 2}, {Hash: 3}}
-		ok := make([]bool, 3)
-		if err := b.Store(keys, 1<<20-4096, ok); err != nil || !ok[2] {
-			t.Fatal(err, ok)
-		}
-		if n, _ := b.Lookup(keys); n != 3 {
-			t.Fatalf("lookup found %d of 3", n)
-		}
-		b.Delete(keys[:2])
-		if n, _ := b.Lookup(keys); n != 0 {
-			t.Fatalf("lookup after delete found %d", n)
-		}
-		valid[dealloc] = m.Stats().ValidBytes
-	}
-	if valid[true] != 1<<20 || valid[false] != 3<<20 {
-		t.Fatalf("valid bytes: with deallocate %d (want 1 MiB), without %d (want 3 MiB)", valid[true], valid[false])
-	}
-}
-
-func TestWAFWindows(t *testing.T) {
-	tl := []WAFPoint{{0, ftl.Stats{}}, {10, ftl.Stats{HostBytes: 10, MediaBytes: 10}},
-		{20, ftl.Stats{HostBytes: 20, MediaBytes: 30}}, {30, ftl.Stats{HostBytes: 30, MediaBytes: 60}}}
-	m, s, _, _, _ := WAFWindows(tl, 10)
-	if m != 2.5 || s != 3 {
-		t.Fatalf("measured %.3f steady %.3f, want 2.5 and 3", m, s)
-	}
-	if !reflect.DeepEqual(tl[0], WAFPoint{}) {
-		t.Fatal("input modified")
-	}
 }
 
 // A synthetic put of a cached key rewrites it (delete + store); a run that stores nothing

@@ -63,3 +63,7 @@ type Generator interface {
 	// ChunkBytes is the largest payload any op stores.
 	ChunkBytes() int
 }
+
+// Identity is the key's 64-bit identity as the simulated engine gives it to placement
+// policies (the real engine derives its own from the encoded key).
+func (k Key) Identity() uint64 { return mix(k.Hash ^ uint64(k.Tenant)<<56) }

@@ -113,46 +113,6 @@ func TestRegionEvictionNeedsASize(t *testing.T) {
 	}
 }
 
-// The model behind the issue-6 result: with cache-salt placement, evicting regions of one
-// reclaim unit each leaves the FTL nothing to relocate, where per-chunk LRU on the same
-// workload and placement does relocate; without placement regions do not help as much.
-func TestSimRegionEvictionMatchesReclaimUnits(t *testing.T) {
-	fc := simFTL(8)
-	slot := int64(4096 + 1<<20)
-	slotOnDev := (slot + fc.MappingUnit - 1) / fc.MappingUnit * fc.MappingUnit
-	waf := map[string]float64{}
-	for _, c := range []struct {
-		pol string
-		ev  Eviction
-	}{{"none", LRU}, {"none", Region}, {"metadata-class+cache-salt", LRU}, {"metadata-class+cache-salt", Region}} {
-		g, _ := NewKV(KVConfig{Tenants: MultiTenant(), ChunkTokens: 256, BytesPerToken: 4096, Seed: 1})
-		var ttl []float64
-		for _, tn := range MultiTenant() {
-			ttl = append(ttl, tn.TTL)
-		}
-		dc := DriverConfig{TargetUtil: 0.95, TTL: ttl, Eviction: c.ev}
-		if c.ev.Regional() {
-			dc.RegionSlots = float64(fc.RUBytes) / float64(slotOnDev)
-		}
-		r, err := RunSim(context.Background(), SimRun{Gen: g, Driver: dc, FTL: fc, Policy: c.pol, SlotBytes: slot,
-			Deallocate: true, CheckpointOps: 500, WarmupCaps: 1, MeasureCaps: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waf[c.pol+"/"+string(c.ev)] = r.WAF
-	}
-	t.Logf("modelled WAF: %v", waf)
-	if w := waf["metadata-class+cache-salt/region"]; w > 1.02 {
-		t.Errorf("cache-salt with region eviction: WAF %.3f, want ≤ 1.02", w)
-	}
-	if a, b := waf["metadata-class+cache-salt/lru"], waf["metadata-class+cache-salt/region"]; a < b+0.03 {
-		t.Errorf("cache-salt with per-chunk LRU: WAF %.3f, want well above region eviction's %.3f", a, b)
-	}
-	if a, b := waf["none/region"], waf["metadata-class+cache-salt/region"]; a < b+0.2 {
-		t.Errorf("region eviction without placement: WAF %.3f, want well above cache-salt's %.3f", a, b)
-	}
-}
-
 // The region victim skips a region with a locked chunk and retires an open region whose
 // chunks are all gone, going on to the next one.
 func TestVictimRegionSkipsPinnedAndEmpty(t *testing.T) {

@@ -4,7 +4,7 @@
 // a filesystem, partition table, LVM, RAID, LUKS, swap or raw-block cache signature, and
 // says what would be destroyed. It checks the real target whatever DEV spelling names it:
 // the data file of an emu: device, the namespace of /dev/ngXnY (through its block device).
-// The refusal states what is there; the command says how to override it (rbctl: --force). docs/reliability.md "Single writer and
+// The refusal states what is there; the command says how to override it (rbctl: its force flag). docs/reliability.md "Single writer and
 // the safety gate".
 package safety
 
@@ -60,7 +60,7 @@ func (a Action) refusing(target string) string {
 // dev is any DEV spelling: a regular file, a block device, /dev/ngXnY, /dev/nvmeXnY, or
 // emu:PATH (its data file is checked; emu:mem has nothing to lose). A path that does not
 // exist, an empty file and a target without a recognised signature pass. Callers skip Gate
-// only when the user overrides it (rbctl's --force).
+// only when the user overrides it (rbctl's force flag).
 func Gate(a Action, dev string) error { return system.gate(a, dev) }
 
 // host is where the gate looks at the system; tests point it at a fake sysfs, proc and dev.
@@ -88,7 +88,7 @@ func (h host) gate(a Action, dev string) error {
 	var st unix.Stat_t
 	if err := unix.Stat(target, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil // nothing there yet (format --create, bench --size make it)
+			return nil // nothing there yet (format and bench create it when given a size)
 		}
 		return fmt.Errorf("%s: %w", target, err)
 	}

@@ -121,14 +121,16 @@ grep -E 'panic|goroutine' /tmp/rbctl-emu-digest.log && bad "the digest target cr
 /bin/rbctl fdp stats "$ng" -e 1 --json >/dev/null 2>&1 || bad "the first controller stopped answering"
 
 # 3. A short bench through the kernel (placed writes with DTYPE=2/DSPEC, DSM): the report
-# must carry the device WAF read from the target's FDP statistics log.
+# must carry the device WAF read from the target's FDP statistics log, labelled as the
+# emulator's model output (bench recognises rbctl's emulator by its Identify model number).
 if /bin/rbctl bench "$ng" --force --workload uniform --requests 1500 --value-size 64K --warmup 0 --quiet \
 	--placement none,cache-salt --queue-depth 16 --io-engine passthru --json >/tmp/bench.json 2>/tmp/err; then
-	# Every run's device_waf must come from the FDP statistics log the target keeps.
+	# Every run's device_waf must come from the FDP statistics log the target keeps, which is
+	# the emulator's FTL model: labelled emulator-model, never fdp-stats (a drive's measurement).
 	runs=$(grep -c '"policy"' /tmp/bench.json)
-	fdpsrc=$(grep -c '"source": *"fdp-stats"' /tmp/bench.json)
-	say "rbctl bench: $runs runs, $fdpsrc device WAF values from fdp-stats: $(tr -d ' \n' </tmp/bench.json | grep -o '"device_waf":{[^}]*}' | tr '\n' ' ')"
-	[ "$runs" -ge 1 ] && [ "$fdpsrc" -ge "$runs" ] || bad "rbctl bench reports no device WAF from the FDP statistics log"
+	fdpsrc=$(grep -c '"source": *"emulator-model"' /tmp/bench.json)
+	say "rbctl bench: $runs runs, $fdpsrc device WAF values from the emulator's FDP log (emulator-model): $(tr -d ' \n' </tmp/bench.json | grep -o '"device_waf":{[^}]*}' | tr '\n' ' ')"
+	[ "$runs" -ge 1 ] && [ "$fdpsrc" -ge "$runs" ] || bad "rbctl bench reports no device WAF from the emulator's FDP statistics log (want source emulator-model)"
 else
 	bad "rbctl bench $ng: $(tail -n 5 /tmp/err)"
 	# Tell a target problem from an engine problem: the same bench on QEMU's PCIe controller.

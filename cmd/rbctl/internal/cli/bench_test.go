@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rbctl/rbctl/reports"
 )
 
 // A short bench end to end on a memory device: every policy formats, runs and reports a
-// modelled WAF; without FDP there is no device WAF.
+// modelled WAF; without FDP there is no device WAF. Deallocated bytes are measured (not
+// null) but may be 0: a freed slot reused before its batched deallocate went out has that
+// deallocate cancelled (docs/engine.md, "Deallocation").
 func TestBenchMemDevice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the engine for a few seconds")
@@ -31,7 +32,7 @@ func TestBenchMemDevice(t *testing.T) {
 		if run.Error != "" || run.HostWAF == nil || run.HostWAF.HostBytes == 0 || run.DeviceWAF != nil {
 			t.Fatalf("%s: %+v", run.Policy, run)
 		}
-		if run.Requests == 0 || len(run.Latency) == 0 || run.DeallocatedBytes == nil || *run.DeallocatedBytes == 0 || run.OpsPerSec == nil {
+		if run.Requests == 0 || len(run.Latency) == 0 || run.DeallocatedBytes == nil || run.OpsPerSec == nil {
 			t.Fatalf("%s: requests %d, %d latency rows, deallocated %v, ops/s %v", run.Policy, run.Requests, len(run.Latency), run.DeallocatedBytes, run.OpsPerSec)
 		}
 	}
@@ -46,23 +47,6 @@ func TestBenchRefusesDevicesAndBadPolicies(t *testing.T) {
 	}
 	if _, err := runCLI(t, "bench", "mem:64M", "--placement", "frob"); err == nil {
 		t.Error("unknown policy accepted")
-	}
-}
-
-func TestBenchWindowDesc(t *testing.T) {
-	for _, tc := range []struct {
-		d    time.Duration
-		req  int64
-		want string
-	}{
-		{20 * time.Second, 0, "warm-up (≤ 1m0s), for 20s; steady"},
-		{0, 2500, "until 2500 requests in total (the same op stream for every policy)"},
-		{time.Second, 150, "for 1s or until 150 requests in total, whichever comes first"},
-		{0, 0, "until the workload ends"},
-	} {
-		if got := benchWindowDesc(1, time.Minute, tc.d, tc.req); !strings.Contains(got, tc.want) {
-			t.Errorf("duration %s, requests %d: %q lacks %q", tc.d, tc.req, got, tc.want)
-		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"math"
@@ -21,6 +22,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/buildinfo"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 )
 
 // envAsMain makes the test binary behave as the rbctl binary, so the contract tests run the
@@ -125,7 +130,7 @@ func leafCommands(c *cobra.Command) []*cobra.Command {
 func TestEveryNumericFlagHasARule(t *testing.T) {
 	for _, c := range leafCommands(NewRoot()) {
 		c.Flags().VisitAll(func(f *pflag.Flag) {
-			if _, ok := ruleFor(c, f); !ok && numericFlag(f) {
+			if _, ok := ruleFor(c, f); !ok && flagcheck.Numeric(f) {
 				t.Errorf("%s --%s (%s) has no range in flagRules (contract.go)", c.CommandPath(), f.Name, f.Value.Type())
 			}
 		})
@@ -178,7 +183,7 @@ func TestRuleRangesInMessages(t *testing.T) {
 		{flagRules["ru"], "-3M", "at least 4 KiB"},
 	} {
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-		switch tc.rule.kind {
+		switch tc.rule.Kind {
 		case ruleDuration:
 			fs.Duration("x", 0, "")
 		case ruleSize:
@@ -191,7 +196,7 @@ func TestRuleRangesInMessages(t *testing.T) {
 		if err := fs.Set("x", tc.val); err != nil {
 			t.Fatal(err)
 		}
-		err := tc.rule.check(fs.Lookup("x"))
+		err := tc.rule.Check(fs.Lookup("x"))
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", tc.val, err)
@@ -205,35 +210,39 @@ func TestRuleRangesInMessages(t *testing.T) {
 func badValues(r flagRule, typ string) []string {
 	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	var vals []string
-	switch r.kind {
+	switch r.Kind {
 	case ruleInt:
-		if r.min > 0 && !(r.zero != "" && r.min == 1) {
-			vals = append(vals, num(r.min-1))
+		if r.Min > 0 && !(r.Zero != "" && r.Min == 1) {
+			vals = append(vals, num(r.Min-1))
 		}
-		if !strings.HasPrefix(typ, "uint") {
+		switch {
+		case strings.HasPrefix(typ, "uint"):
+		case r.Min < 0: // -1 has a meaning (e.g. --replica-handle -1: the policy decides)
+			vals = append(vals, num(r.Min-1))
+		default:
 			vals = append(vals, "-1")
 		}
-		if r.max < math.MaxInt32 {
-			vals = append(vals, num(r.max+1))
+		if r.Max < math.MaxInt32 {
+			vals = append(vals, num(r.Max+1))
 		}
-		if r.pow2 {
-			vals = append(vals, num(r.min*3))
+		if r.Pow2 {
+			vals = append(vals, num(r.Min*3))
 		}
 		vals = append(vals, "abc")
 	case ruleFloat, ruleFraction:
-		vals = append(vals, "-1", num(r.max*2+1), "NaN", "abc")
-		if r.openMin && r.zero == "" {
-			vals = append(vals, num(r.min))
+		vals = append(vals, "-1", num(r.Max*2+1), "NaN", "abc")
+		if r.OpenMin && r.Zero == "" {
+			vals = append(vals, num(r.Min))
 		}
 	case ruleDuration:
 		vals = append(vals, "-5s", "abc")
-		if r.openMin && r.zero == "" {
+		if r.OpenMin && r.Zero == "" {
 			vals = append(vals, "0s")
 		}
 	case ruleSize:
 		vals = append(vals, "-1", "abc", "1.5.5G")
-		if r.min > 1 {
-			vals = append(vals, num(r.min-1))
+		if r.Min > 1 {
+			vals = append(vals, num(r.Min-1))
 		}
 	}
 	return vals
@@ -261,7 +270,7 @@ func TestBadFlagValuesRefusedWithoutSideEffects(t *testing.T) {
 		}
 		c.Flags().VisitAll(func(f *pflag.Flag) {
 			r, ok := ruleFor(c, f)
-			if !ok || r.kind == ruleAny {
+			if !ok || r.Kind == ruleAny {
 				return
 			}
 			for _, v := range badValues(r, f.Value.Type()) {
@@ -353,6 +362,36 @@ func TestVersion(t *testing.T) {
 			t.Errorf("rbctl %v: exit %d, %q %q", args, code, so, se)
 		}
 	}
+	code, so, se := runRbctl(t, t.TempDir(), 30*time.Second, "version", "--json")
+	var b buildinfo.Info
+	if err := json.Unmarshal([]byte(so), &b); code != 0 || err != nil || b.Version == "" || b.Commit == "" || b.Go == "" {
+		t.Errorf("rbctl version --json: exit %d, %v, %q %q", code, err, so, se)
+	}
+}
+
+// --force means one thing everywhere: do what the safety checks refused (forceHelp).
+func TestForceHasOneMeaning(t *testing.T) {
+	flagcheck.Walk(NewRoot(), func(c *cobra.Command) {
+		if f := c.LocalFlags().Lookup("force"); f != nil && !strings.HasPrefix(f.Usage, flagsets.ForceHelp("")) {
+			t.Errorf("%s --force: %q does not start %q", c.CommandPath(), f.Usage, flagsets.ForceHelp(""))
+		}
+	})
+}
+
+// JSON output is --json on every command that prints something (docs/cli.md, "One name per
+// concept"); help and completion print text for people and shells only.
+func TestEveryCommandHasJSON(t *testing.T) {
+	var missing []string
+	flagcheck.Walk(NewRoot(), func(c *cobra.Command) {
+		p := c.CommandPath()
+		if !c.Runnable() || c.HasSubCommands() || c.Hidden || strings.HasPrefix(p, "rbctl completion") || p == "rbctl help" || c.Flags().Lookup("json") != nil {
+			return
+		}
+		missing = append(missing, p)
+	})
+	if len(missing) > 0 {
+		t.Errorf("commands without --json: %s", strings.Join(missing, ", "))
+	}
 }
 
 func TestTortureStopsOnSIGINT(t *testing.T) {
@@ -389,28 +428,69 @@ func TestTortureStopsOnSIGINT(t *testing.T) {
 
 var updateDocs = os.Getenv("RBCTL_UPDATE_DOCS") == "1"
 
-// TestCLIDocFlagTable keeps docs/cli.md's flag table equal to the rules the CLI enforces
-// (RBCTL_UPDATE_DOCS=1 rewrites it).
+// TestCLIDocFlagTable keeps docs/cli.md's generated tables equal to the command tree and
+// the rules the CLI enforces (RBCTL_UPDATE_DOCS=1 rewrites them).
 func TestCLIDocFlagTable(t *testing.T) {
-	const begin, end = "<!-- flag-rules:begin -->\n", "<!-- flag-rules:end -->"
 	path := filepath.Join("..", "..", "..", "..", "docs", "cli.md")
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(doc)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no %q ... %q section", path, begin, end)
-	}
-	want := rulesMarkdown(NewRoot())
-	if got := s[i+len(begin) : j]; got != want {
-		if updateDocs {
-			if err := os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
+	for _, sec := range []struct{ name, want string }{
+		{"flag-rules", rulesMarkdown(NewRoot())},
+		{"flags", flagsMarkdown(NewRoot())},
+	} {
+		begin, end := "<!-- "+sec.name+":begin -->\n", "<!-- "+sec.name+":end -->"
+		i, j := strings.Index(s, begin), strings.Index(s, end)
+		if i < 0 || j < i {
+			t.Fatalf("%s has no %q ... %q section", path, begin, end)
 		}
-		t.Errorf("docs/cli.md's flag table is out of date; run RBCTL_UPDATE_DOCS=1 go test -run TestCLIDocFlagTable ./internal/cli/")
+		if s[i+len(begin):j] != sec.want {
+			if !updateDocs {
+				t.Errorf("docs/cli.md's %s table is out of date; run RBCTL_UPDATE_DOCS=1 go test -run TestCLIDocFlagTable ./cmd/rbctl/internal/cli/", sec.name)
+				continue
+			}
+			s = s[:i+len(begin)] + sec.want + s[j:]
+		}
+	}
+	if updateDocs && s != string(doc) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The full flag table lists every visible flag once per command, with its default and rule.
+func TestFlagsMarkdownCoversTheTree(t *testing.T) {
+	md := flagsMarkdown(NewRoot())
+	for _, row := range []string{
+		"| rbctl rm | `--deallocate` |  | bool | `true` |",
+		"| rbctl format | `--create` |  | string |  | a size of at least 4 KiB",
+		"| rbctl get | `--out` | `-o` | string |",
+		"| rbctl inspect | `--queue-depth` |  | int | `32` | [1, 4096] |",
+	} {
+		if !strings.Contains(md, row) {
+			t.Errorf("flag table lacks %q", row)
+		}
+	}
+	if strings.Contains(md, "rbctl torture writer") {
+		t.Error("flag table lists the hidden torture writer")
+	}
+	n := 0
+	flagcheck.Walk(NewRoot(), func(c *cobra.Command) {
+		for p := c; p != nil; p = p.Parent() {
+			if p.Hidden {
+				return
+			}
+		}
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden && f.Name != "help" {
+				n++
+			}
+		})
+	})
+	if rows := strings.Count(md, "\n") - 2; rows != n {
+		t.Errorf("flag table has %d rows, the tree %d visible flags", rows, n)
 	}
 }

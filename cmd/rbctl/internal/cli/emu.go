@@ -1,15 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/nvmetcp"
 	"github.com/rbctl/rbctl/units"
@@ -31,10 +29,9 @@ func newEmuCmd() *cobra.Command {
 
 func newEmuServeCmd() *cobra.Command {
 	var (
-		listen, nqn, writeBudget             string
-		allowRemote, logged                  bool
-		ioQueues, queueSize, maxConns, maxCt int
-		handshake, stall, kaSlack, idle      time.Duration
+		listen, writeBudget         string
+		allowRemote, logged, asJSON bool
+		cfg                         nvmetcp.Config
 	)
 	cmd := &cobra.Command{
 		Use:   "serve DEV-SPEC",
@@ -54,48 +51,34 @@ interrupted, then saves the device's FDP state. See docs/nvmetcp.md.`,
 			if !emu.IsSpec(spec) {
 				return fmt.Errorf("%q is not an emulated device spec; use emu:PATH?size=..&ru=..&ruhs=.. (emu:mem for memory)", spec)
 			}
-			if err := nvmetcp.CheckNQN(nqn); err != nil {
+			if err := nvmetcp.CheckNQN(cfg.NQN); err != nil {
 				return fmt.Errorf("--nqn: %w", err)
 			}
-			if err := nvmetcp.CheckListen(listen, allowRemote); err != nil {
-				return err
+			if err := nvmetcp.CheckListen(listen, allowRemote); errors.Is(err, nvmetcp.ErrNotLoopback) {
+				return fmt.Errorf("--listen: %w; use 127.0.0.1:PORT, or pass --allow-remote to expose it", err)
+			} else if err != nil {
+				return fmt.Errorf("--listen: %w", err)
 			}
-			budget, err := units.ParseSize(writeBudget)
-			if err != nil {
+			var err error
+			if cfg.WriteBudget, err = units.ParseSize(writeBudget); err != nil {
 				return fmt.Errorf("--write-budget %q: %v", writeBudget, err)
 			}
 			ctrl, err := emu.Open(spec)
 			if err != nil {
 				return err
 			}
-			defer ctrl.Close()
-			cfg := nvmetcp.Config{NQN: nqn, Backend: ctrl, MaxIOQueues: ioQueues, QueueSize: queueSize,
-				WriteBudget: budget, MaxConnections: maxConns, MaxControllers: maxCt,
-				HandshakeTimeout: handshake, StallTimeout: stall, KeepAliveSlack: kaSlack, IdleTimeout: idle}
+			cfg.Backend = ctrl
 			if logged {
 				cfg.Logf = func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
 			}
-			tgt, err := nvmetcp.New(cfg)
-			if err != nil {
+			err = nvmetcp.ListenAndServe(cmd.Context(), listen, cfg, func(a net.Addr) error {
+				if asJSON {
+					return flagsets.WriteJSON(cmd.OutOrStdout(), map[string]string{"spec": spec, "nqn": cfg.NQN, "listen": a.String(), "transport": "tcp"})
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "serving %s as %s on %s (NVMe/TCP)\n", spec, cfg.NQN, a)
 				return err
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w (is another target using the port?)", listen, err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "serving %s as %s on %s (NVMe/TCP)\n", spec, nqn, ln.Addr())
-			errc := make(chan error, 1)
-			go func() { errc <- tgt.Serve(ln) }()
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(sig)
-			select {
-			case <-cmd.Context().Done():
-			case <-sig:
-			case err = <-errc:
-			}
-			tgt.Close()
-			if cerr := ctrl.Close(); err == nil {
+			})
+			if cerr := ctrl.Close(); err == nil { // saves the FDP state
 				err = cerr
 			}
 			return err
@@ -103,17 +86,18 @@ interrupted, then saves the device's FDP state. See docs/nvmetcp.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:4420", "TCP address to listen on (4420 is the NVMe/TCP port)")
-	f.StringVar(&nqn, "nqn", DefaultEmuNQN, "subsystem NQN hosts connect to")
+	f.StringVar(&cfg.NQN, "nqn", DefaultEmuNQN, "subsystem NQN hosts connect to")
 	f.BoolVar(&allowRemote, "allow-remote", false, "listen on a non-loopback address (the target has no authentication)")
-	f.IntVar(&ioQueues, "io-queues", nvmetcp.DefaultMaxIOQueues, "I/O queues a host may create")
-	f.IntVar(&queueSize, "queue-size", nvmetcp.DefaultQueueSize, "entries per submission queue (CAP.MQES+1)")
+	f.IntVar(&cfg.MaxIOQueues, "io-queues", nvmetcp.DefaultMaxIOQueues, "I/O queues a host may create")
+	f.IntVar(&cfg.QueueSize, "queue-size", nvmetcp.DefaultQueueSize, "entries per submission queue (CAP.MQES+1)")
 	f.StringVar(&writeBudget, "write-budget", "256MiB", "write data the target buffers at once over all hosts; R2Ts wait beyond it (at least one MDTS transfer)")
-	f.IntVar(&maxConns, "max-connections", nvmetcp.DefaultMaxConnections, "TCP connections served at once; more are closed at accept")
-	f.IntVar(&maxCt, "max-controllers", nvmetcp.DefaultMaxControllers, "controllers (admin queues) at once; more get Connect Controller Busy")
-	f.DurationVar(&handshake, "handshake-timeout", nvmetcp.DefaultHandshakeTimeout, "close a connection that has not sent ICReq and Connect within this")
-	f.DurationVar(&stall, "stall-timeout", nvmetcp.DefaultStallTimeout, "close a connection whose PDU, R2T transfer or reply makes no progress for this long")
-	f.DurationVar(&kaSlack, "keepalive-slack", nvmetcp.DefaultKeepAliveSlack, "time past the host's keep-alive timeout (KATO) before its controller is ended")
-	f.DurationVar(&idle, "idle-timeout", nvmetcp.DefaultIdleTimeout, "end a controller with keep-alive off (KATO 0) after this long without a command")
+	f.IntVar(&cfg.MaxConnections, "max-connections", nvmetcp.DefaultMaxConnections, "TCP connections served at once; more are closed at accept")
+	f.IntVar(&cfg.MaxControllers, "max-controllers", nvmetcp.DefaultMaxControllers, "controllers (admin queues) at once; more get Connect Controller Busy")
+	f.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", nvmetcp.DefaultHandshakeTimeout, "close a connection that has not sent ICReq and Connect within this")
+	f.DurationVar(&cfg.StallTimeout, "stall-timeout", nvmetcp.DefaultStallTimeout, "close a connection whose PDU, R2T transfer or reply makes no progress for this long")
+	f.DurationVar(&cfg.KeepAliveSlack, "keepalive-slack", nvmetcp.DefaultKeepAliveSlack, "time past the host's keep-alive timeout (KATO) before its controller is ended")
+	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", nvmetcp.DefaultIdleTimeout, "end a controller with keep-alive off (KATO 0) after this long without a command")
+	f.BoolVar(&asJSON, "json", false, "print what is served (spec, NQN, address) as one JSON object")
 	f.BoolVar(&logged, "log", false, "log connections and disconnections on stderr")
 	return cmd
 }

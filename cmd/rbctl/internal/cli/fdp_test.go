@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/nvme"
@@ -52,13 +53,14 @@ func fdpStatusJSON(t *testing.T, dev string) map[string]any {
 // deallocate. It returns the bytes written and fdp-status (human and JSON) taken through the
 // live controller before it is closed.
 func fdpWorkload(t *testing.T, dev string) (written int64, human, js string) {
-	d, disc, err := emu.OpenDevice(dev)
+	o, err := devices.OpenDevice(dev, devices.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	if len(disc.PIDs) != 4 {
-		t.Fatalf("PIDs %v", disc.PIDs)
+	defer o.Close()
+	d := o.Block
+	if o.FDP == nil || len(o.FDP.PIDs()) != 4 || d.Info().Handles != 4 {
+		t.Fatalf("FDP view %+v (%v)", o.FDP, o.NoFDP)
 	}
 	buf, _ := blockdev.Alloc(64 << 10)
 	defer blockdev.Free(buf)
@@ -84,10 +86,10 @@ func fdpWorkload(t *testing.T, dev string) (written int64, human, js string) {
 		t.Fatal(err)
 	}
 	var h, j bytes.Buffer
-	if err := runFDPStatus(context.Background(), &h, d.Transport(), dev, false, 0, 0, 5); err != nil {
+	if err := runFDPStatus(context.Background(), &h, o.FDP.Transport(), dev, false, 0, 0, 5); err != nil {
 		t.Fatal(err)
 	}
-	if err := runFDPStatus(context.Background(), &j, d.Transport(), dev, true, 0, 0, 5); err != nil {
+	if err := runFDPStatus(context.Background(), &j, o.FDP.Transport(), dev, true, 0, 0, 5); err != nil {
 		t.Fatal(err)
 	}
 	return written, h.String(), j.String()
@@ -171,7 +173,7 @@ func TestFDPStatusBeforeAfterWorkload(t *testing.T) {
 	if out := mustFDPCLI(t, "fdp", "stats", "emu:"+path); !strings.Contains(out, "Host Bytes with Metadata Written (HBMW): ") {
 		t.Errorf("stats normal: %s", out)
 	}
-	var cfg configsJSON
+	var cfg fdp.ConfigsJSON
 	if err := json.Unmarshal([]byte(mustFDPCLI(t, "fdp", "configs", "emu:"+path, "-e", "1", "-o", "json")), &cfg); err != nil ||
 		cfg.N != 0 || len(cfg.Configs) != 1 || cfg.Configs[0].NRUH != 4 || cfg.Configs[0].RUNS != 1<<20 || cfg.Configs[0].FDPA != 0x80 {
 		t.Errorf("configs json %+v %v", cfg, err)
@@ -193,7 +195,7 @@ func TestFDPStatusBeforeAfterWorkload(t *testing.T) {
 	if out := mustFDPCLI(t, "fdp", "update", "emu:"+path, "-p", "1", "--yes"); out != "update: Success\n" {
 		t.Errorf("update: %q", out)
 	}
-	var rs statusJSON
+	var rs fdp.StatusJSON
 	if err := json.Unmarshal([]byte(mustFDPCLI(t, "fdp", "status", "emu:"+path, "-o", "json")), &rs); err != nil || rs.NRUHSD != 4 || rs.RUHSs[1].PID != 1 || rs.RUHSs[1].RUAMW != 256 {
 		t.Errorf("status after update %+v %v", rs, err)
 	}
@@ -205,7 +207,7 @@ func TestFDPStatusBeforeAfterWorkload(t *testing.T) {
 	if out := mustFDPCLI(t, "fdp", "set-events", "emu:"+path, "-p", "0", "-t", "0,3", "-e", "--yes"); out != "set-events: Success\n" {
 		t.Errorf("set-events: %q", out)
 	}
-	var ev eventsJSON
+	var ev fdp.EventsJSON
 	if err := json.Unmarshal([]byte(mustFDPCLI(t, "fdp", "events", "emu:"+path, "-E", "-o", "json")), &ev); err != nil || ev.N != len(ev.Events) {
 		t.Errorf("events json %+v %v", ev, err)
 	}
@@ -237,7 +239,7 @@ func TestFDPStatusBeforeAfterWorkload(t *testing.T) {
 func TestFDPStatusWatch(t *testing.T) {
 	out := mustFDPCLI(t, "fdp-status", "emu:mem?size=32M&ru=1M&ruhs=2", "--json", "--watch", "1ms", "--count", "2")
 	dec := json.NewDecoder(strings.NewReader(out))
-	var a, b fdpStatus
+	var a, b devices.FDPStatus
 	if err := dec.Decode(&a); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 )
 
 // format --meta-bytes auto is part of the on-disk layout: the same flags must give the same
@@ -119,9 +122,12 @@ func TestFormatAutoMetaBytesUnchanged(t *testing.T) {
 		{4398046511104, "260K", "512M", "lmcache-v1", 4096, 2097152, false},
 		{4398046511104, "260K", "512M", "lmcache-v1", 65536, 2097152, true},
 	} {
-		f := &formatFlags{slot: c.slot, header: fmt.Sprint(c.blockAlign), meta: "auto", capacity: c.capacity,
-			blockAlign: c.blockAlign, compat: c.compat, namespace: "object"}
-		cfg, err := f.config(c.dev)
+		f := &flagsets.Layout{Slot: c.slot, Header: fmt.Sprint(c.blockAlign), Meta: "auto", Capacity: c.capacity,
+			BlockAlign: c.blockAlign, Compat: c.compat, Namespace: "object"}
+		cfg, err := f.Config()
+		if err == nil {
+			cfg, err = cache.Config(cfg, c.dev)
+		}
 		if cfg.MetaTotalBytes != c.meta || (err != nil) != c.invalid {
 			t.Errorf("device %d, slot %s, capacity %s, compat %q, block-align %d: meta %d (err %v), want %d (invalid %v)",
 				c.dev, c.slot, c.capacity, c.compat, c.blockAlign, cfg.MetaTotalBytes, err, c.meta, c.invalid)

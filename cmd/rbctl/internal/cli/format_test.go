@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
 // rbRun runs rbctl with args and returns stdout, the error and the bytes of dev afterwards.
@@ -29,7 +31,7 @@ func TestEngineCommandsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("format: %v\n%s", err, out)
 	}
-	var lay rbLayoutJSON
+	var lay cachereport.Layout
 	if err := json.Unmarshal([]byte(out), &lay); err != nil || lay.MaxSlots == 0 || lay.SlotBytes != 64<<10 {
 		t.Fatalf("format --json: %v %+v", err, lay)
 	}
@@ -47,7 +49,7 @@ func TestEngineCommandsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep inspectReport
+	var rep cachereport.Inspection
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Entries != 1 || len(rep.Keys) != 1 || rep.BytesBySalt["t1"] != 64<<10 || len(rep.Containers) != 2 {
 		t.Fatalf("inspect: %v %+v", err, rep)
 	}
@@ -120,7 +122,7 @@ func TestFormatCompatLMCacheV1IsInspectable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep inspectReport
+	var rep cachereport.Inspection
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Layout.CheckpointFormat != "lmcache-v1" || rep.Entries != 1 || rep.Layout.MetaTotalBytes != 2<<20 {
 		t.Fatalf("inspect: %v %+v", err, rep)
 	}
@@ -169,7 +171,7 @@ func TestPutPlacementStableAcrossCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []inspectKey
+	var keys []cachereport.Key
 	if err := json.Unmarshal([]byte(out), &keys); err != nil || len(keys) != len(salts) {
 		t.Fatalf("ls: %v\n%s", err, out)
 	}

@@ -6,29 +6,40 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/engine"
 )
 
 func init() { register(newGetCmd) }
 
+// getResult is get's --json output: the entry and its payload (base64, as encoding/json
+// writes a []byte).
+type getResult struct {
+	Key     string `json:"key"`
+	Slot    uint32 `json:"slot"`
+	Size    int    `json:"size"`
+	Payload []byte `json:"payload"`
+}
+
 func newGetCmd() *cobra.Command {
-	var dev rbDevFlags
-	var kf rbKeyFlags
+	var dev flagsets.Device
+	var kf flagsets.Key
 	var out string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "get DEV",
 		Short: "Write the payload stored under a key to stdout or a file",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := kf.precheck(); err != nil {
+			if err := kf.Precheck(); err != nil {
 				return err
 			}
-			e, err := rbOpenEngine(&dev, args[0], true, nil)
+			e, err := dev.OpenEngine(nil, args[0], true, nil)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			k, err := kf.build(e.Config().Namespace)
+			k, err := kf.Build(e.Config().Namespace)
 			if err != nil {
 				return err
 			}
@@ -44,16 +55,19 @@ func newGetCmd() *cobra.Command {
 			if !got[0] {
 				return fmt.Errorf("%s: the stored payload failed its checksum or header check (run rbctl recover --verify)", rbEscape(k.String()))
 			}
-			w := cmd.OutOrStdout()
-			if out != "" && out != "-" {
+			switch {
+			case out != "" && out != "-":
 				return os.WriteFile(out, buf, 0o600)
+			case asJSON:
+				return printJSON(cmd.OutOrStdout(), getResult{Key: rbEscape(k.String()), Slot: m.Slot, Size: m.Size, Payload: buf})
 			}
-			_, err = w.Write(buf)
+			_, err = cmd.OutOrStdout().Write(buf)
 			return err
 		},
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "", "write to this file instead of stdout")
-	dev.add(cmd)
-	kf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the entry and its payload (base64) as JSON")
+	dev.Add(cmd)
+	kf.Add(cmd)
 	return cmd
 }

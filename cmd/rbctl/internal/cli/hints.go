@@ -3,14 +3,19 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/devices/safety"
+	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/reports/cachereport"
+	"github.com/rbctl/rbctl/sim"
 	"github.com/rbctl/rbctl/workloads"
 )
 
@@ -78,8 +83,11 @@ func flagHints(cmd *cobra.Command, err error) []string {
 			hints = append(hints, "pass --force to destroy it")
 		case errors.Is(err, safety.ErrInUse) && strings.Contains(msg, "losetup -d"):
 			hints = append(hints, "or pass --force")
+		case errors.Is(err, cachereport.ErrRefused):
+			hints = append(hints, "pass --force to write it anyway (--dry-run lists what would be dropped)")
 		}
 	}
+	hints = append(hints, runHints(has, err)...)
 	if errors.Is(err, workloads.ErrRegionTooLarge) && has("region") {
 		hints = append(hints, "--region sets the region size")
 	}
@@ -129,4 +137,40 @@ func hintAll(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		hintAll(sub)
 	}
+}
+
+// runHints phrases the fix of bench's and simulate's refusals: a geometry GC cannot run in
+// (in emu: spec parameters for an emulated device, else in the command's flags) and a
+// simulation too large for memory.
+func runHints(has func(string) bool, err error) []string {
+	var ie *ftl.InfeasibleError
+	var me *sim.MemoryError
+	switch {
+	case errors.As(err, &ie):
+		op, ru, handles, where := "--op ", "--ru", "--handles", ""
+		if strings.Contains(ie.What, "emulated device") || strings.Contains(ie.What, "emu:") {
+			op, ru, handles, where = "op=", "ru=", "ruhs=", " in the emu: spec"
+		}
+		var fixes []string
+		if ie.MinOP > 0 && (where != "" || has("op")) {
+			fixes = append(fixes, op+strconv.FormatFloat(math.Round(ie.MinOP*100)/100, 'f', -1, 64))
+		}
+		if ie.MaxRUBytes > 0 && (where != "" || has("ru")) {
+			fixes = append(fixes, "a smaller "+ru+" (at most "+emu.FormatSize(ie.MaxRUBytes)+")")
+		}
+		if ie.MaxHandles > 0 && (where != "" || has("handles")) {
+			fixes = append(fixes, "fewer "+handles+" (at most "+strconv.Itoa(ie.MaxHandles)+")")
+		}
+		if n := len(fixes); n > 1 {
+			fixes = []string{strings.Join(fixes[:n-1], ", ") + " or " + fixes[n-1]}
+		}
+		if len(fixes) == 1 {
+			return []string{"use " + fixes[0] + where}
+		}
+	case errors.As(err, &me) && me.ModelDominates && has("unit"):
+		return []string{"use a bigger --unit (" + emu.FormatSize(2*me.FTL.MappingUnit) + " or more; slots round up to it) or a smaller --device-size"}
+	case errors.As(err, &me) && has("device-size"):
+		return []string{"use a smaller --device-size (about " + emu.FormatSize(me.FitsBytes) + " fits)"}
+	}
+	return nil
 }

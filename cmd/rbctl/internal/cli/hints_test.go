@@ -11,6 +11,7 @@ import (
 
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/reports/cachereport"
 	"github.com/rbctl/rbctl/workloads"
 )
 
@@ -21,6 +22,8 @@ func TestFlagHints(t *testing.T) {
 	format.Flags().String("slot-bytes", "", "")
 	format.Flags().String("create", "", "")
 	get := &cobra.Command{Use: "get"}
+	rec := &cobra.Command{Use: "recover"}
+	rec.Flags().Bool("force", false, "")
 	sim := &cobra.Command{Use: "simulate"}
 	sim.Flags().Float64("op", 0, "")
 	sim.Flags().String("region", "", "")
@@ -41,6 +44,8 @@ func TestFlagHints(t *testing.T) {
 		{get, fmt.Errorf("%w: raise the over-provisioning", ftl.ErrConfig), "", "--op"},
 		{sim, fmt.Errorf("bench: %w", workloads.CheckRegion(100, 10)), "; --region sets the region size", ""},
 		{sim, fmt.Errorf("slot_bytes is wrong"), "", "--"}, // not an engine error: no field mapping
+		{rec, fmt.Errorf("c.img: %w: in doubt", cachereport.ErrRefused), "c.img: nothing written: in doubt; pass --force to write it anyway (--dry-run lists what would be dropped)", ""},
+		{get, fmt.Errorf("c.img: %w: in doubt", cachereport.ErrRefused), "", "--force"},
 	} {
 		got := withFlagHints(c.cmd, c.err).Error()
 		if c.want == "" && got != c.err.Error() {

@@ -17,6 +17,8 @@ import (
 //     as format does (was: their own smaller formulas). A larger region leaves fewer slots:
 //     simulate none 1.3085 → 1.3071, hotness 1.3151 → 1.3098; bench none 1.1826 → 1.1478,
 //     cache-salt 1.1873 → 1.1717.
+//   - issue 17 (flag harmonisation): simulate's --isolation default became initial (was
+//     persistent); the simulate pin passes --isolation persistent so its figures stay.
 
 type pinnedWAF struct {
 	policy     string
@@ -53,11 +55,11 @@ func checkPins(t *testing.T, out string, want []pinnedWAF) {
 
 // Measured with:
 //
-//	rbctl simulate --capacity 64G --model tiny --placement none,cache-salt,hotness \
-//	    --warmup 0.5 --measure 1 --seed 7 --json
+//	rbctl simulate --device-size 64G --model tiny --placement none,cache-salt,hotness \
+//	    --warmup 0.5 --measure 1 --seed 7 --isolation persistent --json
 func TestPinSimulateWAF(t *testing.T) {
-	out, err := runCLI(t, "simulate", "--capacity", "64G", "--model", "tiny", "--placement", "none,cache-salt,hotness",
-		"--warmup", "0.5", "--measure", "1", "--seed", "7", "--json")
+	out, err := runCLI(t, "simulate", "--device-size", "64G", "--model", "tiny", "--placement", "none,cache-salt,hotness",
+		"--warmup", "0.5", "--measure", "1", "--seed", "7", "--isolation", "persistent", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestPinBenchWAF(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPins(t, out, []pinnedWAF{
-		{policy: "none", value: 1.147805913809374, hostBytes: 104169472, mediaBytes: 119566336},
-		{policy: "cache-salt", value: 1.171712802768166, hostBytes: 104169472, mediaBytes: 122056704},
+		{policy: "none", value: 1.0997955331865366, hostBytes: 104169472, mediaBytes: 114565120},
+		{policy: "cache-salt", value: 1.1490641711229947, hostBytes: 104169472, mediaBytes: 119697408},
 	})
 }

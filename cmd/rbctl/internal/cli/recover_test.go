@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
 // Images as LMCache leaves them: 16 MiB, 4 KiB align, 1 MiB metadata (containers at 0 and
@@ -89,7 +91,7 @@ func TestRecoverKeepsLMCacheLegacyHistory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("inspect: %v\n%s", err, out)
 	}
-	var ins inspectReport
+	var ins cachereport.Inspection
 	if err := json.Unmarshal([]byte(out), &ins); err != nil {
 		t.Fatal(err)
 	}
@@ -124,10 +126,10 @@ func formatted(t *testing.T, compat string, keys ...string) string {
 	return dev
 }
 
-func recoverJSON(t *testing.T, args ...string) (recoverReport, error) {
+func recoverJSON(t *testing.T, args ...string) (cachereport.Recovery, error) {
 	t.Helper()
 	out, err := rbRun(t, "", append([]string{"recover", "--json"}, args...)...)
-	var rep recoverReport
+	var rep cachereport.Recovery
 	if jerr := json.Unmarshal([]byte(out), &rep); jerr != nil {
 		t.Fatalf("recover --json: %v\n%s (%v)", jerr, out, err)
 	}

@@ -5,35 +5,35 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/engine"
 )
 
 func init() { register(newRmCmd) }
 
 func newRmCmd() *cobra.Command {
-	var dev rbDevFlags
-	var kf rbKeyFlags
-	var force, dealloc bool
-	var pf rbPlaceFlag
+	var dev flagsets.Device
+	var kf flagsets.Key
+	var force, dealloc, asJSON bool
+	var pf flagsets.Placement
 	cmd := &cobra.Command{
 		Use:   "rm DEV",
-		Short: "Remove a key from the cache (its slot becomes free)",
+		Short: "Remove a key from the cache (its slot becomes free and, by default, deallocated)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := pf.check(); err != nil {
+			if err := pf.Check(); err != nil {
 				return err
 			}
-			if err := kf.precheck(); err != nil {
+			if err := kf.Precheck(); err != nil {
 				return err
 			}
-			e, err := rbOpenEnginePlaced(&dev, &pf, kf.model, args[0], false, func(c *engine.Config) {
-				c.DeallocateOnDelete = dealloc
-				c.DeallocateBatch = 1
+			e, err := dev.OpenEngine(&pf, args[0], false, func(c *engine.Config) {
+				c.DeallocateOnDelete, c.DeallocateBatch = dealloc, 1
 			})
 			if err != nil {
 				return err
 			}
-			k, err := kf.build(e.Config().Namespace)
+			k, err := kf.Build(e.Config().Namespace)
 			if err != nil {
 				e.CloseNoCheckpoint()
 				return err
@@ -45,15 +45,21 @@ func newRmCmd() *cobra.Command {
 			if !ok[0] {
 				return notFound(fmt.Errorf("%s is not in the cache", rbEscape(k.String())))
 			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"removed": rbEscape(k.String()), "deallocated": dealloc})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", rbEscape(k.String()))
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "remove even if locked")
-	cmd.Flags().BoolVar(&dealloc, "deallocate", false, "also deallocate (discard/punch) the freed slot")
-	dev.add(cmd)
-	kf.add(cmd)
-	pf.add(cmd, "the checkpoint written after the delete")
-	dev.cache.addNamespace(cmd)
+	// A lock is the engine's refusal to free a slot a reader holds: a safety refusal, so it
+	// is --force's one meaning.
+	cmd.Flags().BoolVar(&force, "force", false, flagsets.ForceHelp("remove the key even if a reader holds it locked"))
+	cmd.Flags().BoolVar(&dealloc, "deallocate", true, "also deallocate (discard/punch) the freed slot (--deallocate=false keeps its blocks)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was removed as JSON")
+	dev.Add(cmd)
+	kf.Add(cmd)
+	pf.Add(cmd, "the checkpoint written after the delete")
+	dev.Cache.AddNamespace(cmd)
 	return cmd
 }

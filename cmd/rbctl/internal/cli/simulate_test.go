@@ -24,7 +24,7 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 
 func TestSimulateJSON(t *testing.T) {
 	dir := t.TempDir()
-	out, err := runCLI(t, "simulate", "--capacity", "4G", "--model", "tiny", "--placement", "none,cache-salt",
+	out, err := runCLI(t, "simulate", "--device-size", "4G", "--model", "tiny", "--placement", "none,cache-salt",
 		"--measure", "2", "--json", "--plot", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestSimulateJSON(t *testing.T) {
 // An oracle reference runs from the CLI, replays the same op stream (same bytes written) and
 // is named in the report.
 func TestSimulateOracle(t *testing.T) {
-	out, err := runCLI(t, "simulate", "--capacity", "4G", "--model", "tiny", "--placement", "cache-salt,oracle:salt-lifetime",
+	out, err := runCLI(t, "simulate", "--device-size", "4G", "--model", "tiny", "--placement", "cache-salt,oracle:salt-lifetime",
 		"--measure", "1", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -130,41 +130,12 @@ func TestWriteTraceAndReplay(t *testing.T) {
 	}
 }
 
-func TestSimParseSweep(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want []float64
-	}{
-		{"util=0.5:0.95:0.05", []float64{0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95}},
-		{"op=0.05:0.15:0.05", []float64{0.05, 0.1, 0.15}},
-		{"ru=1G:4G:1G", []float64{1 << 30, 2 << 30, 3 << 30, 4 << 30}},
-	} {
-		sw, err := simParseSweep(c.in)
-		if err != nil {
-			t.Fatalf("%s: %v", c.in, err)
-		}
-		if len(sw.values) != len(c.want) {
-			t.Fatalf("%s: %v, want %v", c.in, sw.values, c.want)
-		}
-		for i := range c.want {
-			if d := sw.values[i] - c.want[i]; d > 1e-9 || d < -1e-9 {
-				t.Fatalf("%s: %v, want %v", c.in, sw.values, c.want)
-			}
-		}
-	}
-	for _, bad := range []string{"util", "util=1:2", "util=0.9:0.5:0.1", "util=0.5:0.9:0", "x=1:2:1", "util=a:b:c"} {
-		if _, err := simParseSweep(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}
-
 // Region eviction from the CLI: regions default to the model's reclaim unit, the report
 // says so, and with cache-salt nothing is relocated where per-chunk LRU does relocate.
 func TestSimulateRegionEviction(t *testing.T) {
 	waf := map[string]float64{}
 	for _, ev := range []string{"lru", "region"} {
-		out, err := runCLI(t, "simulate", "--capacity", "4G", "--model", "tiny", "--bytes-per-token", "512", "--ru", "8M",
+		out, err := runCLI(t, "simulate", "--device-size", "4G", "--model", "tiny", "--bytes-per-token", "512", "--ru", "8M",
 			"--placement", "none,metadata-class+cache-salt", "--util", "0.95", "--measure", "2", "--eviction", ev, "--json")
 		if err != nil {
 			t.Fatal(err)
@@ -186,5 +157,32 @@ func TestSimulateRegionEviction(t *testing.T) {
 	t.Logf("modelled WAF: %v", waf)
 	if w := waf["region/metadata-class+cache-salt"]; w > 1.02 || waf["lru/metadata-class+cache-salt"] < w+0.02 {
 		t.Fatalf("cache-salt WAF: region %.3f, lru %.3f; want region ≤ 1.02 and below lru", w, waf["lru/metadata-class+cache-salt"])
+	}
+}
+
+// The old flag names stay accepted, hidden: simulate --capacity is --device-size and
+// bench --size is --create; neither shows in help.
+func TestRenamedFlagsKeepTheirOldNames(t *testing.T) {
+	out, err := runCLI(t, "simulate", "--capacity", "2G", "--model", "tiny", "--placement", "none", "--warmup", "0.1", "--measure", "0.1", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reports.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Device.SizeBytes != 2<<30 {
+		t.Fatalf("--capacity 2G: %v, device size %d", err, r.Device.SizeBytes)
+	}
+	img := filepath.Join(t.TempDir(), "b.img")
+	if _, err := runCLI(t, "bench", img, "--size", "64M", "--ru", "1M", "--op", "0.2", "--duration", "0", "--warmup", "0",
+		"--requests", "50", "--placement", "none", "--io-engine", "posix", "--json", "--quiet"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(img); err != nil || st.Size() != 64<<20 {
+		t.Fatalf("bench --size 64M: %v", err)
+	}
+	for cmd, old := range map[string]string{"simulate": "capacity", "bench": "size"} {
+		help, _ := runCLI(t, cmd, "--help")
+		if strings.Contains(help, "--"+old+" ") {
+			t.Errorf("%s --help shows --%s", cmd, old)
+		}
 	}
 }

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/buildinfo"
 )
 
 // Version, Commit and BuildDate are set at build time with -ldflags "-X
@@ -20,47 +20,22 @@ var (
 func init() { register(newVersionCmd) }
 
 // versionString is what `rbctl version` and `rbctl --version` print.
-func versionString() string {
-	commit, date, dirty := Commit, BuildDate, ""
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				if commit == "" {
-					commit = s.Value
-				}
-			case "vcs.time":
-				if date == "" {
-					date = s.Value
-				}
-			case "vcs.modified":
-				if s.Value == "true" && Commit == "" {
-					dirty = "+dirty"
-				}
-			}
-		}
-	}
-	if len(commit) > 12 {
-		commit = commit[:12]
-	}
-	if commit == "" {
-		commit = "unknown"
-	}
-	if date == "" {
-		date = "unknown"
-	}
-	return fmt.Sprintf("rbctl %s (commit %s%s, built %s, %s, %s/%s)", Version, commit, dirty, date, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-}
+func versionString() string { return buildinfo.Read(Version, Commit, BuildDate).String() }
 
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print rbctl's version, commit and build date",
-		Example: "  rbctl version\n  rbctl --version",
-		Args:    cobra.NoArgs,
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print rbctl's version, commit and build date",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), versionString())
-			return nil
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), buildinfo.Read(Version, Commit, BuildDate))
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), versionString())
+			return err
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the build information as JSON")
+	return cmd
 }

@@ -23,7 +23,10 @@ type Options struct {
 	Kills    int    // cycles ending in SIGKILL (clean-close cycles come on top)
 	Seed     uint64
 	Geometry Geometry
+	Slots    int64
 	Workers  int // writer goroutines (each owns a share of the keys)
+	// Slots, when > 0 and Geometry is left zero, is the default geometry with this many
+	// slots.
 	// KeyFactor: the key space is KeyFactor × slots (default 2), so the cache fills and
 	// puts also fail for lack of a slot.
 	KeyFactor int
@@ -53,6 +56,9 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.Geometry.Slots == 0 {
 		o.Geometry = DefaultGeometry()
+		if o.Slots > 0 {
+			o.Geometry.Slots = o.Slots
+		}
 	}
 	if o.Workers <= 0 {
 		o.Workers = 3
@@ -68,93 +74,6 @@ func (o *Options) defaults() {
 	}
 	if o.MinRun > o.MaxRun {
 		o.MinRun = o.MaxRun
-	}
-}
-
-// Summary is the outcome of a torture run. The violation counters must all be zero.
-type Summary struct {
-	Interrupted     bool `json:",omitempty"` // stopped by Options.Stop: a partial run
-	Seed            uint64
-	Backends        []string       // the writer's device backends, rotated per cycle
-	CyclesByBackend map[string]int // cycles run through each
-	UringSkipped    string         // why io_uring was left out ("" when used)
-	Cycles          int
-	Kills           int // SIGKILLs, by the harness or (torn cycles) by the writer itself
-	TornKills       int // writer killed itself right after tearing a metadata write
-	// A torn metadata write either leaves its container invalid (recovery must then use
-	// the other one) or harmless (the tear fell in zero padding or rewrote identical bytes,
-	// and the container's CRC still vouches for it).
-	TornDetected, TornHarmless int
-	TornBeforeReady            int // the tear hit a metadata write made by Open itself
-	CleanCloses                int
-	FaultCycles                int // cycles whose writer ran with failing data writes
-	FailedPuts                 int // puts that failed (no slot, or an injected write fault)
-
-	CorruptRuns        int // recoveries of an image with its newest container corrupted
-	CorruptUsedOther   int // ... that recovered from the other container
-	CorruptBothRefused int // ... whose other container was already invalid: Open refused (ErrNoCheckpoint)
-	CorruptSkipped     int // images with no valid container (nothing to corrupt)
-	// Bit flips (flips.go), on the corrupt cycles: one random bit of a random container's
-	// header seq, and one random bit anywhere in a random container's header or payload.
-	FlipSeqRuns, FlipContainerRuns int
-	FlipSameState                  int // recovered the unflipped state: same container, same keys
-	FlipSeqRepaired                int // a damaged header seq was noticed (and a checksummed one used)
-	FlipFallbacks                  int // the flip broke the newest container: fell back, and said so
-	FlipRefused                    int // no valid container left: Open refused (ErrNoCheckpoint)
-	// RollbacksReported: a state older than the newest valid checkpoint was recovered, and
-	// the report says so (in doubt). SilentRollbacks, the same without a report, is a
-	// violation (checked after every recovery, flipped or not).
-	RollbacksReported int
-	// KillTornContainers counts plain SIGKILLs that landed inside a checkpoint write: after
-	// the kill one container failed its CRC (new payload, old header) and recovery used the
-	// other one.
-	KillTornContainers int
-
-	Puts, Deletes, Checkpoints int // acknowledged by writers
-	KeysVerified               int // index entries loaded byte-exact after recoveries
-	MustSurvive                int // checks of keys acknowledged before the last checkpoint
-	FilledSlots                int64
-
-	CorruptReads, StaleVersions, Unloadable, Lost, Resurrected, Foreign int
-	SilentRollbacks                                                     int
-	DupSlots, BadOffsets, Accounting, ReadyMismatch, RecoveryErrors     int
-	LeakedSlots, Overbooked                                             int64
-	WriterWrong, WriterUnloadable                                       int
-
-	Problems []string
-	Elapsed  time.Duration
-}
-
-// Violations is the total number of invariant violations.
-func (s *Summary) Violations() int {
-	return s.CorruptReads + s.StaleVersions + s.Unloadable + s.Lost + s.Resurrected + s.Foreign + s.SilentRollbacks +
-		s.DupSlots + s.BadOffsets + s.Accounting + s.ReadyMismatch + s.RecoveryErrors +
-		int(s.LeakedSlots) + int(s.Overbooked) + s.WriterWrong + s.WriterUnloadable
-}
-
-func (s *Summary) add(cycle int, what string, r Result) {
-	s.KeysVerified += r.KeysVerified
-	s.MustSurvive += r.MustSurvive
-	s.FilledSlots += r.Filled
-	s.CorruptReads += r.CorruptReads
-	s.StaleVersions += r.StaleVersion
-	s.Unloadable += r.Unloadable
-	s.Lost += r.Lost
-	s.Resurrected += r.Resurrected
-	s.Foreign += r.Foreign
-	s.DupSlots += r.DupSlots
-	s.BadOffsets += r.BadOffsets
-	s.Accounting += r.Accounting
-	s.LeakedSlots += r.LeakedSlots
-	s.Overbooked += r.Overbooked
-	for _, p := range r.Problems {
-		s.problem("cycle %d (%s): %s", cycle, what, p)
-	}
-}
-
-func (s *Summary) problem(format string, args ...any) {
-	if len(s.Problems) < 20 {
-		s.Problems = append(s.Problems, fmt.Sprintf(format, args...))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,8 @@ type config struct {
 	fio        string
 	rounds     int
 	ring       string
+	engine     bool
+	dealloc    bool
 }
 
 func main() {
@@ -59,7 +62,21 @@ func main() {
 	flag.StringVar(&c.fio, "fio", "fio", "fio binary ('' to skip fio)")
 	flag.IntVar(&c.rounds, "rounds", 1, "rounds per case (order alternates; the mean is printed)")
 	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN), coop, sqpoll")
+	flag.BoolVar(&c.engine, "engine", true, "add the engine-put/engine-get rows (engine.PutMany/LoadManyInto, deallocate on)")
+	flag.BoolVar(&c.dealloc, "engine-deallocate", true, "engine rows with DeallocateOnDelete (false: for comparison)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchio:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if c.file == "" {
 		fmt.Fprintln(os.Stderr, "benchio: -file is required")
 		os.Exit(2)
@@ -82,23 +99,34 @@ func main() {
 		}
 		for _, rw := range strings.Split(rwList, ",") {
 			write := rw == "write"
-			var sum [3]result // fio default, fio fixedbufs+registerfiles, rbctl
-			var ratios []float64
+			// fio default, fio fixedbufs+registerfiles, rbctl device path, rbctl engine
+			var sum [4]result
+			var ratios, engRatios []float64
+			var es engineStats
+			tools := 3
+			if c.engine {
+				tools = 4
+			}
 			for round := 0; round < c.rounds; round++ {
-				var got [3]result
-				for k := 0; k < 3; k++ {
-					which := (k + round) % 3 // rotate the order: no tool always runs first
+				var got [4]result
+				for k := 0; k < tools; k++ {
+					which := (k + round) % tools // rotate the order: no tool always runs first
 					if which < 2 && c.fio == "" {
 						continue
 					}
 					var err error
-					if which < 2 {
+					switch which {
+					case 0, 1:
 						got[which], err = fioRun(c, bs, write, which == 1)
-					} else {
+					case 2:
 						got[which], err = rbctlRun(c, bs, write)
+					case 3:
+						var st engineStats
+						got[which], st, err = engineRun(c, bs, write)
+						es.add(st, c.rounds)
 					}
 					if err != nil {
-						fmt.Fprintf(os.Stderr, "benchio: %s: %v\n", []string{"fio", "fio --fixedbufs", "rbctl"}[which], err)
+						fmt.Fprintf(os.Stderr, "benchio: %s: %v\n", []string{"fio", "fio --fixedbufs", "rbctl", "rbctl engine"}[which], err)
 						failed = true
 					}
 				}
@@ -108,6 +136,7 @@ func main() {
 				}
 				if f := max(got[0].bw, got[1].bw); f > 0 {
 					ratios = append(ratios, got[2].bw/f)
+					engRatios = append(engRatios, got[3].bw/f)
 				}
 			}
 			// The ratio is taken against the better of fio's default io_uring job and fio with
@@ -124,9 +153,13 @@ func main() {
 				fmt.Printf("  detail: fio default %.2f GB/s, fio fixedbufs+registerfiles %.2f GB/s; per-round ratio min %.2f max %.2f over %d rounds; CPU s/GB fio %.3f/%.3f rbctl %.3f\n",
 					fd, ff, slices.Min(ratios), slices.Max(ratios), len(ratios), sum[0].cpuPerGB, sum[1].cpuPerGB, sum[2].cpuPerGB)
 			}
+			if c.engine {
+				printEngineRow(c, bs, write, f, sum[3], engRatios, es, sum[0].cpuPerGB, sum[1].cpuPerGB)
+			}
 		}
 	}
 	if failed {
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -222,8 +255,8 @@ func cpuSeconds() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-// rbctlRun drives the io_uring device with slot-sized ops and returns bytes/s.
-func rbctlRun(c config, bs int, write bool) (result, error) {
+// uringOptions is the ring setup -ring selects, shared by the device and engine runs.
+func uringOptions(c config) (blockdev.UringOptions, error) {
 	uopt := blockdev.UringOptions{QueueDepth: c.qd, Rings: c.rings}
 	switch c.ring {
 	case "default":
@@ -238,7 +271,16 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 	case "sqpoll":
 		uopt.Ring = &uring.Options{SQPoll: true, SQPollIdle: 10 * time.Millisecond}
 	default:
-		return result{}, fmt.Errorf("unknown -ring %q", c.ring)
+		return uopt, fmt.Errorf("unknown -ring %q", c.ring)
+	}
+	return uopt, nil
+}
+
+// rbctlRun drives the io_uring device with slot-sized ops and returns bytes/s.
+func rbctlRun(c config, bs int, write bool) (result, error) {
+	uopt, err := uringOptions(c)
+	if err != nil {
+		return result{}, err
 	}
 	d, err := blockdev.OpenUring(c.file, uopt)
 	if err != nil {

@@ -1,0 +1,140 @@
+// Package cache holds the operations on a whole raw-block cache that rbctl's commands run
+// beyond the engine's own API: Format lays out a new cache on a device or file, after the
+// safety checks, and CreateFile makes the regular file a cache lives in.
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/devices/safety"
+	"github.com/rbctl/rbctl/emu"
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/placement"
+	"github.com/rbctl/rbctl/reports/cachereport"
+)
+
+// ErrNotRegular: only a regular file can be created or extended (a device has its own size,
+// an emu: device the size its spec gives).
+var ErrNotRegular = errors.New("only a regular file can be created or extended")
+
+// FormatOptions describe one format.
+type FormatOptions struct {
+	Path   string
+	Create int64 // create Path as a regular file of this size first (CreateFile); 0: not
+	// Force skips the safety gate (a device in use or holding data). A device another
+	// process has open is refused all the same, when it is opened.
+	Force bool
+	// Config is the layout; MetaTotalBytes 0 sizes the metadata region for a checkpoint of
+	// every slot (Config), DevicePath "" records Path made absolute.
+	Config engine.Config
+	// Placement is the placement.Parse spec of the policy the checkpoints are written with
+	// ("" or "none": no directives).
+	Placement string
+	// Open opens Path for writing (the caller's device options).
+	Open func() (blockdev.Device, error)
+}
+
+// Config completes cfg for a device of devSize bytes (MetaTotalBytes 0: engine.MetaBytesFor
+// the capacity used) and validates it.
+func Config(cfg engine.Config, devSize int64) (engine.Config, error) {
+	if cfg.MetaTotalBytes == 0 {
+		capy := devSize
+		if cfg.CapacityBytes > 0 && cfg.CapacityBytes < capy {
+			capy = cfg.CapacityBytes
+		}
+		cfg.MetaTotalBytes = engine.MetaBytesFor(capy, cfg.SlotBytes, cfg.BlockAlign, cfg.CheckpointFormat)
+	}
+	return cfg, cfg.Validate()
+}
+
+// Format runs the safety gate (unless Force), creates what o asks for, and writes an empty
+// cache. It returns the layout written and the device's Info.
+func Format(o FormatOptions) (cachereport.Layout, blockdev.Info, error) {
+	// The gate looks at the real target (an emu: data file, an ng device's namespace)
+	// before anything is created or extended.
+	if !o.Force {
+		if err := safety.Gate(safety.Format, o.Path); err != nil {
+			return cachereport.Layout{}, blockdev.Info{}, err
+		}
+	}
+	if emu.IsSpec(o.Path) && o.Create == 0 {
+		if _, err := emu.Create(o.Path); err != nil {
+			return cachereport.Layout{}, blockdev.Info{}, err
+		}
+	}
+	if o.Create > 0 {
+		if err := CreateFile(o.Path, o.Create); err != nil {
+			return cachereport.Layout{}, blockdev.Info{}, err
+		}
+	}
+	dev, err := o.Open()
+	if err != nil {
+		return cachereport.Layout{}, blockdev.Info{}, err
+	}
+	info := dev.Info()
+	lay, err := format(dev, o)
+	if err != nil {
+		dev.Close()
+	}
+	return lay, info, err
+}
+
+// format writes the cache on the open dev; the engine's Close closes dev.
+func format(dev blockdev.Device, o FormatOptions) (cachereport.Layout, error) {
+	info := dev.Info()
+	cfg, err := Config(o.Config, info.Size)
+	if err == nil && cfg.DevicePath == "" {
+		cfg.DevicePath, err = filepath.Abs(o.Path)
+	}
+	if err != nil {
+		return cachereport.Layout{}, err
+	}
+	if o.Placement != "" && o.Placement != "none" {
+		pol, err := placement.Parse(o.Placement, info.Handles)
+		if err != nil {
+			return cachereport.Layout{}, fmt.Errorf("placement %s on %s: %w", o.Placement, info.Path, err)
+		}
+		if pol.Name() != "none" {
+			cfg.Placer = pol
+		}
+	}
+	cfg.Periodic = false
+	if _, err := engine.ComputeLayout(cfg, info.Size); err != nil {
+		return cachereport.Layout{}, fmt.Errorf("%s (%d bytes): %w", o.Path, info.Size, err)
+	}
+	e, err := engine.Format(dev, cfg)
+	if err != nil {
+		return cachereport.Layout{}, fmt.Errorf("format %s: %w", o.Path, err)
+	}
+	lay := cachereport.LayoutOf(e.Layout(), cfg)
+	if err := e.Close(); err != nil {
+		return cachereport.Layout{}, fmt.Errorf("format %s: %w", o.Path, err)
+	}
+	return lay, nil
+}
+
+// CheckCreate refuses, before anything is touched, to create path as a file: an emu: spec
+// or an existing file that is not regular (a block or character device).
+func CheckCreate(path string) error {
+	if emu.IsSpec(path) {
+		return fmt.Errorf("%s: %w; an emu: device is created with the size its spec gives (size=)", path, ErrNotRegular)
+	}
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return fmt.Errorf("%s: %s, not a regular file: %w", path, st.Mode().Type(), ErrNotRegular)
+	}
+	return nil
+}
+
+// CreateFile creates path as a regular file of size bytes (sparse, blockdev.DataFileMode)
+// if it does not exist, extends a smaller one, and refuses to shrink a larger one or to touch
+// anything CheckCreate refuses.
+func CreateFile(path string, size int64) error {
+	if err := CheckCreate(path); err != nil {
+		return err
+	}
+	return blockdev.CreateFile(path, size)
+}

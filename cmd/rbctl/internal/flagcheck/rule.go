@@ -1,0 +1,181 @@
+// Package flagcheck enforces rbctl's flag contract (docs/cli.md): each numeric and size
+// flag has a Rule, every value is checked against it before a command runs, and the flag
+// tables of docs/cli.md are rendered from the command tree and the rules. The rules
+// themselves live in one table in the CLI (cmd/rbctl/internal/cli/contract.go). It also
+// holds the generic flag helpers (value.go): size flags read into an int64, old names as
+// hidden aliases.
+package flagcheck
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rbctl/rbctl/units"
+)
+
+// Kind says how a flag's value is checked.
+type Kind int
+
+const (
+	Int      Kind = iota // integer in [Min, Max]
+	Float                // float in [Min, Max] (finite)
+	Fraction             // float in [0, 1] unless Min/Max narrow it
+	Duration             // duration in [Min, Max] (seconds)
+	Size                 // size string in [Min, Max] bytes, or one of Words
+	Any                  // any value the type accepts (IDs decided by the device)
+)
+
+// Rule is the accepted range of one flag. OpenMin excludes Min itself.
+type Rule struct {
+	Kind       Kind
+	Min, Max   float64
+	OpenMin    bool
+	Words      []string // size flags: words accepted besides sizes (auto, "")
+	Zero       string   // what 0 means, when 0 is outside [Min, Max] but accepted
+	Pow2       bool     // integer: a power of two
+	MultipleOf int64    // integer: a multiple of this
+	ZeroNeeds  string   // 0 is accepted only when this other flag is non-zero
+}
+
+// Numeric reports whether f's type is one a Rule other than Size applies to.
+func Numeric(f *pflag.Flag) bool {
+	switch f.Value.Type() {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64",
+		"float32", "float64", "duration":
+		return true
+	}
+	return false
+}
+
+// IsZero reports whether a numeric flag holds 0.
+func IsZero(f *pflag.Flag) bool {
+	if d, err := time.ParseDuration(f.Value.String()); err == nil {
+		return d == 0
+	}
+	v, err := strconv.ParseFloat(f.Value.String(), 64)
+	return err == nil && v == 0
+}
+
+// RangeText says in words what the rule accepts ("[1, 4096]", "> 0 (or 0: never)").
+func (r Rule) RangeText() string {
+	lo := "["
+	if r.OpenMin {
+		lo = "("
+	}
+	num := func(v float64) string {
+		switch {
+		case r.Kind == Duration:
+			return (time.Duration(v * float64(time.Second))).String()
+		case r.Kind == Size:
+			return BytesExact(int64(v))
+		case v >= 1<<20 && v == math.Trunc(v) && r.Kind == Int:
+			return "2^" + strconv.Itoa(int(math.Round(math.Log2(v))))
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	s := lo + num(r.Min) + ", " + num(r.Max) + "]"
+	if r.Kind == Duration && r.Max >= 365*24*3600 {
+		s = "> 0"
+		if !r.OpenMin {
+			s = ">= " + num(r.Min)
+		}
+	}
+	if r.Kind == Size {
+		s = "a size of at least " + num(r.Min) + " (e.g. 4096, 64K, 1MiB, 2G)"
+		var w []string
+		for _, x := range r.Words {
+			if x != "" {
+				w = append(w, strconv.Quote(x))
+			}
+		}
+		if len(w) > 0 {
+			s += " or " + strings.Join(w, ", ")
+		}
+	}
+	if r.Pow2 {
+		s += ", a power of two"
+	}
+	if r.MultipleOf > 1 {
+		s += ", a multiple of " + strconv.FormatInt(r.MultipleOf, 10)
+	}
+	if r.Zero != "" {
+		s += " (or 0: " + r.Zero + ")"
+	}
+	return s
+}
+
+// BytesExact renders n in the largest binary unit that divides it ("64 KiB", "4097 B").
+func BytesExact(n int64) string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.m && n%u.m == 0 {
+			return strconv.FormatInt(n/u.m, 10) + " " + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+// Check checks f's value against the rule; the error names the flag and the range.
+func (r Rule) Check(f *pflag.Flag) error {
+	bad := func() error {
+		return fmt.Errorf("--%s %s: out of range; want %s", f.Name, f.Value.String(), r.RangeText())
+	}
+	in := func(v float64) bool {
+		if r.Zero != "" && v == 0 {
+			return true
+		}
+		return !math.IsNaN(v) && !math.IsInf(v, 0) && v <= r.Max && v >= r.Min && !(r.OpenMin && v == r.Min)
+	}
+	switch r.Kind {
+	case Any:
+		return nil
+	case Duration:
+		d, err := time.ParseDuration(f.Value.String())
+		if err != nil {
+			return fmt.Errorf("--%s %s: %v", f.Name, f.Value.String(), err)
+		}
+		if !in(d.Seconds()) {
+			return bad()
+		}
+	case Int:
+		s := f.Value.String()
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("--%s %s: not a number", f.Name, s)
+		}
+		n, _ := strconv.ParseInt(s, 10, 64)
+		if !in(v) || (r.Pow2 && n > 0 && n&(n-1) != 0) || (r.MultipleOf > 1 && n%r.MultipleOf != 0) {
+			return bad()
+		}
+	case Float, Fraction:
+		v, err := strconv.ParseFloat(f.Value.String(), 64)
+		if err != nil {
+			return fmt.Errorf("--%s %s: not a number", f.Name, f.Value.String())
+		}
+		if !in(v) {
+			return bad()
+		}
+	case Size:
+		s := strings.TrimSpace(f.Value.String())
+		for _, w := range r.Words {
+			if strings.EqualFold(s, w) {
+				return nil
+			}
+		}
+		n, err := units.ParseSize(s)
+		if err != nil {
+			return fmt.Errorf("--%s %q: %v; want %s", f.Name, f.Value.String(), err, r.RangeText())
+		}
+		if !in(float64(n)) {
+			return bad()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+package flagsets
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/blockdev"
+)
+
+// TestDevFlagsDefaultUring: left at its default, --io-engine opens files through io_uring,
+// read-only too (inspect, get); an explicit --io-engine posix gets the posix engine.
+func TestDevFlagsDefaultUring(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		engine   string // "" keeps the default
+		readOnly bool
+		uring    bool
+	}{{"", false, true}, {"", true, true}, {"posix", true, false}, {"uring", true, true}} {
+		cmd := &cobra.Command{Use: "x"}
+		var f Device
+		f.Add(cmd)
+		if c.engine != "" {
+			if err := cmd.Flags().Set("io-engine", c.engine); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dev, err := f.Open(file, c.readOnly)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		_, isUring := dev.(*blockdev.UringDevice)
+		if isUring != c.uring && !(c.engine == "" && !isUring && uringMissing(t, file)) {
+			t.Errorf("%+v: opened %T", c, dev)
+		}
+		if dev.Info().Kind != blockdev.KindFile || !dev.Info().Direct {
+			t.Errorf("%+v: info %+v", c, dev.Info())
+		}
+		dev.Close()
+	}
+}
+
+// uringMissing reports whether io_uring refuses to open file here (the default engine then
+// falls back to posix).
+func uringMissing(t *testing.T, file string) bool {
+	d, err := blockdev.OpenUring(file, blockdev.UringOptions{ReadOnly: true})
+	if err == nil {
+		d.Close()
+	}
+	return err != nil
+}

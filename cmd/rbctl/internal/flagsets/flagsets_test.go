@@ -1,0 +1,100 @@
+package flagsets
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/engine"
+)
+
+func TestKeyBuild(t *testing.T) {
+	for _, c := range []struct {
+		k       Key
+		ns      engine.Namespace
+		want    string // the key, or a substring of the error
+		wantErr bool
+	}{
+		{Key{Model: "m", Hash: "0xaa"}, engine.NamespaceObject, "m@0x00000000@aa", false},
+		{Key{Model: "my/model", Rank: 2, Hash: "00ff", Salt: "t"}, engine.NamespaceObject, "my%2Fmodel@0x00000002@00ff@t", false},
+		{Key{Key: "m@0x00000000@aa"}, engine.NamespaceObject, "m@0x00000000@aa", false},
+		{Key{Key: "k", Model: "m"}, engine.NamespaceObject, "not both", true},
+		{Key{Model: "m", Hash: "abc"}, engine.NamespaceObject, "--hash", true},
+		{Key{Model: "m"}, engine.NamespaceObject, "--model and --hash are both required", true},
+		{Key{Model: "m", Hash: "aa"}, engine.NamespaceLegacy, "legacy namespace", true},
+		{Key{}, engine.NamespaceObject, "no key given", true},
+	} {
+		k, err := c.k.Build(c.ns)
+		switch {
+		case c.wantErr && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%+v: err %v, want one with %q", c.k, err, c.want)
+		case !c.wantErr && (err != nil || k.String() != c.want):
+			t.Errorf("%+v: %q, %v; want %q", c.k, k.String(), err, c.want)
+		}
+	}
+}
+
+func TestKeyPrecheckAndWire(t *testing.T) {
+	for k, want := range map[Key]string{
+		{Key: "a\x01b"}: "control character",
+		{Key: strings.Repeat("x", engine.MaxKeyBytes+1)}: "longer than",
+		{Key: "m@0x00000000@aa", Salt: "s"}:              "not both",
+		{Model: "m", Hash: "zz"}:                         "--hash",
+	} {
+		if err := k.Precheck(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: Precheck %v, want %q", k.Key+k.Model, err, want)
+		}
+	}
+}
+
+func TestPlacement(t *testing.T) {
+	var nilFlag *Placement
+	if !nilFlag.None() || nilFlag.Check() != nil || !(&Placement{Spec: " None "}).None() {
+		t.Error("nil, blank and none mean no placement")
+	}
+	if err := (&Placement{Spec: "no-such-policy"}).Check(); err == nil || !strings.HasPrefix(err.Error(), "--placement no-such-policy: ") {
+		t.Errorf("unknown policy: %v", err)
+	}
+	p, err := (&Placement{Spec: "cache-salt"}).Policy(blockdev.Info{Path: "d", Handles: 4})
+	if err != nil || p == nil || p.Name() != "cache-salt" {
+		t.Errorf("cache-salt on 4 handles: %v, %v", p, err)
+	}
+	if got, err := Policies(" none, ,cache-salt,"); err != nil || strings.Join(got, "|") != "none|cache-salt" {
+		t.Errorf("Policies: %q, %v", got, err)
+	}
+	if _, err := Policies(" , "); err == nil || !strings.Contains(err.Error(), "at least one policy") {
+		t.Errorf("Policies of nothing: %v", err)
+	}
+}
+
+func TestReadInput(t *testing.T) {
+	if b, err := ReadInput(strings.NewReader("hello"), nil, 8); err != nil || string(b) != "hello" {
+		t.Errorf("stdin: %q, %v", b, err)
+	}
+	if _, err := ReadInput(strings.NewReader("123456789"), []string{"-"}, 8); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("over the cap: %v", err)
+	}
+	if _, err := ReadInput(strings.NewReader(""), nil, 8); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("empty: %v", err)
+	}
+}
+
+func TestNVMeOutputMode(t *testing.T) {
+	for args, want := range map[string]string{"": "normal", "-o JSON": "json", "-o binary": "binary", "--json": "json", "-b -o json": "binary", "-o xml": "error"} {
+		var o NVMeOutput
+		cmd := &cobra.Command{Use: "x"}
+		o.Add(cmd)
+		if err := cmd.ParseFlags(strings.Fields(args)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := o.Mode()
+		if err != nil {
+			got = "error"
+		}
+		if got != want {
+			t.Errorf("%q: mode %q (%v), want %q", args, got, err, want)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package flagsets
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
+	"github.com/rbctl/rbctl/workloads"
+)
+
+// Workload is the workload and driver flags bench and simulate share (workloads.Spec).
+type Workload struct {
+	Spec       workloads.Spec
+	WriteTrace string
+}
+
+// Register defines the workload flags on fs; defaultModel is the --model default.
+func (w *Workload) Register(fs *pflag.FlagSet, defaultModel string) {
+	var models []string
+	for _, m := range workloads.ModelPresets {
+		models = append(models, fmt.Sprintf("%s (%d KiB/token)", m.Name, m.BytesPerToken()>>10))
+	}
+	s := &w.Spec
+	fs.StringVar(&s.Kind, "workload", "kv", "kv, sequential, uniform, zipf, or trace:FILE (.jsonl or .csv; docs/bench.md)")
+	fs.StringVar(&s.Preset, "preset", "multi-tenant", "kv tenants when no --tenant is given: multi-tenant (chat/rag/agent with different lifetimes) or chat")
+	fs.StringArrayVar(&s.Tenants, "tenant", nil, "kv tenant SALT:k=v,... (w, prefixes, prefix, theta, sessions, turns, prompt, output, ttl); repeatable")
+	fs.StringVar(&s.Model, "model", defaultModel, "model preset for KV bytes per token: "+strings.Join(models, ", "))
+	flagcheck.SizeVar(fs, &s.BytesPerToken, "bytes-per-token", "", "override the model's KV bytes per token (e.g. 128K)")
+	fs.IntVar(&s.ChunkTokens, "chunk-tokens", 256, "tokens per cached chunk (LMCache chunk_size)")
+	fs.IntVar(&s.MaxContext, "max-context", 32768, "kv: a conversation ends when its context would exceed this many tokens")
+	fs.Float64Var(&s.ReadOnlyFrac, "read-only-frac", 0, "kv: fraction of requests that only look up and load")
+	fs.Int64Var(&s.Requests, "requests", 0, "stop after this many ops (0: no limit)")
+	fs.Uint64Var(&s.Seed, "seed", 1, "generator seed (same seed, same ops)")
+	fs.Uint64Var(&s.Keys, "keys", 100000, "synthetic: key space")
+	fs.Float64Var(&s.Theta, "theta", 0.99, "synthetic zipf: skew")
+	fs.Float64Var(&s.ReadFrac, "read-frac", 0.5, "synthetic: fraction of gets")
+	flagcheck.SizeVar(fs, &s.ValueSize, "value-size", "", "synthetic: payload bytes per key (default: one kv chunk)")
+	fs.IntVar(&s.SyntheticTenants, "synthetic-tenants", 4, "synthetic: spread keys over this many salts")
+	fs.StringVar((*string)(&s.Eviction), "eviction", "lru", "cache eviction at the target utilisation: lru, fifo, region (whole regions of one tenant, least recent first) or region-fifo")
+	flagcheck.SizeVar(fs, &s.Region, "region", "", "region size for --eviction region/region-fifo (default: the reclaim unit size: the device's FDP configuration, else --ru)")
+	fs.Float64Var(&s.Util, "util", 0.9, "target utilisation: the cache evicts to keep this fraction of its slots in use")
+	fs.IntVar(&s.Workers, "workers", 1, "concurrent requests")
+	fs.Float64Var(&s.Rate, "rate", 0, "arrival rate in requests/s (Poisson); 0 = closed loop")
+	fs.StringVar(&w.WriteTrace, "write-trace", "", "write the generated ops (--requests of them) as a trace file (.jsonl or .csv) and exit")
+	fs.IntVar(&s.TraceLoops, "trace-loops", 1, "trace: replay the trace this many times")
+}
+
+// Traced writes the trace --write-trace asks for, reporting it on out; done says the
+// command ends there.
+func (w *Workload) Traced(out io.Writer) (done bool, err error) {
+	if w.WriteTrace == "" {
+		return false, nil
+	} else if w.Spec.Requests <= 0 {
+		return true, fmt.Errorf("--write-trace needs --requests N (how many ops to write)")
+	}
+	src, err := w.Spec.Build()
+	if err != nil {
+		return true, err
+	}
+	n, err := workloads.WriteTrace(w.WriteTrace, src, w.Spec.Requests)
+	if err == nil {
+		fmt.Fprintf(out, "wrote %d ops to %s\n", n, w.WriteTrace)
+	}
+	return true, err
+}

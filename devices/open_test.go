@@ -1,0 +1,263 @@
+package devices
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/emu"
+	"github.com/rbctl/rbctl/fdp"
+	"github.com/rbctl/rbctl/nvme"
+)
+
+func sizedFile(t *testing.T, dir string, n int64) string {
+	t.Helper()
+	p := filepath.Join(dir, "img")
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, n); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestOpenEverySpelling: a file, mem: and emu: all open through OpenDevice, each with the
+// engine its spelling calls for and an FDP view only where there is FDP.
+func TestOpenEverySpelling(t *testing.T) {
+	file := sizedFile(t, t.TempDir(), 8<<20)
+	spec := "emu:" + filepath.Join(t.TempDir(), "e.img") + "?size=32M&ru=1M&ruhs=4"
+	if _, err := emu.Create(spec); err != nil {
+		t.Fatal(err)
+	}
+	off := "emu:" + filepath.Join(t.TempDir(), "off.img") + "?size=32M&ru=1M&ruhs=4&fdp=off"
+	if _, err := emu.Create(off); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path, engine string
+		opt          Options
+		kind         blockdev.Kind
+		handles      int
+		fdp          bool
+		noFDP        error
+	}{
+		{file, "uring", DefaultOptions(), blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
+		{file, "posix", Options{IOEngine: EnginePosix, Direct: true}, blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
+		{file, "uring", Options{ReadOnly: true, Direct: true}, blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
+		{"mem:16M", "mem", DefaultOptions(), blockdev.KindMemory, 8, false, fdp.ErrFDPNotSupported}, // Mem takes 8 handles, unplaced
+		{spec, "emu", DefaultOptions(), blockdev.KindEmulated, 4, true, nil},
+		{spec, "emu", Options{ReadOnly: true}, blockdev.KindEmulated, 4, true, nil},
+		{off, "emu", DefaultOptions(), blockdev.KindEmulated, 0, false, nvme.ErrFDPDisabled},
+	} {
+		o, err := OpenDevice(c.path, c.opt)
+		if err != nil {
+			t.Fatalf("%s %+v: %v", c.path, c.opt, err)
+		}
+		info := o.Info()
+		engine := c.engine
+		if engine == "uring" && o.Engine == EnginePosix && strings.Contains(strings.Join(o.Notes, ";"), "io_uring is not available") {
+			engine = EnginePosix // a kernel or sandbox without io_uring
+		}
+		if o.Engine != engine || info.Kind != c.kind || info.Handles != c.handles || (o.FDP != nil) != c.fdp {
+			t.Errorf("%s %+v: engine %s kind %s handles %d FDP %v, want %s %s %d %v", c.path, c.opt, o.Engine, info.Kind, info.Handles, o.FDP != nil, engine, c.kind, c.handles, c.fdp)
+		}
+		if c.noFDP != nil && !errors.Is(o.NoFDP, c.noFDP) || c.noFDP == nil && o.NoFDP != nil {
+			t.Errorf("%s: NoFDP %v, want %v", c.path, o.NoFDP, c.noFDP)
+		}
+		if (o.Emu != nil) != (c.kind == blockdev.KindEmulated) {
+			t.Errorf("%s: Emu %v", c.path, o.Emu)
+		}
+		if o.FDP != nil {
+			checkFDPView(t, o, c.opt.ReadOnly)
+		}
+		if err := o.Close(); err != nil {
+			t.Errorf("%s: close: %v", c.path, err)
+		}
+	}
+	for _, bad := range []string{"", "mem:", "mem:1K", "mem:lots"} {
+		if _, err := OpenDevice(bad, DefaultOptions()); err == nil {
+			t.Errorf("%q opened", bad)
+		}
+	}
+	if _, err := OpenDevice(file, Options{IOEngine: "spdk"}); err == nil || !strings.Contains(err.Error(), `"spdk"`) {
+		t.Errorf("unknown engine: %v", err)
+	}
+}
+
+// checkFDPView: the view reads through the device's own transport and agrees with the
+// block device about the handles.
+func checkFDPView(t *testing.T, o *Opened, readOnly bool) {
+	t.Helper()
+	f := o.FDP
+	if got := f.PIDs(); len(got) != o.Info().Handles || got[3] != 3 {
+		t.Errorf("PIDs %v, handles %d", got, o.Info().Handles)
+	}
+	if f.ReclaimUnitBytes() != 1<<20 || f.ReclaimGroups() != 1 {
+		t.Errorf("RU %d, groups %d", f.ReclaimUnitBytes(), f.ReclaimGroups())
+	}
+	if readOnly {
+		return
+	}
+	buf, err := blockdev.Alloc(64 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blockdev.Free(buf)
+	if err := blockdev.WriteAt(o.Block, buf, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Stats()
+	if err != nil || st.HBMW.Lo != 64<<10 {
+		t.Errorf("stats after 64 KiB through handle 2: %+v %v", st, err)
+	}
+	rs, err := f.RUHStatus()
+	if err != nil || len(rs.Descs) != 4 || rs.Descs[2].RUAMW != 256-16 {
+		t.Errorf("RUH status after 16 blocks through handle 2: %+v %v", rs, err)
+	}
+	if err := f.UpdateRUH([]uint16{9}); !errors.Is(err, fdp.ErrBadPID) || !strings.Contains(err.Error(), "its PIDs are 0,1,2,3") {
+		t.Errorf("update of PID 9: %v", err)
+	}
+	if err := f.UpdateRUH([]uint16{2}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := f.RUHStatus(); err != nil || rs.Descs[2].RUAMW != 256 {
+		t.Errorf("RUH status after the update: %+v %v", rs, err)
+	}
+	if l, err := f.Configs(); err != nil || len(l.Configs) != 1 {
+		t.Errorf("configs %+v %v", l, err)
+	}
+	if l, err := f.Usage(); err != nil || len(l.Attrs) != 4 {
+		t.Errorf("usage %+v %v", l, err)
+	}
+	if _, err := f.Events(true); err != nil {
+		t.Errorf("host events: %v", err)
+	}
+}
+
+// TestOpenAdmin: the admin-only open identifies the emulated SSD and finds its FDP, and a
+// path that is not NVMe is refused as such.
+func TestOpenAdmin(t *testing.T) {
+	a, err := OpenAdmin("emu:mem?size=64M&ru=1M&ruhs=2", AdminOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.CheckFDP(); err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.Identify()
+	if err != nil || id.CapacityBytes != 64<<20 || !id.FDPSupported || id.WriteStreams != nil || id.Device != a.Path {
+		t.Fatalf("identify %+v %v", id, err)
+	}
+	if rows := id.Rows(); rows[0][1] != a.Path || len(rows) < 20 {
+		t.Errorf("rows %v", rows)
+	}
+	f, err := a.FDP()
+	if err != nil || len(f.PIDs()) != 2 {
+		t.Fatalf("FDP %v %v", f, err)
+	}
+	if eg, err := a.EnduranceGroup(0); err != nil || eg != f.Discovery().EnduranceGroup {
+		t.Errorf("endurance group %d %v", eg, err)
+	}
+	if _, err := OpenAdmin("/dev/null", AdminOptions{}); !errors.Is(err, nvme.ErrNotNVMe) {
+		t.Errorf("/dev/null: %v", err)
+	}
+	if _, err := OpenAdmin("", AdminOptions{}); err == nil {
+		t.Error("empty path opened")
+	}
+}
+
+// TestBufferedFallback: a file whose filesystem refuses O_DIRECT opens buffered when the
+// caller allows it, and says so; where O_DIRECT works nothing changes.
+func TestBufferedFallback(t *testing.T) {
+	dir := "/dev/shm"
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		t.Skip("no /dev/shm (tmpfs)")
+	}
+	d, err := os.MkdirTemp(dir, "rbctl-devices-")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer os.RemoveAll(d)
+	file := sizedFile(t, d, 1<<20)
+	for _, engine := range []string{EngineAuto, EnginePosix} {
+		strict, serr := OpenDevice(file, Options{IOEngine: engine, Direct: true})
+		if serr == nil {
+			strict.Close()
+		}
+		o, err := OpenDevice(file, Options{IOEngine: engine, Direct: true, BufferedFallback: true})
+		if err != nil {
+			t.Fatalf("%s with fallback: %v", engine, err)
+		}
+		fell := strings.Contains(strings.Join(o.Notes, ";"), "refuses O_DIRECT")
+		if fell != (serr != nil) || o.Info().Direct == fell {
+			t.Errorf("%s: strict open %v, fallback note %v, direct %v", engine, serr, fell, o.Info().Direct)
+		}
+		o.Close()
+	}
+}
+
+// TestFallbackDecisions: which errors make the opener try the other way. The buffered
+// retry is for a regular file's EINVAL only; the posix retry for a kernel without (or
+// forbidding) io_uring.
+func TestFallbackDecisions(t *testing.T) {
+	file := sizedFile(t, t.TempDir(), 1<<20)
+	einval := fmt.Errorf("open %s: %w", file, unix.EINVAL)
+	if !directRefused(file, einval) || directRefused(file, unix.EBUSY) || directRefused("/dev/null", einval) || directRefused(file+".missing", einval) {
+		t.Error("directRefused: wrong decision")
+	}
+	for err, want := range map[error]bool{
+		fmt.Errorf("x: %w", blockdev.ErrNotSupported):        true,
+		&os.PathError{Op: "io_uring_setup", Err: unix.EPERM}: true,
+		unix.ENOSYS:    true,
+		unix.EINVAL:    false,
+		os.ErrNotExist: false,
+	} {
+		if uringUnavailable(err) != want {
+			t.Errorf("uringUnavailable(%v) = %v", err, !want)
+		}
+	}
+}
+
+// countingTransport counts the Get Log Page commands for the FDP configurations log.
+type countingTransport struct {
+	nvme.Transport
+	configReads int
+}
+
+func (c *countingTransport) Admin(cmd *nvme.Command) nvme.Completion {
+	if cmd.Opcode == nvme.OpGetLogPage && nvme.LogID(cmd.CDW10) == nvme.LogFDPConfigs {
+		c.configReads++
+	}
+	return c.Transport.Admin(cmd)
+}
+
+// TestDiscoveryOnce: opening a device runs FDP discovery once (the configurations log is
+// read header-first: two commands), and the view reuses what it found.
+func TestDiscoveryOnce(t *testing.T) {
+	c, err := emu.OpenWith("emu:mem?size=32M&ru=1M&ruhs=4", emu.OpenOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := &countingTransport{Transport: c}
+	o, err := overTransport(ct, "emu:mem", blockdev.KindEmulated, DefaultOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	_ = o.FDP.PIDs()
+	_ = o.FDP.ReclaimUnitBytes()
+	if _, err := o.FDP.Stats(); err != nil {
+		t.Fatal(err)
+	}
+	if ct.configReads != 2 {
+		t.Errorf("%d configurations log reads, want 2 (one discovery)", ct.configReads)
+	}
+}

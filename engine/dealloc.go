@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"slices"
+	"time"
+
+	"github.com/rbctl/rbctl/blockdev"
+)
+
+// The background deallocator (Config.DeallocateOnDelete).
+//
+// A slot freed by DeleteMany, or by a put cancelled while its write was in flight, goes on
+// e.pending in state stPending, off every free list. The newest DeallocateBatch pending
+// slots are a reserve that puts reuse first (below); when DeallocateBatch more are pending,
+// the deallocator goroutine is woken; it takes the oldest pending slots beyond the reserve,
+// sorts them, merges adjacent slots into one range and makes one Device.Deallocate call,
+// and only after that call has returned puts the slots on the free lists. Nothing on the
+// store or delete path waits for a deallocate.
+//
+// Ordering: a slot is written again only once it is on a free list, so an issued discard
+// always ends before the next write to its slot starts and can never reach fresh data.
+//
+// Cancelling: a put takes the newest pending slot whose discard has not been issued yet
+// before any free slot, and removes it from e.pending (Stats.DeallocatesCanceled): the new
+// write overwrites the slot, which invalidates the old data on the device anyway (the
+// bytes of the slot past the new write stay allocated), so a cache that evicts to make
+// room for puts does not discard what it rewrites at once, and only slots that stay free
+// are deallocated. A put that finds neither a pending nor a free slot while a batch is
+// being deallocated waits for that batch and retries once.
+//
+// Age: a queued slot that no put has taken for a whole DeallocateAge period (default
+// 50 ms) is deallocated too, so space that stays free is discarded even when fewer than a
+// batch of slots are freed. Checkpoints, FlushDeallocates and Close drain the queue. A failed Deallocate is counted
+// (Stats.DeallocateErrors) and its slots are freed anyway: their data is dead either way,
+// and no live entry is touched.
+
+// queueDealloc marks freed slot s as waiting for its deallocate (under e.mu) and reports
+// whether the deallocator should be woken.
+func (e *Engine) queueDealloc(s int32) bool {
+	e.slots[s].state = stPending
+	e.pending = append(e.pending, s)
+	return len(e.pending) >= 2*e.cfg.DeallocateBatch
+}
+
+// releaseSlot frees slot s (under e.mu): to the deallocate queue with DeallocateOnDelete,
+// else to the free lists. It reports whether the deallocator should be woken.
+func (e *Engine) releaseSlot(s int32) bool {
+	if e.cfg.DeallocateOnDelete && !e.cfg.ReadOnly {
+		return e.queueDealloc(s)
+	}
+	e.freeSlot(s)
+	return false
+}
+
+func (e *Engine) kickDealloc() {
+	select {
+	case e.deallocKick <- struct{}{}:
+	default:
+	}
+}
+
+// deallocLoop is the deallocator goroutine: it issues batches while at least
+// DeallocateBatch slots are pending beyond the reserve, and every DeallocateAge the
+// slots that have stayed queued (reserve included) for a whole period.
+func (e *Engine) deallocLoop() {
+	defer e.bg.Done()
+	var tick <-chan time.Time
+	if e.cfg.DeallocateAge > 0 {
+		t := time.NewTicker(e.cfg.DeallocateAge)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-tick:
+			e.issueAged()
+			continue
+		case <-e.deallocKick:
+		}
+		for e.issueDeallocs(e.cfg.DeallocateBatch, e.cfg.DeallocateBatch) {
+			select {
+			case <-e.stop:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// reusePending cancels the deallocate of the most recently freed pending slot and
+// allocates (under e.mu). -1 when nothing is pending.
+func (e *Engine) reusePending(h blockdev.Placement) int32 {
+	n := len(e.pending)
+	if n == 0 {
+		return -1
+	}
+	s := e.pending[n-1]
+	e.pending = e.pending[:n-1]
+	e.pendingAged = min(e.pendingAged, n-1)
+	e.freeSlot(s)
+	e.st.deallocCanceled.Add(1)
+	return e.allocSlot(h)
+}
+
+// issueDeallocs takes the oldest pending slots beyond the newest keep when at least min
+// are beyond it, deallocates them in one call (adjacent slots merged) and frees them. It
+// reports whether it issued one.
+func (e *Engine) issueDeallocs(keep, min int) bool {
+	e.mu.Lock()
+	n := len(e.pending) - keep
+	if n <= 0 || n < min {
+		e.mu.Unlock()
+		return false
+	}
+	return e.issueFrontLocked(n)
+}
+
+// issueAged issues the queued slots that were already queued at the previous tick, and
+// marks the rest as aged for the next one.
+func (e *Engine) issueAged() {
+	e.mu.Lock()
+	n := e.pendingAged
+	e.pendingAged = len(e.pending)
+	if n == 0 {
+		e.mu.Unlock()
+		return
+	}
+	e.issueFrontLocked(n)
+}
+
+// issueFrontLocked takes the n oldest queued slots (called with e.mu held; returns with
+// it released), deallocates them in one call and frees them. It reports true.
+func (e *Engine) issueFrontLocked(n int) bool {
+	batch := slices.Clone(e.pending[:n])
+	e.pending = append(e.pending[:0], e.pending[n:]...)
+	e.pendingAged = max(0, e.pendingAged-n)
+	e.dealloc += int64(len(batch))
+	e.mu.Unlock()
+
+	slices.Sort(batch)
+	ranges := coalesceSlots(batch, e.slotOff, e.cfg.SlotBytes)
+	err := e.dev.Deallocate(ranges)
+	e.st.deallocCalls.Add(1)
+	e.st.deallocRanges.Add(int64(len(ranges)))
+	if err != nil {
+		e.st.deallocErrs.Add(1)
+	} else {
+		e.st.deallocSlots.Add(int64(len(batch)))
+	}
+
+	e.mu.Lock()
+	for _, s := range batch {
+		e.freeSlot(s)
+	}
+	e.dealloc -= int64(len(batch))
+	e.deallocDone.Broadcast()
+	e.mu.Unlock()
+	return true
+}
+
+// coalesceSlots turns sorted slot numbers into device ranges, merging adjacent slots.
+func coalesceSlots(sorted []int32, off func(int32) int64, slotBytes int64) []blockdev.Range {
+	var ranges []blockdev.Range
+	for _, s := range sorted {
+		o := off(s)
+		if n := len(ranges); n > 0 && ranges[n-1].Off+ranges[n-1].Len == o {
+			ranges[n-1].Len += slotBytes
+			continue
+		}
+		ranges = append(ranges, blockdev.Range{Off: o, Len: slotBytes})
+	}
+	return ranges
+}
+
+// waitDeallocBatch waits until a deallocate batch in progress has ended (none: returns at
+// once). A put that found no slot retries after it.
+func (e *Engine) waitDeallocBatch() {
+	e.mu.Lock()
+	if e.dealloc > 0 {
+		e.deallocDone.Wait()
+	}
+	e.mu.Unlock()
+}
+
+// drainDeallocs issues every pending deallocate and waits until none is in progress:
+// after it, every slot freed before the call is on a free list (slots freed meanwhile may
+// still be pending).
+func (e *Engine) drainDeallocs() {
+	if !e.cfg.DeallocateOnDelete || e.cfg.ReadOnly {
+		return
+	}
+	e.issueDeallocs(0, 1)
+	e.mu.Lock()
+	for e.dealloc > 0 {
+		e.deallocDone.Wait()
+	}
+	e.mu.Unlock()
+}

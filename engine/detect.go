@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"fmt"
+	"hash/crc32"
+
+	"github.com/rbctl/rbctl/blockdev"
+)
+
+// Detecting the layout of a formatted device without a config (Detect, DetectConfig) and
+// naming the first layout field where two configs differ.
+
+// Detection is what Detect read from a formatted device.
+type Detection struct {
+	// Config has the layout, namespace and checkpoint format of the checkpoint recovery
+	// would choose; other fields are DefaultConfig's.
+	Config Config
+	// Selection says which container that is and why. Its NamespaceSource is "" when
+	// nothing on the device tells the namespace (Config.Namespace is then the default,
+	// object): an empty LMCache v1 checkpoint records none.
+	Selection Selection
+}
+
+// Detect infers the layout, namespace and checkpoint format of a formatted device from the
+// checkpoint recovery would choose, and says which one that is (read-only).
+func Detect(dev blockdev.Device) (Detection, error) { return detect(dev) }
+
+func detectConfig(dev blockdev.Device) (Config, error) {
+	d, err := detect(dev)
+	return d.Config, err
+}
+
+// detect finds the geometry from the first sound container at a candidate offset, then
+// runs checkpoint selection over both containers of that geometry: namespace and format
+// come from the chosen checkpoint, not from whichever container was found first.
+func detect(dev blockdev.Device) (Detection, error) {
+	size := dev.Info().Size
+	tried := 0
+	for _, ba := range []int64{4096, 512, 1024, 2048, 8192, 16384, 32768, 65536} {
+		if size < 2*ba {
+			continue
+		}
+		if lb := int64(dev.Info().LogicalBlock); dev.Info().Direct && ba%lb != 0 {
+			continue
+		}
+		for _, off := range candidateOffsets(ba, size) {
+			tried++
+			if st, ok := tryContainer(dev, ba, off, size); ok {
+				return detectFrom(dev, st, size)
+			}
+		}
+	}
+	return Detection{Config: DefaultConfig(), Selection: Selection{Container: -1, Namespace: NamespaceObject}},
+		fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted (rbctl format)?", ErrNoCheckpoint, tried)
+}
+
+// configFrom is DefaultConfig with the layout and format a checkpoint records.
+func configFrom(st *ckptState, size int64) Config {
+	cfg := DefaultConfig()
+	cfg.BlockAlign = int(st.blockAlign)
+	cfg.HeaderBytes = int(st.headerBytes)
+	cfg.SlotBytes = st.slotBytes
+	cfg.MetaTotalBytes = st.metaTotal
+	cfg.MetaMagic = st.metaMagic
+	cfg.MetaVersion = uint32(st.metaVersion)
+	cfg.CheckpointFormat = st.format
+	if st.capacity > 0 && st.capacity < size {
+		cfg.CapacityBytes = st.capacity
+	}
+	return cfg
+}
+
+func detectFrom(dev blockdev.Device, found *ckptState, size int64) (Detection, error) {
+	d := Detection{Config: configFrom(found, size), Selection: Selection{Container: -1, Namespace: NamespaceObject}}
+	if err := d.Config.validate(); err != nil {
+		return d, fmt.Errorf("detected layout is invalid: %w", err)
+	}
+	lay, err := computeLayout(d.Config, size)
+	if err != nil {
+		return d, fmt.Errorf("detected layout does not fit the device: %w", err)
+	}
+	sc := scanContainers(dev, d.Config, lay)
+	sel, chosen := selectCheckpoint(dev, lay, &sc)
+	d.Selection = sel
+	if chosen != nil {
+		if c := configFrom(chosen, size); c.validate() == nil {
+			d.Config = c // the two containers of one layout agree; if not, the chosen one's
+		}
+	}
+	d.Config.Namespace = sel.Namespace
+	return d, nil
+}
+
+// v1KeysAreLegacy reports whether every key of a namespace-less (LMCache v1 JSON)
+// checkpoint has LMCache's legacy CacheEngineKey shape. Object keys never do (their second
+// field is "0x%08x"), so such a checkpoint was written by LMCache's non-MP legacy backend,
+// whose slot identities are chunk hashes, not BLAKE2b of the key.
+func v1KeysAreLegacy(st *ckptState) bool {
+	if len(st.entries) == 0 {
+		return false
+	}
+	for i := range st.entries {
+		if _, ok := legacyChunkHash(st.entries[i].key); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func candidateOffsets(ba, size int64) []int64 {
+	offs := []int64{0}
+	for m := int64(1 << 20); m <= 8<<30 && m < size; m <<= 1 {
+		c := (m / 2 / ba) * ba
+		offs = append(offs, c)
+	}
+	return offs
+}
+
+func tryContainer(dev blockdev.Device, ba, off, size int64) (*ckptState, bool) {
+	hb, err := blockdev.Alloc(int(ba))
+	if err != nil {
+		return nil, false
+	}
+	defer blockdev.Free(hb)
+	if off+ba > size || blockdev.ReadAt(dev, hb, off) != nil {
+		return nil, false
+	}
+	magic := string(hb[:8])
+	if allZero(hb[:8]) {
+		return nil, false
+	}
+	h, err := decodeContainerHeader(hb, magic, uint32(hb[8])|uint32(hb[9])<<8|uint32(hb[10])<<16|uint32(hb[11])<<24, size)
+	if err != nil || off+ba+int64(h.Len) > size {
+		return nil, false
+	}
+	pb, err := blockdev.Alloc(int(roundUp(int64(h.Len), ba)))
+	if err != nil {
+		return nil, false
+	}
+	defer blockdev.Free(pb)
+	if blockdev.ReadAt(dev, pb, off+ba) != nil || crc32.ChecksumIEEE(pb[:h.Len]) != h.CRC {
+		return nil, false
+	}
+	st, err := decodeCheckpoint(pb[:h.Len])
+	if err != nil || st.blockAlign != ba || st.metaMagic != magic {
+		return nil, false
+	}
+	if off != 0 && (st.metaTotal/2/ba)*ba != off {
+		return nil, false
+	}
+	return st, true
+}
+
+// layoutDiff names the first layout field where a detected config differs from cfg.
+func layoutDiff(got, want Config) error {
+	mis := func(field string, g, w any) error {
+		return fmt.Errorf("%w: the device was formatted with %s %v but the config has %v; open with %s %v (or reformat)", ErrLayoutMismatch, field, g, w, field, g)
+	}
+	switch {
+	case got.BlockAlign != want.BlockAlign:
+		return mis("block_align", got.BlockAlign, want.BlockAlign)
+	case got.HeaderBytes != want.HeaderBytes:
+		return mis("header_bytes", got.HeaderBytes, want.HeaderBytes)
+	case got.SlotBytes != want.SlotBytes:
+		return mis("slot_bytes", got.SlotBytes, want.SlotBytes)
+	case got.MetaTotalBytes != want.MetaTotalBytes:
+		return mis("meta_total_bytes", got.MetaTotalBytes, want.MetaTotalBytes)
+	case got.MetaMagic != want.MetaMagic:
+		return mis("meta_magic", got.MetaMagic, want.MetaMagic)
+	case got.MetaVersion != want.MetaVersion:
+		return mis("meta_version", got.MetaVersion, want.MetaVersion)
+	}
+	return nil
+}

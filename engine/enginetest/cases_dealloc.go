@@ -1,0 +1,324 @@
+package enginetest
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/blockdev/faultdev"
+	"github.com/rbctl/rbctl/engine"
+)
+
+// The background deallocator (DeallocateOnDelete): ordering against reuse, cancelled
+// discards, coalescing, and draining on checkpoint and close.
+var deallocCases = []suiteCase{
+	{"DeallocateReuseWaitsForIssuedBatch", func(t *testing.T, v *env) {
+		d := &deallocGate{Device: v.dev, entered: make(chan struct{}, 1), release: make(chan struct{})}
+		d.block = true
+		c := deallocConfig(v, 4)
+		c.DeallocateBatch = 1 // a reserve of one queued slot; two queued wake the deallocator
+		e := formatOn(t, d, c)
+		defer e.Close()
+		var releaseOnce sync.Once
+		release := func() { releaseOnce.Do(func() { close(d.release) }) }
+		defer release() // before Close, so a failing run does not hang in the discard
+		putKeys(t, e, 0, 4)
+		e.DeleteMany([]engine.Key{K(0, ""), K(1, "")}, false)
+		<-d.entered // the deallocator holds the older freed slot in an issued discard
+		done := make(chan engine.PutResult, 1)
+		go func() {
+			r, _ := e.PutMany([]engine.Key{K(10, ""), K(11, "")}, [][]byte{Payload(10, 3000), Payload(11, 3000)})
+			done <- r
+		}()
+		select {
+		case r := <-done:
+			t.Fatalf("put reused a slot whose discard is still running: %v", r.Results)
+		case <-time.After(50 * time.Millisecond):
+		}
+		release()
+		r := <-done
+		if !eqBools(r.Results, []bool{true, true}) {
+			t.Fatalf("put after the discard ended = %v", r.Results)
+		}
+		e.FlushDeallocates()
+		checkLoads(t, e, []int{2, 3, 10, 11})
+		if s := e.Stats(); s.DeallocatedSlots != 1 || s.DeallocatesCanceled != 1 {
+			t.Fatalf("deallocated %d canceled %d, want 1 and 1", s.DeallocatedSlots, s.DeallocatesCanceled)
+		}
+	}},
+	{"DeallocateDelayedNeverHitsNewData", func(t *testing.T, v *env) {
+		// Deallocates take 2 ms while three writers keep freeing and refilling a cache of
+		// 12 slots: every load must return the bytes of the put that stored the key.
+		fd := faultdev.New(keepOpen{v.dev}, 1, faultdev.Rule{Name: "slow-discard", Class: faultdev.ClassDeallocate,
+			Fault: faultdev.Fault{Kind: faultdev.FaultLatency, Delay: 2 * time.Millisecond}})
+		c := deallocConfig(v, 12)
+		c.DeallocateBatch = 2
+		e, err := engine.Format(fd, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		var wg sync.WaitGroup
+		errs := make(chan error, 3)
+		for w := 0; w < 3; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for round := 0; round < 40; round++ {
+					ks, ps := roundKeys(w, round)
+					res, err := e.PutMany(ks, ps)
+					if err != nil {
+						errs <- err
+						return
+					}
+					for i, ok := range res.Results {
+						if !ok {
+							continue
+						}
+						buf := make([]byte, len(ps[i]))
+						got, _ := e.LoadManyInto(ks[i:i+1], [][]byte{buf})
+						if !got[0] || !bytes.Equal(buf, ps[i]) {
+							errs <- fmt.Errorf("writer %d round %d key %d: stored, then load = %v (bytes equal %v)", w, round, i, got[0], bytes.Equal(buf, ps[i]))
+							return
+						}
+					}
+					e.DeleteMany(ks, false)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		// The last round of each writer is stored again and must survive the drain.
+		for w := 0; w < 3; w++ {
+			ks, ps := roundKeys(w, 1000)
+			mustPut(t, e, ks, ps)
+		}
+		e.FlushDeallocates()
+		for w := 0; w < 3; w++ {
+			ks, ps := roundKeys(w, 1000)
+			for i := range ks {
+				if got, ok := load(t, e, ks[i], len(ps[i])); !ok || !bytes.Equal(got, ps[i]) {
+					t.Fatalf("writer %d key %d lost after the drain", w, i)
+				}
+			}
+		}
+		s := e.Stats()
+		if s.DeallocateCalls == 0 || s.DeallocateErrors != 0 || fd.Counts().ByRule["slow-discard"] == 0 {
+			t.Fatalf("calls %d errors %d delayed %d: the discards did not run", s.DeallocateCalls, s.DeallocateErrors, fd.Counts().ByRule["slow-discard"])
+		}
+	}},
+	{"DeallocateCanceledByOverwrite", func(t *testing.T, v *env) {
+		d := &deallocGate{Device: v.dev}
+		c := deallocConfig(v, 4)
+		c.DeallocateBatch = 100 // never reached: the freed slots stay queued
+		e := formatOn(t, d, c)
+		defer e.Close()
+		putKeys(t, e, 0, 4)
+		e.DeleteMany([]engine.Key{K(1, ""), K(2, "")}, false)
+		if u := e.Usage(); u.SlotsPending != 2 {
+			t.Fatalf("pending %d, want 2", u.SlotsPending)
+		}
+		putKeys(t, e, 20, 2) // the cache is full: both puts take a queued slot
+		s := e.Stats()
+		if s.DeallocatesCanceled != 2 || s.DeallocateCalls != 0 || len(d.calls()) != 0 {
+			t.Fatalf("canceled %d, calls %d (device saw %d), want 2 and 0", s.DeallocatesCanceled, s.DeallocateCalls, len(d.calls()))
+		}
+		if u := e.Usage(); u.SlotsPending != 0 || u.SlotsUsed != 4 {
+			t.Fatalf("usage after reuse: %+v", u)
+		}
+		e.FlushDeallocates()
+		if len(d.calls()) != 0 {
+			t.Fatalf("a canceled discard reached the device: %v", d.calls())
+		}
+		checkLoads(t, e, []int{0, 3, 20, 21})
+	}},
+	{"DeallocateCoalescesAdjacentSlots", func(t *testing.T, v *env) {
+		d := &deallocGate{Device: v.dev}
+		c := deallocConfig(v, 16)
+		c.DeallocateBatch = 4 // 8 queued wake the deallocator; it takes the oldest 4
+		e := formatOn(t, d, c)
+		defer e.Close()
+		putKeys(t, e, 0, 16)
+		bySlot := map[uint32]engine.Key{}
+		for i := 0; i < 16; i++ {
+			m, ok := e.Lookup(K(i, ""))
+			if !ok {
+				t.Fatalf("key %d not indexed", i)
+			}
+			bySlot[m.Slot] = K(i, "")
+		}
+		var del []engine.Key
+		// The oldest eight freed: runs 0-3 and 8-9, singles 12 and 14; then a reserve of four.
+		for _, s := range []uint32{14, 0, 9, 2, 12, 1, 8, 3, 5, 6, 10, 15} {
+			del = append(del, bySlot[s])
+		}
+		e.DeleteMany(del[:7], false)
+		if len(d.calls()) != 0 {
+			t.Fatal("a discard was issued before a batch beyond the reserve was queued")
+		}
+		e.DeleteMany(del[7:], false) // 12 queued: the oldest 8 go, 4 stay
+		s := waitStats(e, func(s engine.Stats) bool { return s.DeallocateCalls > 0 })
+		if s.DeallocateCalls != 1 || s.DeallocateRanges != 4 || s.DeallocatedSlots != 8 {
+			t.Fatalf("calls %d ranges %d slots %d, want 1, 4, 8", s.DeallocateCalls, s.DeallocateRanges, s.DeallocatedSlots)
+		}
+		if u := e.Usage(); u.SlotsPending != 4 {
+			t.Fatalf("pending %d, want the reserve of 4", u.SlotsPending)
+		}
+		l, sb := e.Layout(), c.SlotBytes
+		want := []blockdev.Range{{Off: l.SlotOffset(0), Len: 4 * sb}, {Off: l.SlotOffset(8), Len: 2 * sb},
+			{Off: l.SlotOffset(12), Len: sb}, {Off: l.SlotOffset(14), Len: sb}}
+		if got := d.calls(); len(got) != 1 || !slices.Equal(got[0], want) {
+			t.Fatalf("device saw %v, want one call %v", got, want)
+		}
+	}},
+	{"DeallocateAgedSlotsWithoutBatch", func(t *testing.T, v *env) {
+		d := &deallocGate{Device: v.dev}
+		c := deallocConfig(v, 8)
+		c.DeallocateBatch = 100 // never reached
+		c.DeallocateAge = 2 * time.Millisecond
+		e := formatOn(t, d, c)
+		defer e.Close()
+		putKeys(t, e, 0, 4)
+		e.DeleteMany([]engine.Key{K(1, "")}, false)
+		s := waitStats(e, func(s engine.Stats) bool { return s.DeallocateCalls > 0 })
+		if s.DeallocatedSlots != 1 || s.DeallocatesCanceled != 0 {
+			t.Fatalf("deallocated %d canceled %d, want the aged slot deallocated", s.DeallocatedSlots, s.DeallocatesCanceled)
+		}
+		if u := e.Usage(); u.SlotsPending != 0 {
+			t.Fatalf("pending %d after the age tick", u.SlotsPending)
+		}
+		checkLoads(t, e, []int{0, 2, 3})
+	}},
+	{"DeallocateDrainedByCheckpointAndClose", func(t *testing.T, v *env) {
+		d := &deallocGate{Device: v.dev}
+		c := deallocConfig(v, 8)
+		c.DeallocateBatch = 100
+		e := formatOn(t, d, c)
+		putKeys(t, e, 0, 6)
+		e.DeleteMany([]engine.Key{K(0, ""), K(1, "")}, false)
+		if err := e.CheckpointNow(); err != nil {
+			t.Fatal(err)
+		}
+		if u := e.Usage(); u.SlotsPending != 0 || len(d.calls()) != 1 {
+			t.Fatalf("after a checkpoint: pending %d, device calls %d, want 0 and 1", u.SlotsPending, len(d.calls()))
+		}
+		e.DeleteMany([]engine.Key{K(4, "")}, false)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		calls := d.calls()
+		if len(calls) != 2 || len(calls[1]) != 1 || calls[1][0].Len != c.SlotBytes {
+			t.Fatalf("close did not drain the queued slot: %v", calls)
+		}
+		e = v.open(c)
+		defer e.Close()
+		checkLoads(t, e, []int{2, 3, 5})
+	}},
+}
+
+// deallocConfig is the suite config on DeallocateOnDelete with room for exactly slots slots.
+func deallocConfig(v *env, slots int64) engine.Config {
+	c := Config()
+	c.DeallocateOnDelete = true
+	c.DeallocateAge = 0 // batches only, unless a case sets it
+	c.CapacityBytes = c.MetaTotalBytes + slots*c.SlotBytes
+	if c.CapacityBytes > v.dev.Info().Size {
+		v.t.Fatalf("device too small for %d slots", slots)
+	}
+	return c
+}
+
+func formatOn(t *testing.T, d blockdev.Device, c engine.Config) *engine.Engine {
+	t.Helper()
+	e, err := engine.Format(d, c)
+	if err != nil {
+		t.Fatalf("Format: %v", err)
+	}
+	return e
+}
+
+// putKeys stores keys first..first+n-1 with 3000-byte payloads, all of which must succeed.
+func putKeys(t *testing.T, e *engine.Engine, first, n int) {
+	t.Helper()
+	var ks []engine.Key
+	var ps [][]byte
+	for i := first; i < first+n; i++ {
+		ks = append(ks, K(i, ""))
+		ps = append(ps, Payload(i, 3000))
+	}
+	mustPut(t, e, ks, ps)
+}
+
+// checkLoads loads each key of putKeys and compares its bytes.
+func checkLoads(t *testing.T, e *engine.Engine, ids []int) {
+	t.Helper()
+	for _, i := range ids {
+		if got, ok := load(t, e, K(i, ""), 3000); !ok || !bytes.Equal(got, Payload(i, 3000)) {
+			t.Fatalf("key %d: loaded %v, bytes equal %v", i, ok, ok && bytes.Equal(got, Payload(i, 3000)))
+		}
+	}
+}
+
+// roundKeys are writer w's four keys of one round, with payloads unique to the round.
+func roundKeys(w, round int) ([]engine.Key, [][]byte) {
+	var ks []engine.Key
+	var ps [][]byte
+	for i := 0; i < 4; i++ {
+		id := w*100000 + round*10 + i
+		ks = append(ks, K(id, fmt.Sprintf("w%d", w)))
+		ps = append(ps, Payload(id, 1000+i*1500))
+	}
+	return ks, ps
+}
+
+// waitStats polls the engine's stats until cond holds (the deallocator runs in the
+// background), failing after 10 s.
+func waitStats(e *engine.Engine, cond func(engine.Stats) bool) engine.Stats {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := e.Stats()
+		if cond(s) || time.Now().After(deadline) {
+			return s
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// deallocGate records the device's Deallocate calls; with block set, the first call
+// signals entered and waits for release. Close is hidden like keepOpen's.
+type deallocGate struct {
+	blockdev.Device
+	block   bool
+	entered chan struct{}
+	release chan struct{}
+	mu      sync.Mutex
+	seen    [][]blockdev.Range
+}
+
+func (d *deallocGate) Close() error                        { return nil }
+func (d *deallocGate) RegisterBuffers(bufs [][]byte) error { return forwardRegister(d.Device, bufs) }
+
+func (d *deallocGate) Deallocate(r []blockdev.Range) error {
+	d.mu.Lock()
+	d.seen = append(d.seen, slices.Clone(r))
+	first := len(d.seen) == 1
+	d.mu.Unlock()
+	if d.block && first {
+		d.entered <- struct{}{}
+		<-d.release
+	}
+	return d.Device.Deallocate(r)
+}
+
+func (d *deallocGate) calls() [][]blockdev.Range {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.seen)
+}

@@ -1,0 +1,239 @@
+package engine
+
+import (
+	"encoding/binary"
+	"strings"
+)
+
+// The compact key encoding of the index arena, also used verbatim in the compact checkpoint:
+//
+// kind 0 (raw):    0x00, uvarint len, bytes
+// kind 1 (object): 0x01, uvarint prefixID, u8 hashLen, hash bytes, uvarint saltID+1 (0 = none)
+// where prefix = everything up to and including the second '@' ("quote(model)@0x........@"),
+// hash = the lower-case hex field decoded, salt = the remainder after the next '@' (no '@').
+
+type interner struct {
+	ids  map[string]uint32
+	strs []string
+}
+
+func newInterner() *interner { return &interner{ids: map[string]uint32{}} }
+
+func (in *interner) id(s string) uint32 {
+	if v, ok := in.ids[s]; ok {
+		return v
+	}
+	v := uint32(len(in.strs))
+	in.ids[s] = v
+	in.strs = append(in.strs, s)
+	return v
+}
+
+// splitObject splits enc into prefix, hash hex and salt when the compact form reproduces it.
+func splitObject(enc string) (prefix, hexs, salt string, hasSalt, ok bool) {
+	p1 := strings.IndexByte(enc, '@')
+	if p1 < 0 {
+		return
+	}
+	p2 := strings.IndexByte(enc[p1+1:], '@')
+	if p2 < 0 {
+		return
+	}
+	p2 += p1 + 1
+	rest := enc[p2+1:]
+	p3 := strings.IndexByte(rest, '@')
+	hexs = rest
+	if p3 >= 0 {
+		hexs = rest[:p3]
+		salt = rest[p3+1:]
+		hasSalt = true
+		if strings.IndexByte(salt, '@') >= 0 || salt == "" {
+			return
+		}
+	}
+	if len(hexs)%2 != 0 || len(hexs) > 2*255 {
+		return
+	}
+	for i := 0; i < len(hexs); i++ {
+		c := hexs[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return
+		}
+	}
+	return enc[:p2+1], hexs, salt, hasSalt, true
+}
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
+}
+
+// encodeKey appends the compact encoding of enc to dst, interning into pre and salts.
+func encodeKey(dst []byte, enc string, pre, salts *interner) []byte {
+	prefix, hexs, salt, hasSalt, ok := splitObject(enc)
+	if !ok {
+		dst = append(dst, 0)
+		dst = binary.AppendUvarint(dst, uint64(len(enc)))
+		return append(dst, enc...)
+	}
+	dst = append(dst, 1)
+	dst = binary.AppendUvarint(dst, uint64(pre.id(prefix)))
+	dst = append(dst, byte(len(hexs)/2))
+	for i := 0; i < len(hexs); i += 2 {
+		dst = append(dst, unhex(hexs[i])<<4|unhex(hexs[i+1]))
+	}
+	if hasSalt {
+		dst = binary.AppendUvarint(dst, uint64(salts.id(salt))+1)
+	} else {
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// keyRecordLen returns the length of the compact record at b[0:], or -1 if malformed.
+func keyRecordLen(b []byte) int {
+	if len(b) < 1 {
+		return -1
+	}
+	switch b[0] {
+	case 0:
+		n, w := binary.Uvarint(b[1:])
+		if w <= 0 || n > uint64(len(b)) || 1+w+int(n) > len(b) {
+			return -1
+		}
+		return 1 + w + int(n)
+	case 1:
+		_, w := binary.Uvarint(b[1:])
+		if w <= 0 || 1+w >= len(b) {
+			return -1
+		}
+		i := 1 + w
+		hl := int(b[i])
+		i += 1 + hl
+		if i >= len(b) {
+			return -1
+		}
+		_, w2 := binary.Uvarint(b[i:])
+		if w2 <= 0 {
+			return -1
+		}
+		return i + w2
+	}
+	return -1
+}
+
+const hexdigits = "0123456789abcdef"
+
+// hexval maps a lower-case hex digit to its value and every other byte to 0x10 (which
+// lowerHex rejects).
+var hexval = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = 0x10
+	}
+	for i := 0; i < 16; i++ {
+		t[hexdigits[i]] = uint8(i)
+	}
+	return
+}()
+
+// lowerHex reports whether every byte of s is a lower-case hex digit.
+func lowerHex(s string) bool {
+	var bad uint8
+	for i := 0; i < len(s); i++ {
+		bad |= hexval[s[i]]
+	}
+	return bad&0x10 == 0
+}
+
+// decodeKey turns a compact record back into the encoded string.
+func decodeKey(b []byte, pre, salts []string) (string, bool) {
+	n := keyRecordLen(b)
+	if n < 0 {
+		return "", false
+	}
+	if b[0] == 0 {
+		l, w := binary.Uvarint(b[1:])
+		return string(b[1+w : 1+w+int(l)]), true
+	}
+	pid, w := binary.Uvarint(b[1:])
+	if pid >= uint64(len(pre)) {
+		return "", false
+	}
+	i := 1 + w
+	hl := int(b[i])
+	h := b[i+1 : i+1+hl]
+	i += 1 + hl
+	sid, _ := binary.Uvarint(b[i:])
+	if sid > uint64(len(salts)) {
+		return "", false
+	}
+	var sb strings.Builder
+	sb.Grow(len(pre[pid]) + 2*hl + 16)
+	sb.WriteString(pre[pid])
+	for _, c := range h {
+		sb.WriteByte(hexdigits[c>>4])
+		sb.WriteByte(hexdigits[c&15])
+	}
+	if sid > 0 {
+		sb.WriteByte('@')
+		sb.WriteString(salts[sid-1])
+	}
+	return sb.String(), true
+}
+
+// hexWord returns the lower-case hex digits of the 4 bytes of x (little-endian: byte 0 of
+// x first, high nibble first) as 8 ASCII bytes packed little-endian into a uint64.
+func hexWord(x uint32) uint64 {
+	v := uint64(x)
+	v = (v | v<<16) & 0x0000ffff0000ffff
+	v = (v | v<<8) & 0x00ff00ff00ff00ff
+	n := (v>>4)&0x000f000f000f000f | (v&0x000f000f000f000f)<<8
+	// '0'+n for n < 10, 'a'+n-10 (= '0'+n+39) otherwise; no byte carries into the next.
+	return n + 0x3030303030303030 + ((n+0x0606060606060606)>>4&0x0101010101010101)*39
+}
+
+// keyEqual reports whether the compact record b encodes enc, without allocating.
+func keyEqual(b []byte, enc string, pre, salts []string) bool {
+	if b[0] == 0 {
+		l, w := binary.Uvarint(b[1:])
+		return int(l) == len(enc) && string(b[1+w:1+w+int(l)]) == enc
+	}
+	pid, w := binary.Uvarint(b[1:])
+	p := pre[pid]
+	if len(enc) < len(p) || enc[:len(p)] != p {
+		return false
+	}
+	i := 1 + w
+	hl := int(b[i])
+	h := b[i+1 : i+1+hl]
+	i += 1 + hl
+	rest := enc[len(p):]
+	if len(rest) < 2*hl {
+		return false
+	}
+	j := 0
+	for ; j+4 <= hl; j += 4 { // 8 hex digits against 4 hash bytes at a time
+		k := 2 * j
+		_ = rest[k+7]
+		w := uint64(rest[k]) | uint64(rest[k+1])<<8 | uint64(rest[k+2])<<16 | uint64(rest[k+3])<<24 |
+			uint64(rest[k+4])<<32 | uint64(rest[k+5])<<40 | uint64(rest[k+6])<<48 | uint64(rest[k+7])<<56
+		if w != hexWord(binary.LittleEndian.Uint32(h[j:])) {
+			return false
+		}
+	}
+	for ; j < hl; j++ {
+		c := h[j]
+		if rest[2*j] != hexdigits[c>>4] || rest[2*j+1] != hexdigits[c&15] {
+			return false
+		}
+	}
+	rest = rest[2*hl:]
+	sid, _ := binary.Uvarint(b[i:])
+	if sid == 0 {
+		return rest == ""
+	}
+	s := salts[sid-1]
+	return len(rest) == len(s)+1 && rest[0] == '@' && rest[1:] == s
+}

@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
+)
+
+// PutMany: placement, slot allocation under the index lock, then the slot writes in
+// batches of at most maxBatch ops with the lock released.
+
+type putJob struct {
+	idx  int
+	slot int32
+	buf  []byte
+	crc  uint32
+}
+
+func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutResult, error) {
+	if len(keys) != len(payloads) || (metas != nil && len(metas) != len(keys)) {
+		return PutResult{}, fmt.Errorf("%w: PutMany got %d keys, %d payloads, %d metas", ErrConfig, len(keys), len(payloads), len(metas))
+	}
+	res := PutResult{Results: make([]bool, len(keys))}
+	if err := e.usable(); err != nil {
+		return res, err
+	}
+	if e.cfg.ReadOnly {
+		return res, ErrReadOnly
+	}
+	handles := make([]placement.Handle, len(keys))
+	var firstErr error
+	for i, k := range keys {
+		h, err := e.placeData(k, len(payloads[i]))
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		handles[i] = h
+		if err != nil {
+			handles[i] = badHandle
+		}
+	}
+	maxPayload := e.layout.PayloadBytes()
+	var dup map[string]int
+	if len(keys) > 1 {
+		dup = make(map[string]int, len(keys))
+	}
+	dupOf := make([]int, len(keys))
+	todo := make([]int, 0, len(keys))
+	for i := range keys {
+		dupOf[i] = -1
+		if dup != nil {
+			if j, ok := dup[keys[i].enc]; ok {
+				dupOf[i] = j
+				continue
+			}
+			dup[keys[i].enc] = i
+		}
+		todo = append(todo, i)
+	}
+	for attempt := 0; attempt < 2 && len(todo) > 0; attempt++ {
+		var jobs []putJob
+		var noSlot []int
+		e.mu.Lock()
+		for _, i := range todo {
+			k := keys[i]
+			if int64(len(payloads[i])) > maxPayload || len(payloads[i]) == 0 || len(k.enc) > 65535 || handles[i] == badHandle {
+				e.st.putFailed.Add(1)
+				continue
+			}
+			if s := e.find(k); s >= 0 {
+				if e.slots[s].state == stLive {
+					res.Results[i] = true
+					e.st.putSkipped.Add(1)
+				} else {
+					e.st.putFailed.Add(1)
+				}
+				continue
+			}
+			s := e.reusePending(handles[i]) // a queued discard is cancelled by the overwrite
+			if s < 0 {
+				s = e.allocSlot(handles[i])
+			}
+			if s < 0 {
+				noSlot = append(noSlot, i)
+				continue
+			}
+			r := &e.slots[s]
+			r.state = stInflight
+			r.size = uint32(len(payloads[i]))
+			r.handle = int16(handles[i]) // checkHandle keeps it within -1..maxStoredHandle
+			r.flags &= flTouched
+			r.locks = 0
+			e.bind(s, k)
+			e.inflight++
+			jobs = append(jobs, putJob{idx: i, slot: s})
+		}
+		retry := len(noSlot) > 0 && e.dealloc > 0 && attempt == 0
+		e.mu.Unlock()
+		if err := e.writeJobs(keys, payloads, metas, jobs, handles, &res); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		todo = todo[:0]
+		if retry {
+			e.waitDeallocBatch()
+			todo = append(todo, noSlot...)
+		} else {
+			e.st.putFailed.Add(int64(len(noSlot)))
+		}
+	}
+	for i, j := range dupOf {
+		if j >= 0 {
+			res.Results[i] = res.Results[j]
+		}
+	}
+	if e.obs != nil {
+		for _, i := range res.Stored {
+			e.obs.Observe(keys[i].id, placement.Store)
+		}
+	}
+	return res, firstErr
+}
+
+func (e *Engine) writeJobs(keys []Key, payloads [][]byte, metas []*ObjMeta, jobs []putJob, handles []placement.Handle, res *PutResult) error {
+	var firstErr error
+	hb := e.cfg.HeaderBytes
+	for len(jobs) > 0 {
+		n := min(len(jobs), e.maxBatch())
+		batch := jobs[:n]
+		jobs = jobs[n:]
+		ops := make([]blockdev.Op, 0, n)
+		var prepErr error
+		for j := range batch {
+			b, err := e.pool.get()
+			if err != nil {
+				prepErr = err
+				break
+			}
+			p := payloads[batch[j].idx]
+			total := e.layout.SlotWriteBytes(len(p))
+			b = b[:total]
+			copy(b[hb:], p)
+			clear(b[hb+len(p):])
+			h := slotHeader{Identity: keys[batch[j].idx].id, Len: uint64(len(p))}
+			if e.cfg.PayloadChecksum {
+				h.HasCRC = true
+				h.CRC = payloadCRC(p)
+				batch[j].crc = h.CRC
+			}
+			encodeSlotHeader(b[:hb], h)
+			batch[j].buf = b
+			ops = append(ops, blockdev.Op{Write: true, Off: e.slotOff(batch[j].slot), Buf: b, Handle: handles[batch[j].idx]})
+		}
+		var err error
+		if prepErr != nil {
+			err = prepErr
+		} else {
+			e.ioStart()
+			err = e.dev.Submit(ops)
+			e.ioDone()
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		kick := false
+		e.mu.Lock()
+		for j := range batch {
+			s := batch[j].slot
+			r := &e.slots[s]
+			ok := prepErr == nil && ops[j].Err == nil
+			e.inflight--
+			if !ok {
+				e.unbind(s)
+				e.freeSlot(s)
+				e.st.putFailed.Add(1)
+				continue
+			}
+			if r.flags&flCanceled != 0 { // deleted while in flight: the written slot is freed
+				e.unbind(s)
+				kick = e.releaseSlot(s) || kick
+				continue
+			}
+			r.state = stLive
+			e.stamp++
+			r.stamp = e.stamp
+			if e.cfg.PayloadChecksum {
+				r.flags |= flHasCRC
+				r.crc = batch[j].crc
+			}
+			i := batch[j].idx
+			if metas != nil && metas[i] != nil {
+				r.flags |= flHasMeta
+				e.metas[s] = metas[i]
+			}
+			e.live++
+			e.bySalt[keys[i].CacheSalt()] += e.cfg.SlotBytes
+			e.byHandle[blockdev.Placement(r.handle)]++
+			e.markDirty(s)
+			res.Results[i] = true
+			res.Stored = append(res.Stored, i)
+			e.st.puts.Add(1)
+			e.st.putBytes.Add(int64(len(payloads[i])))
+		}
+		e.mu.Unlock()
+		if kick {
+			e.kickDealloc()
+		}
+		for j := range batch {
+			e.pool.put(batch[j].buf)
+		}
+	}
+	return firstErr
+}

@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/rbctl/rbctl/blockdev"
+)
+
+// Usage, Stats and Entries: the engine's reports.
+
+func (e *Engine) usage() Usage {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	u := Usage{
+		SlotsTotal:    e.layout.MaxSlots,
+		SlotsUsed:     e.live,
+		SlotsInflight: e.inflight,
+		SlotsFree:     e.alloc.nfree + int64(len(e.pending)) + e.dealloc,
+		SlotsPending:  int64(len(e.pending)) + e.dealloc,
+		NextSlot:      e.nextSlot,
+		BytesBySalt:   make(map[string]int64, len(e.bySalt)),
+		SlotsByHandle: make(map[blockdev.Placement]int64, len(e.byHandle)),
+	}
+	if u.SlotsTotal > 0 {
+		u.Fraction = float64(e.live+e.inflight) / float64(u.SlotsTotal)
+	}
+	for k, v := range e.bySalt {
+		u.BytesBySalt[k] = v
+	}
+	for k, v := range e.byHandle {
+		u.SlotsByHandle[k] = v
+	}
+	return u
+}
+
+func (e *Engine) stats() Stats {
+	s := Stats{
+		Puts: e.st.puts.Load(), PutBytes: e.st.putBytes.Load(), PutSkipped: e.st.putSkipped.Load(), PutFailed: e.st.putFailed.Load(),
+		Loads: e.st.loads.Load(), LoadBytes: e.st.loadBytes.Load(), LoadMisses: e.st.loadMisses.Load(),
+		ChecksumErrors: e.st.crcErrs.Load(),
+		Deletes:        e.st.deletes.Load(), DeletesRefused: e.st.deletesRefused.Load(),
+		Lookups: e.st.lookups.Load(), LookupHits: e.st.lookupHits.Load(),
+		Checkpoints: e.st.ckpts.Load(), CheckpointsForced: e.st.ckptForced.Load(), CheckpointErrors: e.st.ckptErrs.Load(),
+		CheckpointBytes: e.st.ckptBytes.Load(), CheckpointEntries: e.st.ckptEntries.Load(),
+		MaxLockHold:        time.Duration(e.st.maxHold.Load()),
+		MaxLockHoldCPU:     time.Duration(e.st.maxHoldCPU.Load()),
+		LastCheckpointTime: time.Duration(e.st.lastCkptDur.Load()),
+		DeallocatedSlots:   e.st.deallocSlots.Load(), DeallocateErrors: e.st.deallocErrs.Load(),
+		DeallocateCalls: e.st.deallocCalls.Load(), DeallocateRanges: e.st.deallocRanges.Load(),
+		DeallocatesCanceled: e.st.deallocCanceled.Load(),
+		LastCheckpointError: e.st.lastCkptErr.Load().(string),
+
+		BufferPoolBytes:      e.bufStats.poolBytes.Load(),
+		BuffersRegistered:    e.bufStats.registered.Load(),
+		BufferRegisterErrors: e.bufStats.regErrs.Load(),
+		BufferRegisterError:  e.bufStats.lastErr.Load().(string),
+		BufferPoolMisses:     e.pool.misses.Load(),
+	}
+	e.mu.Lock()
+	s.DirtyOps = int64(e.dirty - e.persisted)
+	s.AffinityHits, s.AffinityFallbacks, s.GroupFallbacks = e.alloc.hits, e.alloc.fallbacks, e.alloc.groupFallbacks
+	s.Recovery = e.recovery
+	e.mu.Unlock()
+	s.CheckpointSeq = e.seqPub.Load()
+	return s
+}
+
+func (e *Engine) entries(fn func(Key, EntryMeta) bool) {
+	type kv struct {
+		k Key
+		m EntryMeta
+	}
+	var all []kv
+	e.mu.Lock()
+	for s := int32(0); int64(s) < e.nextSlot; s++ {
+		if e.slots[s].state == stLive {
+			all = append(all, kv{e.keyOf(s), e.metaOf(s)})
+		}
+	}
+	e.mu.Unlock()
+	for _, x := range all {
+		if !fn(x.k, x.m) {
+			return
+		}
+	}
+}

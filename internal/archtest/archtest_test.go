@@ -1,0 +1,318 @@
+// Package archtest checks the layout rules of docs/architecture.md on the source tree: which
+// packages may import which, how large a file and the CLI may grow, and that library errors
+// state facts without naming a CLI flag. It holds tests only.
+package archtest
+
+import (
+	"bufio"
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/rbctl/rbctl"
+
+// Limits of the layout (issue 17).
+const (
+	maxFileLines = 600  // any non-test, non-generated .go file
+	maxCLILines  = 2500 // cmd/rbctl/internal/cli, non-test
+	cliDir       = "cmd/rbctl/internal/cli"
+)
+
+// kernelPackages are the internal/ packages a library may import.
+var kernelPackages = map[string]bool{"internal/sys": true, "internal/uring": true}
+
+// goFile is one parsed non-test source file.
+type goFile struct {
+	path  string // relative to the module root, slash-separated
+	dir   string // its package directory
+	lines int
+	gen   bool // "Code generated ... DO NOT EDIT."
+	ast   *ast.File
+	fset  *token.FileSet
+}
+
+var generated = regexp.MustCompile(`^// Code generated .* DO NOT EDIT\.$`)
+
+// moduleRoot is two directories up from this package.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root: %v", err)
+	}
+	return root
+}
+
+// sources parses every non-test .go file of the module (not testdata, not hidden or
+// build-output directories).
+func sources(t *testing.T) []goFile {
+	t.Helper()
+	root := moduleRoot(t)
+	fset := token.NewFileSet()
+	var files []goFile
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || name == "out" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(fset, p, src, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		files = append(files, goFile{path: rel, dir: filepath.ToSlash(filepath.Dir(rel)), lines: countLines(src), gen: isGenerated(src), ast: f, fset: fset})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no Go files found")
+	}
+	return files
+}
+
+func countLines(src []byte) int {
+	n := bytes.Count(src, []byte("\n"))
+	if len(src) > 0 && src[len(src)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+func isGenerated(src []byte) bool {
+	sc := bufio.NewScanner(bytes.NewReader(src))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "package ") {
+			return false
+		}
+		if generated.MatchString(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// imports lists the module-local imports of f, relative to the module root ("" is the root).
+func (f goFile) imports() []string {
+	var out []string
+	for _, s := range f.ast.Imports {
+		p, _ := strconv.Unquote(s.Path.Value)
+		if p == module {
+			out = append(out, "")
+		} else if rest, ok := strings.CutPrefix(p, module+"/"); ok {
+			out = append(out, rest)
+		}
+	}
+	return out
+}
+
+func under(dir, top string) bool { return dir == top || strings.HasPrefix(dir, top+"/") }
+
+// isLibrary reports whether a package directory is a library: outside cmd/ and internal/.
+func isLibrary(dir string) bool { return !under(dir, "cmd") && !under(dir, "internal") }
+
+// report fails t with every violation, sorted, one a line.
+func report(t *testing.T, what string, v []string) {
+	t.Helper()
+	if len(v) == 0 {
+		return
+	}
+	sort.Strings(v)
+	t.Errorf("%s: %d violations:\n  %s", what, len(v), strings.Join(v, "\n  "))
+}
+
+// (a) Nothing outside cmd/ imports a cmd/ package: the application sits on top.
+func TestNothingOutsideCmdImportsCmd(t *testing.T) {
+	var v []string
+	for _, f := range sources(t) {
+		if under(f.dir, "cmd") {
+			continue
+		}
+		for _, imp := range f.imports() {
+			if under(imp, "cmd") {
+				v = append(v, f.path+" imports "+imp)
+			}
+		}
+	}
+	report(t, "packages outside cmd/ importing cmd/", v)
+}
+
+// (b) A library imports internal/ only for kernel plumbing (internal/sys, internal/uring).
+func TestLibrariesImportOnlyKernelInternals(t *testing.T) {
+	var v []string
+	for _, f := range sources(t) {
+		if !isLibrary(f.dir) {
+			continue
+		}
+		for _, imp := range f.imports() {
+			if under(imp, "internal") && !kernelPackages[imp] && !under(imp, "internal/sys") && !under(imp, "internal/uring") {
+				v = append(v, f.path+" imports "+imp)
+			}
+		}
+	}
+	report(t, "library packages importing internal/ beyond sys and uring", v)
+}
+
+// (c) No non-test, non-generated file is over maxFileLines lines.
+func TestNoFileOverLimit(t *testing.T) {
+	var v []string
+	for _, f := range sources(t) {
+		if !f.gen && f.lines > maxFileLines {
+			v = append(v, f.path+": "+strconv.Itoa(f.lines)+" lines")
+		}
+	}
+	report(t, "files over "+strconv.Itoa(maxFileLines)+" lines", v)
+}
+
+// (d) The CLI package wires; its non-test code stays under maxCLILines.
+func TestCLIPackageSize(t *testing.T) {
+	total, n := 0, 0
+	for _, f := range sources(t) {
+		if f.dir == cliDir {
+			total += f.lines
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no files in %s", cliDir)
+	}
+	if total > maxCLILines {
+		t.Errorf("%s: %d non-test lines in %d files, over %d", cliDir, total, n, maxCLILines)
+	}
+}
+
+// flagName matches a CLI flag in a message: "--" and a lower-case letter.
+var flagName = regexp.MustCompile(`--[a-z]`)
+
+// (e) A library error states facts; naming the flag is the CLI's job (hints.go).
+func TestLibraryErrorsNameNoFlag(t *testing.T) {
+	var v []string
+	for _, f := range sources(t) {
+		if !isLibrary(f.dir) {
+			continue
+		}
+		for _, msg := range errorLiterals(f.fset, f.ast) {
+			if flagName.MatchString(msg.text) {
+				v = append(v, f.path+":"+strconv.Itoa(msg.line)+": "+strconv.Quote(msg.text))
+			}
+		}
+	}
+	report(t, "library error strings naming a flag", v)
+}
+
+type literal struct {
+	text string
+	line int
+}
+
+// errorLiterals returns the string literals in the format or message argument of every
+// errors.New and fmt.Errorf call in f (with the import names f uses).
+func errorLiterals(fset *token.FileSet, f *ast.File) []literal {
+	names := map[string]string{"errors": "errors", "fmt": "fmt"}
+	for _, s := range f.Imports {
+		p, _ := strconv.Unquote(s.Path.Value)
+		if (p == "errors" || p == "fmt") && s.Name != nil {
+			names[p] = s.Name.Name
+		}
+	}
+	var out []literal
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		pkg, ok := sel.X.(*ast.Ident)
+		if !ok {
+			return true
+		}
+		if !(pkg.Name == names["errors"] && sel.Sel.Name == "New") && !(pkg.Name == names["fmt"] && sel.Sel.Name == "Errorf") {
+			return true
+		}
+		ast.Inspect(call.Args[0], func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					out = append(out, literal{s, fset.Position(lit.Pos()).Line})
+				}
+			}
+			return true
+		})
+		return true
+	})
+	return out
+}
+
+// The checkers themselves: each finds what it is meant to find in a made-up file.
+func TestCheckersFindViolations(t *testing.T) {
+	src := `package x
+
+import (
+	stderr "errors"
+	"fmt"
+	"github.com/rbctl/rbctl/internal/vmtest"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/cli"
+)
+
+var a = stderr.New("pass --force " + "to do it")
+var b = fmt.Errorf("size %d: too big", 1)
+var c = fmt.Errorf("%w; use --io-engine", b)
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "x.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flagged []int
+	for _, l := range errorLiterals(fset, f) {
+		if flagName.MatchString(l.text) {
+			flagged = append(flagged, l.line)
+		}
+	}
+	if len(flagged) != 2 || flagged[0] != 10 || flagged[1] != 12 {
+		t.Errorf("flag-naming literals on lines %v, want [10 12]", flagged)
+	}
+	g := goFile{ast: f}
+	if imps := g.imports(); len(imps) != 2 || imps[0] != "internal/vmtest" || imps[1] != "cmd/rbctl/internal/cli" {
+		t.Errorf("imports %q", imps)
+	}
+	if !isLibrary("engine") || isLibrary("internal/uring") || isLibrary("cmd/rbctl") || !isLibrary("") {
+		t.Error("isLibrary misclassifies")
+	}
+	if !isGenerated([]byte("// Code generated by x. DO NOT EDIT.\n\npackage x\n")) || isGenerated([]byte("package x\n// Code generated by x. DO NOT EDIT.\n")) {
+		t.Error("isGenerated misclassifies")
+	}
+	if countLines([]byte("a\nb")) != 2 || countLines([]byte("a\nb\n")) != 2 {
+		t.Error("countLines")
+	}
+}

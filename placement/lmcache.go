@@ -1,0 +1,289 @@
+package placement
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+)
+
+// LMCache's two FDP data-placement policies (its MP raw_block adapter,
+// fdp_data_placement_policy = cache_salt_prefix | cache_salt_rank), with its semantics:
+//
+//   - A salt's bucket is the text before its first ':' compared without case ("RAG:app1",
+//     "rag:app2" and "rag:" share bucket "rag"). A salt without ':' or with an empty prefix
+//     (":x", "") has no bucket and its writes carry no directive (None).
+//   - cache_salt_prefix: each bucket gets the next unused handle of the pool in first-seen
+//     order and keeps it; once the pool is used up, new buckets store with no directive.
+//   - cache_salt_rank: the same buckets, split further by the key's local rank (kv_rank &
+//     0xFF; LMCache packs kv_rank as ws<<24 | gr<<16 | lws<<8 | lr). Each new (bucket,
+//     local rank) pair takes the next unused handle of the one shared pool, in first-seen
+//     order, and a bucket holds at most LocalRanks handles (LMCache: the node's visible GPU
+//     count). A further rank of a full bucket, and any new pair once the pool is used up,
+//     stores with no directive.
+//
+// The pool is the list of handles the policy may give out, in order: LMCache's
+// fdp_placement_ids after the device mapped them to handle indices (engine/lmconfig does
+// that from the device's RUH status), or handles 0..n-1 when Parse builds it from a bare
+// spec. Assignments live in memory; a new process assigns afresh (as LMCache does).
+
+// SaltBucket returns the FDP bucket of a cache salt: the text before the first ':' with
+// its case folded, and false when the salt has no ':' or an empty prefix. Each rune is
+// folded on its own, to the lower case of its upper case ("K", "k" and the Kelvin sign all
+// give "k"; "ς" gives "σ"), as Python's str.casefold, which LMCache uses, does for every
+// rune it folds to one rune; casefold also folds a few runes to several (ß → ss), which
+// this does not.
+func SaltBucket(salt string) (string, bool) {
+	i := strings.IndexByte(salt, ':')
+	if i <= 0 {
+		return "", false
+	}
+	return foldCase(salt[:i]), true
+}
+
+// foldCase folds s without allocating when it is already folded ASCII.
+func foldCase(s string) string {
+	folded := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || ('A' <= c && c <= 'Z') {
+			folded = false
+			break
+		}
+	}
+	if folded {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		b.WriteRune(unicode.ToLower(unicode.ToUpper(r)))
+	}
+	return b.String()
+}
+
+// LocalRank is the local rank packed in the low byte of an LMCache kv_rank.
+func LocalRank(kvRank uint32) int { return int(kvRank & 0xFF) }
+
+// LocalWorldSize is the local world size packed in bits 8..15 of an LMCache kv_rank.
+func LocalWorldSize(kvRank uint32) int { return int(kvRank >> 8 & 0xFF) }
+
+// PackKVRank packs world size, global rank, local world size and local rank the way LMCache
+// does: ws<<24 | gr<<16 | lws<<8 | lr.
+func PackKVRank(worldSize, globalRank, localWorldSize, localRank uint8) uint32 {
+	return uint32(worldSize)<<24 | uint32(globalRank)<<16 | uint32(localWorldSize)<<8 | uint32(localRank)
+}
+
+// MaxLocalRanks bounds cache_salt_rank's ranks=N (a local rank is one byte).
+const MaxLocalRanks = 256
+
+// saltBuckets is the state both LMCache policies share: the pool and what was given out.
+type saltBuckets struct {
+	pool      []Handle
+	ranks     int  // cache_salt_rank: handles per bucket (0: the key's local world size)
+	perRank   bool // cache_salt_rank rather than cache_salt_prefix
+	canonical bool // pool is 0..len-1 (Name omits it)
+
+	snap      atomic.Pointer[map[bucketRank]Handle] // immutable; copied on each assignment
+	mu        sync.Mutex                            // serialises assignment
+	perBucket map[string]int                        // handles given to each bucket, under mu
+	fallbacks atomic.Uint64                         // writes of a bucket that got no handle
+}
+
+type bucketRank struct {
+	bucket string
+	rank   int // -1 under cache_salt_prefix
+}
+
+// NewCacheSaltPrefix returns LMCache's cache_salt_prefix over the pool (handles handed out
+// in that order). An empty pool places everything with no directive.
+func NewCacheSaltPrefix(pool []Handle) Policy { return newSaltBuckets(pool, false, 0) }
+
+// NewCacheSaltLocalRank returns LMCache's cache_salt_rank over the pool with at most
+// localRanks handles per bucket; localRanks 0 takes the bound from each key's kv_rank (its
+// local world size, 1 when the key packs none).
+func NewCacheSaltLocalRank(pool []Handle, localRanks int) Policy {
+	return newSaltBuckets(pool, true, min(max(localRanks, 0), MaxLocalRanks))
+}
+
+func newSaltBuckets(pool []Handle, perRank bool, ranks int) *saltBuckets {
+	p := &saltBuckets{pool: append([]Handle(nil), pool...), perRank: perRank, ranks: ranks, perBucket: map[string]int{}}
+	p.canonical = true
+	for i, h := range p.pool {
+		if h != Handle(i) {
+			p.canonical = false
+		}
+	}
+	p.snap.Store(&map[bucketRank]Handle{})
+	return p
+}
+
+func (p *saltBuckets) Name() string {
+	var b strings.Builder
+	if p.perRank {
+		b.WriteString("cache_salt_rank")
+		if p.ranks > 0 {
+			b.WriteString(":ranks=" + strconv.Itoa(p.ranks))
+		}
+	} else {
+		b.WriteString("cache_salt_prefix")
+	}
+	if !p.canonical {
+		b.WriteString(":handles=")
+		for i, h := range p.pool {
+			if i > 0 {
+				b.WriteByte('/')
+			}
+			b.WriteString(strconv.Itoa(int(h)))
+		}
+	}
+	return b.String()
+}
+
+func (p *saltBuckets) Place(w Write) Handle {
+	bucket, ok := SaltBucket(w.CacheSalt)
+	if !ok {
+		return None
+	}
+	k := bucketRank{bucket: bucket, rank: -1}
+	if p.perRank {
+		k.rank = LocalRank(w.KVRank)
+	}
+	if h, ok := (*p.snap.Load())[k]; ok {
+		return h
+	}
+	return p.assign(k, w.KVRank)
+}
+
+// assign gives k the next pool handle if the pool and k's bucket have room.
+func (p *saltBuckets) assign(k bucketRank, kvRank uint32) Handle {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	snap := *p.snap.Load()
+	if h, ok := snap[k]; ok {
+		return h
+	}
+	if len(snap) >= len(p.pool) {
+		p.fallbacks.Add(1)
+		return None
+	}
+	if p.perRank {
+		quota := p.ranks
+		if quota == 0 {
+			quota = max(LocalWorldSize(kvRank), 1)
+		}
+		if p.perBucket[k.bucket] >= quota {
+			p.fallbacks.Add(1)
+			return None
+		}
+	}
+	h := p.pool[len(snap)]
+	next := make(map[bucketRank]Handle, len(snap)+1)
+	for kk, v := range snap {
+		next[kk] = v
+	}
+	next[k] = h
+	p.perBucket[k.bucket]++
+	p.snap.Store(&next)
+	return h
+}
+
+// Fallbacks counts the writes that had a bucket but got no handle (pool used up, or the
+// bucket already holds its local-rank quota); LMCache reports the same count.
+func (p *saltBuckets) Fallbacks() uint64 { return p.fallbacks.Load() }
+
+// HandleLabels names the bucket (and local rank) each handle was given.
+func (p *saltBuckets) HandleLabels() map[int]string {
+	out := map[int]string{}
+	for k, h := range *p.snap.Load() {
+		if k.rank < 0 {
+			out[int(h)] = "bucket " + k.bucket
+		} else {
+			out[int(h)] = "bucket " + k.bucket + " rank " + strconv.Itoa(k.rank)
+		}
+	}
+	return out
+}
+
+// parseSaltBuckets reads the options of cache_salt_prefix / cache_salt_rank
+// (":ranks=N", ":handles=H/H/...", in any order) for a policy with n data handles.
+func parseSaltBuckets(raw string, perRank bool, n int) (Policy, error) {
+	name := "cache_salt_prefix"
+	if perRank {
+		name = "cache_salt_rank"
+	}
+	rest := raw[len(name):]
+	var pool []Handle
+	ranks, seenRanks, seenHandles := 0, false, false
+	for rest != "" {
+		if rest[0] != ':' {
+			return nil, fmt.Errorf("%w: %q: want %s[:ranks=N][:handles=H/H/...]", ErrSpec, raw, name)
+		}
+		opt := rest[1:]
+		if i := strings.IndexByte(opt, ':'); i >= 0 {
+			opt, rest = opt[:i], opt[i:]
+		} else {
+			rest = ""
+		}
+		key, val, _ := strings.Cut(opt, "=")
+		switch strings.ToLower(key) {
+		case "ranks":
+			if !perRank {
+				return nil, fmt.Errorf("%w: %q: ranks= belongs to cache_salt_rank", ErrSpec, raw)
+			}
+			if seenRanks {
+				return nil, fmt.Errorf("%w: %q: ranks= given twice", ErrSpec, raw)
+			}
+			seenRanks = true
+			r, err := strconv.Atoi(val)
+			if err != nil || r < 1 || r > MaxLocalRanks {
+				return nil, fmt.Errorf("%w: %q: ranks must be 1..%d local ranks per bucket", ErrSpec, raw, MaxLocalRanks)
+			}
+			ranks = r
+		case "handles":
+			if seenHandles {
+				return nil, fmt.Errorf("%w: %q: handles= given twice", ErrSpec, raw)
+			}
+			seenHandles = true
+			var err error
+			if pool, err = parseHandleList(raw, val, n); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("%w: %q: unknown option %q; want ranks=N or handles=H/H/...", ErrSpec, raw, key)
+		}
+	}
+	if !seenHandles {
+		pool = make([]Handle, n)
+		for i := range pool {
+			pool[i] = Handle(i)
+		}
+	}
+	if perRank {
+		return NewCacheSaltLocalRank(pool, ranks), nil
+	}
+	return NewCacheSaltPrefix(pool), nil
+}
+
+// parseHandleList reads "H/H/..." — distinct handles below n, in pool order.
+func parseHandleList(raw, val string, n int) ([]Handle, error) {
+	seen := map[int]bool{}
+	var pool []Handle
+	for _, it := range strings.Split(val, "/") {
+		h, err := strconv.Atoi(it)
+		if err != nil || h < 0 {
+			return nil, fmt.Errorf("%w: %q: handle %q is not an integer >= 0", ErrSpec, raw, it)
+		}
+		if h >= n {
+			return nil, fmt.Errorf("%w: %q: handle %d, but the policy has %d data handles (0..%d)", ErrSpec, raw, h, n, n-1)
+		}
+		if seen[h] {
+			return nil, fmt.Errorf("%w: %q: handle %d listed twice", ErrSpec, raw, h)
+		}
+		seen[h] = true
+		pool = append(pool, Handle(h))
+	}
+	return pool, nil
+}

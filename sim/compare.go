@@ -1,0 +1,266 @@
+// Package sim runs KV-cache workloads through a model of the engine (its layout, slot
+// allocation, checkpoints and deallocates; no data moves) into the FTL model of an FDP SSD,
+// and compares placement policies by their modelled WAF: rbctl simulate. A terabyte-class
+// device simulates in seconds. Oracle placements (oracle.go) are future-knowledge
+// references beside the policies.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/placement"
+	"github.com/rbctl/rbctl/reports"
+	"github.com/rbctl/rbctl/workloads"
+)
+
+// Options is one simulate comparison: the workload once per policy (and per sweep value).
+type Options struct {
+	Workload      workloads.Spec
+	DeviceSize    int64   // logical bytes of the modelled device
+	OP            float64 // over-provisioning
+	RUBytes       int64   // 0: DeviceSize/512 (Geometry)
+	MappingUnit   int64   // 0: derived from the slot and RU sizes (Geometry)
+	Handles       int
+	Isolation     ftl.Isolation
+	GC            ftl.GCPolicy
+	Reserve       int // free RUs kept for GC (0: the minimum)
+	Precondition  ftl.Precondition
+	Policies      []string // placement.Parse specs or oracle: references
+	Deallocate    bool
+	CheckpointOps int64
+	WarmupCaps    float64 // warm-up, in device capacities of payload written
+	MeasureCaps   float64 // measured window, same unit
+	Sweep         *Sweep  // nil: one point
+	// MemAvailable bounds the estimated memory of the largest run (nil: /proc/meminfo).
+	MemAvailable func() (int64, error)
+	// Progress, when set, is called before each run with its label and position.
+	Progress func(run string, i, n int)
+}
+
+// point is one sweep value's configuration.
+type point struct {
+	v    float64
+	util float64
+	fc   ftl.Config
+}
+
+// Run checks every point of the comparison (policies, feasibility, memory) before the
+// first one runs, then runs them in order. A failed run is kept with its error; a
+// cancelled ctx stops the loop and marks the report Interrupted and Partial. The error is
+// for a comparison that cannot start.
+func Run(ctx context.Context, o Options) (*reports.Report, error) {
+	src, err := o.Workload.Build()
+	if err != nil {
+		return nil, err
+	}
+	if len(o.Policies) == 0 {
+		return nil, fmt.Errorf("%w: no placement policy to compare", placement.ErrSpec)
+	}
+	for _, pol := range o.Policies {
+		if IsOracle(pol) {
+			err = CheckOracle(pol, o.Handles)
+		} else {
+			_, err = placement.Parse(pol, o.Handles)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("placement %s: %w", pol, err)
+		}
+	}
+	slotBytes := int64(engine.DefaultHeaderBytes + src.ChunkBytes) // Backend rounds it to the mapping unit
+	points, err := o.points(slotBytes)
+	if err != nil {
+		return nil, err
+	}
+	var all []RunConfig
+	for _, pt := range points {
+		for _, pol := range o.Policies {
+			all = append(all, RunConfig{FTL: pt.fc, SlotBytes: slotBytes, Policy: pol, WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps})
+		}
+	}
+	avail := o.MemAvailable
+	if avail == nil {
+		avail = MemAvailable
+	}
+	if err := checkMemory(all, avail); err != nil {
+		return nil, err
+	}
+	w := o.Workload
+	rep := reports.New("simulate")
+	rep.Workload = reports.Workload{Name: src.Name, Seed: w.Seed, Tenants: src.Salts, ChunkBytes: src.ChunkBytes,
+		TargetUtil: w.Util, Eviction: string(w.Eviction), Workers: 1, Description: src.Description}
+	if rep.Workload.Eviction == "" {
+		rep.Workload.Eviction = string(workloads.LRU)
+	}
+	rep.Window = reports.Window{Description: fmt.Sprintf("WAF after %g× capacity warm-up over %g× capacity; steady = last half", o.WarmupCaps, o.MeasureCaps)}
+	if o.Sweep != nil {
+		rep.Sweep = o.Sweep.Name
+	}
+	if err := o.runAll(ctx, rep, src, points, slotBytes); err != nil {
+		return nil, err
+	}
+	rep.Notes = append(rep.Notes, "WAF is modelled (FTL model fed with the simulated engine's writes and deallocates), not measured on a drive")
+	return rep, nil
+}
+
+// points derives each sweep value's FTL configuration and refuses any in which GC can run
+// out of room.
+func (o Options) points(slotBytes int64) ([]point, error) {
+	values := []float64{math.NaN()}
+	if o.Sweep != nil {
+		values = o.Sweep.Values
+	}
+	var out []point
+	for _, v := range values {
+		pt := point{v: v, util: o.Workload.Util}
+		op, ru := o.OP, o.RUBytes
+		if o.Sweep != nil {
+			switch o.Sweep.Name {
+			case "util":
+				pt.util = v
+			case "op":
+				op = v
+			case "ru":
+				ru = int64(v)
+			}
+		}
+		ru, unit, err := Geometry(o.DeviceSize, slotBytes, ru, o.MappingUnit)
+		if err != nil {
+			return nil, err
+		}
+		pt.fc = ftl.Config{MappingUnit: unit, LogicalBytes: o.DeviceSize / unit * unit, OP: op, RUBytes: ru, Handles: o.Handles,
+			Isolation: o.Isolation, GC: o.GC, FreeReserve: o.Reserve}
+		if err := pt.fc.CheckFeasible("this model", ftl.Tunable{OP: true, OPMax: 0.9, RU: true, Handles: true}); err != nil {
+			if o.Sweep != nil {
+				return nil, fmt.Errorf("sweep %s=%g: %w", o.Sweep.Name, v, err)
+			}
+			return nil, err
+		}
+		out = append(out, pt)
+	}
+	return out, nil
+}
+
+// runAll runs every policy at every point into rep.
+func (o Options) runAll(ctx context.Context, rep *reports.Report, src *workloads.Source, points []point, slotBytes int64) error {
+	var notRun []string
+	cut, done, n := "", 0, len(points)*len(o.Policies)
+	rest := func(pi, qi int) []string {
+		var out []string
+		for i, p := range points[pi:] {
+			for _, pol := range o.Policies[min(qi, len(o.Policies)):] {
+				out = append(out, o.Sweep.label(pol, p.v))
+			}
+			if i == 0 {
+				qi = 0
+			}
+		}
+		return out
+	}
+runs:
+	for pi, pt := range points {
+		fc := pt.fc
+		rep.Device = reports.Device{Kind: "model", SizeBytes: fc.LogicalBytes, Handles: o.Handles, RUBytes: fc.RUBytes, OP: fc.OP,
+			MappingUnit: fc.MappingUnit, Isolation: o.Isolation.String(), GC: o.GC.String(), Precondition: o.Precondition.String(), Deallocate: o.Deallocate}
+		for qi, pol := range o.Policies {
+			name := o.Sweep.label(pol, pt.v)
+			if ctx.Err() != nil {
+				notRun = rest(pi, qi)
+				break runs
+			}
+			if o.Progress != nil {
+				o.Progress(name, pi*len(o.Policies)+qi, n)
+			}
+			g, err := src.New()
+			if err != nil {
+				return err
+			}
+			dc, err := o.Workload.Driver(src, fc.RUBytes, roundUp(slotBytes, fc.MappingUnit))
+			if err != nil {
+				return err
+			}
+			dc.TargetUtil = pt.util
+			dc.Workers = 1 // the model is deterministic only single-threaded
+			// An RU sweep changes the region size per value: the workload cannot state one.
+			if o.Sweep == nil || o.Sweep.Name != "ru" {
+				rep.Workload.RegionSlots = dc.RegionSlots
+			}
+			res, err := RunOne(ctx, RunConfig{Gen: g, Driver: dc, FTL: fc, Precondition: o.Precondition, Policy: pol, Regen: src.New,
+				Model: o.Workload.Model, SlotBytes: slotBytes, Deallocate: o.Deallocate, CheckpointOps: o.CheckpointOps,
+				WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps})
+			if err != nil && ctx.Err() != nil {
+				// Stopped before anything of this run was measured (an oracle's recording pass).
+				notRun = rest(pi, qi)
+				break runs
+			}
+			var run reports.Run
+			if err != nil {
+				run = reports.Run{Policy: pol, Error: err.Error()}
+			} else {
+				run = reportRun(res, fc.LogicalBytes)
+				rep.Workload.SlotBytes, rep.Workload.Slots = res.SlotBytes, res.Slots
+				rep.Window.WarmupBytes = reports.I64(res.WarmupBytes)
+				if rep.Window.MeasuredBytes == 0 && !run.Failed() {
+					rep.Window.MeasuredBytes = res.Run.Counters.BytesWritten
+				}
+			}
+			if o.Sweep != nil {
+				run.Param = pt.v
+			}
+			rep.Runs = append(rep.Runs, run)
+			if run.Interrupted {
+				cut = fmt.Sprintf("%s stopped at %.2f of its %g capacities of payload", name,
+					float64(res.Run.Total.BytesWritten)/float64(fc.LogicalBytes), o.WarmupCaps+o.MeasureCaps)
+				notRun = rest(pi, qi+1)
+				break runs
+			}
+			done++
+		}
+	}
+	if ctx.Err() != nil {
+		rep.Interrupted = true
+		parts := []string{fmt.Sprintf("%d of %d runs complete", done, n)}
+		if cut != "" {
+			parts = append(parts, cut)
+		}
+		if len(notRun) > 0 {
+			parts = append(parts, "not run: "+strings.Join(notRun, ", "))
+		}
+		rep.Partial = strings.Join(parts, "; ")
+	}
+	return nil
+}
+
+// reportRun converts a run's result into a report run.
+func reportRun(res *Result, logical int64) reports.Run {
+	run := reports.FromResult(res.Policy, res.Run, false)
+	run.Infeasible = res.Infeasible
+	if res.Infeasible {
+		// The up-front feasibility check makes this unreachable for one reclaim group; when it
+		// happens the figures stop at a model that gave up, so there is no WAF to report.
+		run.Error = "the FTL model could not make room: " + ftl.ErrInfeasible.Error()
+	} else {
+		run.HostWAF = &reports.WAF{Value: res.WAF, Steady: res.SteadyWAF, Source: reports.SourceModelled,
+			HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes, Handles: reports.HandlesOf(res.Measured, res.Labels)}
+	}
+	switch {
+	case res.Run != nil && res.Run.Stalled:
+		run.Note = "stopped early: 1M ops in a row stored nothing (the working set fits the cache, or the workload only reads)"
+	case res.Interrupted && res.Run != nil && !res.Run.Warmed:
+		run.Note = "interrupted during warm-up: the WAF covers no measured window"
+		run.HostWAF = nil
+	}
+	tl := res.Timeline
+	if n := len(tl); n > 0 {
+		run.Utilisation = reports.F64(float64(tl[n-1].Stats.ValidBytes) / float64(logical))
+	}
+	for i := 1; i < len(tl); i++ {
+		run.Timeline = append(run.Timeline, reports.Point{PayloadBytes: tl[i].PayloadBytes, WAF: reports.F64(tl[i].Stats.Sub(tl[i-1].Stats).WAF()),
+			CumWAF: reports.F64(tl[i].Stats.WAF())})
+	}
+	return run
+}

@@ -1,0 +1,90 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/rbctl/rbctl/units"
+)
+
+// Sweep repeats a comparison over the values of one parameter: util (the target
+// utilisation), op (over-provisioning) or ru (reclaim unit bytes).
+type Sweep struct {
+	Name   string
+	Values []float64
+}
+
+// ErrSweep marks a sweep specification that cannot be parsed.
+var ErrSweep = errors.New("invalid sweep")
+
+// ParseSweep parses NAME=FROM:TO:STEP (sizes may carry suffixes: ru=1G:4G:1G).
+func ParseSweep(s string) (*Sweep, error) {
+	name, rng, ok := strings.Cut(s, "=")
+	parts := strings.Split(rng, ":")
+	if !ok || len(parts) != 3 {
+		return nil, fmt.Errorf("%w: %q is not NAME=FROM:TO:STEP, e.g. util=0.5:0.95:0.05", ErrSweep, s)
+	}
+	switch name {
+	case "util", "op", "ru":
+	default:
+		return nil, fmt.Errorf("%w: %q: can sweep util, op or ru", ErrSweep, s)
+	}
+	var v [3]float64
+	for i, p := range parts {
+		x, err := units.ParseSize(p)
+		if err != nil || strings.ContainsAny(p, ".") {
+			f, ferr := strconv.ParseFloat(p, 64)
+			if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, fmt.Errorf("%w: %q: %q is not a number", ErrSweep, s, p)
+			}
+			v[i] = f
+		} else {
+			v[i] = float64(x)
+		}
+	}
+	if v[2] <= 0 || v[1] < v[0] {
+		return nil, fmt.Errorf("%w: %q: want FROM ≤ TO and STEP > 0", ErrSweep, s)
+	}
+	if (v[1]-v[0])/v[2] > 10000 {
+		return nil, fmt.Errorf("%w: %q has more than 10000 values", ErrSweep, s)
+	}
+	sw := &Sweep{Name: name}
+	for i := 0; ; i++ {
+		x := v[0] + float64(i)*v[2]
+		if x > v[1]+v[2]*1e-6 {
+			break
+		}
+		sw.Values = append(sw.Values, math.Round(x*1e9)/1e9)
+	}
+	return sw, nil
+}
+
+// label names a run at sweep value v ("cache-salt @ util=0.9").
+func (sw *Sweep) label(pol string, v float64) string {
+	if sw == nil {
+		return pol
+	}
+	return pol + " @ " + sw.Name + "=" + strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+// Geometry derives the reclaim unit and the FTL mapping unit of a model of capacity bytes
+// holding slotBytes slots: ru 0 is capacity/512; unit 0 is the largest power of two ≤
+// slot/16 and ≤ RU/256, at least 4 KiB. The RU is rounded down to whole units.
+func Geometry(capacity, slotBytes, ru, unit int64) (int64, int64, error) {
+	if ru == 0 {
+		ru = capacity / 512
+	}
+	if unit == 0 {
+		unit = 4096
+		for unit*2 <= slotBytes/16 && unit*2 <= ru/256 {
+			unit *= 2
+		}
+	}
+	if unit <= 0 || ru < unit {
+		return 0, 0, fmt.Errorf("reclaim unit %d must be at least one mapping unit (%d)", ru, unit)
+	}
+	return ru / unit * unit, unit, nil
+}
