@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/p2p"
+	"github.com/rbctl/rbctl/p2p/cluster"
+	"github.com/rbctl/rbctl/p2p/node"
+	"github.com/rbctl/rbctl/placement"
+)
+
+func init() { register(newServeCmd) }
+
+func newServeCmd() *cobra.Command {
+	var dev rbDevFlags
+	var pf rbPlaceFlag
+	var listen, dataListen string
+	var peers []string
+	var replica int
+	var asJSON bool
+	opts := node.Options{}
+	var cl cluster.Config
+	var gossip string
+	cmd := &cobra.Command{
+		Use:   "serve DEV",
+		Short: "Serve a cache to clients and peers (gRPC control plane, TCP data plane) until interrupted",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := pf.check()
+			if err != nil {
+				return err
+			}
+			if len(peers) > 0 {
+				opts.Directory = node.StaticPeers(peers)
+			} else if cl.Cluster != "none" {
+				if cl.BindAddr, cl.BindPort, err = splitHostPort(gossip); err != nil {
+					return err
+				}
+				opts.JoinDirectory = cluster.JoinFunc(cl, 5*time.Second)
+			}
+			opts.SeparateReplicas, opts.ReplicaHandle = replica >= 0, placement.Handle(replica)
+			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			e, err := rbOpenEnginePlaced(&dev, &pf, "", args[0], false, node.PlacementHook(&opts))
+			if err != nil {
+				return err
+			}
+			ready := func(p p2p.Peer) {
+				if asJSON {
+					printJSON(cmd.OutOrStdout(), map[string]string{"device": args[0], "control": p.Control, "data": p.Data})
+					return
+				}
+				cmd.Printf("serving %s: control %s, data %s\n", rbEscape(args[0]), p.Control, p.Data)
+			}
+			err = node.Serve(cmd.Context(), e, listen, dataListen, opts, ready)
+			if cerr := e.Close(); err == nil { // with its final checkpoint
+				err = cerr
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:7470", "HOST:PORT of the gRPC control plane (clients and peers)")
+	f.StringVar(&dataListen, "data-listen", "", "HOST:PORT of the data plane (default: the --listen host, any port; peers learn it from each lease)")
+	f.StringSliceVar(&peers, "peers", nil, "peers asked on a miss, each HOST:PORT of its control plane or CONTROL/DATA to reach its data plane at DATA (a proxy); every peer is a candidate for every key")
+	f.IntVar(&replica, "replica-handle", -1, "placement handle for chunks stored after a peer fetch (-1: the --placement policy decides, like the tenant's own writes)")
+	f.DurationVar(&opts.LeaseTTL, "lease", 10*time.Second, "how long a peer keeps our pins if we never unlock (and the longest lease we grant is 60s)")
+	f.DurationVar(&opts.LookupTimeout, "peer-timeout", 2*time.Second, "deadline of one peer lookup-and-lock; a timeout is a miss")
+	f.DurationVar(&opts.FetchTimeout, "fetch-timeout", 10*time.Second, "deadline of one data-plane transfer; a timeout is a miss")
+	f.StringVar(&cl.Cluster, "cluster", "default", "cluster to join when --peers is not given (gossip membership and key digests, p2p/cluster; none: serve alone)")
+	f.StringVar(&cl.Name, "node-name", "", "this node's name in the cluster (default HOST-PORT)")
+	f.StringSliceVar(&cl.Seeds, "join", nil, "gossip addresses (HOST:PORT) of members to join; without them nodes on this machine find each other through a registry directory")
+	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "HOST:PORT the gossip membership listens on (UDP and TCP; port 0: any)")
+	f.BoolVar(&asJSON, "json", false, "print the bound addresses as JSON")
+	dev.add(cmd)
+	pf.add(cmd, "the node's writes")
+	dev.cache.addNamespace(cmd)
+	return cmd
+}
+
+// splitHostPort splits a HOST:PORT flag value.
+func splitHostPort(hp string) (string, int, error) {
+	h, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, fmt.Errorf("gossip address %q: %v", hp, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("gossip address %q: port %q is not 0-65535", hp, p)
+	}
+	return h, port, nil
+}

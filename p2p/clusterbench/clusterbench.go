@@ -1,0 +1,355 @@
+// Package clusterbench measures what sharing caches between peers is worth: N cache nodes,
+// each an engine on its own emulated FDP SSD, serve tenants whose prompt prefixes recur on
+// every node. Each request asks its node for its chunks (the leading prefix of hits is used,
+// as LMCache does); what misses is "computed" (a payload derived from the key) and stored.
+// Without peers every node computes and writes every shared prefix itself; with peers a node
+// fetches a prefix another node already holds. The run reports, per node and in total, local
+// hits, peer hits, misses, bytes moved, peer-fetch and local-load latency, and device writes:
+// host bytes and media bytes from the emulated SSD's FDP statistics, whose ratio is the
+// emulator's model of WAF (labelled so everywhere).
+package clusterbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rbctl/rbctl/devices"
+	"github.com/rbctl/rbctl/emu"
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/p2p"
+	"github.com/rbctl/rbctl/p2p/cluster"
+	"github.com/rbctl/rbctl/p2p/node"
+	"github.com/rbctl/rbctl/placement"
+)
+
+// Mode is how a node treats a miss another node could serve.
+type Mode string
+
+const (
+	// Off: no peers; every node computes and writes what it misses.
+	Off Mode = "off"
+	// Shared: a miss is fetched from a peer and the fetched chunk is stored locally,
+	// placed by the tenant's policy like the node's own writes.
+	Shared Mode = "shared"
+	// SharedReplicaHandle: as Shared, but fetched chunks are written with a placement
+	// handle of their own (the device's last one; the policy gets the others).
+	SharedReplicaHandle Mode = "shared-replica-handle"
+	// FetchOnly: a miss is fetched from a peer and not stored locally: a prefix is written
+	// once in the cluster and crosses the network on every use elsewhere.
+	FetchOnly Mode = "fetch-only"
+)
+
+// Modes lists every mode in report order.
+var Modes = []Mode{Off, Shared, SharedReplicaHandle, FetchOnly}
+
+// ParseMode accepts a mode name.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("mode %q is not one of off, shared, shared-replica-handle, fetch-only", s)
+}
+
+// Options describe one cluster bench. Zero fields take the defaults in Defaults.
+type Options struct {
+	Dir          string  // directory for the nodes' device images (required)
+	Nodes        int     // cache nodes
+	DeviceBytes  int64   // emulated SSD per node
+	RUBytes      int64   // reclaim unit size of the emulated SSD
+	Handles      int     // placement handles (RUHs) of the emulated SSD
+	OP           float64 // over-provisioning of the emulated SSD
+	ChunkBytes   int     // payload bytes of one KV chunk
+	Tenants      int     // cache_salt values, each with its own shared prefix
+	PrefixChunks int     // chunks of each tenant's shared prefix (system prompt, RAG document)
+	UniqueChunks int     // chunks unique to each request (the user's turn)
+	Requests     int     // requests in all, spread round-robin over the nodes
+	Seed         uint64  // tenant choice
+	Policy       string  // placement policy spec (placement.Parse)
+	Modes        []Mode  // modes to run, each on fresh devices
+	// Gossip locates keys through p2p/cluster (memberlist gossip and per-node Bloom digests)
+	// instead of a static directory that names every peer for every key; the result then
+	// carries the gossip traffic and the lookups a digest sent in vain.
+	Gossip bool
+	// Interval is the pause between requests (0: back to back). A gossip directory learns a
+	// key one publish interval after it is stored; requests closer than that find no holder.
+	Interval time.Duration
+	// Progress, if set, is called after each mode with its result.
+	Progress func(Result)
+}
+
+// Defaults are the options of `rbctl cluster-bench` without flags: 3 nodes on 256 MiB
+// emulated SSDs, 40 tenants whose 24-chunk prefixes (240 MiB in all) do not fit one node's
+// cache beside the unique chunks, so nodes evict prefixes the cluster still holds.
+func Defaults() Options {
+	return Options{Nodes: 3, DeviceBytes: 256 << 20, RUBytes: 4 << 20, Handles: 8, OP: 0.15,
+		ChunkBytes: 256 << 10, Tenants: 40, PrefixChunks: 24, UniqueChunks: 4, Requests: 1200,
+		Seed: 1, Policy: "cache-salt", Modes: Modes}
+}
+
+func (o *Options) fill() error {
+	d := Defaults()
+	if o.Dir == "" {
+		return errors.New("cluster bench: no directory for the device images")
+	}
+	setI := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setI(&o.Nodes, d.Nodes)
+	setI(&o.Handles, d.Handles)
+	setI(&o.ChunkBytes, d.ChunkBytes)
+	setI(&o.Tenants, d.Tenants)
+	setI(&o.PrefixChunks, d.PrefixChunks)
+	setI(&o.UniqueChunks, d.UniqueChunks)
+	setI(&o.Requests, d.Requests)
+	if o.DeviceBytes == 0 {
+		o.DeviceBytes = d.DeviceBytes
+	}
+	if o.RUBytes == 0 {
+		o.RUBytes = d.RUBytes
+	}
+	if o.OP == 0 {
+		o.OP = d.OP
+	}
+	if o.Policy == "" {
+		o.Policy = d.Policy
+	}
+	if len(o.Modes) == 0 {
+		o.Modes = d.Modes
+	}
+	switch {
+	case o.Nodes < 2 || o.Nodes > 16:
+		return fmt.Errorf("cluster bench: %d nodes; want 2 to 16", o.Nodes)
+	case o.Handles < 2:
+		return fmt.Errorf("cluster bench: %d placement handles; want at least 2", o.Handles)
+	case o.ChunkBytes < 4096 || o.ChunkBytes%4096 != 0:
+		return fmt.Errorf("cluster bench: chunk of %d bytes; want a multiple of 4096", o.ChunkBytes)
+	case o.Tenants < 1 || o.PrefixChunks < 1 || o.UniqueChunks < 0 || o.Requests < 1:
+		return errors.New("cluster bench: tenants, prefix chunks and requests must be positive")
+	case o.PrefixChunks+o.UniqueChunks > 256:
+		return fmt.Errorf("cluster bench: %d chunks per request; at most 256", o.PrefixChunks+o.UniqueChunks)
+	}
+	return nil
+}
+
+// Run runs every mode of o on fresh devices and returns one Result per mode.
+func Run(ctx context.Context, o Options) ([]Result, error) {
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	var out []Result
+	for _, m := range o.Modes {
+		r, err := runMode(ctx, o, m)
+		if err != nil {
+			return out, fmt.Errorf("mode %s: %w", m, err)
+		}
+		out = append(out, r)
+		if o.Progress != nil {
+			o.Progress(r)
+		}
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// member is one node of a run: its device, engine, node and eviction order.
+type member struct {
+	gossip *cluster.Cluster
+	dev    *devices.Opened
+	eng    *engine.Engine
+	node   *node.Node
+	lru    *lru
+	m      NodeResult
+}
+
+func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
+	dir, err := os.MkdirTemp(o.Dir, "cluster-"+string(mode)+"-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	ms, err := startMembers(o, mode, dir)
+	defer func() {
+		for _, mb := range ms {
+			if mb.node != nil {
+				mb.node.Close()
+			}
+			if mb.gossip != nil {
+				mb.gossip.Shutdown()
+			}
+			if mb.eng != nil {
+				mb.eng.CloseNoCheckpoint()
+			}
+			if mb.dev != nil {
+				mb.dev.Close()
+			}
+		}
+	}()
+	if err != nil {
+		return Result{}, err
+	}
+	start := make([]deviceCounters, len(ms))
+	for i, mb := range ms {
+		if start[i], err = readDevice(mb.dev); err != nil {
+			return Result{}, err
+		}
+	}
+	w := newWorkload(o)
+	t0 := time.Now()
+	done := 0
+	for r := 0; r < o.Requests && ctx.Err() == nil; r++ {
+		mb := ms[r%len(ms)]
+		if err := serve(ctx, mb, w.request(r), mode == Off, o.ChunkBytes); err != nil {
+			return Result{}, fmt.Errorf("node %d request %d: %w", r%len(ms), r, err)
+		}
+		done++
+		if o.Interval > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(o.Interval):
+			}
+		}
+	}
+	res := Result{Mode: mode, Gossip: o.Gossip && mode != Off, Requests: done, Interrupted: ctx.Err() != nil, Seconds: time.Since(t0).Seconds()}
+	for i, mb := range ms {
+		end, err := readDevice(mb.dev)
+		if err != nil {
+			return Result{}, err
+		}
+		mb.m.fromNode(mb.node.Stats())
+		if mb.gossip != nil {
+			g := mb.gossip.Stats()
+			mb.m.GossipBytesOut = int64(g.PacketBytesOut + g.StreamBytesOut)
+		}
+		mb.m.HostBytes, mb.m.MediaBytes = end.host-start[i].host, end.media-start[i].media
+		mb.m.Name = fmt.Sprintf("node%d", i)
+		res.Nodes = append(res.Nodes, mb.m)
+	}
+	res.total()
+	return res, nil
+}
+
+// startMembers formats an engine on a fresh emulated SSD per node and starts the nodes, each
+// with a static directory of the others (peers only where mode shares).
+func startMembers(o Options, mode Mode, dir string) ([]*member, error) {
+	ms := make([]*member, o.Nodes)
+	ctl, data := make([]net.Listener, o.Nodes), make([]net.Listener, o.Nodes)
+	peers := make([]p2p.Peer, o.Nodes)
+	for i := range ms {
+		ms[i] = &member{lru: newLRU()}
+		var err error
+		if ctl[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return ms, err
+		}
+		if data[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			ctl[i].Close()
+			return ms, err
+		}
+		peers[i] = p2p.Peer{Name: fmt.Sprintf("node%d", i), Control: ctl[i].Addr().String(), Data: data[i].Addr().String()}
+	}
+	for i, mb := range ms {
+		spec := fmt.Sprintf("emu:%s?size=%d&ru=%d&ruhs=%d&op=%g&iso=initial",
+			filepath.Join(dir, fmt.Sprintf("node%d.img", i)), o.DeviceBytes, o.RUBytes, o.Handles, o.OP)
+		if _, err := emu.Create(spec); err != nil {
+			return ms, err
+		}
+		dev, err := devices.OpenDevice(spec, devices.Options{})
+		if err != nil {
+			return ms, err
+		}
+		mb.dev = dev
+		if dev.FDP == nil {
+			return ms, fmt.Errorf("%s: no FDP view (%v)", spec, dev.NoFDP)
+		}
+		opts := node.Options{Name: peers[i].Name, LookupTimeout: 2 * time.Second, FetchTimeout: 5 * time.Second}
+		if mode != Off {
+			others := append(append([]p2p.Peer{}, peers[:i]...), peers[i+1:]...)
+			opts.Directory = node.NewStaticDirectory(others...)
+			if o.Gossip {
+				if mb.gossip, err = joinGossip(ms, i, peers[i], dir); err != nil {
+					return ms, err
+				}
+				opts.Directory = mb.gossip
+			}
+		}
+		opts.FetchOnly = mode == FetchOnly
+		dataHandles := o.Handles
+		if mode == SharedReplicaHandle {
+			opts.SeparateReplicas, opts.ReplicaHandle = true, placement.Handle(o.Handles-1)
+			dataHandles--
+		}
+		hook := node.PlacementHook(&opts)
+		pol, err := placement.Parse(o.Policy, dataHandles)
+		if err != nil {
+			return ms, err
+		}
+		cfg := engine.DefaultConfig()
+		cfg.SlotBytes = int64(engine.DefaultHeaderBytes + o.ChunkBytes)
+		cfg.MetaTotalBytes = engine.MetaBytesFor(o.DeviceBytes, cfg.SlotBytes, cfg.BlockAlign, cfg.CheckpointFormat)
+		cfg.Periodic = false
+		cfg.Placer = pol
+		hook(&cfg)
+		if mb.eng, err = engine.Format(dev.Block, cfg); err != nil {
+			return ms, err
+		}
+		if mb.node, err = node.New(mb.eng, opts); err != nil {
+			return ms, err
+		}
+		mb.node.Start(ctl[i], data[i])
+	}
+	if o.Gossip && mode != Off {
+		return ms, converge(ms)
+	}
+	return ms, nil
+}
+
+// joinGossip makes node i a member of a cluster of its own name (seeded by node 0), with the
+// fast test timing so that the run does not wait out LAN probe intervals.
+func joinGossip(ms []*member, i int, self p2p.Peer, dir string) (*cluster.Cluster, error) {
+	cfg := cluster.Config{Name: self.Name, Cluster: "bench-" + filepath.Base(dir), BindAddr: "127.0.0.1",
+		Control: self.Control, Data: self.Data, NoRegistry: true, Timing: cluster.TimingFast}
+	if i > 0 {
+		cfg.Seeds = []string{ms[0].gossip.GossipAddr()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return cluster.Join(ctx, cfg)
+}
+
+// converge waits until every member sees every other and holds its digest.
+func converge(ms []*member) error {
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ok := true
+		for _, mb := range ms {
+			if s := mb.gossip.Stats(); s.Members != len(ms) || s.RemoteKnown != len(ms)-1 {
+				ok = false
+			}
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(end) {
+			return errors.New("the gossip cluster did not converge within 20 s")
+		}
+	}
+}
+
+type deviceCounters struct{ host, media uint64 }
+
+func readDevice(d *devices.Opened) (deviceCounters, error) {
+	s, err := d.FDP.Stats()
+	if err != nil {
+		return deviceCounters{}, err
+	}
+	return deviceCounters{host: uint64(s.HBMW.Float64()), media: uint64(s.MBMW.Float64())}, nil
+}

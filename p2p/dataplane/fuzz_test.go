@@ -1,0 +1,102 @@
+package dataplane
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// FuzzReadRequest: any bytes decode to an error or to a request that re-encodes to the same
+// bytes; the decoder never reads past its bound.
+func FuzzReadRequest(f *testing.F) {
+	b, _ := AppendRequest(nil, Request{Lease: 42, Indexes: []uint32{0, 1, 7}})
+	f.Add(b)
+	f.Add([]byte{1, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := bytes.NewReader(data)
+		req, err := ReadRequest(r)
+		if err != nil {
+			return
+		}
+		if len(req.Indexes) == 0 || len(req.Indexes) > MaxBatch {
+			t.Fatalf("decoded %d indexes", len(req.Indexes))
+		}
+		used := len(data) - r.Len()
+		again, err := AppendRequest(nil, req)
+		if err != nil || !bytes.Equal(again, data[:used]) {
+			t.Fatalf("re-encoding differs: %x vs %x (%v)", again, data[:used], err)
+		}
+	})
+}
+
+// FuzzReadChunkHeader: a decoded header is within its bound and re-encodes identically.
+func FuzzReadChunkHeader(f *testing.F) {
+	f.Add(AppendChunkHeader(nil, ChunkHeader{Status: StatusOK, Index: 3, Size: 100, CRC: 9}), uint32(4096))
+	f.Add(AppendChunkHeader(nil, ChunkHeader{Status: StatusNoLease, Index: 3}), uint32(4096))
+	f.Add(bytes.Repeat([]byte{0xff}, 16), uint32(1))
+	f.Fuzz(func(t *testing.T, data []byte, maxChunk uint32) {
+		h, err := ReadChunkHeader(bytes.NewReader(data), maxChunk)
+		if err != nil {
+			if len(data) >= chunkHeadLen && !errors.Is(err, ErrFrame) && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			return
+		}
+		if h.Size > maxChunk || h.Status > statusMax || (h.Status != StatusOK && h.Size != 0) {
+			t.Fatalf("accepted %+v with bound %d", h, maxChunk)
+		}
+		if !bytes.Equal(AppendChunkHeader(nil, h), data[:chunkHeadLen]) {
+			t.Fatal("re-encoding differs")
+		}
+	})
+}
+
+// FuzzHandshake: hellos decode or fail cleanly; an accepted ack announces a bounded chunk.
+func FuzzHandshake(f *testing.F) {
+	f.Add(appendHelloAck(nil, 1<<20))
+	f.Add(appendHello(nil))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == helloLen {
+			_ = parseHello(data)
+		}
+		m, err := parseHelloAck(data)
+		if err == nil && (m == 0 || m > MaxChunkLimit) {
+			t.Fatalf("accepted max chunk %d", m)
+		}
+	})
+}
+
+// FuzzFetchResponse drives Conn.Fetch against arbitrary peer bytes: it returns (never
+// hangs or panics) and delivers only chunks of the wanted size and checksum.
+func FuzzFetchResponse(f *testing.F) {
+	p := []byte("payload")
+	good := AppendChunkHeader(nil, ChunkHeader{Index: 0, Size: uint32(len(p)), CRC: Checksum(p)})
+	f.Add(append(good, p...))
+	f.Add(good)
+	f.Add(AppendChunkHeader(nil, ChunkHeader{Index: 0, Size: 1 << 30}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cli, srv := net.Pipe()
+		defer cli.Close()
+		go func() {
+			defer srv.Close()
+			if _, err := ReadRequest(srv); err != nil {
+				return
+			}
+			srv.Write(data)
+		}()
+		c := &Conn{c: cli, br: bufio.NewReader(cli), maxChunk: 1 << 10}
+		w := []Want{{Index: 0, Size: uint32(len(p)), CRC: Checksum(p), HasCRC: true}}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c.Fetch(ctx, 1, w, func(i int, got []byte) {
+			if uint32(len(got)) != w[i].Size || Checksum(got) != w[i].CRC {
+				t.Fatalf("delivered %d bytes crc %08x", len(got), Checksum(got))
+			}
+		})
+	})
+}

@@ -1,0 +1,278 @@
+package dataplane
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Source is what a server sends from: the node's lease table over its engine.
+type Source interface {
+	// ReadChunk reads chunk index of lease into buf (len(buf) is the server's MaxChunk) and
+	// returns the payload (a prefix of buf) with the CRC-32C the source stored for it.
+	ReadChunk(lease uint64, index uint32, buf []byte) (payload []byte, crc uint32, st Status)
+}
+
+// ServerConfig bounds what peers can make a server do. Zero fields take the defaults.
+type ServerConfig struct {
+	MaxChunk         int           // largest payload sent (the engine's slot payload); required
+	MaxConns         int           // concurrent connections (default 64); more are closed at once
+	MaxInflightBytes int64         // chunk buffers in use at once, in bytes (default 64 MiB, at least one chunk)
+	HandshakeTimeout time.Duration // default 5 s
+	IdleTimeout      time.Duration // a connection with no request for this long is closed (default 2 min)
+	WriteTimeout     time.Duration // per chunk (default 10 s)
+	BusyWait         time.Duration // how long a request waits for a buffer before StatusBusy (default 1 s)
+	// Tamper, when set, may change a chunk's bytes after its checksum was taken (tests:
+	// a corrupting peer).
+	Tamper func(index uint32, payload []byte)
+}
+
+func (c *ServerConfig) defaults() error {
+	if c.MaxChunk <= 0 || c.MaxChunk > MaxChunkLimit {
+		return fmt.Errorf("data plane: max chunk %d outside 1..%d", c.MaxChunk, MaxChunkLimit)
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 64
+	}
+	if c.MaxInflightBytes <= 0 {
+		c.MaxInflightBytes = 64 << 20
+	}
+	for _, d := range []struct {
+		p *time.Duration
+		v time.Duration
+	}{{&c.HandshakeTimeout, 5 * time.Second}, {&c.IdleTimeout, 2 * time.Minute}, {&c.WriteTimeout, 10 * time.Second}, {&c.BusyWait, time.Second}} {
+		if *d.p <= 0 {
+			*d.p = d.v
+		}
+	}
+	return nil
+}
+
+// ServerStats are a server's cumulative counters.
+type ServerStats struct {
+	Conns, ConnsRefused, BadFrames int64
+	Chunks, Bytes, Busy, Failed    int64
+}
+
+// Server answers fetches on its listeners.
+type Server struct {
+	src Source
+	cfg ServerConfig
+
+	bufs chan []byte   // free chunk buffers (allocated on first use)
+	sem  chan struct{} // one token per buffer
+	cons chan struct{} // one token per connection
+
+	mu     sync.Mutex
+	lns    map[net.Listener]struct{}
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+
+	accepted, refused, badFrames, chunks, sentBytes, busy, failed atomic.Int64
+}
+
+// NewServer builds a server over src.
+func NewServer(src Source, cfg ServerConfig) (*Server, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	n := max(1, int(cfg.MaxInflightBytes/int64(cfg.MaxChunk)))
+	return &Server{
+		src: src, cfg: cfg,
+		bufs: make(chan []byte, n), sem: make(chan struct{}, n), cons: make(chan struct{}, cfg.MaxConns),
+		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
+	}, nil
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("data plane: server closed")
+
+// Serve accepts connections on ln until Close; it closes ln when it returns.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	defer ln.Close()
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		select {
+		case s.cons <- struct{}{}:
+		default:
+			s.refused.Add(1)
+			c.Close()
+			continue
+		}
+		if !s.track(c) {
+			<-s.cons
+			c.Close()
+			return ErrServerClosed
+		}
+		s.wg.Go(func() {
+			defer func() { <-s.cons }()
+			defer s.untrack(c)
+			s.serveConn(c)
+		})
+	}
+}
+
+func (s *Server) isClosed() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.closed }
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	c.Close()
+}
+
+// Close stops every listener and drops every connection at once (a transfer in progress
+// ends with a short read on the other side), then waits for the handlers.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Stats returns the counters.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{Conns: s.accepted.Load(), ConnsRefused: s.refused.Load(), BadFrames: s.badFrames.Load(),
+		Chunks: s.chunks.Load(), Bytes: s.sentBytes.Load(), Busy: s.busy.Load(), Failed: s.failed.Load()}
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	s.accepted.Add(1)
+	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	var hello [helloLen]byte
+	if _, err := io.ReadFull(c, hello[:]); err != nil {
+		return
+	}
+	if err := parseHello(hello[:]); err != nil {
+		s.badFrames.Add(1)
+		return
+	}
+	if _, err := c.Write(appendHelloAck(nil, uint32(s.cfg.MaxChunk))); err != nil {
+		return
+	}
+	br := bufio.NewReaderSize(c, 4096)
+	bw := bufio.NewWriterSize(c, 64<<10)
+	for {
+		c.SetDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		req, err := ReadRequest(br)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.badFrames.Add(1)
+			}
+			return
+		}
+		if err := s.answer(c, bw, req); err != nil {
+			return
+		}
+	}
+}
+
+// answer sends every requested chunk through one buffer taken from the byte budget.
+func (s *Server) answer(c net.Conn, bw *bufio.Writer, req Request) error {
+	buf := s.acquire()
+	if buf != nil {
+		defer s.release(buf)
+	}
+	for _, idx := range req.Indexes {
+		h := ChunkHeader{Status: StatusBusy, Index: idx}
+		var p []byte
+		if buf == nil {
+			s.busy.Add(1)
+		} else {
+			p, h.CRC, h.Status = s.src.ReadChunk(req.Lease, idx, buf)
+			if h.Status == StatusOK && len(p) > s.cfg.MaxChunk {
+				h.Status = StatusReadErr
+			}
+			if h.Status != StatusOK {
+				p, h.CRC = nil, 0
+				s.failed.Add(1)
+			}
+			h.Size = uint32(len(p))
+		}
+		if h.Status == StatusOK && s.cfg.Tamper != nil {
+			s.cfg.Tamper(idx, p)
+		}
+		c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		var hb [chunkHeadLen]byte
+		if _, err := bw.Write(AppendChunkHeader(hb[:0], h)); err != nil {
+			return err
+		}
+		if _, err := bw.Write(p); err != nil {
+			return err
+		}
+		if h.Status == StatusOK {
+			s.chunks.Add(1)
+			s.sentBytes.Add(int64(len(p)))
+		}
+	}
+	return bw.Flush()
+}
+
+func (s *Server) acquire() []byte {
+	t := time.NewTimer(s.cfg.BusyWait)
+	defer t.Stop()
+	select {
+	case s.sem <- struct{}{}:
+	case <-t.C:
+		return nil
+	}
+	select {
+	case b := <-s.bufs:
+		return b
+	default:
+		return make([]byte, s.cfg.MaxChunk)
+	}
+}
+
+func (s *Server) release(b []byte) {
+	select {
+	case s.bufs <- b:
+	default:
+	}
+	<-s.sem
+}

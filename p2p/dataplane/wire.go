@@ -1,0 +1,206 @@
+// Package dataplane is the bulk plane of rbctl's cache peers: a framed protocol over its own
+// TCP connections that moves the payloads of chunks a peer has locked under a lease (the
+// control plane, gRPC, hands out the lease). Every chunk carries the CRC-32C its source
+// stored; the receiver checks size and checksum against what the lease promised before it
+// hands the bytes on, so a corrupted or truncated transfer is a miss, never wrong bytes.
+// The byte layout is documented in docs/p2p.md ("Data plane").
+package dataplane
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// Wire constants. Part of the protocol: do not change.
+const (
+	Magic   = "RBDP" // first 4 bytes of both handshakes
+	Version = 1
+
+	helloLen     = 8  // magic, version u16, flags u16
+	helloAckLen  = 12 // magic, version u16, flags u16, max_chunk u32
+	requestHead  = 12 // type u8, reserved u8, count u16, lease u64
+	chunkHeadLen = 16 // status u8, reserved [3], index u32, size u32, crc u32
+
+	reqFetch = 1
+
+	// MaxBatch is the most chunk indexes one request may name.
+	MaxBatch = 256
+	// MaxChunkLimit bounds what any handshake may announce (a slot is far smaller).
+	MaxChunkLimit = 1 << 30
+)
+
+// Status says what happened to one requested chunk.
+type Status uint8
+
+const (
+	StatusOK       Status = 0
+	StatusNoLease  Status = 1 // unknown or expired lease
+	StatusBadIndex Status = 2 // index outside the lease's hits
+	StatusReadErr  Status = 3 // the source could not read the chunk (device error, checksum)
+	StatusBusy     Status = 4 // the source's transfer budget is exhausted
+	statusMax             = StatusBusy
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusNoLease:
+		return "no such lease"
+	case StatusBadIndex:
+		return "index out of range"
+	case StatusReadErr:
+		return "read failed"
+	case StatusBusy:
+		return "busy"
+	}
+	return fmt.Sprintf("status %d", uint8(s))
+}
+
+// Decoding errors; match with errors.Is.
+var (
+	ErrBadMagic   = errors.New("data plane: bad magic")
+	ErrBadVersion = errors.New("data plane: unsupported version")
+	ErrFrame      = errors.New("data plane: malformed frame")
+	ErrTooLarge   = errors.New("data plane: frame exceeds its bound")
+	ErrChecksum   = errors.New("data plane: checksum mismatch")
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum is the CRC-32C the engine stores for payloads (engine PayloadChecksum).
+func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// Request asks for chunks of a lease, by their index in the lease's hit list.
+type Request struct {
+	Lease   uint64
+	Indexes []uint32
+}
+
+// ChunkHeader precedes each chunk's bytes in a response (in request order).
+type ChunkHeader struct {
+	Status Status
+	Index  uint32
+	Size   uint32 // 0 unless Status is StatusOK
+	CRC    uint32 // CRC-32C of the Size bytes that follow
+}
+
+func appendHello(b []byte) []byte {
+	b = append(b, Magic...)
+	b = binary.LittleEndian.AppendUint16(b, Version)
+	return binary.LittleEndian.AppendUint16(b, 0)
+}
+
+// parseHello checks a client's hello.
+func parseHello(b []byte) error {
+	if len(b) != helloLen {
+		return ErrFrame
+	}
+	if string(b[:4]) != Magic {
+		return ErrBadMagic
+	}
+	if v := binary.LittleEndian.Uint16(b[4:]); v != Version {
+		return fmt.Errorf("%w %d (this node speaks %d)", ErrBadVersion, v, Version)
+	}
+	return nil
+}
+
+func appendHelloAck(b []byte, maxChunk uint32) []byte {
+	b = appendHello(b)
+	return binary.LittleEndian.AppendUint32(b, maxChunk)
+}
+
+// parseHelloAck checks a server's answer and returns the largest chunk it sends.
+func parseHelloAck(b []byte) (uint32, error) {
+	if len(b) != helloAckLen {
+		return 0, ErrFrame
+	}
+	if err := parseHello(b[:helloLen]); err != nil {
+		return 0, err
+	}
+	m := binary.LittleEndian.Uint32(b[8:])
+	if m == 0 || m > MaxChunkLimit {
+		return 0, fmt.Errorf("%w: max chunk %d", ErrTooLarge, m)
+	}
+	return m, nil
+}
+
+// AppendRequest encodes r.
+func AppendRequest(b []byte, r Request) ([]byte, error) {
+	if len(r.Indexes) == 0 || len(r.Indexes) > MaxBatch {
+		return b, fmt.Errorf("%w: %d indexes (1..%d)", ErrTooLarge, len(r.Indexes), MaxBatch)
+	}
+	b = append(b, reqFetch, 0)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.Indexes)))
+	b = binary.LittleEndian.AppendUint64(b, r.Lease)
+	for _, i := range r.Indexes {
+		b = binary.LittleEndian.AppendUint32(b, i)
+	}
+	return b, nil
+}
+
+// ReadRequest decodes one request from r, reading at most requestHead+4*MaxBatch bytes.
+func ReadRequest(r io.Reader) (Request, error) {
+	var h [requestHead]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return Request{}, err
+	}
+	if h[0] != reqFetch || h[1] != 0 {
+		return Request{}, fmt.Errorf("%w: request type %d", ErrFrame, h[0])
+	}
+	n := int(binary.LittleEndian.Uint16(h[2:]))
+	if n == 0 || n > MaxBatch {
+		return Request{}, fmt.Errorf("%w: %d indexes (1..%d)", ErrTooLarge, n, MaxBatch)
+	}
+	body := make([]byte, 4*n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return Request{}, noEOF(err)
+	}
+	req := Request{Lease: binary.LittleEndian.Uint64(h[4:]), Indexes: make([]uint32, n)}
+	for i := range req.Indexes {
+		req.Indexes[i] = binary.LittleEndian.Uint32(body[4*i:])
+	}
+	return req, nil
+}
+
+// AppendChunkHeader encodes h.
+func AppendChunkHeader(b []byte, h ChunkHeader) []byte {
+	b = append(b, byte(h.Status), 0, 0, 0)
+	b = binary.LittleEndian.AppendUint32(b, h.Index)
+	b = binary.LittleEndian.AppendUint32(b, h.Size)
+	return binary.LittleEndian.AppendUint32(b, h.CRC)
+}
+
+// ReadChunkHeader decodes one chunk header; a size above maxChunk is refused before any
+// payload byte is read, so a peer cannot make the reader allocate more than its bound.
+func ReadChunkHeader(r io.Reader, maxChunk uint32) (ChunkHeader, error) {
+	var b [chunkHeadLen]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return ChunkHeader{}, err
+	}
+	h := ChunkHeader{
+		Status: Status(b[0]),
+		Index:  binary.LittleEndian.Uint32(b[4:]),
+		Size:   binary.LittleEndian.Uint32(b[8:]),
+		CRC:    binary.LittleEndian.Uint32(b[12:]),
+	}
+	switch {
+	case b[1] != 0 || b[2] != 0 || b[3] != 0 || h.Status > statusMax:
+		return ChunkHeader{}, fmt.Errorf("%w: chunk header status %d", ErrFrame, b[0])
+	case h.Status != StatusOK && (h.Size != 0 || h.CRC != 0):
+		return ChunkHeader{}, fmt.Errorf("%w: %s chunk with %d bytes", ErrFrame, h.Status, h.Size)
+	case h.Size > maxChunk:
+		return ChunkHeader{}, fmt.Errorf("%w: chunk of %d bytes, bound %d", ErrTooLarge, h.Size, maxChunk)
+	}
+	return h, nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

@@ -1,0 +1,165 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/p2p"
+	"github.com/rbctl/rbctl/p2p/dataplane"
+	"github.com/rbctl/rbctl/p2p/p2ppb"
+)
+
+// fetchMissing fills out[i] for the missing indexes from peers: the candidates of the first
+// missing key are asked for every missing key (a sequence's chunks usually live together);
+// what a peer lacks goes to the next candidate.
+func (n *Node) fetchMissing(ctx context.Context, keys []engine.Key, missing []int, out []Result) {
+	tried := 0
+	for _, peer := range n.opts.Directory.Candidates(keys[missing[0]].Identity()) {
+		if tried == n.opts.MaxCandidates || len(missing) == 0 || ctx.Err() != nil {
+			return
+		}
+		tried++
+		want := make([]engine.Key, min(len(missing), dataplane.MaxBatch))
+		for j := range want {
+			want[j] = keys[missing[j]]
+		}
+		got := n.fetchFrom(ctx, peer, want)
+		for j, p := range got {
+			out[missing[j]] = Result{Source: Peer, Payload: p, Peer: peer.Name}
+			n.c.peerHits.Add(1)
+		}
+		missing = missing[len(got):]
+	}
+}
+
+// fetchFrom runs one peer fetch: lookup-and-lock, pull over the data plane, verify, store
+// locally, unlock. It returns the verified payloads of the leading keys the peer had; any
+// failure ends the prefix there and is counted.
+func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) [][]byte {
+	r, err := n.peers.get(peer)
+	if err != nil {
+		n.c.peerErrors.Add(1)
+		return nil
+	}
+	if !r.usable(time.Now()) {
+		n.c.peerBackoff.Add(1)
+		return nil
+	}
+	start := time.Now()
+	n.c.peerLookups.Add(1)
+	lctx, cancel := context.WithTimeout(ctx, n.opts.LookupTimeout)
+	resp, err := r.api.LookupAndLock(lctx, &p2ppb.LookupAndLockRequest{Keys: wireKeys(keys), LeaseMs: uint32(n.opts.LeaseTTL.Milliseconds())})
+	cancel()
+	if err != nil {
+		n.peerFailed(r, peer, "lookup", err)
+		return nil
+	}
+	if resp.LeaseId == 0 || len(resp.Hits) == 0 {
+		r.succeeded()
+		n.c.peerEmpty.Add(1) // a directory false positive, or evicted since
+		return nil
+	}
+	defer n.unlockAsync(r, resp.LeaseId)
+	hits := resp.Hits[:min(len(resp.Hits), len(keys))]
+	want := make([]dataplane.Want, 0, len(hits))
+	for i, h := range hits {
+		if int(h.Size) > n.maxChunk || h.Size == 0 {
+			break // a chunk this cache cannot hold ends the prefix
+		}
+		want = append(want, dataplane.Want{Index: uint32(i), Size: h.Size, CRC: h.Checksum, HasCRC: h.HasChecksum})
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, n.opts.FetchTimeout)
+	defer cancel()
+	conn, err := r.conn(fctx, r.dataAddr(resp.DataAddr), n.opts.DataIdle)
+	if err != nil {
+		n.peerFailed(r, peer, "data connect", err)
+		return nil
+	}
+	payloads := make([][]byte, 0, len(want))
+	err = conn.Fetch(fctx, resp.LeaseId, want, func(_ int, p []byte) { payloads = append(payloads, p) })
+	if err != nil {
+		conn.Close()
+		n.peerFailed(r, peer, "transfer", err)
+	} else {
+		r.keep(conn)
+		r.succeeded()
+	}
+	if len(payloads) == 0 {
+		return nil
+	}
+	n.peerLat.record(time.Since(start))
+	for _, p := range payloads {
+		n.c.peerChunks.Add(1)
+		n.c.peerBytes.Add(int64(len(p)))
+	}
+	if !n.opts.FetchOnly {
+		n.storeReplicas(keys[:len(payloads)], payloads)
+	}
+	return payloads
+}
+
+// storeReplicas keeps fetched chunks locally (the answer does not wait on success: the
+// bytes are verified either way).
+func (n *Node) storeReplicas(keys []engine.Key, payloads [][]byte) {
+	ids := make([]uint64, len(keys))
+	for i, k := range keys {
+		ids[i] = k.Identity()
+	}
+	stored := make([]bool, len(keys))
+	n.replicas.begin(ids)
+	res, err := n.eng.PutMany(keys, payloads)
+	for _, i := range res.Stored {
+		stored[i] = true
+		n.c.replicas.Add(1)
+		n.c.replicaBytes.Add(int64(len(payloads[i])))
+		n.admitted(keys[i])
+	}
+	n.replicas.end(ids, stored)
+	if miss := len(keys) - len(res.Stored); miss > 0 {
+		n.c.replicaFailed.Add(int64(miss))
+		if err != nil {
+			n.opts.Logger.Warn("storing fetched chunks", "keys", miss, "err", err)
+		}
+	}
+}
+
+// unlockAsync releases a peer lease without holding up the caller (the peer's expiry
+// timer covers a lost Unlock).
+func (n *Node) unlockAsync(r *remote, id uint64) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), n.opts.UnlockTimeout)
+		defer cancel()
+		if _, err := r.api.Unlock(ctx, &p2ppb.UnlockRequest{LeaseId: id}); err != nil {
+			n.c.unlockFailed.Add(1)
+		}
+	}()
+}
+
+// peerFailed counts a failed step by kind, backs the peer off, and logs it.
+func (n *Node) peerFailed(r *remote, peer p2p.Peer, step string, err error) {
+	var ne net.Error
+	switch code := status.Code(err); {
+	case errors.Is(err, dataplane.ErrChecksum):
+		n.c.peerChecksum.Add(1)
+	case errors.Is(err, context.DeadlineExceeded), code == codes.DeadlineExceeded, errors.As(err, &ne) && ne.Timeout():
+		n.c.peerTimeouts.Add(1)
+	case code == codes.Unavailable, isRefused(err):
+		n.c.peerRefused.Add(1)
+	default:
+		n.c.peerErrors.Add(1)
+	}
+	var ce *dataplane.ChunkError
+	if !errors.As(err, &ce) || ce.Status != dataplane.StatusBusy {
+		r.failed(&n.opts)
+	}
+	n.opts.Logger.Info("peer fetch is a miss", "peer", peer.Name, "step", step, "err", err)
+}

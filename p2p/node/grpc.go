@@ -1,0 +1,166 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/p2p/p2ppb"
+)
+
+// rpcErr maps a library error to a gRPC status: bad keys are the caller's fault.
+func rpcErr(err error) error {
+	if errors.Is(err, errKey) {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if errors.Is(err, engine.ErrClosed) {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+func (n *Node) keys(ks []*p2ppb.ObjectKey, max int) ([]engine.Key, error) {
+	k, err := keysOf(ks, n.eng.Config().Namespace, max)
+	if err != nil {
+		return nil, rpcErr(err)
+	}
+	return k, nil
+}
+
+// lookupAndLock is the one implementation behind both services' LookupAndLock.
+func (n *Node) lookupAndLock(ctx context.Context, req *p2ppb.LookupAndLockRequest) (*p2ppb.LookupAndLockResponse, error) {
+	keys, err := n.keys(req.Keys, n.opts.MaxBatch)
+	if err != nil {
+		return nil, err
+	}
+	ttl := time.Duration(req.LeaseMs) * time.Millisecond
+	if ttl <= 0 {
+		ttl = n.opts.LeaseTTL
+	}
+	ttl = min(ttl, n.opts.MaxLeaseTTL)
+	l := n.leases.lock(keys, ttl)
+	resp := &p2ppb.LookupAndLockResponse{LeaseMs: uint32(ttl.Milliseconds()), DataAddr: n.Peer().Data}
+	if l == nil {
+		return resp, nil
+	}
+	if ctx.Err() != nil {
+		// The requester gave up while we locked: nobody will use or unlock this lease.
+		n.leases.unlock(l.id)
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	resp.LeaseId = l.id
+	resp.Hits = make([]*p2ppb.Hit, len(l.hits))
+	for i, m := range l.hits {
+		resp.Hits[i] = &p2ppb.Hit{Size: uint32(m.Size), Checksum: m.Checksum, HasChecksum: m.HasChecksum}
+	}
+	return resp, nil
+}
+
+func (n *Node) unlock(req *p2ppb.UnlockRequest) *p2ppb.UnlockResponse {
+	return &p2ppb.UnlockResponse{Released: n.leases.unlock(req.LeaseId)}
+}
+
+// peerAPI is what other nodes call.
+type peerAPI struct {
+	p2ppb.UnimplementedPeerServer
+	n *Node
+}
+
+func (a *peerAPI) LookupAndLock(ctx context.Context, req *p2ppb.LookupAndLockRequest) (*p2ppb.LookupAndLockResponse, error) {
+	return a.n.lookupAndLock(ctx, req)
+}
+
+func (a *peerAPI) Unlock(_ context.Context, req *p2ppb.UnlockRequest) (*p2ppb.UnlockResponse, error) {
+	return a.n.unlock(req), nil
+}
+
+// cacheAPI is what local clients call.
+type cacheAPI struct {
+	p2ppb.UnimplementedCacheServer
+	n *Node
+}
+
+func (a *cacheAPI) LookupAndLock(ctx context.Context, req *p2ppb.LookupAndLockRequest) (*p2ppb.LookupAndLockResponse, error) {
+	return a.n.lookupAndLock(ctx, req)
+}
+
+func (a *cacheAPI) Unlock(_ context.Context, req *p2ppb.UnlockRequest) (*p2ppb.UnlockResponse, error) {
+	return a.n.unlock(req), nil
+}
+
+func (a *cacheAPI) Put(_ context.Context, req *p2ppb.PutRequest) (*p2ppb.PutResponse, error) {
+	keys, err := a.n.keys(req.Keys, a.n.opts.MaxBatch)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Payloads) != len(keys) {
+		return nil, status.Errorf(codes.InvalidArgument, "%d keys and %d payloads", len(keys), len(req.Payloads))
+	}
+	for i, p := range req.Payloads {
+		if len(p) == 0 || len(p) > a.n.maxChunk {
+			return nil, status.Errorf(codes.InvalidArgument, "payload %d has %d bytes; a slot holds 1..%d", i, len(p), a.n.maxChunk)
+		}
+	}
+	res, err := a.n.Put(keys, req.Payloads)
+	if err != nil {
+		return nil, rpcErr(err)
+	}
+	resp := &p2ppb.PutResponse{Stored: make([]bool, len(keys)), Present: res.Results}
+	for _, i := range res.Stored {
+		resp.Stored[i] = true
+	}
+	return resp, nil
+}
+
+func (a *cacheAPI) Get(ctx context.Context, req *p2ppb.GetRequest) (*p2ppb.GetResponse, error) {
+	keys, err := a.n.keys(req.Keys, a.n.maxGetKeys())
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.n.Get(ctx, keys, req.LocalOnly)
+	if err != nil {
+		return nil, rpcErr(err)
+	}
+	resp := &p2ppb.GetResponse{Chunks: make([]*p2ppb.Chunk, len(res))}
+	for i, r := range res {
+		c := &p2ppb.Chunk{Source: p2ppb.Source_SOURCE_MISS}
+		switch r.Source {
+		case Local:
+			c.Source, c.Payload = p2ppb.Source_SOURCE_LOCAL, r.Payload
+		case Peer:
+			c.Source, c.Payload, c.Peer = p2ppb.Source_SOURCE_PEER, r.Payload, r.Peer
+		}
+		resp.Chunks[i] = c
+	}
+	return resp, nil
+}
+
+func (a *cacheAPI) Delete(_ context.Context, req *p2ppb.DeleteRequest) (*p2ppb.DeleteResponse, error) {
+	keys, err := a.n.keys(req.Keys, a.n.opts.MaxBatch)
+	if err != nil {
+		return nil, err
+	}
+	return &p2ppb.DeleteResponse{Deleted: a.n.Delete(keys, req.Force)}, nil
+}
+
+func (a *cacheAPI) List(_ context.Context, req *p2ppb.ListRequest) (*p2ppb.ListResponse, error) {
+	if err := engine.CheckSalt(req.CacheSalt); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	ents, more := a.n.List(req.CacheSalt, int(req.MaxKeys))
+	resp := &p2ppb.ListResponse{Truncated: more, Entries: make([]*p2ppb.Entry, len(ents))}
+	for i, e := range ents {
+		resp.Entries[i] = &p2ppb.Entry{Key: e.Key.String(), Size: uint32(e.Meta.Size), CacheSalt: e.Key.CacheSalt(),
+			Handle: int32(e.Meta.Handle), Replica: e.Replica}
+	}
+	return resp, nil
+}
+
+func (a *cacheAPI) Stats(context.Context, *p2ppb.StatsRequest) (*p2ppb.StatsResponse, error) {
+	s := a.n.Stats()
+	return &p2ppb.StatsResponse{Node: s.Node, Counters: s.Counters, LatencyUs: s.LatencyUS}, nil
+}

@@ -1,0 +1,354 @@
+// Package node is an rbctl cache node: one raw-block engine served to local clients (put,
+// get, lookup-and-lock, unlock, delete, list, stats) and to peers (lookup-and-lock, unlock)
+// over a gRPC control plane, with chunk bytes moved over a separate TCP data plane
+// (p2p/dataplane). On a local miss a get asks the peers its p2p.Directory names, pulls the
+// locked chunks, verifies their checksums, stores them locally and answers; any failure on
+// the way (timeout, dead peer, refused connection, checksum mismatch) is a counted miss,
+// never an error to the caller and never wrong bytes. Protocol and state machines:
+// docs/p2p.md.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/p2p"
+	"github.com/rbctl/rbctl/p2p/dataplane"
+	"github.com/rbctl/rbctl/p2p/p2ppb"
+	"github.com/rbctl/rbctl/placement"
+)
+
+// Node serves one engine. The engine stays the caller's: Close releases what the node
+// holds (leases, connections) but does not close the engine.
+type Node struct {
+	eng      *engine.Engine
+	opts     Options
+	maxChunk int // the engine's largest payload
+
+	leases   *leaseTable
+	peers    *peerPool
+	replicas *replicas
+	data     *dataplane.Server
+	grpc     *grpc.Server
+
+	c                 counters
+	peerLat, localLat *latency
+
+	mu       sync.Mutex
+	ctlAddr  string
+	dataAddr string
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+// New builds a node over an open engine; Start serves it.
+func New(eng *engine.Engine, opts Options) (*Node, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if opts.SeparateReplicas {
+		if opts.replicas == nil {
+			return nil, errors.New("node: a replica handle needs PlacementHook applied before the engine opened")
+		}
+		if h := eng.Device().Info().Handles; opts.ReplicaHandle != placement.None && int(opts.ReplicaHandle) >= h {
+			return nil, fmt.Errorf("node: replica handle %d, the device has %d placement handles", opts.ReplicaHandle, h)
+		}
+	}
+	if opts.replicas == nil {
+		opts.replicas = newReplicas()
+	}
+	cfg := eng.Config()
+	n := &Node{
+		eng: eng, opts: opts, maxChunk: int(cfg.SlotBytes) - cfg.HeaderBytes,
+		leases: newLeaseTable(eng), peers: newPeerPool(&opts), replicas: opts.replicas,
+		peerLat: newLatency(), localLat: newLatency(),
+	}
+	var err error
+	n.data, err = dataplane.NewServer(n, dataplane.ServerConfig{
+		MaxChunk: n.maxChunk, MaxConns: opts.DataMaxConns, MaxInflightBytes: opts.DataMaxInflightBytes,
+		BusyWait: opts.DataBusyWait, Tamper: opts.TamperData,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(n.msgBytes()), grpc.MaxSendMsgSize(n.msgBytes()),
+		grpc.MaxConcurrentStreams(256),
+		grpc.UnaryInterceptor(n.deadline))
+	p2ppb.RegisterCacheServer(n.grpc, &cacheAPI{n: n})
+	p2ppb.RegisterPeerServer(n.grpc, &peerAPI{n: n})
+	return n, nil
+}
+
+// msgBytes bounds one control-plane message: a batch of 16 full chunks plus framing, at
+// least 4 MiB, at most 1 GiB.
+func (n *Node) msgBytes() int { return min(max(16*n.maxChunk+(1<<20), 4<<20), 1<<30) }
+
+// maxGetKeys is how many payloads fit one Get answer.
+func (n *Node) maxGetKeys() int {
+	return max(1, min(n.opts.MaxBatch, (n.msgBytes()-(1<<20))/n.maxChunk))
+}
+
+// deadline gives every call without a deadline the node's default one.
+func (n *Node) deadline(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.opts.CallTimeout)
+		defer cancel()
+	}
+	return h(ctx, req)
+}
+
+// Start serves the control plane on control and the data plane on data, and announces the
+// local keys to the directory.
+func (n *Node) Start(control, data net.Listener) {
+	n.mu.Lock()
+	n.ctlAddr, n.dataAddr = control.Addr().String(), data.Addr().String()
+	if n.opts.Name == "" {
+		n.opts.Name = n.ctlAddr
+	}
+	n.mu.Unlock()
+	if d := n.opts.Directory; d != nil {
+		n.eng.Entries(func(k engine.Key, _ engine.EntryMeta) bool { d.Admitted(k.Identity()); return true })
+	}
+	n.wg.Go(func() { n.grpc.Serve(control) })
+	n.wg.Go(func() { n.data.Serve(data) })
+}
+
+// Peer is how other nodes reach this one.
+func (n *Node) Peer() p2p.Peer {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return p2p.Peer{Name: n.opts.Name, Control: n.ctlAddr, Data: n.dataAddr}
+}
+
+func (n *Node) isClosed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}
+
+// Close stops both planes at once (connections dropped), releases every lease and closes
+// the connections to peers. The engine stays open.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	n.grpc.Stop()
+	n.data.Close()
+	n.wg.Wait()
+	n.leases.close()
+	n.peers.close()
+	return nil
+}
+
+// Serve listens on listen and dataListen (host:0 for any port), serves until ctx is done,
+// then closes the node. ready, when set, is called with the bound addresses.
+func Serve(ctx context.Context, eng *engine.Engine, listen, dataListen string, opts Options, ready func(p2p.Peer)) error {
+	var lc net.ListenConfig
+	ctl, err := lc.Listen(ctx, "tcp", listen)
+	if err != nil {
+		return err
+	}
+	if dataListen == "" {
+		h, _, _ := net.SplitHostPort(listen)
+		dataListen = net.JoinHostPort(h, "0")
+	}
+	dl, err := lc.Listen(ctx, "tcp", dataListen)
+	if err != nil {
+		ctl.Close()
+		return err
+	}
+	if opts.JoinDirectory != nil {
+		self := p2p.Peer{Name: opts.Name, Control: ctl.Addr().String(), Data: dl.Addr().String()}
+		d, leave, err := opts.JoinDirectory(ctx, self)
+		if err != nil {
+			ctl.Close()
+			dl.Close()
+			return err
+		}
+		defer leave.Close() // after the node has closed
+		opts.Directory = d
+	}
+	n, err := New(eng, opts)
+	if err != nil {
+		ctl.Close()
+		dl.Close()
+		return err
+	}
+	n.Start(ctl, dl)
+	if ready != nil {
+		ready(n.Peer())
+	}
+	<-ctx.Done()
+	return n.Close()
+}
+
+// Put stores payloads under keys; Results and Stored as engine.PutMany.
+func (n *Node) Put(keys []engine.Key, payloads [][]byte) (engine.PutResult, error) {
+	res, err := n.eng.PutMany(keys, payloads)
+	n.c.puts.Add(int64(len(res.Stored)))
+	for _, i := range res.Stored {
+		n.c.putBytes.Add(int64(len(payloads[i])))
+		n.admitted(keys[i])
+	}
+	for _, ok := range res.Results {
+		if !ok {
+			n.c.putFull.Add(1)
+		}
+	}
+	return res, err
+}
+
+func (n *Node) admitted(k engine.Key) {
+	if d := n.opts.Directory; d != nil {
+		d.Admitted(k.Identity())
+	}
+}
+
+// Source says where a Get found a chunk.
+type Source int
+
+const (
+	Miss  Source = iota // neither here nor at a peer
+	Local               // this node's cache
+	Peer                // fetched from a peer (and stored here)
+)
+
+// Result is one key's outcome of Get.
+type Result struct {
+	Source  Source
+	Payload []byte
+	Peer    string // the peer's name (Source == Peer)
+}
+
+// Get returns each key's payload: from the local cache, else (unless localOnly or no
+// Directory) from a peer. A miss is a Result, not an error; the error is a local device
+// error only.
+func (n *Node) Get(ctx context.Context, keys []engine.Key, localOnly bool) ([]Result, error) {
+	n.c.gets.Add(int64(len(keys)))
+	out := make([]Result, len(keys))
+	var missing []int
+	// Each hit is pinned while it loads, so its size cannot change under the read.
+	bufs := make([][]byte, len(keys))
+	var pinned []engine.Key
+	for i, k := range keys {
+		if m := n.eng.MetadataPrefix(keys[i:i+1], true); len(m) == 1 {
+			bufs[i] = make([]byte, m[0].Size)
+			pinned = append(pinned, k)
+		}
+	}
+	start := time.Now()
+	got, err := n.eng.LoadManyInto(keys, nonNil(bufs))
+	if len(pinned) > 0 { // a batch with nothing to load is not a load
+		n.localLat.record(time.Since(start))
+	}
+	n.eng.UnlockMany(pinned)
+	for i := range keys {
+		if got[i] && bufs[i] != nil {
+			out[i] = Result{Source: Local, Payload: bufs[i]}
+			n.c.localHits.Add(1)
+		} else {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 && !localOnly && n.opts.Directory != nil && ctx.Err() == nil && !n.isClosed() {
+		n.fetchMissing(ctx, keys, missing, out)
+	}
+	for _, r := range out {
+		if r.Source == Miss {
+			n.c.misses.Add(1)
+		}
+	}
+	return out, err
+}
+
+// nonNil gives LoadManyInto an empty buffer for keys that missed the lookup (it skips them).
+func nonNil(bufs [][]byte) [][]byte {
+	out := make([][]byte, len(bufs))
+	for i, b := range bufs {
+		if b == nil {
+			b = []byte{}
+		}
+		out[i] = b
+	}
+	return out
+}
+
+// Delete removes keys (force: even pinned ones).
+func (n *Node) Delete(keys []engine.Key, force bool) []bool {
+	del := n.eng.DeleteMany(keys, force)
+	for i, ok := range del {
+		if ok {
+			n.c.deletes.Add(1)
+			n.replicas.forget(keys[i].Identity())
+			if d := n.opts.Directory; d != nil {
+				d.Evicted(keys[i].Identity())
+			}
+		}
+	}
+	return del
+}
+
+// Entry is one listed key.
+type Entry struct {
+	Key     engine.Key
+	Meta    engine.EntryMeta
+	Replica bool
+}
+
+// List returns up to max entries sorted by key ("" salt: all), and whether more exist.
+func (n *Node) List(salt string, max int) ([]Entry, bool) {
+	if max <= 0 || max > n.opts.MaxListKeys {
+		max = n.opts.MaxListKeys
+	}
+	var all []Entry
+	n.eng.Entries(func(k engine.Key, m engine.EntryMeta) bool {
+		if salt == "" || k.CacheSalt() == salt {
+			all = append(all, Entry{Key: k, Meta: m, Replica: n.replicas.is(k.Identity())})
+		}
+		return true
+	})
+	sort.Slice(all, func(i, j int) bool { return all[i].Key.String() < all[j].Key.String() })
+	if len(all) > max {
+		return all[:max], true
+	}
+	return all, false
+}
+
+// ReadChunk serves the data plane from the lease table (dataplane.Source).
+func (n *Node) ReadChunk(id uint64, index uint32, buf []byte) ([]byte, uint32, dataplane.Status) {
+	l, ok := n.leases.get(id)
+	if !ok {
+		return nil, 0, dataplane.StatusNoLease
+	}
+	if int(index) >= len(l.hits) {
+		return nil, 0, dataplane.StatusBadIndex
+	}
+	m := l.hits[index]
+	if m.Size > len(buf) {
+		return nil, 0, dataplane.StatusReadErr
+	}
+	p := buf[:m.Size]
+	got, err := n.eng.LoadManyInto(l.keys[index:index+1], [][]byte{p})
+	if err != nil || !got[0] {
+		return nil, 0, dataplane.StatusReadErr
+	}
+	crc := m.Checksum
+	if !m.HasChecksum {
+		crc = dataplane.Checksum(p)
+	}
+	return p, crc, dataplane.StatusOK
+}

@@ -1,0 +1,235 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rbctl/rbctl/p2p"
+	"github.com/rbctl/rbctl/p2p/p2ppb"
+	"github.com/rbctl/rbctl/placement"
+)
+
+func TestGetOnBHitsViaPeer(t *testing.T) {
+	ea := newEngine(t, nil)
+	a := startNode(t, ea, fastOptions("a", nil))
+	eb := newEngine(t, nil)
+	b := startNode(t, eb, fastOptions("b", NewStaticDirectory(a.Peer())))
+	ca, cb := dial(t, a), dial(t, b)
+
+	for i := range 3 {
+		put(t, ca, i, chunkBytes-i*1000)
+	}
+	if ch := get(t, cb, 0); ch.Source != p2ppb.Source_SOURCE_PEER || ch.Peer != "a" || len(ch.Payload) != chunkBytes {
+		t.Fatalf("first get on b: %s from %q, %d bytes", ch.Source, ch.Peer, len(ch.Payload))
+	}
+	if ch := get(t, cb, 0); ch.Source != p2ppb.Source_SOURCE_LOCAL {
+		t.Fatalf("second get on b: %s, want local (the fetch stores the chunk)", ch.Source)
+	}
+	if ch := get(t, cb, 99); ch.Source != p2ppb.Source_SOURCE_MISS {
+		t.Fatalf("absent key: %s", ch.Source)
+	}
+	eventually(t, "a's pins released after the fetch", func() bool { return locks(ea, 0) == 0 })
+
+	// A batch: keys 1 and 2 come from a in one lease.
+	res, err := b.Get(context.Background(), []keyT{keyN(1), keyN(2)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, r := range res {
+		if r.Source != Peer || string(r.Payload) != string(payloadN(j+1, chunkBytes-(j+1)*1000)) {
+			t.Fatalf("batch key %d: source %d, %d bytes", j+1, r.Source, len(r.Payload))
+		}
+	}
+	ents, _ := b.List("", 0)
+	if len(ents) != 3 || !ents[0].Replica {
+		t.Fatalf("b lists %d entries (replica %v), want 3 replicas", len(ents), len(ents) > 0 && ents[0].Replica)
+	}
+	s := b.Stats().Counters
+	if s["peer_hits"] != 3 || s["local_hits"] != 1 || s["misses"] != 1 || s["replicas_stored"] != 3 || s["peer_bytes_in"] == 0 {
+		t.Fatalf("b's counters: %v", s)
+	}
+	eventually(t, "a's leases all released", func() bool { return a.Stats().Counters["leases_active"] == 0 })
+	if sa := a.Stats().Counters; sa["served_chunks"] != 3 || sa["leases_released"] != 2 {
+		t.Fatalf("a's counters: %v", sa)
+	}
+}
+
+func TestCorruptingPeerIsAMiss(t *testing.T) {
+	oa := fastOptions("a", nil)
+	oa.TamperData = func(_ uint32, p []byte) { p[len(p)/2] ^= 1 }
+	ea := newEngine(t, nil)
+	a := startNode(t, ea, oa)
+	eb := newEngine(t, nil)
+	b := startNode(t, eb, fastOptions("b", NewStaticDirectory(a.Peer())))
+	put(t, dial(t, a), 1, 5000)
+	if ch := get(t, dial(t, b), 1); ch.Source != p2ppb.Source_SOURCE_MISS || ch.Payload != nil {
+		t.Fatalf("get through a corrupting peer: %s with %d bytes", ch.Source, len(ch.Payload))
+	}
+	if _, ok := eb.Lookup(keyN(1)); ok {
+		t.Fatal("b stored a corrupted chunk")
+	}
+	if s := b.Stats().Counters; s["peer_checksum_errors"] != 1 || s["misses"] != 1 {
+		t.Fatalf("b's counters: %v", s)
+	}
+	eventually(t, "a's pins released after the failed fetch", func() bool { return locks(ea, 1) == 0 })
+}
+
+func TestPeerKilledMidTransferThenReturns(t *testing.T) {
+	inHook, release := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	oa := fastOptions("a", nil)
+	oa.TamperData = func(uint32, []byte) {
+		once.Do(func() { inHook <- struct{}{}; <-release }) // the first transfer stalls
+	}
+	ea := newEngine(t, nil)
+	a, err := New(ea, oa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, data := listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0")
+	a.Start(ctl, data)
+	peer := a.Peer()
+	put(t, dial(t, a), 1, chunkBytes)
+
+	eb := newEngine(t, nil)
+	b := startNode(t, eb, fastOptions("b", NewStaticDirectory(peer)))
+	cb := dial(t, b)
+	got := make(chan *p2ppb.Chunk, 1)
+	go func() { got <- get(t, cb, 1) }()
+	<-inHook
+	closed := make(chan struct{})
+	go func() { a.Close(); close(closed) }() // drops every connection of a
+	if ch := <-got; ch.Source != p2ppb.Source_SOURCE_MISS {
+		t.Fatalf("get while the peer dies: %s", ch.Source)
+	}
+	close(release)
+	<-closed
+	if locks(ea, 1) != 0 {
+		t.Fatal("a closed with its lease still pinned")
+	}
+	// b keeps serving its own cache.
+	put(t, cb, 2, 100)
+	if ch := get(t, cb, 2); ch.Source != p2ppb.Source_SOURCE_LOCAL {
+		t.Fatalf("b after the peer died: %s", ch.Source)
+	}
+	// a returns on the same addresses: b uses it again once its backoff passes.
+	a2 := startNodeOn(t, ea, fastOptions("a", nil), peer)
+	_ = a2
+	eventually(t, "b fetches from the returning peer", func() bool {
+		return get(t, cb, 1).Source == p2ppb.Source_SOURCE_PEER
+	})
+	if s := b.Stats().Counters; s["peer_refused"]+s["peer_timeouts"]+s["peer_errors"] == 0 {
+		t.Fatalf("the dead peer's failures were not counted: %v", s)
+	}
+}
+
+func startNodeOn(t *testing.T, e engineT, o Options, p p2p.Peer) *Node {
+	t.Helper()
+	n, err := New(e, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Start(listen(t, p.Control), listen(t, p.Data))
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func TestRequesterDiesLeaseExpires(t *testing.T) {
+	ea := newEngine(t, nil)
+	a := startNode(t, ea, fastOptions("a", nil))
+	put(t, dial(t, a), 1, 100)
+	put(t, dial(t, a), 2, 100)
+	cc, err := grpc.NewClient(a.Peer().Control, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	peer := p2ppb.NewPeerClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	keys := []*p2ppb.ObjectKey{wireKeyN(1), wireKeyN(2), wireKeyN(3), wireKeyN(1)}
+	r, err := peer.LookupAndLock(ctx, &p2ppb.LookupAndLockRequest{Keys: keys, LeaseMs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LeaseId == 0 || len(r.Hits) != 2 || r.Hits[0].Size != 100 || !r.Hits[0].HasChecksum {
+		t.Fatalf("lookup: lease %x, hits %v (want the leading 2)", r.LeaseId, r.Hits)
+	}
+	if locks(ea, 1) != 1 || locks(ea, 2) != 1 {
+		t.Fatalf("pins after lookup: %d %d", locks(ea, 1), locks(ea, 2))
+	}
+	// The requester never unlocks: the lease expires and the pins go.
+	eventually(t, "expired lease releases its pins", func() bool { return locks(ea, 1) == 0 && locks(ea, 2) == 0 })
+	if s := a.Stats().Counters; s["leases_expired"] != 1 || s["leases_active"] != 0 {
+		t.Fatalf("counters: %v", s)
+	}
+	if u, err := peer.Unlock(ctx, &p2ppb.UnlockRequest{LeaseId: r.LeaseId}); err != nil || u.Released {
+		t.Fatalf("unlock after expiry: %v, %v", u, err)
+	}
+	// An explicit unlock releases at once.
+	r, err = peer.LookupAndLock(ctx, &p2ppb.LookupAndLockRequest{Keys: keys[:1], LeaseMs: 60000})
+	if err != nil || locks(ea, 1) != 1 {
+		t.Fatalf("second lookup: %v, pins %d", err, locks(ea, 1))
+	}
+	if u, err := peer.Unlock(ctx, &p2ppb.UnlockRequest{LeaseId: r.LeaseId}); err != nil || !u.Released || locks(ea, 1) != 0 {
+		t.Fatalf("unlock: %v, %v, pins %d", u, err, locks(ea, 1))
+	}
+	// A pinned key refuses a plain delete.
+	r, _ = peer.LookupAndLock(ctx, &p2ppb.LookupAndLockRequest{Keys: keys[:1], LeaseMs: 60000})
+	if del := a.Delete([]keyT{keyN(1)}, false); del[0] {
+		t.Fatal("deleted a key pinned by a lease")
+	}
+	a.Close()
+	if locks(ea, 1) != 0 {
+		t.Fatal("Close left a lease pinned")
+	}
+}
+
+func TestDeadPeerIsAMissThenBackedOff(t *testing.T) {
+	dead := listen(t, "127.0.0.1:0")
+	addr := dead.Addr().String()
+	dead.Close()
+	o := fastOptions("b", NewStaticDirectory(p2p.Peer{Name: "gone", Control: addr, Data: addr}))
+	o.BackoffBase, o.BackoffMax = time.Hour, time.Hour
+	b := startNode(t, newEngine(t, nil), o)
+	cb := dial(t, b)
+	for range 2 {
+		if ch := get(t, cb, 1); ch.Source != p2ppb.Source_SOURCE_MISS {
+			t.Fatalf("dead peer: %s", ch.Source)
+		}
+	}
+	s := b.Stats().Counters
+	if s["peer_lookups"] != 1 || s["peer_backoff_skips"] != 1 || s["misses"] != 2 {
+		t.Fatalf("counters: %v", s)
+	}
+}
+
+func TestReplicaHandle(t *testing.T) {
+	ea := newEngine(t, nil)
+	a := startNode(t, ea, fastOptions("a", nil))
+	ob := fastOptions("b", NewStaticDirectory(a.Peer()))
+	ob.SeparateReplicas, ob.ReplicaHandle = true, 5
+	eb := newEngine(t, PlacementHook(&ob))
+	b := startNode(t, eb, ob)
+	put(t, dial(t, a), 1, 100)
+	cb := dial(t, b)
+	put(t, cb, 2, 100)
+	if ch := get(t, cb, 1); ch.Source != p2ppb.Source_SOURCE_PEER {
+		t.Fatalf("get: %s", ch.Source)
+	}
+	m1, _ := eb.Lookup(keyN(1))
+	m2, _ := eb.Lookup(keyN(2))
+	if m1.Handle != 5 || m2.Handle != placement.None {
+		t.Fatalf("replica written with handle %d, own put with %d; want 5 and none", m1.Handle, m2.Handle)
+	}
+	ob2 := fastOptions("c", nil)
+	ob2.SeparateReplicas, ob2.ReplicaHandle = true, 3
+	if _, err := New(newEngine(t, nil), ob2); err == nil {
+		t.Fatal("a replica handle without PlacementHook was accepted")
+	}
+}

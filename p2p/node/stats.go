@@ -1,0 +1,77 @@
+package node
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// counters are the node's cumulative counts; names in Stats are documented in docs/p2p.md.
+type counters struct {
+	gets, localHits, peerHits, misses       atomic.Int64
+	puts, putBytes, putFull, deletes        atomic.Int64
+	peerLookups, peerEmpty, peerBackoff     atomic.Int64
+	peerTimeouts, peerRefused, peerChecksum atomic.Int64
+	peerErrors, peerChunks, peerBytes       atomic.Int64
+	replicas, replicaBytes, replicaFailed   atomic.Int64
+	unlockFailed                            atomic.Int64
+}
+
+// latency is a concurrent histogram of durations in microseconds.
+type latency struct {
+	mu sync.Mutex
+	h  *hdrhistogram.Histogram
+}
+
+func newLatency() *latency { return &latency{h: hdrhistogram.New(1, 60e6, 3)} }
+
+func (l *latency) record(d time.Duration) {
+	l.mu.Lock()
+	l.h.RecordValue(max(1, d.Microseconds()))
+	l.mu.Unlock()
+}
+
+// quantiles returns count, p50 and p99 in microseconds.
+func (l *latency) quantiles() (n int64, p50, p99 float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.h.TotalCount(), float64(l.h.ValueAtQuantile(50)), float64(l.h.ValueAtQuantile(99))
+}
+
+// Stats is a snapshot of a node's counters (names as in docs/p2p.md) and latencies.
+type Stats struct {
+	Node     string
+	Counters map[string]int64
+	// LatencyUS holds p50/p99 in microseconds of peer fetches (lookup, transfer, verify,
+	// per batch) and of local loads (per batch): peer_fetch_p50, local_load_p99, ...
+	LatencyUS map[string]float64
+}
+
+// Stats returns the counters now.
+func (n *Node) Stats() Stats {
+	c := &n.c
+	dp := n.data.Stats()
+	m := map[string]int64{
+		"gets": c.gets.Load(), "local_hits": c.localHits.Load(), "peer_hits": c.peerHits.Load(), "misses": c.misses.Load(),
+		"puts": c.puts.Load(), "put_bytes": c.putBytes.Load(), "put_full": c.putFull.Load(), "deletes": c.deletes.Load(),
+		"peer_lookups": c.peerLookups.Load(), "peer_lookup_empty": c.peerEmpty.Load(), "peer_backoff_skips": c.peerBackoff.Load(),
+		"peer_timeouts": c.peerTimeouts.Load(), "peer_refused": c.peerRefused.Load(), "peer_checksum_errors": c.peerChecksum.Load(),
+		"peer_errors": c.peerErrors.Load(), "peer_chunks_in": c.peerChunks.Load(), "peer_bytes_in": c.peerBytes.Load(),
+		"replicas_stored": c.replicas.Load(), "replica_bytes": c.replicaBytes.Load(), "replicas_not_stored": c.replicaFailed.Load(),
+		"unlock_failed":  c.unlockFailed.Load(),
+		"leases_granted": n.leases.granted.Load(), "leases_released": n.leases.released.Load(),
+		"leases_expired": n.leases.expired.Load(), "leases_active": int64(n.leases.active()),
+		"served_chunks": dp.Chunks, "served_bytes": dp.Bytes, "served_busy": dp.Busy, "served_failed": dp.Failed,
+		"data_conns": dp.Conns, "data_conns_refused": dp.ConnsRefused, "data_bad_frames": dp.BadFrames,
+	}
+	lat := map[string]float64{}
+	for name, l := range map[string]*latency{"peer_fetch": n.peerLat, "local_load": n.localLat} {
+		cnt, p50, p99 := l.quantiles()
+		if cnt > 0 {
+			lat[name+"_p50"], lat[name+"_p99"] = p50, p99
+		}
+	}
+	return Stats{Node: n.opts.Name, Counters: m, LatencyUS: lat}
+}
