@@ -36,6 +36,9 @@ type FormatOptions struct {
 	Placement string
 	// Open opens Path for writing (the caller's device options).
 	Open func() (blockdev.Device, error)
+	// Tweak, when set, completes the config once the device is open (e.g. placement resolved
+	// against the device's placement identifiers); it runs after Placement.
+	Tweak func(dev blockdev.Device, cfg *engine.Config) error
 }
 
 // Config completes cfg for a device of devSize bytes (MetaTotalBytes 0: engine.MetaBytesFor
@@ -100,6 +103,11 @@ func format(dev blockdev.Device, o FormatOptions) (cachereport.Layout, error) {
 		}
 		if pol.Name() != "none" {
 			cfg.Placer = pol
+		}
+	}
+	if o.Tweak != nil {
+		if err := o.Tweak(dev, &cfg); err != nil {
+			return cachereport.Layout{}, fmt.Errorf("%s: %w", o.Path, err)
 		}
 	}
 	cfg.Periodic = false

@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/rbctl/rbctl/p2p"
@@ -50,3 +52,16 @@ type leaver struct {
 }
 
 func (l leaver) Close() error { return l.c.Leave(l.timeout) }
+
+// SplitBind splits a gossip address HOST:PORT into Config.BindAddr and BindPort (port 0: any).
+func SplitBind(hp string) (string, int, error) {
+	h, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, fmt.Errorf("gossip address %q: %v", hp, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("gossip address %q: port %q is not 0-65535", hp, p)
+	}
+	return h, port, nil
+}

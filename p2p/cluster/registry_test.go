@@ -76,3 +76,14 @@ func FuzzParseRegistryEntry(f *testing.F) {
 		}
 	})
 }
+
+func TestSplitBind(t *testing.T) {
+	if h, p, err := SplitBind("127.0.0.1:7946"); err != nil || h != "127.0.0.1" || p != 7946 {
+		t.Fatalf("%q %d %v", h, p, err)
+	}
+	for _, bad := range []string{"127.0.0.1", "h:70000", "h:-1", "h:x"} {
+		if _, _, err := SplitBind(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

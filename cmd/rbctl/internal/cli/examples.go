@@ -31,6 +31,7 @@ var examples = map[string][]string{
 	"rbctl format": {
 		"rbctl format --create 1G --slot-bytes 256K /var/tmp/cache.img",
 		"rbctl format --compat lmcache-v1 --slot-bytes 1M --meta-bytes 256M /dev/nvme0n1",
+		"rbctl format --lmcache-config lmcache.json",
 	},
 	"rbctl inspect": {
 		"rbctl inspect /var/tmp/cache.img",

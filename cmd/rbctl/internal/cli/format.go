@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,7 @@ type formatFlags struct {
 	create      string
 	force, json bool
 	place       flagsets.Placement
+	lmcache     string
 }
 
 func newFormatCmd() *cobra.Command {
@@ -36,9 +38,18 @@ data file. A device another rbctl process has open is refused even with --force.
 --meta-bytes auto sizes the metadata region so that a checkpoint of every slot fits
 (compact: 128 B per slot; --compat lmcache-v1: 256 B per slot), rounded up to a power of
 two of at least 1 MiB.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runFormat(cmd, args[0], f) },
+		Args: cobra.RangeArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (len(args) == 1) == (f.lmcache != "") {
+				return errors.New("give DEV or --lmcache-config FILE (its device_path / per_tp_device_paths), not both")
+			}
+			if f.lmcache != "" {
+				return runFormatLMCache(cmd, f)
+			}
+			return runFormat(cmd, args[0], f)
+		},
 	}
+	cmd.Flags().StringVar(&f.lmcache, "lmcache-config", "", "format the devices an LMCache JSON config names, with its layout and FDP placement (docs/compat.md)")
 	cmd.Flags().BoolVar(&f.force, "force", false, flagsets.ForceHelp("format a device that is in use or holds data (a filesystem, a partition table, a cache)"))
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the layout as JSON")
 	cmd.Flags().StringVar(&f.create, "create", "", flagsets.CreateHelp)
@@ -81,4 +92,23 @@ func runFormat(cmd *cobra.Command, path string, f *formatFlags) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "formatted %s (%s)\n", path, info.Kind)
 	return lay.WriteText(cmd.OutOrStdout())
+}
+
+func runFormatLMCache(cmd *cobra.Command, f *formatFlags) error {
+	r, err := os.Open(f.lmcache)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	out, warns, err := cache.FormatLMCache(r, f.force)
+	for _, w := range warns {
+		fmt.Fprintf(cmd.ErrOrStderr(), "rbctl: %s: %s\n", f.lmcache, w)
+	}
+	if f.json && err == nil {
+		return printJSON(cmd.OutOrStdout(), out)
+	}
+	for _, d := range out {
+		fmt.Fprintf(cmd.OutOrStdout(), "formatted rank %d: %s (%s, placement %s)\n", d.Rank, d.Path, d.Kind, d.Placement)
+	}
+	return err
 }

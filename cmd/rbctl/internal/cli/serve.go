@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,7 +36,7 @@ func newServeCmd() *cobra.Command {
 			if len(peers) > 0 {
 				opts.Directory = node.StaticPeers(peers)
 			} else if cl.Cluster != "none" {
-				if cl.BindAddr, cl.BindPort, err = splitHostPort(gossip); err != nil {
+				if cl.BindAddr, cl.BindPort, err = cluster.SplitBind(gossip); err != nil {
 					return err
 				}
 				opts.JoinDirectory = cluster.JoinFunc(cl, 5*time.Second)
@@ -81,17 +78,4 @@ func newServeCmd() *cobra.Command {
 	pf.add(cmd, "the node's writes")
 	dev.cache.addNamespace(cmd)
 	return cmd
-}
-
-// splitHostPort splits a HOST:PORT flag value.
-func splitHostPort(hp string) (string, int, error) {
-	h, p, err := net.SplitHostPort(hp)
-	if err != nil {
-		return "", 0, fmt.Errorf("gossip address %q: %v", hp, err)
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("gossip address %q: port %q is not 0-65535", hp, p)
-	}
-	return h, port, nil
 }
