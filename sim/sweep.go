@@ -51,13 +51,15 @@ func ParseSweep(s string) (*Sweep, error) {
 	if (v[1]-v[0])/v[2] > 10000 {
 		return nil, fmt.Errorf("%w: %q has more than 10000 values", ErrSweep, s)
 	}
+	if v[0]+v[2] == v[0] || v[1]+v[2] == v[1] {
+		return nil, fmt.Errorf("%w: %q: STEP is below the precision of FROM and TO", ErrSweep, s)
+	}
+	// A count, not a float comparison, ends the loop: FROM + i·STEP may not move at all in
+	// floating point.
+	n := int(math.Floor((v[1]-v[0])/v[2] + 1e-6))
 	sw := &Sweep{Name: name}
-	for i := 0; ; i++ {
-		x := v[0] + float64(i)*v[2]
-		if x > v[1]+v[2]*1e-6 {
-			break
-		}
-		sw.Values = append(sw.Values, math.Round(x*1e9)/1e9)
+	for i := 0; i <= n; i++ {
+		sw.Values = append(sw.Values, math.Round((v[0]+float64(i)*v[2])*1e9)/1e9)
 	}
 	return sw, nil
 }
