@@ -245,6 +245,18 @@ func startMembers(o Options, mode Mode, dir string) ([]*member, error) {
 	ms := make([]*member, o.Nodes)
 	ctl, data := make([]net.Listener, o.Nodes), make([]net.Listener, o.Nodes)
 	peers := make([]p2p.Peer, o.Nodes)
+	handed := false // every node started owns its listeners; before that they are ours
+	defer func() {
+		for i := range ms {
+			if !handed && (ms[i] == nil || ms[i].node == nil) {
+				for _, ln := range []net.Listener{ctl[i], data[i]} {
+					if ln != nil {
+						ln.Close()
+					}
+				}
+			}
+		}
+	}()
 	for i := range ms {
 		ms[i] = &member{lru: newLRU()}
 		var err error
@@ -307,6 +319,7 @@ func startMembers(o Options, mode Mode, dir string) ([]*member, error) {
 		}
 		mb.node.Start(ctl[i], data[i])
 	}
+	handed = true
 	if o.Gossip && mode != Off {
 		return ms, converge(ms)
 	}
