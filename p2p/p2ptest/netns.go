@@ -83,7 +83,34 @@ func NewNet(t testing.TB, n int) *Net {
 		nt.ip("-n", node.NS, "link", "set", "lo", "up")
 		nt.Nodes = append(nt.Nodes, node)
 	}
+	nt.waitUp(10 * time.Second)
 	return nt
+}
+
+// waitUp returns once every veth end reports operstate UP. A link set up reaches that state
+// only when the kernel's link watcher has run (it batches events, up to a second late), and
+// until then the link's queue drops what it is given: a first dial made before it fails.
+func (nt *Net) waitUp(limit time.Duration) {
+	nt.t.Helper()
+	type end struct{ ns, link string }
+	var ends []end
+	for i, n := range nt.Nodes {
+		ends = append(ends, end{n.NS, n.Link}, end{nt.Hub, fmt.Sprintf("p%d", i)})
+	}
+	ends = append(ends, end{nt.Hub, "br0"})
+	deadline := time.Now().Add(limit)
+	for _, e := range ends {
+		for {
+			out, err := exec.Command("ip", "-n", e.ns, "-o", "link", "show", "dev", e.link).CombinedOutput()
+			if err == nil && strings.Contains(string(out), "state UP") {
+				break
+			}
+			if time.Now().After(deadline) {
+				nt.t.Fatalf("link %s in %s not up after %v: %s", e.link, e.ns, limit, strings.TrimSpace(string(out)))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 func (nt *Net) addNS(name string) {
@@ -123,6 +150,26 @@ func sweepStale() {
 			exec.Command("ip", "netns", "del", e.Name()).Run()
 		}
 	}
+}
+
+// Describe returns the links of every namespace of the Net and the bridge's ports, for a
+// failing test to print.
+func (nt *Net) Describe() string {
+	var b strings.Builder
+	show := func(args ...string) {
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(args, " "), out)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	show("ip", "-n", nt.Hub, "-o", "link", "show")
+	show("bridge", "-n", nt.Hub, "link", "show")
+	for _, n := range nt.Nodes {
+		show("ip", "-n", n.NS, "-o", "addr", "show")
+		show("ip", "-n", n.NS, "neigh", "show")
+	}
+	return b.String()
 }
 
 // LinkDown takes node i's bridge link down: it is cut off from the others.
