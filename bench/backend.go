@@ -7,15 +7,25 @@ import (
 	"sync"
 
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/workloads"
 )
 
-// Backend runs a workload through the engine. Payloads carry the chunk hash in their
-// first 8 bytes, checked on every load, so a wrong payload is an error, not a fast result.
+// Backend runs a workload through the engine, or a cache sharded over several devices.
+// Payloads carry the chunk hash in their first 8 bytes, checked on every load, so a wrong
+// payload is an error, not a fast result. Over several devices a device error fails only
+// the keys on that device (not stored, not loaded) and is not returned: the workload goes
+// on, and the cache's Observe hook counts it against the device.
 type Backend struct {
-	E      *engine.Engine
+	C      *sharded.Cache
 	Model  string
 	KVRank uint32
+	// Ranks > 1 spreads the chunks over kv ranks KVRank..KVRank+Ranks-1 by chunk hash (a
+	// tensor-parallel model for a cache routed by kv_rank: each rank's chunks on its device).
+	Ranks int
+	// Legacy builds LMCache's legacy keys (model@world_size@worker_id@hash@half, identity
+	// the chunk hash; they carry no cache_salt) for an engine in the legacy namespace.
+	Legacy bool
 	salts  []string
 	size   int
 	pool   sync.Pool // *[]byte of size bytes
@@ -26,9 +36,31 @@ var ErrPayload = errors.New("loaded payload does not match its key")
 
 // NewBackend wraps an open engine for chunks of size bytes.
 func NewBackend(e *engine.Engine, model string, salts []string, size int) *Backend {
-	b := &Backend{E: e, Model: model, salts: salts, size: size}
+	c, err := sharded.New([]*engine.Engine{e}, sharded.Options{})
+	if err != nil {
+		panic(err) // one non-nil engine and the default route: cannot fail
+	}
+	return NewShardedBackend(c, model, salts, size)
+}
+
+// NewShardedBackend wraps an open sharded cache for chunks of size bytes.
+func NewShardedBackend(c *sharded.Cache, model string, salts []string, size int) *Backend {
+	b := &Backend{C: c, Model: model, salts: salts, size: size}
 	b.pool.New = func() any { s := make([]byte, size); return &s }
 	return b
+}
+
+// tolerate drops the device errors of a cache over several devices (their keys failed);
+// one device's error is returned as the engine's own.
+func (b *Backend) tolerate(err error) error {
+	var se *sharded.ShardError
+	if !errors.As(err, &se) {
+		return err
+	}
+	if b.C.Len() > 1 {
+		return nil
+	}
+	return se.Err
 }
 
 func (b *Backend) keys(ks []workloads.Key) []engine.Key {
@@ -40,17 +72,25 @@ func (b *Backend) keys(ks []workloads.Key) []engine.Key {
 		if int(k.Tenant) < len(b.salts) {
 			salt = b.salts[k.Tenant]
 		}
-		out[i] = engine.ObjectKey(b.Model, b.KVRank, h[:], salt)
+		rank := b.KVRank
+		if b.Ranks > 1 {
+			rank += uint32(k.Hash % uint64(b.Ranks))
+		}
+		if b.Legacy {
+			out[i] = engine.LegacyKey(fmt.Sprintf("%s@%d@%d@%x@half", b.Model, max(b.Ranks, 1), rank, k.Hash), k.Hash)
+			continue
+		}
+		out[i] = engine.ObjectKey(b.Model, rank, h[:], salt)
 	}
 	return out
 }
 
 // Slots implements workloads.Backend.
-func (b *Backend) Slots() int64 { return b.E.Layout().MaxSlots }
+func (b *Backend) Slots() int64 { return b.C.Slots() }
 
 // Lookup implements workloads.Backend: get_metadata_prefix with lock.
 func (b *Backend) Lookup(ks []workloads.Key) (int, error) {
-	return len(b.E.MetadataPrefix(b.keys(ks), true)), nil
+	return len(b.C.MetadataPrefix(b.keys(ks), true)), nil
 }
 
 // Load implements workloads.Backend.
@@ -66,7 +106,7 @@ func (b *Backend) Load(ks []workloads.Key, size int) (int, error) {
 			b.pool.Put(p)
 		}
 	}()
-	ok, err := b.E.LoadManyInto(b.keys(ks), bufs)
+	ok, err := b.C.LoadManyInto(b.keys(ks), bufs)
 	n := 0
 	for i, good := range ok {
 		if !good {
@@ -77,11 +117,11 @@ func (b *Backend) Load(ks []workloads.Key, size int) (int, error) {
 			return n, fmt.Errorf("%w: chunk %016x", ErrPayload, ks[i].Hash)
 		}
 	}
-	return n, err
+	return n, b.tolerate(err)
 }
 
 // Unlock implements workloads.Backend.
-func (b *Backend) Unlock(ks []workloads.Key) { b.E.UnlockMany(b.keys(ks)) }
+func (b *Backend) Unlock(ks []workloads.Key) { b.C.UnlockMany(b.keys(ks)) }
 
 // Store implements workloads.Backend.
 func (b *Backend) Store(ks []workloads.Key, size int, ok []bool) error {
@@ -99,13 +139,13 @@ func (b *Backend) Store(ks []workloads.Key, size int, ok []bool) error {
 			b.pool.Put(p)
 		}
 	}()
-	res, err := b.E.PutMany(b.keys(ks), payloads)
+	res, err := b.C.PutMany(b.keys(ks), payloads)
 	copy(ok, res.Results)
-	return err
+	return b.tolerate(err)
 }
 
 // Delete implements workloads.Backend (not forced: a key another request holds locked stays).
 func (b *Backend) Delete(ks []workloads.Key) error {
-	b.E.DeleteMany(b.keys(ks), false)
+	b.C.DeleteMany(b.keys(ks), false)
 	return nil
 }

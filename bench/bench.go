@@ -15,6 +15,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
@@ -27,7 +28,16 @@ type Options struct {
 	// Path: a file, a block device, /dev/ngXnY, emu:PATH?... or mem:SIZE.
 	Device blockdev.Device
 	Path   string
-	Create int64 // Path: create it as a sparse file of this size if it does not exist
+	// Several devices (Devices, or Paths) hold one cache sharded over them (engine/sharded):
+	// each gets its own engine, shadow model and row in Run.Devices. A device error fails
+	// only the keys on that device and the run goes on (one device: the run stops, as ever).
+	Devices []blockdev.Device
+	Paths   []string
+	ShardBy string // sharded.Route: hash (default) or kv-rank
+	// LMCache, when set, takes the devices, I/O settings, engine layout and a first
+	// placement run from an LMCache config (lmcache.go); no device may be given besides.
+	LMCache *LMCache
+	Create  int64 // Path(s): create each as a sparse file of this size if it does not exist
 	// Force skips the safety gate (a block device, a file holding data, a device in use).
 	Force      bool
 	IOEngine   string // devices.Options.IOEngine
@@ -76,12 +86,20 @@ var ErrNoPolicy = errors.New("no placement policy to compare")
 // Interrupted and Partial. The error is for a comparison that cannot start or a device
 // that could not be reset between policies.
 func Run(ctx context.Context, o Options) (*reports.Report, error) {
+	if o.LMCache != nil {
+		if err := o.LMCache.apply(&o); err != nil {
+			return nil, err
+		}
+	}
 	if len(o.Policies) == 0 {
 		return nil, ErrNoPolicy
 	}
 	// A misspelt policy is reported as such before the device is looked at (the handle
 	// count is checked once it is open).
 	for _, p := range o.Policies {
+		if o.LMCache != nil && isLMCache(p) {
+			continue
+		}
 		if _, err := placement.Parse(p, 1<<15); err != nil {
 			return nil, fmt.Errorf("placement %s: %w", p, err)
 		}
@@ -90,10 +108,18 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Device == nil && emu.IsSpec(o.Path) {
+	route, err := sharded.ParseRoute(o.ShardBy)
+	if err != nil {
+		return nil, err
+	}
+	_, paths := o.devices()
+	for _, path := range paths {
+		if !emu.IsSpec(path) {
+			continue
+		}
 		// The emulated SSD runs its own FTL model: refuse a geometry whose GC can run out of
 		// room before the device is created.
-		sp, err := emu.ParseSpec(o.Path)
+		sp, err := emu.ParseSpec(path)
 		if err != nil {
 			return nil, err
 		}
@@ -101,19 +127,20 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 			return nil, err
 		}
 	}
-	t, err := openTarget(&o)
+	ts, names, err := openTargets(&o)
 	if err != nil {
 		return nil, err
 	}
-	defer t.close()
-	p, err := plan(&o, t, src)
+	defer closeTargets(ts)
+	p, err := plan(&o, ts, names, src)
 	if err != nil {
 		return nil, err
 	}
+	p.route = route
 	rep := p.report()
-	err = runAll(ctx, rep, o.Policies, o.Duration, t.reset, func(pol string) (reports.Run, error) { return p.runPolicy(ctx, pol) })
+	err = runAll(ctx, rep, o.Policies, o.Duration, resetTargets(ts, names), func(pol string) (reports.Run, error) { return p.runPolicy(ctx, pol) })
 	if err != nil {
-		return nil, fmt.Errorf("re-creating %s: %w", o.Path, err)
+		return nil, err
 	}
 	for _, r := range rep.Runs {
 		if !r.Failed() {
@@ -210,9 +237,9 @@ func WindowDescription(warmup float64, timeout, duration time.Duration, requests
 }
 
 // engineConfig is the engine configuration every policy's run formats with.
-func engineConfig(o *Options, slotBytes, logical, ru int64) engine.Config {
+func engineConfig(o *Options, path string, slotBytes, logical, ru int64) engine.Config {
 	c := engine.DefaultConfig()
-	c.DevicePath = o.Path
+	c.DevicePath = path
 	c.SlotBytes = slotBytes
 	c.CheckpointInterval = o.CheckpointInterval
 	if c.CheckpointInterval <= 0 {

@@ -21,6 +21,7 @@ type target struct {
 	dev      blockdev.Device
 	stats    func() (*fdp.Stats, error) // nil without FDP
 	handles  int                        // placement handles the device maps (0: none)
+	pids     []uint16                   // their FDP placement identifiers (nil without FDP)
 	ruBytes  int64                      // 0: unknown
 	emulated *emu.Spec                  // the emulated SSD's spec (its own FTL model), nil otherwise
 	source   string                     // device WAF source: reports.SourceFDPStats or SourceEmulatorModel
@@ -31,12 +32,12 @@ type target struct {
 	close func() error
 }
 
-// openTarget opens o.Path (through devices.OpenDevice, which discovers FDP once) or adopts
-// o.Device. Nothing is created or touched before the safety gate agreed.
-func openTarget(o *Options) (*target, error) {
-	if o.Device != nil {
-		t := &target{dev: o.Device, close: func() error { return nil }}
-		if nd, ok := o.Device.(interface{ Transport() nvme.Transport }); ok {
+// openTarget opens path (through devices.OpenDevice, which discovers FDP once) or adopts
+// dev. Nothing is created or touched before the safety gate agreed.
+func openTarget(o *Options, dev blockdev.Device, path string) (*target, error) {
+	if dev != nil {
+		t := &target{dev: dev, close: func() error { return nil }}
+		if nd, ok := dev.(interface{ Transport() nvme.Transport }); ok {
 			if f, err := devices.NewFDP(nd.Transport()); err == nil {
 				t.useFDP(f)
 			}
@@ -44,7 +45,6 @@ func openTarget(o *Options) (*target, error) {
 		t.finish()
 		return t, nil
 	}
-	path := o.Path
 	if path == "" {
 		return nil, errors.New("bench: no device given")
 	}
@@ -93,7 +93,7 @@ func (t *target) useFDP(f *devices.FDP) {
 	if len(f.PIDs()) == 0 {
 		return
 	}
-	t.handles, t.ruBytes, t.stats = len(f.PIDs()), f.ReclaimUnitBytes(), f.Stats
+	t.handles, t.ruBytes, t.stats, t.pids = len(f.PIDs()), f.ReclaimUnitBytes(), f.Stats, f.PIDs()
 	t.source = reports.SourceFDPStats
 	if c, err := nvme.ReadController(f.Transport()); err == nil && c.ModelNumber == emu.ModelNumber {
 		// The emulator served over NVMe/TCP and reached as a kernel NVMe device.
@@ -148,11 +148,48 @@ func createEmu(spec string, force bool) error {
 	return c.Close()
 }
 
+// checkTarget asks the safety gate about path without touching anything: an emulated SSD
+// and an existing file or device must pass it (unless force), a missing file needs create.
+// openTarget asks again as it opens; checking every device first leaves them all untouched
+// when one is refused.
+func checkTarget(path string, create int64, force bool) error {
+	switch {
+	case emu.IsSpec(path):
+		if force {
+			return nil
+		}
+		return safety.Gate(safety.Bench, path)
+	case strings.HasPrefix(path, devices.MemPrefix):
+		return nil
+	}
+	_, err := checkFile(path, create, force)
+	return err
+}
+
+// checkFile says whether path must be created (it does not exist and create > 0), and
+// otherwise asks the safety gate.
+func checkFile(path string, create int64, force bool) (bool, error) {
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) && create > 0 {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	if force {
+		return false, nil
+	}
+	if !st.Mode().IsRegular() {
+		return false, fmt.Errorf("%s is a device: bench formats it and destroys its contents: %w", path, safety.ErrHasData)
+	}
+	return false, safety.Gate(safety.Bench, path)
+}
+
 // prepareFile creates path as a sparse file of create bytes when it does not exist, and
 // otherwise asks the safety gate: bench formats what it is given.
 func prepareFile(path string, create int64, force bool) error {
-	st, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) && create > 0 {
+	mk, err := checkFile(path, create, force)
+	if mk {
 		fh, cerr := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, blockdev.DataFileMode)
 		if cerr != nil {
 			return cerr
@@ -164,16 +201,7 @@ func prepareFile(path string, create int64, force bool) error {
 		}
 		return fh.Close()
 	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if force {
-		return nil
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is a device: bench formats it and destroys its contents: %w", path, safety.ErrHasData)
-	}
-	return safety.Gate(safety.Bench, path)
+	return err
 }
 
 // EmulatorFTL is the FTL model configuration an emulated SSD of spec sp runs (as emu.New

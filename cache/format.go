@@ -1,16 +1,17 @@
 // Package cache holds the operations on a whole raw-block cache that rbctl's commands run
-// beyond the engine's own API: Format lays out a new cache on a device or file, after the
-// safety checks, and CreateFile makes the regular file a cache lives in.
+// beyond the engine's own API: FormatAll lays out a new cache on one device or sharded over
+// several, after the safety checks; InspectAll and RecoverAll report on (and repair) each
+// device of one; CreateFile makes the regular file a cache lives in.
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/rbctl/rbctl/blockdev"
-	"github.com/rbctl/rbctl/devices/safety"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/placement"
@@ -54,52 +55,40 @@ func Config(cfg engine.Config, devSize int64) (engine.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// Format runs the safety gate (unless Force), creates what o asks for, and writes an empty
-// cache. It returns the layout written and the device's Info.
+// Format formats the one device o describes (FormatAll of one device) and returns the
+// layout written and the device's Info.
 func Format(o FormatOptions) (cachereport.Layout, blockdev.Info, error) {
-	// The gate looks at the real target (an emu: data file, an ng device's namespace)
-	// before anything is created or extended.
-	if !o.Force {
-		if err := safety.Gate(safety.Format, o.Path); err != nil {
-			return cachereport.Layout{}, blockdev.Info{}, err
+	var info blockdev.Info
+	open := o.Open
+	o.Open = func() (blockdev.Device, error) {
+		dev, err := open()
+		if err == nil {
+			info = dev.Info()
 		}
+		return dev, err
 	}
-	if emu.IsSpec(o.Path) && o.Create == 0 {
-		if _, err := emu.Create(o.Path); err != nil {
-			return cachereport.Layout{}, blockdev.Info{}, err
-		}
-	}
-	if o.Create > 0 {
-		if err := CreateFile(o.Path, o.Create); err != nil {
-			return cachereport.Layout{}, blockdev.Info{}, err
-		}
-	}
-	dev, err := o.Open()
+	rep, err := FormatAll(context.Background(), []FormatOptions{o})
 	if err != nil {
-		return cachereport.Layout{}, blockdev.Info{}, err
+		return cachereport.Layout{}, info, err
 	}
-	info := dev.Info()
-	lay, err := format(dev, o)
-	if err != nil {
-		dev.Close()
-	}
-	return lay, info, err
+	return *rep.Devices[0].Layout, info, nil
 }
 
-// format writes the cache on the open dev; the engine's Close closes dev.
-func format(dev blockdev.Device, o FormatOptions) (cachereport.Layout, error) {
+// plan completes the config for the open dev: the layout, the placement, o.Tweak; the
+// layout is checked against the device. Nothing is written.
+func plan(dev blockdev.Device, o FormatOptions) (engine.Config, error) {
 	info := dev.Info()
 	cfg, err := Config(o.Config, info.Size)
 	if err == nil && cfg.DevicePath == "" {
 		cfg.DevicePath, err = filepath.Abs(o.Path)
 	}
 	if err != nil {
-		return cachereport.Layout{}, err
+		return cfg, err
 	}
 	if o.Placement != "" && o.Placement != "none" {
 		pol, err := placement.Parse(o.Placement, info.Handles)
 		if err != nil {
-			return cachereport.Layout{}, fmt.Errorf("placement %s on %s: %w", o.Placement, info.Path, err)
+			return cfg, fmt.Errorf("placement %s on %s: %w", o.Placement, info.Path, err)
 		}
 		if pol.Name() != "none" {
 			cfg.Placer = pol
@@ -107,22 +96,29 @@ func format(dev blockdev.Device, o FormatOptions) (cachereport.Layout, error) {
 	}
 	if o.Tweak != nil {
 		if err := o.Tweak(dev, &cfg); err != nil {
-			return cachereport.Layout{}, fmt.Errorf("%s: %w", o.Path, err)
+			return cfg, fmt.Errorf("%s: %w", o.Path, err)
 		}
 	}
 	cfg.Periodic = false
 	if _, err := engine.ComputeLayout(cfg, info.Size); err != nil {
-		return cachereport.Layout{}, fmt.Errorf("%s (%d bytes): %w", o.Path, info.Size, err)
+		return cfg, fmt.Errorf("%s (%d bytes): %w", o.Path, info.Size, err)
 	}
+	return cfg, nil
+}
+
+// write formats the open dev with cfg; the engine's Close closes dev. written says whether
+// anything may have reached the device (false: the engine refused the config first).
+func write(dev blockdev.Device, path string, cfg engine.Config) (lay cachereport.Layout, written bool, err error) {
 	e, err := engine.Format(dev, cfg)
 	if err != nil {
-		return cachereport.Layout{}, fmt.Errorf("format %s: %w", o.Path, err)
+		dev.Close()
+		return lay, !errors.Is(err, engine.ErrConfig) && !errors.Is(err, engine.ErrDeviceTooSmall), fmt.Errorf("format %s: %w", path, err)
 	}
-	lay := cachereport.LayoutOf(e.Layout(), cfg)
+	lay = cachereport.LayoutOf(e.Layout(), cfg)
 	if err := e.Close(); err != nil {
-		return cachereport.Layout{}, fmt.Errorf("format %s: %w", o.Path, err)
+		return lay, true, fmt.Errorf("format %s: %w", path, err)
 	}
-	return lay, nil
+	return lay, true, nil
 }
 
 // CheckCreate refuses, before anything is touched, to create path as a file: an emu: spec

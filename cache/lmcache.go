@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,34 +13,24 @@ import (
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
-// Formatted is one device an LMCache config formatted.
-type Formatted struct {
-	Rank   int                `json:"rank"`
-	Path   string             `json:"path"`
-	Kind   blockdev.Kind      `json:"kind"`
-	Layout cachereport.Layout `json:"layout"`
-	// Placement is the data policy the checkpoints were written under ("none" without FDP).
-	Placement string `json:"placement"`
-}
-
 // ErrNoFDP: the config enables FDP and the device has none (LMCache refuses it too).
 var ErrNoFDP = errors.New("fdp_enabled, but the device has no FDP")
 
 // FormatLMCache formats every device an LMCache config names (device_path, or one per
 // per_tp_device_paths rank) with the config's layout, I/O settings and placement: the FDP
 // placement identifiers are resolved against each device's own (lmconfig.FDP.Resolve), so
-// a device LMCache would refuse is refused here, before it is written. Devices are formatted
-// in rank order; the first failure stops the rest. Force skips the safety gate.
-func FormatLMCache(r io.Reader, force bool) ([]Formatted, []lmconfig.Warning, error) {
+// a device LMCache would refuse is refused here, before any is written. The devices are
+// formatted as FormatAll formats the shards of one cache (each row's Rank is the config's);
+// force skips the safety gate.
+func FormatLMCache(ctx context.Context, r io.Reader, force bool) (*cachereport.Formats, []lmconfig.Warning, error) {
 	cfg, warns, err := lmconfig.Load(r)
 	if err != nil {
 		return nil, warns, err
 	}
-	var out []Formatted
-	for _, d := range cfg.Devices {
+	opts := make([]FormatOptions, len(cfg.Devices))
+	for i, d := range cfg.Devices {
 		var od *devices.Opened
-		pol := "none"
-		o := FormatOptions{Path: d.Path, Force: force, Config: d.Engine,
+		opts[i] = FormatOptions{Path: d.Path, Force: force, Config: d.Engine,
 			Open: func() (blockdev.Device, error) {
 				var err error
 				od, err = devices.OpenDevice(d.Path, cfg.OpenOptions())
@@ -53,23 +44,21 @@ func FormatLMCache(r io.Reader, force bool) ([]Formatted, []lmconfig.Warning, er
 					return nil
 				}
 				if od.FDP == nil {
-					return fmt.Errorf("%w (%v)", ErrNoFDP, od.NoFDP)
+					return fmt.Errorf("rank %d: %w (%v)", d.Rank, ErrNoFDP, od.NoFDP)
 				}
 				p, err := cfg.FDP.Resolve(od.FDP.PIDs(), 0)
 				if err != nil {
-					return err
+					return fmt.Errorf("rank %d: %w", d.Rank, err)
 				}
 				p.Apply(c)
-				if p.Policy != nil {
-					pol = p.Policy.Name()
-				}
 				return nil
 			}}
-		lay, info, err := Format(o)
-		if err != nil {
-			return out, warns, fmt.Errorf("rank %d: %w", d.Rank, err)
-		}
-		out = append(out, Formatted{Rank: d.Rank, Path: d.Path, Kind: info.Kind, Layout: lay, Placement: pol})
 	}
-	return out, warns, nil
+	rep, err := FormatAll(ctx, opts)
+	if rep != nil {
+		for i, d := range cfg.Devices {
+			rep.Devices[i].Rank = d.Rank
+		}
+	}
+	return rep, warns, err
 }

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/rbctl/rbctl/units"
 )
@@ -17,11 +15,12 @@ import (
 // evicts its own entries rather than another tenant's. The spec is "SALT=BUDGET,..." where
 // BUDGET is a slot count (1000), a size (64G: that many bytes of slots, rounded down) or a
 // share of the cache (25%); SALT "*" gives every salt not listed a budget of its own, and
-// an empty SALT ("=10%") is the empty salt (untagged writes). Salts are case-sensitive
-// and cannot contain ','; the last '=' of an item ends the salt; spaces around an item are
-// ignored.
+// an empty SALT ("=10%") is the empty salt (untagged writes). "*=equal" (or "equal" alone)
+// splits what the listed budgets leave evenly among the salts not listed: "equal" by
+// itself gives every tenant the same share. Salts are case-sensitive and cannot contain
+// ','; the last '=' of an item ends the salt; spaces around an item are ignored.
 
-// ErrBudget is wrapped by every ParseBudgets and Budgets.Slots error.
+// ErrBudget is wrapped by every ParseBudgets, Check and Resolve error.
 var ErrBudget = errors.New("placement: bad tenant budget")
 
 // OtherSalts is the salt of the budget every salt not listed gets.
@@ -30,16 +29,23 @@ const OtherSalts = "*"
 // MaxBudgets bounds the items of a budget spec.
 const MaxBudgets = 4096
 
-// Budget is one tenant's budget as written: exactly one of Slots, Bytes or Percent is set.
+// Equal is the budget word for an even split ("*=equal").
+const Equal = "equal"
+
+// Budget is one tenant's budget as written: exactly one of Slots, Bytes, Percent or Equal
+// is set.
 type Budget struct {
 	Salt    string
 	Slots   int64   // a slot count
 	Bytes   int64   // bytes of slots (rounded down to whole slots)
 	Percent float64 // share of the cache's slots, 0 < Percent <= 100
+	Equal   bool    // "*" only: an even share of what the listed budgets leave
 }
 
 func (b Budget) String() string {
 	switch {
+	case b.Equal:
+		return b.Salt + "=" + Equal
 	case b.Percent > 0:
 		return b.Salt + "=" + strconv.FormatFloat(b.Percent, 'g', -1, 64) + "%"
 	case b.Bytes > 0:
@@ -73,6 +79,9 @@ func ParseBudgets(spec string) (Budgets, error) {
 	var out Budgets
 	for _, it := range items {
 		it = strings.TrimSpace(it)
+		if it == Equal {
+			it = OtherSalts + "=" + Equal
+		}
 		i := strings.LastIndexByte(it, '=')
 		if i < 0 {
 			return nil, fmt.Errorf("%w: %q: want SALT=BUDGET, as in rag=40%%,chat=1000,agent=64G", ErrBudget, it)
@@ -84,6 +93,13 @@ func ParseBudgets(spec string) (Budgets, error) {
 		seen[b.Salt] = true
 		v := strings.TrimSpace(it[i+1:])
 		switch {
+		case strings.HasPrefix(v, "-"):
+			return nil, fmt.Errorf("%w: %q: a budget cannot be negative", ErrBudget, it)
+		case v == Equal:
+			if b.Salt != OtherSalts {
+				return nil, fmt.Errorf("%w: %q: %q applies to \"*\" (the salts not listed), as in rag=40%%,*=equal", ErrBudget, it, Equal)
+			}
+			b.Equal = true
 		case strings.HasSuffix(v, "%"):
 			p, err := strconv.ParseFloat(strings.TrimSpace(v[:len(v)-1]), 64)
 			if err != nil || math.IsNaN(p) || p <= 0 || p > 100 {
@@ -111,108 +127,170 @@ func ParseBudgets(spec string) (Budgets, error) {
 	return out, nil
 }
 
-// SlotBudgets is a spec resolved against one cache: each listed salt's budget in slots.
-type SlotBudgets struct {
-	Total  int64            // slots in the cache
-	BySalt map[string]int64 // listed salts
-	Other  int64            // budget of each salt not listed; 0: no budget of its own
+// Allocation is a budget spec resolved against one cache and the salts of a workload.
+type Allocation struct {
+	Capacity int64   // slots the budgets divide
+	Limits   []int64 // per salt, in the workload's order: its budget in slots; 0: none of its own
+	Shared   int64   // slots the salts without a budget share; 0 when every salt has one
 }
 
-// Slots resolves the budgets for a cache of totalSlots slots of slotBytes each. Every
-// budget must come to at least one slot, and the listed salts' budgets together must fit
-// the cache (the "*" budget is per salt, so only it alone must fit).
-func (bs Budgets) Slots(totalSlots, slotBytes int64) (SlotBudgets, error) {
-	if totalSlots < 1 || slotBytes < 1 {
-		return SlotBudgets{}, fmt.Errorf("%w: a cache of %d slots of %d bytes", ErrBudget, totalSlots, slotBytes)
+// Limit returns salt i's budget in slots, and false when it has none of its own (it then
+// shares Shared with the other salts without one).
+func (a Allocation) Limit(i int) (int64, bool) {
+	if i < 0 || i >= len(a.Limits) || a.Limits[i] == 0 {
+		return a.Shared, false
 	}
-	sb := SlotBudgets{Total: totalSlots, BySalt: map[string]int64{}}
-	var sum int64
-	for _, b := range bs {
+	return a.Limits[i], true
+}
+
+// Check refuses a spec that no cache could give a workload with these salts: a budget for a
+// salt the workload does not have, shares adding up to more than the whole cache, or shares
+// taking all of it while some salt has no budget.
+func (bs Budgets) Check(salts []string) error {
+	have := make(map[string]bool, len(salts))
+	for _, s := range salts {
+		have[s] = true
+	}
+	listed := map[string]bool{}
+	var share float64
+	var star *Budget
+	for i := range bs {
+		b := &bs[i]
+		if b.Salt == OtherSalts {
+			star = b
+			continue
+		}
+		if !have[b.Salt] {
+			return fmt.Errorf("%w: salt %q has a budget, but the workload has no such tenant (its salts: %s)", ErrBudget, b.Salt, saltList(salts))
+		}
+		listed[b.Salt] = true
+		share += b.Percent
+	}
+	if star != nil && star.Percent > 0 {
+		for _, s := range salts {
+			if !listed[s] {
+				share += star.Percent
+			}
+		}
+	}
+	if share > 100+1e-9 {
+		return fmt.Errorf("%w: the shares add up to %g%% of the cache", ErrBudget, share)
+	}
+	if share >= 100 && star == nil && len(listed) < len(have) {
+		var rest []string
+		for _, s := range salts {
+			if !listed[s] {
+				rest = append(rest, s)
+			}
+		}
+		return fmt.Errorf("%w: the shares take the whole cache, none is left for the salts without one (%s)", ErrBudget, saltList(rest))
+	}
+	return nil
+}
+
+// Resolve gives each salt its budget in a cache of capacity slots of slotBytes each.
+// Listed salts get theirs; the others get the "*" budget, or with "*=equal" an even share of
+// what the listed budgets leave; a salt with neither shares the slots left over with the
+// other such salts (Allocation.Shared). Every budget comes to at least one slot, the
+// budgets together fit the capacity, and salts without a budget are left at least one
+// slot; anything else is refused.
+func (bs Budgets) Resolve(salts []string, capacity, slotBytes int64) (Allocation, error) {
+	a := Allocation{Capacity: capacity, Limits: make([]int64, len(salts))}
+	if capacity < 1 || slotBytes < 1 {
+		return a, fmt.Errorf("%w: a cache of %d slots of %d bytes", ErrBudget, capacity, slotBytes)
+	}
+	if err := bs.Check(salts); err != nil {
+		return a, err
+	}
+	slots := func(b Budget) (int64, error) {
 		n := b.Slots
 		switch {
 		case b.Percent > 0:
-			n = int64(math.Floor(b.Percent / 100 * float64(totalSlots)))
+			n = int64(math.Floor(b.Percent / 100 * float64(capacity)))
 		case b.Bytes > 0:
 			n = b.Bytes / slotBytes
 		}
 		if n < 1 {
-			return sb, fmt.Errorf("%w: %s is less than one slot of %d bytes in a cache of %d slots", ErrBudget, b, slotBytes, totalSlots)
+			return 0, fmt.Errorf("%w: %s is less than one slot of %d bytes in a cache of %d slots", ErrBudget, b, slotBytes, capacity)
 		}
-		if n > totalSlots {
-			return sb, fmt.Errorf("%w: %s is %d slots, the cache holds %d", ErrBudget, b, n, totalSlots)
+		if n > capacity {
+			return 0, fmt.Errorf("%w: %s is %d slots, the cache holds %d", ErrBudget, b, n, capacity)
 		}
-		if b.Salt == OtherSalts {
-			sb.Other = n
+		return n, nil
+	}
+	bySalt := map[string]int64{}
+	var star *Budget
+	for i := range bs {
+		if bs[i].Salt == OtherSalts {
+			star = &bs[i]
 			continue
 		}
-		sb.BySalt[b.Salt] = n
-		sum += n
+		n, err := slots(bs[i])
+		if err != nil {
+			return a, err
+		}
+		bySalt[bs[i].Salt] = n
 	}
-	if sum > totalSlots {
-		return sb, fmt.Errorf("%w: the listed budgets add up to %d slots, the cache holds %d", ErrBudget, sum, totalSlots)
+	var starN, sum int64
+	if star != nil && !star.Equal {
+		n, err := slots(*star)
+		if err != nil {
+			return a, err
+		}
+		starN = n
 	}
-	return sb, nil
+	var rest []int // salts not listed
+	for i, s := range salts {
+		if n, ok := bySalt[s]; ok {
+			a.Limits[i] = n
+		} else {
+			a.Limits[i] = starN
+			rest = append(rest, i)
+		}
+		sum += a.Limits[i]
+	}
+	if sum > capacity {
+		return a, fmt.Errorf("%w: the budgets add up to %d slots, the cache holds %d", ErrBudget, sum, capacity)
+	}
+	if star != nil && star.Equal && len(rest) > 0 {
+		each := (capacity - sum) / int64(len(rest))
+		if each < 1 {
+			return a, fmt.Errorf("%w: *=equal: the listed budgets leave %d of %d slots for %d salts", ErrBudget, capacity-sum, capacity, len(rest))
+		}
+		for _, i := range rest {
+			a.Limits[i] = each
+		}
+		return a, nil
+	}
+	var unbudgeted []string
+	for i, n := range a.Limits {
+		if n == 0 {
+			unbudgeted = append(unbudgeted, salts[i])
+		}
+	}
+	if len(unbudgeted) > 0 {
+		if a.Shared = capacity - sum; a.Shared < 1 {
+			return a, fmt.Errorf("%w: the budgets take all %d slots, none is left for the salts without one (%s)", ErrBudget, capacity, saltList(unbudgeted))
+		}
+	}
+	return a, nil
 }
 
-// Limit returns a salt's budget in slots, and false when it has none of its own (it is then
-// bounded by the cache only).
-func (sb SlotBudgets) Limit(salt string) (int64, bool) {
-	if n, ok := sb.BySalt[salt]; ok {
-		return n, true
+// saltList quotes up to eight salts for a message.
+func saltList(salts []string) string {
+	var b strings.Builder
+	for i, s := range salts {
+		if i == 8 {
+			fmt.Fprintf(&b, " and %d more", len(salts)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(s))
 	}
-	if sb.Other > 0 {
-		return sb.Other, true
+	if len(salts) == 0 {
+		return "none"
 	}
-	return 0, false
-}
-
-// Ledger counts the slots each salt holds against its budget. Safe for concurrent use.
-type Ledger struct {
-	budgets SlotBudgets
-	mu      sync.Mutex
-	used    map[string]int64
-}
-
-// NewLedger starts an empty ledger for the budgets.
-func NewLedger(sb SlotBudgets) *Ledger { return &Ledger{budgets: sb, used: map[string]int64{}} }
-
-// Over reports whether storing one more slot for salt would exceed its budget: the cue to
-// evict one of salt's own entries first.
-func (l *Ledger) Over(salt string) bool {
-	limit, ok := l.budgets.Limit(salt)
-	if !ok {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.used[salt] >= limit
-}
-
-// Charge records a slot stored for salt; Credit one freed.
-func (l *Ledger) Charge(salt string) { l.mu.Lock(); l.used[salt]++; l.mu.Unlock() }
-
-// Credit records a slot of salt freed (deleted or evicted); it never goes below zero.
-func (l *Ledger) Credit(salt string) {
-	l.mu.Lock()
-	if l.used[salt] > 1 {
-		l.used[salt]--
-	} else {
-		delete(l.used, salt)
-	}
-	l.mu.Unlock()
-}
-
-// Used returns the slots salt holds.
-func (l *Ledger) Used(salt string) int64 { l.mu.Lock(); defer l.mu.Unlock(); return l.used[salt] }
-
-// Salts lists the salts holding slots, sorted.
-func (l *Ledger) Salts() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]string, 0, len(l.used))
-	for s := range l.used {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
+	return b.String()
 }

@@ -95,6 +95,7 @@ func FromResult(policy string, r *workloads.Result, withLatency bool) Run {
 		if c.TenantChunksRequested[i] > 0 {
 			t.HitRatio = float64(c.TenantChunksHit[i]) / float64(c.TenantChunksRequested[i])
 		}
+		tenantBudget(&t, r, i)
 		run.Tenants = append(run.Tenants, t)
 	}
 	return run

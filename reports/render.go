@@ -166,6 +166,9 @@ func footer(r *Report) []string {
 			out = append(out, fmt.Sprintf("note (%s): %s", name, run.Note))
 		}
 	}
+	if line := deviceErrorLine(r); line != "" {
+		out = append(out, line)
+	}
 	for _, n := range r.Notes {
 		out = append(out, "note: "+n)
 	}
@@ -262,6 +265,16 @@ func Table(w io.Writer, r *Report) error {
 			}
 		}
 	}
+	if h, rows = perDevice(r); len(rows) > 0 {
+		if err := renderTable(w, h, rows); err != nil {
+			return err
+		}
+	}
+	if h, rows = perTenant(r); len(rows) > 0 {
+		if err := renderTable(w, h, rows); err != nil {
+			return err
+		}
+	}
 	for _, line := range footer(r) {
 		if err := WriteWrapped(w, line); err != nil {
 			return err
@@ -301,6 +314,14 @@ func Markdown(w io.Writer, r *Report) error {
 			fmt.Fprintln(w)
 			md(h, rows)
 		}
+	}
+	if h, rows := perDevice(r); len(rows) > 0 {
+		fmt.Fprintln(w)
+		md(h, rows)
+	}
+	if h, rows := perTenant(r); len(rows) > 0 {
+		fmt.Fprintln(w)
+		md(h, rows)
 	}
 	for _, line := range footer(r) {
 		fmt.Fprintf(w, "\n_%s_\n", line)

@@ -128,6 +128,13 @@ type Tenant struct {
 	Requests     int64   `json:"requests"`
 	BytesWritten int64   `json:"bytes_written"`
 	HitRatio     float64 `json:"hit_ratio"`
+	Evicted      int64   `json:"evicted"`    // chunks the cache evicted of this tenant's (measured window)
+	SlotsHeld    int64   `json:"slots_held"` // slots it held when the run ended
+	// With tenant budgets (tenants.go): the tenant's own budget in slots, or, for a tenant
+	// without one, the slots it shares with the others without one. Both absent without
+	// budgets.
+	BudgetSlots *int64 `json:"budget_slots,omitempty"`
+	SharedSlots *int64 `json:"shared_slots,omitempty"`
 }
 
 // Point is one timeline sample. The wall-clock figures are bench's; simulate has no clock
@@ -178,6 +185,10 @@ type Run struct {
 	Note             string     `json:"note,omitempty"`        // caveats (warm-up timed out, ...)
 	Error            string     `json:"error,omitempty"`       // the run failed part-way; figures cover what ran
 	Interrupted      bool       `json:"interrupted,omitempty"` // stopped by a signal; figures cover what ran
+	// Devices has one row per device of the cache (bench; one row for one device) and
+	// DevicesTotal their sum (devices.go).
+	Devices      []DeviceRun `json:"devices,omitempty"`
+	DevicesTotal *DeviceRun  `json:"devices_total,omitempty"`
 }
 
 // Failed reports whether the run ended in an error; tables leave it out and print the error

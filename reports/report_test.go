@@ -67,7 +67,7 @@ func TestJSONSchemaV1(t *testing.T) {
 		"latency": {"count", "max_us", "mean_us", "op", "p50_us", "p999_us", "p99_us"},
 		"waf":     {"handles", "host_bytes", "media_bytes", "source", "steady", "value"},
 		"handle":  {"handle", "label", "host_bytes", "host_share", "media_bytes", "relocated_bytes", "waf"},
-		"tenant":  {"bytes_written", "hit_ratio", "requests", "salt"},
+		"tenant":  {"bytes_written", "evicted", "hit_ratio", "requests", "salt", "slots_held"},
 		"point":   {"ops_per_sec", "payload_bytes", "read_gbps", "seconds", "waf", "waf_cum", "write_gbps"},
 		"cdf":     {"fraction", "us"},
 	}

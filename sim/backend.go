@@ -25,6 +25,9 @@ type BackendConfig struct {
 	EntryBytes    int              // checkpoint bytes per index entry (default 64)
 	CheckpointOps int64            // write a checkpoint after this many stores+deletes (0 = never)
 	Deallocate    bool             // deallocate a slot when its key is deleted (H6)
+	// AnySlot reuses the most recently freed slot whatever handle last wrote it (LMCache's
+	// fdp_slot_reuse_policy none) rather than one of the same handle first (pid_affinity).
+	AnySlot bool
 }
 
 // Backend is a workloads.Backend that feeds the FTL model directly (rbctl simulate).
@@ -56,28 +59,39 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	if cfg.EntryBytes == 0 {
 		cfg.EntryBytes = 64
 	}
-	if cfg.SlotBytes <= 0 {
-		return nil, fmt.Errorf("simulated cache: slot bytes %d must be positive", cfg.SlotBytes)
-	}
-	ec := engine.DefaultConfig()
-	for ec.BlockAlign > 512 && unit%int64(ec.BlockAlign) != 0 { // mapping units below 4 KiB
-		ec.BlockAlign /= 2
-	}
-	ec.SlotBytes = roundUp(cfg.SlotBytes, unit)
-	meta := cfg.MetaBytes
-	if meta == 0 {
-		// What rbctl format --meta-bytes auto gives this device (compact checkpoints).
-		meta = engine.MetaBytesFor(fc.LogicalBytes, ec.SlotBytes, engine.DefaultBlockAlign, engine.CheckpointCompact)
-	}
-	ec.MetaTotalBytes = roundUp(meta, 2*unit)
-	l, err := engine.ComputeLayout(ec, fc.LogicalBytes)
+	l, err := Layout(fc, cfg.SlotBytes, cfg.MetaBytes)
 	if err != nil {
-		return nil, fmt.Errorf("simulated cache on %d bytes: %w", fc.LogicalBytes, err)
+		return nil, err
 	}
 	b := &Backend{cfg: cfg, layout: l, unit: unit, index: map[workloads.Key]int64{}, nHandles: fc.Handles}
 	b.free = make([][]int64, fc.Handles+1)
 	b.handleOf = make([]int32, l.MaxSlots)
 	return b, nil
+}
+
+// Layout is the engine layout a simulated cache has on the model fc: slots of slotBytes
+// rounded up to the mapping unit, after a metadata region of metaBytes (0: what rbctl
+// format --meta-bytes auto gives the device) rounded to two units.
+func Layout(fc ftl.Config, slotBytes, metaBytes int64) (engine.Layout, error) {
+	unit := fc.MappingUnit
+	if slotBytes <= 0 || unit <= 0 {
+		return engine.Layout{}, fmt.Errorf("simulated cache: slot bytes %d and mapping unit %d must be positive", slotBytes, unit)
+	}
+	ec := engine.DefaultConfig()
+	for ec.BlockAlign > 512 && unit%int64(ec.BlockAlign) != 0 { // mapping units below 4 KiB
+		ec.BlockAlign /= 2
+	}
+	ec.SlotBytes = roundUp(slotBytes, unit)
+	if metaBytes == 0 {
+		// What rbctl format --meta-bytes auto gives this device (compact checkpoints).
+		metaBytes = engine.MetaBytesFor(fc.LogicalBytes, ec.SlotBytes, engine.DefaultBlockAlign, engine.CheckpointCompact)
+	}
+	ec.MetaTotalBytes = roundUp(metaBytes, 2*unit)
+	l, err := engine.ComputeLayout(ec, fc.LogicalBytes)
+	if err != nil {
+		return l, fmt.Errorf("simulated cache on %d bytes: %w", fc.LogicalBytes, err)
+	}
+	return l, nil
 }
 
 func roundUp(v, a int64) int64 { return (v + a - 1) / a * a }
@@ -213,7 +227,12 @@ func (b *Backend) alloc(h placement.Handle) (int64, bool) {
 	return 0, false
 }
 
-func (b *Backend) release(slot int64, h placement.Handle) { b.free[h+1] = append(b.free[h+1], slot) }
+func (b *Backend) release(slot int64, h placement.Handle) {
+	if b.cfg.AnySlot {
+		h = placement.None
+	}
+	b.free[h+1] = append(b.free[h+1], slot)
+}
 
 // Delete implements workloads.Backend.
 func (b *Backend) Delete(keys []workloads.Key) error {

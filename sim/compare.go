@@ -20,17 +20,19 @@ import (
 
 // Options is one simulate comparison: the workload once per policy (and per sweep value).
 type Options struct {
-	Workload      workloads.Spec
-	DeviceSize    int64   // logical bytes of the modelled device
-	OP            float64 // over-provisioning
-	RUBytes       int64   // 0: DeviceSize/512 (Geometry)
-	MappingUnit   int64   // 0: derived from the slot and RU sizes (Geometry)
-	Handles       int
-	Isolation     ftl.Isolation
-	GC            ftl.GCPolicy
-	Reserve       int // free RUs kept for GC (0: the minimum)
-	Precondition  ftl.Precondition
-	Policies      []string // placement.Parse specs or oracle: references
+	Workload     workloads.Spec
+	DeviceSize   int64   // logical bytes of the modelled device
+	OP           float64 // over-provisioning
+	RUBytes      int64   // 0: DeviceSize/512 (Geometry)
+	MappingUnit  int64   // 0: derived from the slot and RU sizes (Geometry)
+	Handles      int
+	Isolation    ftl.Isolation
+	GC           ftl.GCPolicy
+	Reserve      int // free RUs kept for GC (0: the minimum)
+	Precondition ftl.Precondition
+	Policies     []string // placement.Parse specs or oracle: references
+	// LMCache, when set, runs an LMCache config's placement first, as LMCache.Name().
+	LMCache       *LMCache
 	Deallocate    bool
 	CheckpointOps int64
 	WarmupCaps    float64 // warm-up, in device capacities of payload written
@@ -58,10 +60,16 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.LMCache != nil {
+		if _, _, err := o.LMCache.policy(o.Handles); err != nil {
+			return nil, err
+		}
+		o.Policies = append([]string{o.LMCache.Name()}, o.Policies...)
+	}
 	if len(o.Policies) == 0 {
 		return nil, fmt.Errorf("%w: no placement policy to compare", placement.ErrSpec)
 	}
-	for _, pol := range o.Policies {
+	for _, pol := range o.Policies[len(o.lmcacheRuns()):] {
 		if IsOracle(pol) {
 			err = CheckOracle(pol, o.Handles)
 		} else {
@@ -72,7 +80,7 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 		}
 	}
 	slotBytes := int64(engine.DefaultHeaderBytes + src.ChunkBytes) // Backend rounds it to the mapping unit
-	points, err := o.points(slotBytes)
+	points, err := o.points(src, slotBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -103,13 +111,16 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	if err := o.runAll(ctx, rep, src, points, slotBytes); err != nil {
 		return nil, err
 	}
+	if o.LMCache != nil {
+		rep.Notes = append(rep.Notes, o.LMCache.Notes()...)
+	}
 	rep.Notes = append(rep.Notes, "WAF is modelled (FTL model fed with the simulated engine's writes and deallocates), not measured on a drive")
 	return rep, nil
 }
 
 // points derives each sweep value's FTL configuration and refuses any in which GC can run
 // out of room.
-func (o Options) points(slotBytes int64) ([]point, error) {
+func (o Options) points(src *workloads.Source, slotBytes int64) ([]point, error) {
 	values := []float64{math.NaN()}
 	if o.Sweep != nil {
 		values = o.Sweep.Values
@@ -134,7 +145,11 @@ func (o Options) points(slotBytes int64) ([]point, error) {
 		}
 		pt.fc = ftl.Config{MappingUnit: unit, LogicalBytes: o.DeviceSize / unit * unit, OP: op, RUBytes: ru, Handles: o.Handles,
 			Isolation: o.Isolation, GC: o.GC, FreeReserve: o.Reserve}
-		if err := pt.fc.CheckFeasible("this model", ftl.Tunable{OP: true, OPMax: 0.9, RU: true, Handles: true}); err != nil {
+		err = pt.fc.CheckFeasible("this model", ftl.Tunable{OP: true, OPMax: 0.9, RU: true, Handles: true})
+		if err == nil && len(o.Workload.Budgets) > 0 {
+			err = o.checkBudgets(src, pt, slotBytes)
+		}
+		if err != nil {
 			if o.Sweep != nil {
 				return nil, fmt.Errorf("sweep %s=%g: %w", o.Sweep.Name, v, err)
 			}
@@ -143,6 +158,23 @@ func (o Options) points(slotBytes int64) ([]point, error) {
 		out = append(out, pt)
 	}
 	return out, nil
+}
+
+// lmcacheRuns is the head of o.Policies (after Run added it) that is the LMCache config's.
+func (o Options) lmcacheRuns() []string {
+	if o.LMCache == nil {
+		return nil
+	}
+	return o.Policies[:1]
+}
+
+// checkBudgets refuses tenant budgets the cache of point pt cannot hold.
+func (o Options) checkBudgets(src *workloads.Source, pt point, slotBytes int64) error {
+	l, err := Layout(pt.fc, slotBytes, 0)
+	if err != nil {
+		return err
+	}
+	return o.Workload.CheckBudgets(src, l.MaxSlots, l.SlotBytes, pt.util)
 }
 
 // runAll runs every policy at every point into rep.
@@ -189,9 +221,17 @@ runs:
 			if o.Sweep == nil || o.Sweep.Name != "ru" {
 				rep.Workload.RegionSlots = dc.RegionSlots
 			}
-			res, err := RunOne(ctx, RunConfig{Gen: g, Driver: dc, FTL: fc, Precondition: o.Precondition, Policy: pol, Regen: src.New,
+			rc := RunConfig{Gen: g, Driver: dc, FTL: fc, Precondition: o.Precondition, Policy: pol, Regen: src.New,
 				Model: o.Workload.Model, SlotBytes: slotBytes, Deallocate: o.Deallocate, CheckpointOps: o.CheckpointOps,
-				WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps})
+				WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps}
+			if qi < len(o.lmcacheRuns()) {
+				var affinity bool
+				if rc.PolicyImpl, affinity, err = o.LMCache.policy(o.Handles); err != nil {
+					return err
+				}
+				rc.AnySlot = !affinity
+			}
+			res, err := RunOne(ctx, rc)
 			if err != nil && ctx.Err() != nil {
 				// Stopped before anything of this run was measured (an oracle's recording pass).
 				notRun = rest(pi, qi)

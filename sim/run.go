@@ -50,6 +50,7 @@ type RunConfig struct {
 	Model         string
 	SlotBytes     int64
 	Deallocate    bool
+	AnySlot       bool // reuse any free slot, not one last written with the same handle (BackendConfig)
 	CheckpointOps int64
 	WarmupCaps    float64 // warm-up, in multiples of the device's logical capacity written (default 1)
 	MeasureCaps   float64 // measured window, same unit (default 4)
@@ -104,7 +105,7 @@ func RunOne(ctx context.Context, r RunConfig) (*Result, error) {
 		}
 	}
 	be, err := NewBackend(BackendConfig{FTL: m, Policy: pol, Salts: r.Gen.Salts(), Model: r.Model,
-		SlotBytes: r.SlotBytes, Deallocate: r.Deallocate, CheckpointOps: r.CheckpointOps})
+		SlotBytes: r.SlotBytes, Deallocate: r.Deallocate, CheckpointOps: r.CheckpointOps, AnySlot: r.AnySlot})
 	if err != nil {
 		return nil, err
 	}

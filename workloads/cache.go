@@ -1,6 +1,10 @@
 package workloads
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rbctl/rbctl/placement"
+)
 
 // Eviction selects which resident chunk the cache drops when it is full.
 type Eviction string
@@ -109,23 +113,31 @@ type entry struct {
 }
 
 // residency is the cache's view of what it holds: an index over a slab of entries threaded
-// on one recency list (head = most recent) plus per-tenant store-order queues for TTLs. It
-// is not safe for concurrent use; the Driver serialises access.
+// on the recency list of their eviction class (head = most recent) plus per-tenant
+// store-order queues for TTLs. Without budgets there is one class, the whole cache, limited
+// to the driver's target; with budgets each budgeted tenant is a class of its own and the
+// tenants without one share the last class (budgets.go). A class evicts only its own
+// entries. It is not safe for concurrent use; the Driver serialises access.
 type residency struct {
 	idx      map[Key]int32
 	ents     []entry
 	free     []int32
-	lru      list
-	resident int64 // entries not pending
+	lrus     []list // per class
+	resident int64  // entries not pending
 	pending  int64
 	ttlq     [][]ttlItem // per tenant, in store order
 	ttlHead  []int
 
-	// Region mode (regionSlots > 0): regions on their own recency list.
+	classOf    []int32 // per tenant
+	held       []int64 // per class: resident + pending entries
+	limit      []int64 // per class: the most entries it keeps
+	tenantHeld []int64 // per tenant: resident + pending entries
+
+	// Region mode (regionSlots > 0): regions on their class's recency list.
 	regionSlots float64
 	regs        []region
 	regFree     []int32
-	rlru        list
+	rlrus       []list  // per class
 	open        []int32 // per tenant: the region taking its stores, nilIdx when none
 	stores      []int64 // per tenant: stores issued so far (region numbering)
 	gen         uint32
@@ -150,10 +162,30 @@ type ttlItem struct {
 	storedAt int64
 }
 
-func newResidency(tenants int, regionSlots float64) *residency {
-	r := &residency{idx: map[Key]int32{}, lru: newList(),
+// newResidency starts an empty cache of tenants whose entries are limited to target, or
+// with budgets (alloc non-nil) to each tenant's budget and the shared rest.
+func newResidency(tenants int, regionSlots float64, target int64, alloc *placement.Allocation) *residency {
+	r := &residency{idx: map[Key]int32{},
 		ttlq: make([][]ttlItem, tenants), ttlHead: make([]int, tenants),
-		regionSlots: regionSlots, rlru: newList()}
+		regionSlots: regionSlots, classOf: make([]int32, tenants), tenantHeld: make([]int64, tenants)}
+	if alloc == nil {
+		r.limit = []int64{target}
+	} else {
+		// Class t is budgeted tenant t; class tenants is everyone without a budget.
+		r.limit = make([]int64, tenants+1)
+		r.limit[tenants] = alloc.Shared
+		for t := range r.classOf {
+			r.classOf[t] = int32(tenants)
+			if n, own := alloc.Limit(t); own {
+				r.classOf[t], r.limit[t] = int32(t), n
+			}
+		}
+	}
+	r.held = make([]int64, len(r.limit))
+	r.lrus, r.rlrus = make([]list, len(r.limit)), make([]list, len(r.limit))
+	for c := range r.lrus {
+		r.lrus[c], r.rlrus[c] = newList(), newList()
+	}
 	if regionSlots > 0 {
 		r.open, r.stores = make([]int32, tenants), make([]int64, tenants)
 		for t := range r.open {
@@ -163,11 +195,28 @@ func newResidency(tenants int, regionSlots float64) *residency {
 	return r
 }
 
-func (r *residency) unlink(i int32)    { listUnlink(&r.lru, r.ents, i) }
-func (r *residency) pushFront(i int32) { listPushFront(&r.lru, r.ents, i) }
+// class is the eviction class of tenant t (a tenant beyond the salts: the last class).
+func (r *residency) class(t int32) int32 {
+	if t >= 0 && int(t) < len(r.classOf) {
+		return r.classOf[t]
+	}
+	return int32(len(r.limit) - 1)
+}
+
+// count adds d to the entries held by k's tenant and class.
+func (r *residency) count(k Key, d int64) {
+	r.held[r.class(k.Tenant)] += d
+	if k.Tenant >= 0 && int(k.Tenant) < len(r.tenantHeld) {
+		r.tenantHeld[k.Tenant] += d
+	}
+}
+
+func (r *residency) lruOf(i int32) *list { return &r.lrus[r.class(r.ents[i].key.Tenant)] }
+func (r *residency) unlink(i int32)      { listUnlink(r.lruOf(i), r.ents, i) }
+func (r *residency) pushFront(i int32)   { listPushFront(r.lruOf(i), r.ents, i) }
 
 // touch moves a hit entry to the front (LRU only).
-func (r *residency) touch(i int32) { listTouch(&r.lru, r.ents, i) }
+func (r *residency) touch(i int32) { listTouch(r.lruOf(i), r.ents, i) }
 
 // reserve adds k as pending; false when it is already present.
 func (r *residency) reserve(k Key) bool {
@@ -178,6 +227,7 @@ func (r *residency) reserve(k Key) bool {
 	r.ents[i] = entry{links: links{nilIdx, nilIdx}, key: k, pending: true, region: nilIdx}
 	r.idx[k] = i
 	r.pending++
+	r.count(k, 1)
 	if r.regionSlots > 0 {
 		// A chunk joins its region when its store is issued: that is the order its
 		// tenant's writes reach the device, which completions need not keep.
@@ -194,6 +244,7 @@ func (r *residency) commit(k Key, ok bool, clock int64, trackTTL bool) {
 	}
 	r.pending--
 	if !ok {
+		r.count(k, -1)
 		r.leaveRegion(i)
 		delete(r.idx, k)
 		r.free = append(r.free, i)
@@ -219,12 +270,13 @@ func (r *residency) remove(k Key) bool {
 	delete(r.idx, k)
 	r.free = append(r.free, i)
 	r.resident--
+	r.count(k, -1)
 	return true
 }
 
-// victim picks the least recent resident, unpinned entry and removes it.
-func (r *residency) victim() (Key, bool) {
-	for i := r.lru.tail; i != nilIdx; i = r.ents[i].prev {
+// victim picks the least recent resident, unpinned entry of class c and removes it.
+func (r *residency) victim(c int32) (Key, bool) {
+	for i := r.lrus[c].tail; i != nilIdx; i = r.ents[i].prev {
 		if r.ents[i].pins == 0 {
 			k := r.ents[i].key
 			r.remove(k)
@@ -282,7 +334,7 @@ func (r *residency) join(i int32, t int) {
 func (r *residency) newRegion(t int32, num int64) int32 {
 	g := slabAlloc(&r.regs, &r.regFree)
 	r.regs[g] = region{links: links{nilIdx, nilIdx}, tenant: t, num: num, members: r.regs[g].members[:0]}
-	listPushFront(&r.rlru, r.regs, g)
+	listPushFront(r.rlruOf(g), r.regs, g)
 	return g
 }
 
@@ -307,13 +359,16 @@ func (r *residency) leave(g int32) {
 
 // retire takes region g off the recency list and frees it.
 func (r *residency) retire(g int32) {
-	listUnlink(&r.rlru, r.regs, g)
+	listUnlink(r.rlruOf(g), r.regs, g)
 	r.regs[g].members = r.regs[g].members[:0]
 	r.regFree = append(r.regFree, g)
 }
 
 // touchRegion makes region g the most recent.
-func (r *residency) touchRegion(g int32) { listTouch(&r.rlru, r.regs, g) }
+func (r *residency) touchRegion(g int32) { listTouch(r.rlruOf(g), r.regs, g) }
+
+// rlruOf is the recency list region g is on: its tenant's class's.
+func (r *residency) rlruOf(g int32) *list { return &r.rlrus[r.class(r.regs[g].tenant)] }
 
 // touchHit refreshes a hit entry: the entry itself, and in region mode its region.
 func (r *residency) touchHit(i int32) {
@@ -329,12 +384,12 @@ func (r *residency) isMember(g int32, m member) bool {
 	return e.region == g && e.gen == m.gen
 }
 
-// victimRegion removes every member of the least recent region none of whose members is
-// pinned, appends their keys to out and returns it with how many it removed (0: nothing
+// victimRegion removes every member of class c's least recent region none of whose members
+// is pinned, appends their keys to out and returns it with how many it removed (0: nothing
 // could be evicted). A region still taking stores is closed first, so stores after this
 // start a new one.
-func (r *residency) victimRegion(out []Key) ([]Key, int) {
-	for g := r.rlru.tail; g != nilIdx; {
+func (r *residency) victimRegion(c int32, out []Key) ([]Key, int) {
+	for g := r.rlrus[c].tail; g != nilIdx; {
 		rg := &r.regs[g]
 		prev := rg.prev
 		if r.regionPinned(g) {

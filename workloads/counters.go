@@ -4,6 +4,8 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rbctl/rbctl/placement"
 )
 
 // What a Driver run measures: per-phase latency, running totals and the result.
@@ -43,6 +45,7 @@ type Counters struct {
 	TenantBytesWritten    []int64
 	TenantChunksHit       []int64
 	TenantChunksRequested []int64
+	TenantEvicted         []int64 // Evicted by tenant
 }
 
 func (c *Counters) clone() Counters {
@@ -51,6 +54,7 @@ func (c *Counters) clone() Counters {
 	d.TenantBytesWritten = append([]int64(nil), c.TenantBytesWritten...)
 	d.TenantChunksHit = append([]int64(nil), c.TenantChunksHit...)
 	d.TenantChunksRequested = append([]int64(nil), c.TenantChunksRequested...)
+	d.TenantEvicted = append([]int64(nil), c.TenantEvicted...)
 	return d
 }
 
@@ -78,6 +82,9 @@ func (c Counters) Sub(b Counters) Counters {
 			d.TenantChunksHit[i] -= b.TenantChunksHit[i]
 			d.TenantChunksRequested[i] -= b.TenantChunksRequested[i]
 		}
+		if i < len(b.TenantEvicted) && i < len(d.TenantEvicted) {
+			d.TenantEvicted[i] -= b.TenantEvicted[i]
+		}
 	}
 	return d
 }
@@ -97,6 +104,10 @@ type Result struct {
 	Elapsed  time.Duration // measured window, wall clock
 	Latency  [NumPhases]*hdrhistogram.Histogram
 	Salts    []string
+	// Budgets is the tenants' slot budgets the run kept (nil: none); TenantHeld the slots
+	// each tenant held when it ended.
+	Budgets    *placement.Allocation
+	TenantHeld []int64
 	// WarmupTimedOut: the warm-up ended on WarmupTimeout, before WarmupBytes were stored.
 	WarmupTimedOut bool
 	// Stalled: the run stopped after DriverConfig.StallOps ops without a store.

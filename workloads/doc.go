@@ -10,7 +10,8 @@
 // A Driver turns the stream into cache traffic the way an LLM serving stack does: look up
 // the longest cached prefix (lookup-and-lock), load it, unlock, store the missing chunks,
 // and evict (LRU, FIFO or whole regions, plus per-tenant lifetimes; the residency list) to
-// keep the cache at a target utilisation. The Driver talks to a Backend: the engine
+// keep the cache at a target utilisation, or with per-tenant slot budgets each tenant within
+// its own share (budgets.go). The Driver talks to a Backend: the engine
 // (bench.Backend, rbctl bench) or a model of it over an FTL model (sim.Backend, rbctl
 // simulate).
 //

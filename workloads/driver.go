@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rbctl/rbctl/placement"
 )
 
 // DriverConfig sets how a workload is run.
@@ -45,6 +46,10 @@ type DriverConfig struct {
 	SampleBytes int64
 	Sample      func(c Counters)
 	Seed        uint64
+	// Budgets gives tenants slot budgets of their own (budgets.go); nil: one cache for all.
+	Budgets placement.Budgets
+	// SlotBytes is the cache's slot size, for budgets given in bytes (0: the chunk size).
+	SlotBytes int64
 }
 
 // ErrRegionTooLarge: an eviction region holds too much of the cache.
@@ -77,6 +82,7 @@ type Driver struct {
 	nextSamp int64
 	capBytes int64
 	target   int64
+	alloc    *placement.Allocation // the tenants' budgets; nil without
 	done     bool
 	expired  []Key
 
@@ -121,21 +127,36 @@ func NewDriver(cfg DriverConfig, gen Generator, be Backend) (*Driver, error) {
 		cfg.Workers = 1
 	}
 	salts := gen.Salts()
-	d := &Driver{cfg: cfg, gen: gen, be: be, salts: salts, size: gen.ChunkBytes(), res: newResidency(len(salts), cfg.RegionSlots),
-		delPending: map[int64]struct{}{}}
+	d := &Driver{cfg: cfg, gen: gen, be: be, salts: salts, size: gen.ChunkBytes(), delPending: map[int64]struct{}{}}
 	d.delCond = sync.NewCond(&d.mu)
 	slots := be.Slots()
 	if slots <= 0 {
 		return nil, ErrNoCapacity
 	}
-	d.target = max(1, int64(math.Floor(cfg.TargetUtil*float64(slots))))
+	d.target = TargetSlots(cfg.TargetUtil, slots)
 	if err := CheckRegion(cfg.RegionSlots, d.target); err != nil {
 		return nil, err
 	}
+	if len(cfg.Budgets) > 0 {
+		slotB := cfg.SlotBytes
+		if slotB <= 0 {
+			slotB = int64(d.size)
+		}
+		a, err := ResolveBudgets(cfg.Budgets, salts, slots, slotB, cfg.TargetUtil)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkRegionBudgets(cfg.RegionSlots, a, salts); err != nil {
+			return nil, err
+		}
+		d.alloc = &a
+	}
+	d.res = newResidency(len(salts), cfg.RegionSlots, d.target, d.alloc)
 	d.capBytes = slots * int64(d.size)
 	n := len(salts)
 	d.c.TenantRequests, d.c.TenantBytesWritten = make([]int64, n), make([]int64, n)
 	d.c.TenantChunksHit, d.c.TenantChunksRequested = make([]int64, n), make([]int64, n)
+	d.c.TenantEvicted = make([]int64, n)
 	d.nextSamp = cfg.SampleBytes
 	return d, nil
 }
@@ -232,6 +253,7 @@ func (d *Driver) Run(parent context.Context) (*Result, error) {
 		}
 	}
 	d.mu.Lock()
+	res.Budgets, res.TenantHeld = d.alloc, append([]int64(nil), d.res.tenantHeld...)
 	res.WarmupTimedOut = d.timedOut
 	res.Stalled = d.stalled
 	res.Interrupted = parent.Err() != nil && !d.done
@@ -413,10 +435,15 @@ func (d *Driver) overwrite(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, si
 func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size int, okp *[]bool) error {
 	d.mu.Lock()
 	missing := make([]Key, 0, len(keys))
+	room := int64(0)
+	if len(keys) > 0 {
+		room = max(1, d.res.limit[d.res.class(keys[0].Tenant)]/2)
+	}
 	for i, k := range keys {
-		// A prompt longer than the whole cache keeps only its leading chunks, as a cache of
-		// that size would end up holding after evicting the request's own tail.
-		if int64(len(missing)) >= d.target/2 {
+		// A prompt longer than the whole cache (or its tenant's budget) keeps only its
+		// leading chunks, as a cache of that size would end up holding after evicting the
+		// request's own tail.
+		if int64(len(missing)) >= room {
 			d.c.StoreSkipped += int64(len(keys) - i)
 			break
 		}
@@ -424,23 +451,7 @@ func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size i
 			missing = append(missing, k)
 		}
 	}
-	victims := d.expire(nil)
-	for d.res.resident+d.res.pending > d.target {
-		if d.cfg.RegionSlots > 0 {
-			var n int
-			if victims, n = d.res.victimRegion(victims); n == 0 {
-				break
-			}
-			d.c.Evicted += int64(n)
-			continue
-		}
-		k, found := d.res.victim()
-		if !found {
-			break
-		}
-		victims = append(victims, k)
-		d.c.Evicted++
-	}
+	victims := d.evict(keys, d.expire(nil))
 	ticket := d.issueDelete(victims)
 	upTo := d.delTicket
 	d.mu.Unlock()
@@ -474,48 +485,6 @@ func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size i
 	}
 	d.afterWriteLocked()
 	return err
-}
-
-// issueDelete takes a ticket for deleting keys (lock held); 0 when there are none.
-func (d *Driver) issueDelete(keys []Key) int64 {
-	if len(keys) == 0 {
-		return 0
-	}
-	d.delTicket++
-	d.delPending[d.delTicket] = struct{}{}
-	return d.delTicket
-}
-
-// finishDelete deletes keys from the backend and returns the ticket (lock not held).
-func (d *Driver) finishDelete(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, ticket int64) error {
-	if ticket == 0 {
-		return nil
-	}
-	err := timed(h[PhaseDelete], func() error { return d.be.Delete(keys) })
-	d.mu.Lock()
-	delete(d.delPending, ticket)
-	d.delCond.Broadcast()
-	d.mu.Unlock()
-	return err
-}
-
-// waitDeletes blocks until every delete with a ticket ≤ upTo has returned.
-func (d *Driver) waitDeletes(upTo int64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for {
-		earlier := false
-		for t := range d.delPending {
-			if t <= upTo {
-				earlier = true
-				break
-			}
-		}
-		if !earlier {
-			return
-		}
-		d.delCond.Wait()
-	}
 }
 
 // expire collects chunks whose tenant TTL has passed (lock held).
@@ -554,18 +523,4 @@ func (d *Driver) warmLocked() {
 	if d.cfg.OnWarm != nil {
 		d.cfg.OnWarm()
 	}
-}
-
-func (d *Driver) delete(h *[NumPhases]*hdrhistogram.Histogram, keys []Key) error {
-	d.mu.Lock()
-	var gone []Key
-	for _, k := range keys {
-		if d.res.remove(k) {
-			gone = append(gone, k)
-		}
-	}
-	d.c.Deleted += int64(len(gone))
-	ticket := d.issueDelete(gone)
-	d.mu.Unlock()
-	return d.finishDelete(h, gone, ticket)
 }

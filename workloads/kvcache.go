@@ -167,6 +167,25 @@ func MultiTenant() []Tenant {
 	return []Tenant{chat, rag, agent}
 }
 
+// MaxWorkers bounds the workers:N preset.
+const MaxWorkers = 4096
+
+// Workers is the workers:N preset ("8"): N identical chat tenants of equal weight, worker
+// i with salt "workerI:kv", as LMCache's FDP stress runner runs N workers each writing its
+// own region. The salt's "workerI" prefix is its bucket under LMCache's cache_salt_prefix
+// placement; with budgets "equal" each worker gets an even share of the cache.
+func Workers(n string) ([]Tenant, error) {
+	w, err := strconv.Atoi(n)
+	if err != nil || w < 1 || w > MaxWorkers {
+		return nil, fmt.Errorf("%w: workers:%s: want workers:N with N from 1 to %d", ErrSpec, n, MaxWorkers)
+	}
+	ts := make([]Tenant, w)
+	for i := range ts {
+		ts[i] = DefaultTenant("worker" + strconv.Itoa(i) + ":kv")
+	}
+	return ts, nil
+}
+
 type conversation struct {
 	id     uint64
 	prefix uint64 // shared prefix id

@@ -116,7 +116,7 @@ func TestRegionEvictionNeedsASize(t *testing.T) {
 // The region victim skips a region with a locked chunk and retires an open region whose
 // chunks are all gone, going on to the next one.
 func TestVictimRegionSkipsPinnedAndEmpty(t *testing.T) {
-	r := newResidency(2, 2)
+	r := newResidency(2, 2, 100, nil)
 	put := func(tenant int32, h uint64) Key {
 		k := Key{Tenant: tenant, Hash: h}
 		r.reserve(k)
@@ -128,17 +128,17 @@ func TestVictimRegionSkipsPinnedAndEmpty(t *testing.T) {
 	c1 := put(0, 4)                // region C (tenant 0, open)
 	r.ents[r.idx[a1]].pins++
 	r.remove(b1) // B: open and empty
-	out, n := r.victimRegion(nil)
+	out, n := r.victimRegion(0, nil)
 	if n != 1 || len(out) != 1 || out[0] != c1 {
 		t.Fatalf("victim %v (%d): want C's one chunk, A being pinned and B empty", out, n)
 	}
 	r.ents[r.idx[a1]].pins--
-	out, n = r.victimRegion(nil)
+	out, n = r.victimRegion(0, nil)
 	if n != 2 || !(out[0] == a1 && out[1] == a2) {
 		t.Fatalf("victim %v (%d): want A's two chunks", out, n)
 	}
-	if out, n = r.victimRegion(nil); n != 0 || r.resident != 0 || r.rlru.head != nilIdx {
-		t.Fatalf("empty cache: victim %v (%d), %d resident, region list head %d", out, n, r.resident, r.rlru.head)
+	if out, n = r.victimRegion(0, nil); n != 0 || r.resident != 0 || r.rlrus[0].head != nilIdx {
+		t.Fatalf("empty cache: victim %v (%d), %d resident, region list head %d", out, n, r.resident, r.rlrus[0].head)
 	}
 }
 

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/rbctl/rbctl/placement"
 )
 
 // Spec describes a workload and how the cache is driven, as rbctl bench and rbctl simulate
 // take it (docs/bench.md). Build turns it into a Source; Driver into a DriverConfig.
 type Spec struct {
 	Kind          string   // kv, sequential, uniform, zipf, or trace:FILE (.jsonl or .csv)
-	Preset        string   // kv without Tenants: multi-tenant (default) or chat
+	Preset        string   // kv without Tenants: multi-tenant (default), chat or workers:N
 	Tenants       []string // kv tenants as ParseTenant takes them
 	Model         string   // model preset (ModelPresets) for KV bytes per token
 	BytesPerToken int64    // overrides the model's (0: the model's)
@@ -34,6 +36,8 @@ type Spec struct {
 	Util     float64  // target utilisation, in (0, 1]
 	Workers  int
 	Rate     float64 // requests/s, Poisson; 0 = closed loop
+	// Budgets gives tenants slot budgets of their own (budgets.go); nil: none.
+	Budgets placement.Budgets
 }
 
 // Source makes identical op streams of a workload (one per run) and says what it is.
@@ -120,6 +124,12 @@ func (s Spec) Build() (*Source, error) {
 		src.ChunkBytes, src.Salts = int(size), g.Salts()
 		src.Description = fmt.Sprintf("%s over %d keys of %d B, read fraction %g", s.Kind, s.Keys, size, s.ReadFrac)
 	}
+	if err := s.Budgets.Check(src.Salts); err != nil {
+		return nil, err
+	}
+	if len(s.Budgets) > 0 {
+		src.Description += ", budgets " + s.Budgets.String()
+	}
 	return src, nil
 }
 
@@ -141,7 +151,10 @@ func (s Spec) kvTenants() ([]Tenant, error) {
 	case "chat":
 		return []Tenant{DefaultTenant("chat")}, nil
 	}
-	return nil, fmt.Errorf("%w: unknown kv preset %q (multi-tenant or chat)", ErrSpec, s.Preset)
+	if n, ok := strings.CutPrefix(s.Preset, "workers:"); ok {
+		return Workers(n)
+	}
+	return nil, fmt.Errorf("%w: unknown kv preset %q (multi-tenant, chat or workers:N)", ErrSpec, s.Preset)
 }
 
 func (s Spec) checkEviction() error {
@@ -171,7 +184,8 @@ func (s Spec) Driver(src *Source, ruBytes, slotBytes int64) (DriverConfig, error
 		return DriverConfig{}, fmt.Errorf("%w: target utilisation %g is not a fraction in (0, 1]", ErrSpec, s.Util)
 	}
 	ev := s.eviction()
-	dc := DriverConfig{Eviction: ev, TargetUtil: s.Util, TTL: src.TTL, Workers: s.Workers, Rate: s.Rate, MaxOps: s.Requests, Seed: s.Seed}
+	dc := DriverConfig{Eviction: ev, TargetUtil: s.Util, TTL: src.TTL, Workers: s.Workers, Rate: s.Rate, MaxOps: s.Requests, Seed: s.Seed,
+		Budgets: s.Budgets, SlotBytes: slotBytes}
 	if !ev.Regional() {
 		return dc, nil
 	}

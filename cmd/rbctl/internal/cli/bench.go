@@ -1,14 +1,10 @@
 package cli
 
 import (
-	"os"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/rbctl/rbctl/bench"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
@@ -24,13 +20,14 @@ type benchFlags struct {
 	out                      flagsets.ReportOut
 	o                        bench.Options
 	placement, isolation, gc string
+	lmcache                  string
 	quiet                    bool
 }
 
 func newBenchCmd() *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
-		Use:   "bench DEV",
+		Use:   "bench DEV [DEV...]",
 		Short: "Run a KV-cache workload through the engine once per placement policy and compare them",
 		Long: `bench formats DEV and runs the workload through the engine once per policy in --placement,
 then prints one comparison: ops/s, GB/s read and written, latency percentiles per operation,
@@ -41,9 +38,13 @@ of payload were stored (or --warmup-timeout passed), for --duration.
 
 DEV is a pre-sized file (--create SIZE makes one), a block device, an emulated FDP SSD
 (emu:PATH?size=1G&ru=16M&ruhs=8, docs/emulator.md) or mem:SIZE (in memory). bench ERASES
-the cache on DEV; block and character devices need --force.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args[0], &f) },
+the cache on DEV; block and character devices need --force.
+
+Several DEVs hold one cache sharded over them (--shard-by), each checked on its own, with a
+row per device and a total; a device error fails only that device's operations, the run
+goes on and bench exits 1 after the report. --lmcache-config FILE takes the devices instead.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args, &f) },
 	}
 	fs := cmd.Flags()
 	fs.SetNormalizeFunc(flagcheck.Aliases(map[string]string{"size": "create"}))
@@ -69,18 +70,28 @@ the cache on DEV; block and character devices need --force.`,
 	fs.StringVar(&o.IOEngine, "io-engine", "uring", "I/O engine for files and block devices: posix, uring or passthru (/dev/ng* always uses passthru)")
 	fs.BoolVar(&o.Force, "force", false, flagsets.ForceHelp("format a block or character device, or a file that holds data or is in use"))
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	fs.StringVar(&f.lmcache, "lmcache-config", "", "take the devices, layout, I/O engine and FDP placement from an LMCache JSON config, run first as lmcache:POLICY (docs/bench.md)")
+	fs.StringVar(&o.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
 	return cmd
 }
 
-func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
+func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 	o := f.o
-	o.Path, o.Workload = path, f.wl.Spec
+	o.Paths, o.Workload = paths, f.wl.Spec
 	if done, err := f.wl.Traced(cmd.OutOrStdout()); done {
 		return err
 	}
 	var err error
 	if o.Policies, err = flagsets.Policies(f.placement); err != nil {
 		return err
+	}
+	if f.lmcache != "" {
+		if o.LMCache, err = bench.LoadLMCache(f.lmcache); err != nil {
+			return err
+		}
+		if !cmd.Flags().Changed("placement") {
+			o.Policies = nil // the config's placement alone
+		}
 	}
 	if cmd.Flags().Changed("isolation") {
 		iso, err := ftl.ParseIsolation(f.isolation)
@@ -96,34 +107,13 @@ func runBench(cmd *cobra.Command, path string, f *benchFlags) error {
 		return err
 	}
 	o.Explain = func(err error) string { return withFlagHints(cmd, err).Error() }
-	if !f.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-		o.Progress = progressBar()
-	}
+	o.Progress = flagsets.BenchProgress(f.quiet)
 	rep, err := bench.Run(cmd.Context(), o)
 	if err != nil {
 		return err
 	}
-	return report(cmd, &f.out, rep, "policies")
-}
-
-// progressBar draws each policy's measured window on stderr.
-func progressBar() func(bench.Progress) {
-	var mu sync.Mutex
-	var bar *progressbar.ProgressBar
-	return func(p bench.Progress) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case p.Done && bar != nil:
-			bar.Finish()
-			bar = nil
-		case p.Done || !p.Warm:
-		case bar == nil:
-			bar = progressbar.NewOptions64(int64(p.Window/time.Millisecond), progressbar.OptionSetWriter(os.Stderr),
-				progressbar.OptionSetDescription(p.Policy), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
-			fallthrough
-		default:
-			bar.Set64(int64(p.Elapsed / time.Millisecond))
-		}
+	if err := report(cmd, &f.out, rep, "policies"); err != nil {
+		return err
 	}
+	return rep.DeviceError() // printed above, counted per device
 }

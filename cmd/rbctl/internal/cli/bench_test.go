@@ -2,9 +2,13 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/reports"
 )
 
@@ -94,5 +98,59 @@ func TestBenchEvictionFlagErrors(t *testing.T) {
 		if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "region") && !strings.Contains(err.Error(), "eviction") {
 			t.Errorf("%v: err %v", args, err)
 		}
+	}
+}
+
+// Two files hold one cache: the JSON report has a row per device and their total; the same
+// file given twice (under two names) is refused before anything is created.
+func TestBenchSeveralDevices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the engine for a few seconds")
+	}
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")
+	if _, err := runCLI(t, "bench", a, b, filepath.Join(dir, ".", "a.img"), "--create", "64M", "--duration", "1s"); !errors.Is(err, devices.ErrSameDevice) {
+		t.Fatalf("a.img twice: %v, want ErrSameDevice", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("a refused bench left %d files", len(ents))
+	}
+	out, err := runCLI(t, "bench", a, b, "--create", "64M", "--ru", "1M", "--op", "0.2", "--duration", "1s", "--warmup", "0",
+		"--requests", "150", "--placement", "none", "--io-engine", "posix", "--shard-by", "kv-rank", "--json", "--quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reports.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	run := r.Runs[0]
+	if len(run.Devices) != 2 || run.Devices[0].Device != a || run.Devices[1].Device != b || run.DevicesTotal == nil {
+		t.Fatalf("devices %+v, total %v", run.Devices, run.DevicesTotal)
+	}
+	// kv-rank: the chunks are spread over ranks 0 and 1, one device each.
+	if d := run.Devices; d[0].Ops == 0 || d[1].Ops == 0 || d[0].Errors+d[1].Errors != 0 || d[0].PutBytes+d[1].PutBytes != run.WrittenBytes {
+		t.Fatalf("kv-rank rows %+v, run wrote %d bytes", d, run.WrittenBytes)
+	}
+	if _, err := runCLI(t, "bench", a, b, "--shard-by", "modulo", "--duration", "1s"); err == nil || !strings.Contains(err.Error(), "modulo") {
+		t.Fatalf("--shard-by modulo: %v", err)
+	}
+	// The same two files from an LMCache config (per_tp_device_paths): its placement alone.
+	conf := filepath.Join(dir, "lmcache.json")
+	body := `{"extra_config":{"rust_raw_block.per_tp_device_paths":{"0":"` + a + `","1":"` + b + `"},"rust_raw_block.slot_bytes":1052672,"rust_raw_block.meta_total_bytes":4194304}}`
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCLI(t, "bench", "--lmcache-config", conf, "--force", "--ru", "1M", "--op", "0.2", "--duration", "1s", "--warmup", "0",
+		"--requests", "100", "--json", "--quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = reports.Report{}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(r.Runs) != 1 || r.Runs[0].Policy != "lmcache:none" || len(r.Runs[0].Devices) != 2 || r.Runs[0].Devices[1].Ops == 0 {
+		t.Fatalf("--lmcache-config runs: %+v", r.Runs)
 	}
 }

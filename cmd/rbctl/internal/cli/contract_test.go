@@ -321,7 +321,7 @@ func TestMisuseExitCodes(t *testing.T) {
 		{[]string{"nvme", "nope"}, exitError, "unknown command"},
 		{[]string{"emu", "nope"}, exitError, "unknown command"},
 		{[]string{"inspect"}, exitError, "arg"},
-		{[]string{"inspect", dev, dev}, exitError, "arg"},
+		{[]string{"inspect", dev, dev}, exitError, "given twice"}, // several DEVs are shards; one twice is refused
 		{[]string{"bench", "--no-such-flag", dev}, exitError, "unknown flag"},
 		{[]string{"inspect", missing}, exitNotFound, "no-such.img"},
 		{[]string{"ls", missing}, exitNotFound, "no-such.img"},

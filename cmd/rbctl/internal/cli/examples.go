@@ -22,25 +22,32 @@ var examples = map[string][]string{
 		"rbctl bench /dev/ng0n1 --placement none,cache-salt --duration 60s --save run.json",
 		"# a plain file (host WAF from the shadow FTL model only)",
 		"rbctl bench /var/tmp/bench.img --create 1G --ru 16M --workers 4",
+		"# one cache over two files, a row per device (--shard-by kv-rank: TP rank r on device r)",
+		"rbctl bench /var/tmp/a.img /var/tmp/b.img --create 1G --json",
 	},
 	"rbctl simulate": {
 		"rbctl simulate --device-size 1T --util 0.9 --placement none,cache-salt,metadata-class+cache-salt",
 		"rbctl simulate --device-size 1T --util 0.95 --eviction region --placement none,cache-salt --save sim.json",
 		"rbctl simulate --device-size 256G --sweep util=0.8:0.95:0.05 --plot out/sweep",
+		"rbctl simulate --device-size 256G --preset workers:8 --budgets equal --placement none,cache_salt_prefix",
+		"rbctl simulate --device-size 256G --lmcache-config lmcache.json --placement none",
 	},
 	"rbctl format": {
 		"rbctl format --create 1G --slot-bytes 256K /var/tmp/cache.img",
 		"rbctl format --compat lmcache-v1 --slot-bytes 1M --meta-bytes 256M /dev/nvme0n1",
 		"rbctl format --lmcache-config lmcache.json",
+		"rbctl format --create 1G --slot-bytes 256K /var/tmp/shard0.img /var/tmp/shard1.img   # one cache, two shards",
 	},
 	"rbctl inspect": {
 		"rbctl inspect /var/tmp/cache.img",
 		"rbctl inspect --keys --max-keys 20 /dev/nvme0n1",
 		"rbctl inspect --json /var/tmp/cache.img",
+		"rbctl inspect /var/tmp/shard0.img /var/tmp/shard1.img   # a row per shard and the total",
 	},
 	"rbctl recover": {
 		"rbctl recover --dry-run /var/tmp/cache.img",
 		"rbctl recover --verify /var/tmp/cache.img",
+		"rbctl recover --dry-run /var/tmp/shard0.img /var/tmp/shard1.img",
 	},
 	"rbctl put": {
 		"rbctl put cache.img --model my/model --rank 0 --hash 00ff --salt tenant data.bin",

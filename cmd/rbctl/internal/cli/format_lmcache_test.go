@@ -28,7 +28,7 @@ func TestFormatLMCacheConfig(t *testing.T) {
 			t.Fatalf("%v: exit %d, %s", args, code, se)
 		}
 	}
-	if code, so, se := runRbctl(t, dir, time.Minute, "format", "--lmcache-config", conf); code != 0 || !strings.Contains(so, "formatted rank 0: "+dev) {
+	if code, so, se := runRbctl(t, dir, time.Minute, "format", "--lmcache-config", conf); code != 0 || !strings.Contains(so, "| 0     | "+dev) || !strings.Contains(so, "| 1 formatted |") {
 		t.Fatalf("format --lmcache-config: exit %d, %s %s", code, so, se)
 	}
 	if code, so, se := runRbctl(t, dir, time.Minute, "inspect", dev, "--json"); code != 0 || !strings.Contains(so, `"slot_bytes": 69632`) {

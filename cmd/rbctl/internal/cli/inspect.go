@@ -3,6 +3,8 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
@@ -14,29 +16,25 @@ func newInspectCmd() *cobra.Command {
 	var opts cachereport.InspectOptions
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "inspect DEV",
+		Use:   "inspect DEV [DEV...]",
 		Short: "Show a raw-block cache's layout, metadata containers, entries and usage (read-only)",
 		Long: `inspect opens DEV read-only, detects its layout, key namespace and checkpoint format
 from the checkpoint recovery chooses (rbctl compact or LMCache v1 JSON), and shows both
 metadata containers with their sequence number (and whether a checksum covers it), CRC,
 validity, format and entry count; which checkpoint was chosen and why, and what a
 fallback from a newer, damaged one lost; the entry count, usage, free slots and bytes per
-cache_salt. Nothing is written to the device.`,
-		Args: cobra.ExactArgs(1),
+cache_salt. Nothing is written to the device. Several DEVs (the shards of one cache) are
+inspected in parallel, each as one, then a row each and a total; a device that cannot be read
+gets an error row and the exit status 1 (3 when every such device is missing).`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := dev.Open(args[0], true)
-			if err != nil {
-				return err
+			rep, err := cache.InspectAll(args, func(p string) (blockdev.Device, error) { return dev.Open(p, true) }, opts)
+			if v := rep.Output(asJSON); v != nil { // for one device: the containers and the choice, then the error
+				if perr := show(cmd, asJSON, v, rep.WriteText); perr != nil {
+					return perr
+				}
 			}
-			rep, err := cachereport.Inspect(d, args[0], opts)
-			switch {
-			case err != nil && rep != nil && !asJSON:
-				_ = rep.WriteText(cmd.OutOrStdout()) // the containers and the choice, then the error
-				return err
-			case err != nil:
-				return err
-			}
-			return show(cmd, asJSON, rep, rep.WriteText)
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Keys, "keys", false, "list the keys")

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
 
@@ -10,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
-	"github.com/rbctl/rbctl/devices/safety"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
@@ -29,7 +27,7 @@ type recoverFlags struct {
 func newRecoverCmd() *cobra.Command {
 	f := &recoverFlags{}
 	cmd := &cobra.Command{
-		Use:   "recover DEV",
+		Use:   "recover DEV [DEV...]",
 		Short: "Rebuild a cache's index from its newest valid checkpoint, verifying every slot",
 		Long: `recover chooses the checkpoint to continue from (the newest valid metadata container,
 with sequence numbers checked against their checksums, each other and the slot headers),
@@ -39,9 +37,11 @@ length or checksum), rebuilds the free slots, and writes a repaired checkpoint w
 was dropped or a container is damaged. --verify also checks every payload's CRC-32C; Ctrl-C
 stops it and nothing is written. --dry-run changes nothing. Unless --force, it refuses to
 write when the choice between the containers is in doubt, or when the repaired index would
-hold no key although the device's checkpoints did.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runRecover(cmd, args[0], f) },
+hold no key although the device's checkpoints did. Several DEVs (the shards of one cache)
+are recovered in parallel, each as one (--force and --dry-run apply to each), then a row each
+and a total; the exit status is 1 if any failed.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runRecover(cmd, args, f) },
 	}
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "also verify every payload checksum (reads all data)")
 	cmd.Flags().BoolVar(&f.opts.DryRun, "dry-run", false, "report what would be dropped; write nothing")
@@ -53,52 +53,34 @@ hold no key although the device's checkpoints did.`,
 	return cmd
 }
 
-func runRecover(cmd *cobra.Command, path string, f *recoverFlags) error {
+func runRecover(cmd *cobra.Command, paths []string, f *recoverFlags) error {
 	if err := f.place.Check(); err != nil {
 		return err
 	}
 	ctx := cmd.Context() // cobra sets it
-	if !f.opts.DryRun && !f.opts.Force {
-		// Mounted, held, or holding something besides a cache: recover must not write there.
-		if err := safety.Gate(safety.Recover, path); err != nil {
-			return err
-		}
-	}
+	o := cache.RecoverOptions{Paths: paths, Report: f.opts, VerifyPayload: f.verify,
+		Open: func(path string, readOnly bool, tweak func(*engine.Config)) (*engine.Engine, error) {
+			return f.dev.OpenEngine(&f.place, path, readOnly, tweak)
+		}}
 	var bar *progressbar.ProgressBar
 	if term.IsTerminal(int(os.Stderr.Fd())) && !f.json {
 		bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("verifying slots"),
 			progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+		o.Progress = func(done, total int) { bar.ChangeMax(total); _ = bar.Set(done) }
 	}
 	// recover reports the checkpoint choice itself and decides whether to write.
 	f.dev.Cache.Ctx, f.dev.Cache.Accept = ctx, true
-	e, err := f.dev.OpenEngine(&f.place, path, f.opts.DryRun, func(c *engine.Config) {
-		c.VerifyOnLoad, c.VerifyPayloadOnRecover = true, f.verify
-		if bar != nil {
-			c.Progress = func(done, total int) { bar.ChangeMax(total); _ = bar.Set(done) }
-		}
-	})
+	rep, err := cache.RecoverAll(ctx, o)
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	if err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled)) {
-		return fmt.Errorf("recover %w: %v", errInterrupted, err)
-	} else if err != nil {
-		return err
-	}
-	rep, err := cachereport.Recover(ctx, e, path, f.opts)
-	switch {
-	case rep == nil && errors.Is(err, context.Canceled):
-		return fmt.Errorf("recover %w before writing; nothing was written", errInterrupted)
-	case rep == nil:
-		return err
-	case f.json:
-		if perr := printJSON(cmd.OutOrStdout(), rep); perr != nil {
+	if v := rep.Output(f.json); v != nil {
+		if perr := show(cmd, f.json, v, rep.WriteText); perr != nil {
 			return perr
 		}
-		return err
 	}
-	if perr := rep.WriteText(cmd.OutOrStdout()); perr != nil {
-		return perr
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("recover %w: %v", errInterrupted, err)
 	}
 	return err
 }

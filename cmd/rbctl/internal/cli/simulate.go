@@ -16,10 +16,10 @@ import (
 func init() { register(newSimulateCmd) }
 
 type simFlags struct {
-	wl                             flagsets.Workload
-	out                            flagsets.ReportOut
-	o                              sim.Options
-	isolation, gc, pre, pol, sweep string
+	wl                                      flagsets.Workload
+	out                                     flagsets.ReportOut
+	o                                       sim.Options
+	isolation, gc, pre, pol, sweep, lmcache string
 }
 
 func newSimulateCmd() *cobra.Command {
@@ -55,6 +55,7 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 	fs.Int64Var(&o.CheckpointOps, "checkpoint-ops", 2000, "write a checkpoint every this many stores+deletes (0: never)")
 	fs.Float64Var(&o.WarmupCaps, "warmup", 1, "warm-up, in device capacities of payload written")
 	fs.Float64Var(&o.MeasureCaps, "measure", 4, "measured window, in device capacities of payload written")
+	fs.StringVar(&f.lmcache, "lmcache-config", "", "run the FDP placement of an LMCache raw-block JSON config (policy, placement and metadata ids; docs/simulate.md), alone or before --placement's if given")
 	fs.StringVar(&f.sweep, "sweep", "", "sweep a parameter: util=FROM:TO:STEP, op=..., ru=... (sizes with suffixes)")
 	return cmd
 }
@@ -85,6 +86,14 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 	}
 	if o.Policies, err = flagsets.Policies(f.pol); err != nil {
 		return err
+	}
+	if f.lmcache != "" {
+		if o.LMCache, err = sim.LoadLMCacheFile(f.lmcache); err != nil {
+			return fmt.Errorf("--lmcache-config: %w", err)
+		}
+		if !cmd.Flags().Changed("placement") {
+			o.Policies = nil
+		}
 	}
 	if err := f.out.Check(); err != nil {
 		return err

@@ -186,3 +186,47 @@ func TestRenamedFlagsKeepTheirOldNames(t *testing.T) {
 		}
 	}
 }
+
+// --lmcache-config runs the config's placement alone, or first when --placement is given;
+// a config LMCache would refuse is refused before anything runs.
+func TestSimulateLMCacheConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "lmcache.json")
+	if err := os.WriteFile(cfg, []byte(`{"type":"raw_block","device_path":"/dev/ng0n1","slot_bytes":1048576,"use_uring_cmd":true,
+		"io_engine":"io_uring","fdp_enabled":true,"fdp_placement_ids":[2,3]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"simulate", "--device-size", "1G", "--model", "tiny", "--measure", "1", "--preset", "workers:2", "--lmcache-config", cfg, "--json"}
+	for _, tc := range []struct {
+		extra []string
+		runs  []string
+	}{
+		{nil, []string{"lmcache:cache_salt_prefix"}},
+		{[]string{"--placement", "none"}, []string{"lmcache:cache_salt_prefix", "none"}},
+	} {
+		out, err := runCLI(t, append(base, tc.extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r reports.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var got []string
+		for _, run := range r.Runs {
+			got = append(got, run.Policy)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.runs, ",") || r.Runs[0].HostWAF == nil {
+			t.Fatalf("%v: runs %v, want %v", tc.extra, got, tc.runs)
+		}
+	}
+	if err := os.WriteFile(cfg, []byte(`{"type":"raw_block","device_path":"/dev/ng0n1","slot_bytes":1048576,"use_uring_cmd":true,"io_engine":"io_uring","fdp_enabled":true,"fdp_placement_ids":[9]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, base...); err == nil || !strings.Contains(err.Error(), "fdp_placement_ids") || out != "" {
+		t.Fatalf("placement id 9 on 8 handles: %v\n%s", err, out)
+	}
+	if _, err := runCLI(t, "simulate", "--lmcache-config", filepath.Join(dir, "absent.json")); err == nil || !strings.Contains(err.Error(), "--lmcache-config") {
+		t.Fatalf("absent config: %v", err)
+	}
+}

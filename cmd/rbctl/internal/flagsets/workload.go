@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
+	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/workloads"
 )
 
@@ -25,7 +26,8 @@ func (w *Workload) Register(fs *pflag.FlagSet, defaultModel string) {
 	}
 	s := &w.Spec
 	fs.StringVar(&s.Kind, "workload", "kv", "kv, sequential, uniform, zipf, or trace:FILE (.jsonl or .csv; docs/bench.md)")
-	fs.StringVar(&s.Preset, "preset", "multi-tenant", "kv tenants when no --tenant is given: multi-tenant (chat/rag/agent with different lifetimes) or chat")
+	fs.StringVar(&s.Preset, "preset", "multi-tenant", "kv tenants when no --tenant is given: multi-tenant (chat/rag/agent with different lifetimes), chat, "+
+		"or workers:N (N equal tenants worker0:kv..., one per stress-runner worker)")
 	fs.StringArrayVar(&s.Tenants, "tenant", nil, "kv tenant SALT:k=v,... (w, prefixes, prefix, theta, sessions, turns, prompt, output, ttl); repeatable")
 	fs.StringVar(&s.Model, "model", defaultModel, "model preset for KV bytes per token: "+strings.Join(models, ", "))
 	flagcheck.SizeVar(fs, &s.BytesPerToken, "bytes-per-token", "", "override the model's KV bytes per token (e.g. 128K)")
@@ -41,11 +43,27 @@ func (w *Workload) Register(fs *pflag.FlagSet, defaultModel string) {
 	fs.IntVar(&s.SyntheticTenants, "synthetic-tenants", 4, "synthetic: spread keys over this many salts")
 	fs.StringVar((*string)(&s.Eviction), "eviction", "lru", "cache eviction at the target utilisation: lru, fifo, region (whole regions of one tenant, least recent first) or region-fifo")
 	flagcheck.SizeVar(fs, &s.Region, "region", "", "region size for --eviction region/region-fifo (default: the reclaim unit size: the device's FDP configuration, else --ru)")
+	fs.Var(budgetsValue{&s.Budgets}, "budgets", "per-tenant slot budgets SALT=N|SIZE|P%,...; '*' for every other salt, equal (or *=equal) for an even split: "+
+		"a tenant evicts only its own entries; salts without a budget share the rest (docs/simulate.md)")
 	fs.Float64Var(&s.Util, "util", 0.9, "target utilisation: the cache evicts to keep this fraction of its slots in use")
 	fs.IntVar(&s.Workers, "workers", 1, "concurrent requests")
 	fs.Float64Var(&s.Rate, "rate", 0, "arrival rate in requests/s (Poisson); 0 = closed loop")
 	fs.StringVar(&w.WriteTrace, "write-trace", "", "write the generated ops (--requests of them) as a trace file (.jsonl or .csv) and exit")
 	fs.IntVar(&s.TraceLoops, "trace-loops", 1, "trace: replay the trace this many times")
+}
+
+// budgetsValue is --budgets, parsed when set so that a malformed spec is refused with the
+// flag's name before anything runs.
+type budgetsValue struct{ b *placement.Budgets }
+
+func (v budgetsValue) String() string { return v.b.String() }
+func (v budgetsValue) Type() string   { return "budgets" }
+func (v budgetsValue) Set(s string) error {
+	b, err := placement.ParseBudgets(s)
+	if err == nil {
+		*v.b = b
+	}
+	return err
 }
 
 // Traced writes the trace --write-trace asks for, reporting it on out; done says the

@@ -1,0 +1,90 @@
+package cache
+
+import (
+	"context"
+	"sync"
+
+	"github.com/rbctl/rbctl/devices"
+	"github.com/rbctl/rbctl/devices/safety"
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/reports/cachereport"
+)
+
+// RecoverOptions describe a recover of every device of a cache.
+type RecoverOptions struct {
+	Paths  []string
+	Report cachereport.RecoverOptions // DryRun, Force: per device, as for one
+	// VerifyPayload also checks every payload's CRC-32C (reads all data).
+	VerifyPayload bool
+	// Open opens the cache on path for recovery (read-only when readOnly), with tweak
+	// applied to its config; the engine must recover with the context the caller gives
+	// RecoverAll.
+	Open func(path string, readOnly bool, tweak func(*engine.Config)) (*engine.Engine, error)
+	// Progress, when set, is told the slots verified so far on all devices together.
+	Progress func(done, total int)
+}
+
+// RecoverAll recovers every device of a cache at once, a goroutine each, as recover does
+// one (cachereport.Recover, every slot header verified): unless DryRun or Force, a device
+// passes the safety gate for recover before it is opened to write; a device whose choice
+// is refused, that fails, or that holds no cache has its own failure in the report, and
+// the others are recovered all the same; nothing is written on a device once ctx is
+// cancelled. The paths must be distinct (devices.Distinct). The error is nil when every device
+// recovered, else a *cachereport.DevicesError.
+func RecoverAll(ctx context.Context, o RecoverOptions) (*cachereport.Recoveries, error) {
+	if err := devices.Distinct(o.Paths); err != nil {
+		return nil, err
+	}
+	n := len(o.Paths)
+	reps, errs := make([]*cachereport.Recovery, n), make([]error, n)
+	progress := sumProgress(n, o.Progress)
+	var wg sync.WaitGroup
+	for i, p := range o.Paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reps[i], errs[i] = recoverOne(ctx, p, o, func(done, total int) { progress(i, done, total) })
+		}()
+	}
+	wg.Wait()
+	return cachereport.NewRecoveries(o.Paths, reps, errs)
+}
+
+func recoverOne(ctx context.Context, path string, o RecoverOptions, progress func(done, total int)) (*cachereport.Recovery, error) {
+	if !o.Report.DryRun && !o.Report.Force {
+		// Mounted, held, or holding something besides a cache: recover must not write there.
+		if err := safety.Gate(safety.Recover, path); err != nil {
+			return nil, err
+		}
+	}
+	e, err := o.Open(path, o.Report.DryRun, func(c *engine.Config) {
+		c.VerifyOnLoad, c.VerifyPayloadOnRecover = true, o.VerifyPayload
+		if o.Progress != nil {
+			c.Progress = progress
+		}
+	})
+	if err != nil {
+		return nil, err // cancelled while verifying: the engine says so, and wrote nothing
+	}
+	return cachereport.Recover(ctx, e, path, o.Report)
+}
+
+// sumProgress returns a per-device progress callback that tells report (when set) the sums
+// over all n devices, one call at a time.
+func sumProgress(n int, report func(done, total int)) func(i, done, total int) {
+	if report == nil {
+		return func(int, int, int) {}
+	}
+	var mu sync.Mutex
+	done, total := make([]int, n), make([]int, n)
+	return func(i, d, t int) {
+		mu.Lock()
+		defer mu.Unlock()
+		done[i], total[i] = d, t
+		var sd, st int
+		for j := range done {
+			sd, st = sd+done[j], st+total[j]
+		}
+		report(sd, st)
+	}
+}

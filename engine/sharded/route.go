@@ -1,0 +1,87 @@
+package sharded
+
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/rbctl/rbctl/engine"
+)
+
+// Route chooses the shard of a key.
+type Route string
+
+const (
+	// RouteHash spreads keys by their slot identity (engine.Key.Identity: BLAKE2b-64 of the
+	// encoded key in the object namespace, the chunk hash in legacy), mixed by the splitmix64
+	// finaliser and scaled to the shard count: shard = ⌊mix(identity) × N / 2⁶⁴⌋. The mix
+	// keeps the shard choice independent of the bits each engine's index hashes on. Stable
+	// across processes and runs; it depends on N, so a cache is always opened over the same
+	// devices in the same order it was formatted with.
+	RouteHash Route = "hash"
+	// RouteKVRank sends a key to shard kv_rank mod N, as LMCache's per_tp_device_paths gives
+	// each tensor-parallel worker its own device. The rank is the object key's kv_rank field
+	// or the legacy key's worker_id field; a key with no readable rank is routed by hash.
+	RouteKVRank Route = "kv-rank"
+)
+
+// Routes lists the routes ParseRoute accepts.
+var Routes = []Route{RouteHash, RouteKVRank}
+
+// ParseRoute reads a route name ("" is RouteHash).
+func ParseRoute(s string) (Route, error) {
+	switch Route(s) {
+	case RouteHash, "":
+		return RouteHash, nil
+	case RouteKVRank:
+		return RouteKVRank, nil
+	}
+	return "", fmt.Errorf("unknown shard route %q (hash or kv-rank)", s)
+}
+
+// ShardOf returns the shard of k among n shards under route r (0 when n <= 1).
+func ShardOf(r Route, k engine.Key, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	if r == RouteKVRank {
+		if rank, ok := Rank(k); ok {
+			return int(uint64(rank) % uint64(n))
+		}
+	}
+	hi, _ := bits.Mul64(mix(k.Identity()), uint64(n))
+	return int(hi)
+}
+
+// Rank returns the worker a key belongs to: the kv_rank of an object key
+// (quote(model)@0xRANK@hash[@salt], or the newer five-field shape), the worker_id of a
+// legacy key (model@world_size@worker_id@hash@dtype...).
+func Rank(k engine.Key) (uint32, bool) {
+	if r, ok := k.KVRank(); ok {
+		return r, true
+	}
+	f := strings.SplitN(k.String(), "@", 4)
+	if len(f) < 3 {
+		return 0, false
+	}
+	if k.Namespace() == engine.NamespaceLegacy {
+		v, err := strconv.ParseUint(f[2], 10, 32)
+		return uint32(v), err == nil
+	}
+	if strings.HasPrefix(f[1], "0x") {
+		v, err := strconv.ParseUint(f[1][2:], 16, 32)
+		return uint32(v), err == nil
+	}
+	return 0, false
+}
+
+// mix is splitmix64's finaliser.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}

@@ -1,0 +1,420 @@
+package sharded_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/blockdev/faultdev"
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/engine/sharded"
+)
+
+const (
+	slotBytes = 16 << 10
+	metaBytes = 1 << 20
+	devSlots  = 64
+)
+
+func testConfig() engine.Config {
+	c := engine.DefaultConfig()
+	c.SlotBytes = slotBytes
+	c.MetaTotalBytes = metaBytes
+	c.Periodic = false
+	c.StoreWorkers, c.LookupWorkers, c.LoadWorkers = 1, 1, 1
+	return c
+}
+
+func mems(n int) []*blockdev.Mem {
+	out := make([]*blockdev.Mem, n)
+	for i := range out {
+		out[i] = blockdev.NewMem(metaBytes+devSlots*slotBytes, 0)
+	}
+	return out
+}
+
+func asDevs[T blockdev.Device](ds []T) []blockdev.Device {
+	out := make([]blockdev.Device, len(ds))
+	for i, d := range ds {
+		out[i] = d
+	}
+	return out
+}
+
+func key(i int, rank uint32) engine.Key {
+	var h [8]byte
+	binary.BigEndian.PutUint64(h[:], uint64(i))
+	return engine.ObjectKey("shard/model", rank, h[:], "")
+}
+
+func payload(i int) []byte {
+	p := make([]byte, 100+i%900)
+	for j := range p {
+		p[j] = byte(i*31 + j)
+	}
+	return p
+}
+
+func format(t *testing.T, devs []blockdev.Device, opts sharded.Options) *sharded.Cache {
+	t.Helper()
+	c, err := sharded.Format(devs, testConfig(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestRouteStableAndBalanced(t *testing.T) {
+	const n, keys = 4, 40000
+	counts := make([]int, n)
+	for i := 0; i < keys; i++ {
+		k := key(i, 0)
+		s := sharded.ShardOf(sharded.RouteHash, k, n)
+		if again := sharded.ShardOf(sharded.RouteHash, engine.RawKey(k.String()), n); again != s {
+			t.Fatalf("key %d routed to %d, then %d", i, s, again)
+		}
+		counts[s]++
+	}
+	for s, c := range counts {
+		if c < keys/n*9/10 || c > keys/n*11/10 {
+			t.Errorf("shard %d got %d of %d keys (want within 10%% of %d): %v", s, c, keys, keys/n, counts)
+		}
+	}
+	// Pinned values: the hash route is part of the on-disk contract of a sharded cache.
+	got := []int{sharded.ShardOf(sharded.RouteHash, key(1, 0), 4), sharded.ShardOf(sharded.RouteHash, key(2, 0), 4),
+		sharded.ShardOf(sharded.RouteHash, key(3, 0), 4), sharded.ShardOf(sharded.RouteHash, key(4, 0), 4)}
+	if want := pinnedRoutes; !reflect.DeepEqual(got, want) {
+		t.Errorf("hash routes of keys 1..4 over 4 shards = %v, want %v (changing the route breaks existing caches)", got, want)
+	}
+}
+
+func TestRouteKVRank(t *testing.T) {
+	for _, tp := range []int{1, 2, 4, 8} {
+		for _, n := range []int{1, 2, 4, 8} {
+			for rank := 0; rank < tp; rank++ {
+				for i := 0; i < 8; i++ {
+					if got := sharded.ShardOf(sharded.RouteKVRank, key(i, uint32(rank)), n); got != rank%n {
+						t.Fatalf("TP %d over %d devices: rank %d → shard %d, want %d", tp, n, rank, got, rank%n)
+					}
+				}
+			}
+		}
+	}
+	legacy, err := engine.ParseKey("m@4@3@00ab@half", engine.NamespaceLegacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sharded.ShardOf(sharded.RouteKVRank, legacy, 2); got != 1 {
+		t.Errorf("legacy key of worker 3 over 2 devices → shard %d, want 1", got)
+	}
+	opaque := engine.RawKey("no-rank-here")
+	if got, want := sharded.ShardOf(sharded.RouteKVRank, opaque, 4), sharded.ShardOf(sharded.RouteHash, opaque, 4); got != want {
+		t.Errorf("a key without a rank goes by hash: shard %d, want %d", got, want)
+	}
+	if _, err := sharded.ParseRoute("round-robin"); err == nil {
+		t.Error("ParseRoute accepted round-robin")
+	}
+}
+
+func TestBatchedOpsKeepOrder(t *testing.T) {
+	ms := mems(3)
+	c := format(t, asDevs(ms), sharded.Options{})
+	defer c.Close()
+	const n = 60
+	keys := make([]engine.Key, n)
+	pays := make([][]byte, n)
+	for i := range keys {
+		keys[i], pays[i] = key(i, 0), payload(i)
+	}
+	// Every other key first: the second PutMany reports those as already there, not stored.
+	var half []int
+	for i := 0; i < n; i += 2 {
+		half = append(half, i)
+	}
+	if _, err := c.PutMany(pick(keys, half), pick(pays, half)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.PutMany(keys, pays)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range res.Results {
+		if !ok {
+			t.Fatalf("key %d not stored", i)
+		}
+	}
+	var odd []int
+	for i := 1; i < n; i += 2 {
+		odd = append(odd, i)
+	}
+	if !reflect.DeepEqual(res.Stored, odd) {
+		t.Fatalf("Stored = %v, want the odd keys %v", res.Stored, odd)
+	}
+	used := 0
+	for s, u := range c.UsageByShard() {
+		if u.SlotsUsed == 0 {
+			t.Errorf("shard %d holds nothing: routing does not spread", s)
+		}
+		used += int(u.SlotsUsed)
+	}
+	if u := c.Usage(); used != n || u.SlotsUsed != n || u.SlotsTotal != 3*devSlots {
+		t.Errorf("usage %d used of %d (per shard sum %d), want %d of %d", u.SlotsUsed, u.SlotsTotal, used, n, 3*devSlots)
+	}
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, slotBytes)
+	}
+	ok, err := c.LoadManyInto(keys, bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if !ok[i] || !bytes.Equal(bufs[i][:len(pays[i])], pays[i]) {
+			t.Fatalf("key %d: loaded %v, bytes differ or missing", i, ok[i])
+		}
+	}
+	// A miss in the middle ends the prefix there, whichever shard it is on.
+	probe := append(append([]engine.Key{}, keys[:10]...), key(1000, 0))
+	probe = append(probe, keys[10:20]...)
+	if m := c.MetadataPrefix(probe, true); len(m) != 10 {
+		t.Fatalf("MetadataPrefix over a miss at 10 returned %d entries", len(m))
+	} else {
+		for i := range m {
+			want, _ := c.Lookup(keys[i])
+			if m[i].Offset != want.Offset || m[i].Locks != 1 {
+				t.Fatalf("entry %d: offset %d locks %d, want offset %d locked once", i, m[i].Offset, m[i].Locks, want.Offset)
+			}
+		}
+	}
+	for i := 10; i < 20; i++ {
+		if m, _ := c.Lookup(keys[i]); m.Locks != 0 {
+			t.Fatalf("key %d past the prefix kept a lock", i)
+		}
+	}
+	c.UnlockMany(keys[:10])
+	hits := c.ExistsMany([]engine.Key{keys[5], key(2000, 0), keys[7]}, false)
+	if !reflect.DeepEqual(hits, []bool{true, false, true}) {
+		t.Fatalf("ExistsMany = %v", hits)
+	}
+	del := c.DeleteMany([]engine.Key{keys[3], key(3000, 0), keys[4]}, false)
+	if !reflect.DeepEqual(del, []bool{true, false, true}) {
+		t.Fatalf("DeleteMany = %v", del)
+	}
+	if st := c.Stats(); st.Puts != n || st.Deletes != 2 {
+		t.Errorf("summed stats: %d puts, %d deletes; want %d, 2", st.Puts, st.Deletes, n)
+	}
+}
+
+func pick[T any](all []T, idx []int) []T {
+	out := make([]T, len(idx))
+	for j, i := range idx {
+		out[j] = all[i]
+	}
+	return out
+}
+
+// An I/O error on one shard fails only that shard's keys, names the shard, and the shard's
+// engine serves again once its device answers.
+func TestShardErrorIsolationAndRecovery(t *testing.T) {
+	ms := mems(3)
+	var failing atomic.Bool
+	fd := faultdev.New(ms[1], 1, faultdev.Rule{Name: "window", Class: faultdev.ClassRead | faultdev.ClassWrite,
+		Pred: func(faultdev.OpInfo) bool { return failing.Load() }, Fault: faultdev.Fault{Kind: faultdev.FaultEIO}})
+	devs := []blockdev.Device{ms[0], fd, ms[2]}
+	var events [3]atomic.Int64
+	var errEvents [3]atomic.Int64
+	c := format(t, devs, sharded.Options{Observe: func(ev sharded.Event) {
+		events[ev.Shard].Add(1)
+		if ev.Err != nil {
+			errEvents[ev.Shard].Add(1)
+		}
+	}})
+	defer c.Close()
+	const n = 48
+	keys := make([]engine.Key, n)
+	pays := make([][]byte, n)
+	for i := range keys {
+		keys[i], pays[i] = key(i, 0), payload(i)
+	}
+	stored := func(from, to int) (engine.PutResult, error) { return c.PutMany(keys[from:to], pays[from:to]) }
+	if _, err := stored(0, n/2); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	res, err := stored(n/2, n)
+	var se *sharded.ShardError
+	if !errors.As(err, &se) || se.Shard != 1 || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("put during the window: %v, want a *ShardError for shard 1 wrapping EIO", err)
+	}
+	if got := sharded.FailedShards(err); !reflect.DeepEqual(got, []int{1}) {
+		t.Fatalf("FailedShards = %v", got)
+	}
+	for j, ok := range res.Results {
+		if want := c.ShardOf(keys[n/2+j]) != 1; ok != want {
+			t.Fatalf("key %d on shard %d stored=%v during shard 1's failure", n/2+j, c.ShardOf(keys[n/2+j]), ok)
+		}
+	}
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, slotBytes)
+	}
+	ok, err := c.LoadManyInto(keys[:n/2], bufs[:n/2])
+	if !reflect.DeepEqual(sharded.FailedShards(err), []int{1}) {
+		t.Fatalf("load during the window: %v, want shard 1's error only", err)
+	}
+	for i := 0; i < n/2; i++ {
+		if want := c.ShardOf(keys[i]) != 1; ok[i] != want {
+			t.Fatalf("key %d on shard %d loaded=%v during shard 1's failure", i, c.ShardOf(keys[i]), ok[i])
+		}
+	}
+	if errEvents[0].Load() != 0 || errEvents[2].Load() != 0 || errEvents[1].Load() == 0 {
+		t.Fatalf("observed error events per shard %d %d %d, want only shard 1's", errEvents[0].Load(), errEvents[1].Load(), errEvents[2].Load())
+	}
+	// The device answers again: the same engine stores and loads everything.
+	failing.Store(false)
+	if _, err := stored(n/2, n); err != nil {
+		t.Fatalf("put after the window: %v", err)
+	}
+	ok, err = c.LoadManyInto(keys, bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if !ok[i] || !bytes.Equal(bufs[i][:len(pays[i])], pays[i]) {
+			t.Fatalf("key %d (shard %d) not served after the device came back", i, c.ShardOf(keys[i]))
+		}
+	}
+	if u := c.UsageByShard()[1]; u.SlotsInflight != 0 || u.SlotsUsed+u.SlotsFree != u.NextSlot {
+		t.Fatalf("shard 1 leaked slots: %+v", u)
+	}
+	if err := c.CheckpointNow(); err != nil {
+		t.Fatalf("checkpoint after the window: %v", err)
+	}
+}
+
+func TestOpenRecoversEveryShard(t *testing.T) {
+	ms := mems(4)
+	c := format(t, asDevs(ms), sharded.Options{Route: sharded.RouteKVRank})
+	const n = 40
+	keys := make([]engine.Key, n)
+	pays := make([][]byte, n)
+	for i := range keys {
+		keys[i], pays[i] = key(i, uint32(i%4)), payload(i)
+	}
+	if _, err := c.PutMany(keys, pays); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckpointNow(); err != nil {
+		t.Fatal(err)
+	}
+	extra := key(999, 2)
+	if _, err := c.PutMany([]engine.Key{extra}, [][]byte{payload(999)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseNoCheckpoint(); err != nil { // a crash after the checkpoint
+		t.Fatal(err)
+	}
+	re := make([]blockdev.Device, len(ms))
+	for i, m := range ms {
+		re[i] = m.Reopen()
+	}
+	c2, err := sharded.Open(re, testConfig(), sharded.Options{Route: sharded.RouteKVRank})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	rec := c2.Recovery()
+	if len(rec) != 4 {
+		t.Fatalf("%d recovery reports, want 4", len(rec))
+	}
+	for s, r := range rec {
+		if r.Kept != n/4 || r.Container < 0 {
+			t.Errorf("shard %d recovered %d entries from container %d, want %d", s, r.Kept, r.Container, n/4)
+		}
+	}
+	hits := c2.ExistsMany(append(keys, extra), false)
+	for i, h := range hits[:n] {
+		if !h {
+			t.Fatalf("key %d lost", i)
+		}
+	}
+	if hits[n] {
+		t.Error("a put after the last checkpoint survived a crash")
+	}
+}
+
+func TestOpenRefusesAnotherOrder(t *testing.T) {
+	ms := mems(2)
+	c := format(t, asDevs(ms), sharded.Options{})
+	keys := make([]engine.Key, 20)
+	pays := make([][]byte, 20)
+	for i := range keys {
+		keys[i], pays[i] = key(i, 0), payload(i)
+	}
+	if _, err := c.PutMany(keys, pays); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sharded.Open([]blockdev.Device{ms[1].Reopen(), ms[0].Reopen()}, testConfig(), sharded.Options{})
+	if !errors.Is(err, sharded.ErrMisrouted) {
+		t.Fatalf("open in swapped order: %v, want ErrMisrouted", err)
+	}
+	c2, err := sharded.Open([]blockdev.Device{ms[0].Reopen(), ms[1].Reopen()}, testConfig(), sharded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Close()
+}
+
+func TestFormatFailureNamesShard(t *testing.T) {
+	small := blockdev.NewMem(metaBytes/2, 0)
+	devs := []blockdev.Device{blockdev.NewMem(metaBytes+devSlots*slotBytes, 0), small}
+	_, err := sharded.Format(devs, testConfig(), sharded.Options{})
+	var se *sharded.ShardError
+	if !errors.As(err, &se) || se.Shard != 1 {
+		t.Fatalf("format over a too-small second device: %v, want shard 1's error", err)
+	}
+}
+
+// SumStats must add every counter engine.Stats gains: a new int64 field left out is caught.
+func TestSumStatsCoversEveryCounter(t *testing.T) {
+	var one engine.Stats
+	v := reflect.ValueOf(&one).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Field(i); f.Kind() == reflect.Int64 {
+			f.SetInt(1)
+		}
+	}
+	sum := reflect.ValueOf(sharded.SumStats([]engine.Stats{one, one}))
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		if f.Type.Kind() != reflect.Int64 || f.Type != reflect.TypeOf(int64(0)) {
+			continue
+		}
+		if got := sum.Field(i).Int(); got != 2 {
+			t.Errorf("SumStats: %s = %d over two shards with 1 each, want 2", f.Name, got)
+		}
+	}
+}
+
+var pinnedRoutes = []int{0, 0, 0, 1}
+
+func TestRankOfEveryKeyShape(t *testing.T) {
+	five := engine.RawKey("m@0x00000003@1f@00ab@salt") // newer object-group keys
+	if r, ok := sharded.Rank(five); !ok || r != 3 {
+		t.Errorf("five-field object key: rank %d %v, want 3", r, ok)
+	}
+	if r, ok := sharded.Rank(key(1, 6)); !ok || r != 6 {
+		t.Errorf("object key: rank %d %v, want 6", r, ok)
+	}
+	if _, ok := sharded.Rank(engine.RawKey("a@b")); ok {
+		t.Error("a two-field key has a rank")
+	}
+}

@@ -1,0 +1,95 @@
+package cachereport
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+)
+
+func TestDevicesErrorMatchesNotFoundOnlyWhenEveryFailureIs(t *testing.T) {
+	gone := fmt.Errorf("open b.img: %w", fs.ErrNotExist)
+	other := errors.New("no valid checkpoint")
+	if err := DevicesErr([]string{"a.img", "b.img"}, []error{nil, nil}); err != nil {
+		t.Fatalf("no failure: %v", err)
+	}
+	one := DevicesErr([]string{"b.img"}, []error{gone})
+	if one.Error() != gone.Error() || !errors.Is(one, fs.ErrNotExist) {
+		t.Errorf("one device: %q", one)
+	}
+	both := DevicesErr([]string{"a.img", "b.img", "c.img"}, []error{nil, gone, other})
+	if errors.Is(both, fs.ErrNotExist) || !errors.Is(both, other) {
+		t.Errorf("a missing and a broken device: not-found %v", errors.Is(both, fs.ErrNotExist))
+	}
+	if want := "2 of 3 devices failed: open b.img: file does not exist; c.img: no valid checkpoint"; both.Error() != want {
+		t.Errorf("message %q, want %q", both, want)
+	}
+	if missing := DevicesErr([]string{"a.img", "b.img"}, []error{gone, gone}); !errors.Is(missing, fs.ErrNotExist) {
+		t.Errorf("every failure a missing device: %v", missing)
+	}
+}
+
+func TestFormatsSumAndText(t *testing.T) {
+	r := &Formats{Devices: []DeviceFormat{
+		{Rank: 0, Device: "a.img", Kind: "file", State: Formatted, Placement: "none", Layout: &Layout{CapacityBytes: 8 << 20, MaxSlots: 112}},
+		{Rank: 1, Device: "b\x1b.img", Kind: "file", Placement: "none"},
+	}}
+	r.Devices[1].Fail(HalfFormatted, errors.New("format b: EIO\nat 0"))
+	err := r.Sum()
+	if r.Total != (FormatTotal{Devices: 2, Formatted: 1, Capacity: 8 << 20, Slots: 112}) || err == nil || !strings.Contains(err.Error(), "1 of 2 devices failed") {
+		t.Fatalf("total %+v, %v", r.Total, err)
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| half-formatted |", `b\x1b.img: half-formatted: format b: EIO at 0`, "| 1 formatted ", "| 8.0 MiB "} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	js, _ := json.Marshal(r)
+	for _, want := range []string{`"state":"half-formatted"`, `"total":{"devices":2,"formatted":1,"capacity_bytes":8388608,"slots":112}`, `"rank":1`} {
+		if !bytes.Contains(js, []byte(want)) {
+			t.Errorf("JSON lacks %s:\n%s", want, js)
+		}
+	}
+}
+
+func TestInspectionsJSONKeepsEachDeviceReport(t *testing.T) {
+	mem := formatted(t, "k1", "k2")
+	ins, err := Inspect(noClose{mem}, "mem-a", InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewInspections([]string{"mem-a", "gone"}, []*Inspection{ins, nil}, []error{nil, fs.ErrNotExist})
+	if !errors.Is(err, fs.ErrNotExist) || r.Total.Entries != 2 || r.Total.Failed != 1 || r.Total.FreeSlots != ins.SlotsFree+ins.Layout.MaxSlots-ins.NextSlot {
+		t.Fatalf("%+v %v", r.Total, err)
+	}
+	js, _ := json.Marshal(r.Output(true))
+	var back struct {
+		Devices []struct {
+			Device  string `json:"device"`
+			Entries int64  `json:"entries"`
+			Error   string `json:"error"`
+			Layout  *Layout
+		} `json:"devices"`
+		Total InspectTotal `json:"total"`
+	}
+	if err := json.Unmarshal(js, &back); err != nil || len(back.Devices) != 2 || back.Devices[0].Device != "mem-a" || back.Devices[0].Entries != 2 ||
+		back.Devices[0].Layout == nil || back.Devices[1].Error == "" || back.Devices[1].Layout != nil || back.Total != r.Total {
+		t.Fatalf("JSON %s: %v", js, err)
+	}
+	// One device: its report as inspect has always printed it, nothing in JSON on failure.
+	one, _ := NewInspections([]string{"mem-a"}, []*Inspection{ins}, []error{nil})
+	if one.Output(true) != ins {
+		t.Error("one device: JSON is not its Inspection")
+	}
+	failed, _ := NewInspections([]string{"gone"}, []*Inspection{nil}, []error{fs.ErrNotExist})
+	if failed.Output(true) != nil || failed.Output(false) != nil {
+		t.Error("one missing device: something to print")
+	}
+}
