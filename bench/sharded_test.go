@@ -145,3 +145,16 @@ func TestOneDeviceErrorEndsTheRun(t *testing.T) {
 		t.Errorf("one device's error names a shard: %s", run.Error)
 	}
 }
+
+// A missing node under /dev is refused before any other device is created.
+func TestBenchRefusesMissingDevNodeBeforeCreating(t *testing.T) {
+	dir := t.TempDir()
+	o := fixedOptions()
+	o.Paths, o.Create = []string{filepath.Join(dir, "a.img"), "/dev/rbctl-test-no-such-device"}, 64<<20
+	if _, err := Run(context.Background(), o); !errors.Is(err, blockdev.ErrMissingDevNode) {
+		t.Fatalf("bench with a missing /dev node: %v, want ErrMissingDevNode", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("a refused bench created %d files", len(ents))
+	}
+}

@@ -162,7 +162,10 @@ func checkTarget(path string, create int64, force bool) error {
 	case strings.HasPrefix(path, devices.MemPrefix):
 		return nil
 	}
-	_, err := checkFile(path, create, force)
+	mk, err := checkFile(path, create, force)
+	if err == nil && mk {
+		err = blockdev.CheckNotDevNode(path)
+	}
 	return err
 }
 
@@ -190,6 +193,9 @@ func checkFile(path string, create int64, force bool) (bool, error) {
 func prepareFile(path string, create int64, force bool) error {
 	mk, err := checkFile(path, create, force)
 	if mk {
+		if derr := blockdev.CheckNotDevNode(path); derr != nil {
+			return derr
+		}
 		fh, cerr := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, blockdev.DataFileMode)
 		if cerr != nil {
 			return cerr

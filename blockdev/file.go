@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -53,6 +55,9 @@ func CreateFile(path string, size int64) error {
 	if size <= 0 {
 		return fmt.Errorf("create %s: size %d must be positive", path, size)
 	}
+	if err := CheckNotDevNode(path); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, DataFileMode)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
@@ -73,6 +78,29 @@ func CreateFile(path string, size int64) error {
 	}
 	if err := f.Truncate(size); err != nil {
 		return fmt.Errorf("create %s: truncate to %d: %w", path, size, err)
+	}
+	return nil
+}
+
+// ErrMissingDevNode: a path under /dev that does not exist is not created as a file.
+var ErrMissingDevNode = errors.New("no such device node")
+
+// CheckNotDevNode refuses to create a new file under /dev: a missing /dev/sdX or
+// /dev/nvmeXnY is a typo or an absent device, and a regular file made there would fill a
+// RAM-backed filesystem and look like that device to the next command.
+func CheckNotDevNode(path string) error {
+	if _, err := os.Lstat(path); err == nil {
+		return nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(dir, filepath.Base(abs))
+	}
+	if abs == "/dev" || strings.HasPrefix(abs, "/dev/") {
+		return fmt.Errorf("create %s: %w (files are not created under /dev)", path, ErrMissingDevNode)
 	}
 	return nil
 }

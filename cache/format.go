@@ -122,7 +122,8 @@ func write(dev blockdev.Device, path string, cfg engine.Config) (lay cachereport
 }
 
 // CheckCreate refuses, before anything is touched, to create path as a file: an emu: spec
-// or an existing file that is not regular (a block or character device).
+// an existing file that is not regular (a block or character device), or a missing node
+// under /dev.
 func CheckCreate(path string) error {
 	if emu.IsSpec(path) {
 		return fmt.Errorf("%s: %w; an emu: device is created with the size its spec gives (size=)", path, ErrNotRegular)
@@ -130,7 +131,7 @@ func CheckCreate(path string) error {
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
 		return fmt.Errorf("%s: %s, not a regular file: %w", path, st.Mode().Type(), ErrNotRegular)
 	}
-	return nil
+	return blockdev.CheckNotDevNode(path)
 }
 
 // CreateFile creates path as a regular file of size bytes (sparse, blockdev.DataFileMode)

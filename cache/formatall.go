@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/rbctl/rbctl/blockdev"
@@ -119,6 +120,12 @@ type shard struct {
 // it returns the shards opened so far with the error.
 func openAll(ctx context.Context, opts []FormatOptions, paths []string) ([]shard, error) {
 	errs := make([]error, len(opts))
+	var created []string // files this call made, removed again if no device is written
+	defer func() {
+		for _, p := range created {
+			os.Remove(p)
+		}
+	}()
 	for i, o := range opts {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -126,7 +133,11 @@ func openAll(ctx context.Context, opts []FormatOptions, paths []string) ([]shard
 		if emu.IsSpec(o.Path) && o.Create == 0 {
 			_, errs[i] = emu.Create(o.Path)
 		} else if o.Create > 0 {
+			_, statErr := os.Lstat(o.Path)
 			errs[i] = CreateFile(o.Path, o.Create)
+			if errs[i] == nil && errors.Is(statErr, os.ErrNotExist) {
+				created = append(created, o.Path)
+			}
 		}
 	}
 	if err := nothingFormatted(paths, errs); err != nil {
@@ -143,7 +154,11 @@ func openAll(ctx context.Context, opts []FormatOptions, paths []string) ([]shard
 		shards = append(shards, shard{dev, cfg})
 		errs[i] = err
 	}
-	return shards, nothingFormatted(paths, errs)
+	if err := nothingFormatted(paths, errs); err != nil {
+		return shards, err
+	}
+	created = nil // the devices are about to be written: they stay
+	return shards, nil
 }
 
 func closeAll(shards []shard) {

@@ -227,3 +227,26 @@ func TestFormatAllInterrupted(t *testing.T) {
 		t.Errorf("text:\n%s", text.String())
 	}
 }
+
+// A format refused after files were created (here: a missing node under /dev, refused at
+// preflight, and a device too small, refused once opened) leaves no file it created.
+func TestFormatAllRemovesFilesItCreatedWhenNothingIsFormatted(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.img")
+	if _, err := FormatAll(context.Background(), shardOpts(8<<20, a, "/dev/rbctl-test-no-such-device")); err == nil {
+		t.Fatal("format with a missing /dev node succeeded")
+	}
+	if _, err := os.Stat(a); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a.img left behind after a refused format: %v", err)
+	}
+	opts := shardOpts(8<<20, a, filepath.Join(dir, "b.img"))
+	opts[1].Create = 4096 // too small for any layout: refused after both files exist
+	if _, err := FormatAll(context.Background(), opts); err == nil {
+		t.Fatal("format onto a 4 KiB file succeeded")
+	}
+	for _, p := range []string{a, filepath.Join(dir, "b.img")} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left behind after a refused format: %v", filepath.Base(p), err)
+		}
+	}
+}
