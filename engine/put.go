@@ -139,14 +139,15 @@ func (e *Engine) writeJobs(keys []Key, payloads [][]byte, metas []*ObjMeta, jobs
 			p := payloads[batch[j].idx]
 			total := e.layout.SlotWriteBytes(len(p))
 			b = b[:total]
-			copy(b[hb:], p)
-			clear(b[hb+len(p):])
 			h := slotHeader{Identity: keys[batch[j].idx].id, Len: uint64(len(p))}
 			if e.cfg.PayloadChecksum {
 				h.HasCRC = true
-				h.CRC = payloadCRC(p)
+				h.CRC = copyCRC(b[hb:], p) // the checksum of the bytes written
 				batch[j].crc = h.CRC
+			} else {
+				copy(b[hb:], p)
 			}
+			clear(b[hb+len(p):])
 			encodeSlotHeader(b[:hb], h)
 			batch[j].buf = b
 			ops = append(ops, blockdev.Op{Write: true, Off: e.slotOff(batch[j].slot), Buf: b, Handle: handles[batch[j].idx]})

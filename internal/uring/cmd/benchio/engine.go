@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -261,28 +260,14 @@ func (es *engineStats) add(o engineStats, rounds int) {
 	es.st.BufferPoolMisses += o.st.BufferPoolMisses
 }
 
-// printEngineRow prints the engine-put or engine-get row in the device rows' format.
-func printEngineRow(c config, bs int, write bool, fioBW float64, r result, ratios []float64, es engineStats, fioCPU, fioFixedCPU float64) {
-	name := "engine-get"
+// detail is the engine counters' part of an engine row's detail line (summed over rounds).
+func (es *engineStats) detail(write bool) string {
+	s := fmt.Sprintf("slots %d, payload %d B; failed ops %d (measured)", es.slots, es.payload, es.failed)
 	if write {
-		name = "engine-put"
-	}
-	ratio := "n/a"
-	if fioBW > 0 {
-		ratio = fmt.Sprintf("%.2f", r.bw/1e9/fioBW)
-	}
-	fmt.Printf("bench-io %s bs=%s qd=%d fio=%.2f GB/s rbctl=%.2f GB/s ratio_vs_fio=%s\n",
-		name, sizeName(bs), c.qd, fioBW, r.bw/1e9, ratio)
-	if len(ratios) == 0 {
-		return
-	}
-	fmt.Printf("  detail: slots %d, payload %d B; per-round ratio min %.2f max %.2f; CPU s/GB fio %.3f/%.3f engine %.3f; failed ops %d (measured)",
-		es.slots, es.payload, slices.Min(ratios), slices.Max(ratios), fioCPU, fioFixedCPU, r.cpuPerGB, es.failed)
-	if write {
-		fmt.Printf("; deallocated %d slots in %d calls (%d ranges), %d canceled by reuse, %d errors; %.2f GiB of holes refilled per run",
+		s += fmt.Sprintf("; deallocated %d slots in %d calls (%d ranges), %d canceled by reuse, %d errors; %.2f GiB of holes refilled per run",
 			es.st.DeallocatedSlots, es.st.DeallocateCalls, es.st.DeallocateRanges, es.st.DeallocatesCanceled, es.st.DeallocateErrors, es.holesGiB)
 	} else {
-		fmt.Printf("; checksum errors %d", es.st.ChecksumErrors)
+		s += fmt.Sprintf("; checksum errors %d", es.st.ChecksumErrors)
 	}
-	fmt.Printf("; staging-pool misses %d\n", es.st.BufferPoolMisses)
+	return s + fmt.Sprintf("; staging-pool misses %d", es.st.BufferPoolMisses)
 }

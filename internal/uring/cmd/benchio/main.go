@@ -7,6 +7,9 @@
 // pool, and several submitters each hand the device batches of slots (like concurrent
 // put_many / load_many_into calls; 64 slots per batch, LMCache's put_many chunk) while one ring
 // keeps QD ops in flight.
+//
+// Each case runs -rounds rounds of every tool in rotating order; the rows print medians and
+// the median of the rounds' ratios against the fio job with the better median (cases.go).
 package main
 
 import (
@@ -18,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,14 +55,14 @@ func main() {
 	flag.StringVar(&bsList, "bs", "1M,64K", "block (slot) sizes")
 	flag.StringVar(&rwList, "rw", "write,read", "directions")
 	flag.IntVar(&c.qd, "qd", 32, "queue depth (fio iodepth; ring depth for rbctl)")
-	flag.DurationVar(&c.runtime, "runtime", 10*time.Second, "measured time per run")
-	flag.DurationVar(&c.ramp, "ramp", time.Second, "warm-up before measuring")
+	flag.DurationVar(&c.runtime, "runtime", 1500*time.Millisecond, "measured time per run")
+	flag.DurationVar(&c.ramp, "ramp", 500*time.Millisecond, "warm-up before measuring")
 	flag.IntVar(&c.batch, "batch", 64, "slots per Submit call (a put_many chunk: LMCache uses 64 keys)")
 	flag.IntVar(&c.submitters, "submitters", 2, "concurrent submitting goroutines (concurrent put_many/load_many_into calls)")
 	flag.IntVar(&c.rings, "rings", 1, "rings (fio runs one job, so 1 is the like-for-like setting)")
 	flag.BoolVar(&c.fixed, "fixed", true, "register the buffer pool (fixed reads/writes, as the engine does)")
 	flag.StringVar(&c.fio, "fio", "fio", "fio binary ('' to skip fio)")
-	flag.IntVar(&c.rounds, "rounds", 1, "rounds per case (order alternates; the mean is printed)")
+	flag.IntVar(&c.rounds, "rounds", 4, "rounds per case (the order rotates; each round is printed, the rows give medians)")
 	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN), coop, sqpoll")
 	flag.BoolVar(&c.engine, "engine", true, "add the engine-put/engine-get rows (engine.PutMany/LoadManyInto, deallocate on)")
 	flag.BoolVar(&c.dealloc, "engine-deallocate", true, "engine rows with DeallocateOnDelete (false: for comparison)")
@@ -91,6 +93,7 @@ func main() {
 			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.ring, c.submitters, c.batch, c.fixed)
 	}
 	failed := false
+	var rows []row
 	for _, bsStr := range strings.Split(bsList, ",") {
 		bs, err := parseSize(bsStr)
 		if err != nil {
@@ -98,66 +101,12 @@ func main() {
 			os.Exit(2)
 		}
 		for _, rw := range strings.Split(rwList, ",") {
-			write := rw == "write"
-			// fio default, fio fixedbufs+registerfiles, rbctl device path, rbctl engine
-			var sum [4]result
-			var ratios, engRatios []float64
-			var es engineStats
-			tools := 3
-			if c.engine {
-				tools = 4
-			}
-			for round := 0; round < c.rounds; round++ {
-				var got [4]result
-				for k := 0; k < tools; k++ {
-					which := (k + round) % tools // rotate the order: no tool always runs first
-					if which < 2 && c.fio == "" {
-						continue
-					}
-					var err error
-					switch which {
-					case 0, 1:
-						got[which], err = fioRun(c, bs, write, which == 1)
-					case 2:
-						got[which], err = rbctlRun(c, bs, write)
-					case 3:
-						var st engineStats
-						got[which], st, err = engineRun(c, bs, write)
-						es.add(st, c.rounds)
-					}
-					if err != nil {
-						fmt.Fprintf(os.Stderr, "benchio: %s: %v\n", []string{"fio", "fio --fixedbufs", "rbctl", "rbctl engine"}[which], err)
-						failed = true
-					}
-				}
-				for k := range got {
-					sum[k].bw += got[k].bw / float64(c.rounds)
-					sum[k].cpuPerGB += got[k].cpuPerGB / float64(c.rounds)
-				}
-				if f := max(got[0].bw, got[1].bw); f > 0 {
-					ratios = append(ratios, got[2].bw/f)
-					engRatios = append(engRatios, got[3].bw/f)
-				}
-			}
-			// The ratio is taken against the better of fio's default io_uring job and fio with
-			// registered buffers and files (the features rbctl uses): the strict comparison.
-			fd, ff, r := sum[0].bw/1e9, sum[1].bw/1e9, sum[2].bw/1e9
-			f := max(fd, ff)
-			ratio := "n/a"
-			if f > 0 {
-				ratio = fmt.Sprintf("%.2f", r/f)
-			}
-			fmt.Printf("bench-io %s bs=%s qd=%d fio=%.2f GB/s rbctl=%.2f GB/s ratio_vs_fio=%s\n",
-				rw, sizeName(bs), c.qd, f, r, ratio)
-			if len(ratios) > 0 {
-				fmt.Printf("  detail: fio default %.2f GB/s, fio fixedbufs+registerfiles %.2f GB/s; per-round ratio min %.2f max %.2f over %d rounds; CPU s/GB fio %.3f/%.3f rbctl %.3f\n",
-					fd, ff, slices.Min(ratios), slices.Max(ratios), len(ratios), sum[0].cpuPerGB, sum[1].cpuPerGB, sum[2].cpuPerGB)
-			}
-			if c.engine {
-				printEngineRow(c, bs, write, f, sum[3], engRatios, es, sum[0].cpuPerGB, sum[1].cpuPerGB)
-			}
+			r, bad := runCase(c, bs, rw)
+			rows = append(rows, r...)
+			failed = failed || bad
 		}
 	}
+	printSummary(rows, 0.95)
 	if failed {
 		pprof.StopCPUProfile()
 		os.Exit(1)

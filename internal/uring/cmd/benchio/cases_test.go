@@ -1,0 +1,47 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+	in := []float64{3, 1, 2}
+	median(in)
+	if !slices.Equal(in, []float64{3, 1, 2}) {
+		t.Error("median reordered its input")
+	}
+}
+
+// The reference is one fio job chosen over all rounds, not the better run of each round:
+// against per-round maxima rbctl would lose whenever the two fio jobs swing apart.
+func TestRoundRatiosUseOneReference(t *testing.T) {
+	r := func(fio, fixed, dev, eng float64) [nTools]result {
+		return [nTools]result{{bw: fio * 1e9}, {bw: fixed * 1e9}, {bw: dev * 1e9}, {bw: eng * 1e9}}
+	}
+	all := [][nTools]result{
+		r(1.0, 2.0, 1.0, 0.9), // fio-fixed's burst round
+		r(1.0, 0.8, 1.0, 0.5),
+		r(1.0, 0.9, 1.1, 0), // engine failed this round
+	}
+	if ref := reference(all); ref != toolFio { // medians 1.0 vs 0.9
+		t.Fatalf("reference = %s, want fio", toolNames[ref])
+	}
+	if got := roundRatios(all, toolDevice, toolFio); !slices.Equal(got, []float64{1, 1, 1.1}) {
+		t.Errorf("device ratios %v", got)
+	}
+	if got := roundRatios(all, toolEngine, toolFio); !slices.Equal(got, []float64{0.9, 0.5}) {
+		t.Errorf("engine ratios %v (a failed run must be skipped, not counted as 0)", got)
+	}
+	if m := medianOf(all, toolEngine, false); m != 0.7 {
+		t.Errorf("engine median %v, want 0.7 over the two runs", m)
+	}
+}
