@@ -18,6 +18,7 @@
 #   VMTEST_PKGS="./nvme ./engine"  packages to test in qemu-nofdp (default: scripts/vmtest/packages
 #                                  plus every package whose tests reach an RBCTL_TEST_* variable)
 #   VMTEST_RUN=REGEX               -test.run for every binary (default: packages / scenarios files)
+#   VMTEST_HOOKS=REGEX             only the guest.d hooks whose file names match (default: all)
 #   VMTEST_ACCEL=auto|kvm|tcg      auto (default): probe KVM, fall back to TCG; kvm|tcg: no probe
 #   VMTEST_QEMU=/path/to/qemu      the QEMU binary (default: qemu-system-x86_64 in PATH)
 #   VMTEST_TIMEOUT=600             seconds for one whole boot; VMTEST_TEST_TIMEOUT=300 per binary
@@ -219,7 +220,11 @@ done
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$RFS/etc/passwd"
 printf 'root:x:0:\n' >"$RFS/etc/group"
 install -m 0755 "$HERE/init.sh" "$RFS/init"
-for h in "$HERE"/guest.d/*.sh; do [ -e "$h" ] && install -m 0755 "$h" "$RFS/vmtest/guest.d/"; done
+for h in "$HERE"/guest.d/*.sh; do
+	[ -e "$h" ] || continue
+	[ -n "${VMTEST_HOOKS:-}" ] && ! [[ $(basename "$h") =~ $VMTEST_HOOKS ]] && continue
+	install -m 0755 "$h" "$RFS/vmtest/guest.d/"
+done
 export CGO_ENABLED=0
 MOD=$(go list -m)
 if [ "${VMTEST_NO_SMOKE:-0}" != 1 ]; then
