@@ -9,10 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
@@ -127,13 +129,16 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 			return nil, err
 		}
 	}
+	made := missingFiles(paths) // --create makes these; a bench refused before it runs removes them
 	ts, names, err := openTargets(&o)
 	if err != nil {
+		removeFiles(made)
 		return nil, err
 	}
 	defer closeTargets(ts)
 	p, err := plan(&o, ts, names, src)
 	if err != nil {
+		removeFiles(made) // unlinked while open: the deferred close releases them
 		return nil, err
 	}
 	p.route = route
@@ -258,4 +263,28 @@ func engineConfig(o *Options, path string, slotBytes, logical, ru int64) engine.
 		c.MetaTotalBytes = engine.MetaBytesFor(logical, slotBytes, c.BlockAlign, c.CheckpointFormat)
 	}
 	return c
+}
+
+// missingFiles is the plain file paths among paths that do not exist yet (not mem: or emu:
+// devices).
+func missingFiles(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if emu.IsSpec(p) || strings.HasPrefix(p, devices.MemPrefix) {
+			continue
+		}
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// removeFiles removes the regular files of paths that exist now (bench's own, just made).
+func removeFiles(paths []string) {
+	for _, p := range paths {
+		if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() {
+			os.Remove(p)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev/faultdev"
 	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/engine/sharded"
+	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/workloads"
 )
@@ -156,5 +157,31 @@ func TestBenchRefusesMissingDevNodeBeforeCreating(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("a refused bench created %d files", len(ents))
+	}
+}
+
+// A bench refused once its devices are open (here: a slot budget larger than the cache)
+// removes the files its --create made, and leaves a file that existed alone.
+func TestRefusedBenchRemovesTheFilesItCreated(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")
+	if err := os.WriteFile(b, make([]byte, 64<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := fixedOptions()
+	o.Paths, o.Create, o.Force = []string{a, b}, 64<<20, true
+	budgets, err := placement.ParseBudgets("*=1000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Workload.Budgets = budgets
+	if _, err := Run(context.Background(), o); err == nil {
+		t.Fatal("a budget over the cache's slots was accepted")
+	}
+	if _, err := os.Stat(a); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a.img, created by the refused bench, is still there: %v", err)
+	}
+	if _, err := os.Stat(b); err != nil {
+		t.Errorf("b.img, which existed before, was removed: %v", err)
 	}
 }
