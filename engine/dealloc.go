@@ -142,19 +142,21 @@ func (e *Engine) issueFrontLocked(n int) bool {
 	slices.Sort(batch)
 	ranges := coalesceSlots(batch, e.slotOff, e.cfg.SlotBytes)
 	err := e.dev.Deallocate(ranges)
-	e.st.deallocCalls.Add(1)
-	e.st.deallocRanges.Add(int64(len(ranges)))
-	if err != nil {
-		e.st.deallocErrs.Add(1)
-	} else {
-		e.st.deallocSlots.Add(int64(len(batch)))
-	}
 
 	e.mu.Lock()
 	for _, s := range batch {
 		e.freeSlot(s)
 	}
 	e.dealloc -= int64(len(batch))
+	// The counters move after the slots are free, and the call count last: whoever sees
+	// DeallocateCalls = N sees the outcome and the freed slots of those N calls.
+	e.st.deallocRanges.Add(int64(len(ranges)))
+	if err != nil {
+		e.st.deallocErrs.Add(1)
+	} else {
+		e.st.deallocSlots.Add(int64(len(batch)))
+	}
+	e.st.deallocCalls.Add(1)
 	e.deallocDone.Broadcast()
 	e.mu.Unlock()
 	return true
