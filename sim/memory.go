@@ -12,6 +12,7 @@ import (
 
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/internal/sys"
+	"github.com/rbctl/rbctl/units"
 )
 
 // MemAvailable returns MemAvailable from /proc/meminfo.
@@ -63,8 +64,8 @@ func (e *MemoryError) Unwrap() error { return ErrNoMemory }
 
 func (e *MemoryError) Error() string {
 	return fmt.Sprintf("simulate of %s needs about %s of memory (FTL model %s at %s mapping units, simulated cache %s for %d slots); "+
-		"this machine has %s available", approxBytes(e.FTL.LogicalBytes), approxBytes(e.Model+e.Cache), approxBytes(e.Model),
-		approxBytes(e.FTL.MappingUnit), approxBytes(e.Cache), e.Slots, approxBytes(e.Available))
+		"this machine has %s available", units.FormatSize(e.FTL.LogicalBytes), units.FormatSize(e.Model+e.Cache), units.FormatSize(e.Model),
+		units.FormatSize(e.FTL.MappingUnit), units.FormatSize(e.Cache), e.Slots, units.FormatSize(e.Available))
 }
 
 // checkMemory refuses runs whose estimate (MemoryBytes) exceeds what avail reports; it
@@ -102,18 +103,4 @@ func roundDownUnit(n int64) int64 {
 		}
 	}
 	return 1 << 20
-}
-
-// approxBytes renders n with one decimal in its binary unit ("256.0 MiB").
-func approxBytes(n int64) string {
-	const u = "KMGTPE"
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, i := float64(n)/1024, 0
-	for f >= 1024 && i < len(u)-1 {
-		f /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", f, u[i])
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/reports"
+	"github.com/rbctl/rbctl/units"
 )
 
 // Layout is a cache's geometry and format as JSON.
@@ -61,18 +62,7 @@ func layoutRows(l engine.Layout, cfg engine.Config) [][]string {
 func (l Layout) WriteText(w io.Writer) error { return Table(w, []string{"field", "value"}, l.rows) }
 
 // Bytes renders n in binary units with one decimal ("1.5 MiB"); below 1 KiB in bytes.
-func Bytes(n int64) string {
-	const u = "KMGTPE"
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, i := float64(n)/1024, 0
-	for f >= 1024 && i < len(u)-1 {
-		f /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", f, u[i])
-}
+func Bytes(n int64) string { return units.FormatSize(n) }
 
 // Table renders rows under header in rbctl's one table style.
 func Table(w io.Writer, header []string, rows [][]string) error {

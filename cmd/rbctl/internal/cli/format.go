@@ -43,7 +43,7 @@ total): nothing is written unless every one passes (the same device twice is ref
 two of at least 1 MiB.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (len(args) > 0) == (f.lmcache != "") {
-				return errors.New("give DEV or --lmcache-config FILE (its device_path / per_tp_device_paths), not both")
+				return errors.New("give DEV [DEV...] or --lmcache-config FILE (its device_path / per_tp_device_paths): exactly one of the two")
 			}
 			if f.lmcache != "" {
 				return runFormatLMCache(cmd, f)
