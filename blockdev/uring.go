@@ -228,6 +228,21 @@ func (d *UringDevice) Stats() UringStats {
 	return UringStats{FixedOps: d.fixedOps.Load(), PlainOps: d.plainOps.Load(), Resubmits: d.resubmits.Load()}
 }
 
+// Occupancy sums the rings' occupancy integrals (uring.Executor.Occupancy): over a window
+// between two readings, ΔInflightNs/ΔElapsedNs is the mean number of ops in flight on the
+// whole device, out of QueueDepth × Rings. ElapsedNs is the first ring's.
+func (d *UringDevice) Occupancy() uring.Occupancy {
+	var o uring.Occupancy
+	for i, e := range d.execs {
+		x := e.Occupancy()
+		o.InflightNs += x.InflightNs
+		if i == 0 {
+			o.ElapsedNs = x.ElapsedNs
+		}
+	}
+	return o
+}
+
 // FixedFile reports whether the device fd is registered with every ring.
 func (d *UringDevice) FixedFile() bool { return d.fixedFile }
 

@@ -214,6 +214,7 @@ type Stats struct {
 	BufferRegisterErrors int64  // failed arena allocations or registrations (the engine ran on)
 	BufferRegisterError  string // the last such error ("" when none)
 	BufferPoolMisses     int64  // staging buffers allocated per call because the arena was empty
+	RegisteredMemory     int64  // bytes of caller buffers registered by RegisterMemory
 
 	Recovery RecoveryReport
 }
@@ -405,6 +406,15 @@ func (e *Engine) Device() blockdev.Device { return e.dev }
 // CheckpointNow writes a checkpoint now if anything changed since the last one (LMCache:
 // force bypasses idleness, not dirtiness). An error is returned and counted, never skipped.
 func (e *Engine) CheckpointNow() error { return e.checkpoint(true, false) }
+
+// RegisterMemory registers the caller's long-lived buffers with the device (io_uring fixed
+// buffers), next to the engine's staging arena, so loads into them — aligned buffers are
+// read into directly — go out as READ_FIXED: the kernel then pins no pages per read. A
+// later call replaces the set; RegisterMemory(nil) drops it. Each buffer must come from
+// blockdev.Alloc (or other memory that is never unmapped or moved) and stay allocated until
+// the engine is closed or the set is replaced. Devices without registered buffers return
+// an error wrapping blockdev.ErrNotSupported; loads into unregistered memory still work.
+func (e *Engine) RegisterMemory(bufs [][]byte) error { return e.registerMemory(bufs) }
 
 // FlushDeallocates issues the deallocates of every slot freed so far (DeallocateOnDelete)
 // and waits until they have returned; failures are counted in Stats.DeallocateErrors.

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -240,7 +242,8 @@ func (e *Engine) noteRegisterErr(err error) {
 // device may outlive the engine) and unmaps the arena. Called after dev.Close on Close, and
 // on a failed Format/Open.
 func (e *Engine) releaseBuffers() {
-	if e.bufStats.registered.Swap(false) {
+	user := e.bufStats.userRegs.Swap(0) > 0
+	if e.bufStats.registered.Swap(false) || user {
 		if r, ok := e.dev.(blockdev.BufferRegistrar); ok {
 			unregisterPage.once.Do(func() { unregisterPage.b, _ = blockdev.Alloc(4096) })
 			if unregisterPage.b != nil {
@@ -256,7 +259,64 @@ func (e *Engine) releaseBuffers() {
 
 type bufStats struct {
 	poolBytes  atomic.Int64
-	registered atomic.Bool
+	registered atomic.Bool // the arena is registered
 	regErrs    atomic.Int64
 	lastErr    atomic.Value // string
+
+	regMu    sync.Mutex // serialises RegisterMemory
+	userMem  [][]byte   // caller buffers registered by RegisterMemory
+	userRegs atomic.Int64
+}
+
+// registerMemory registers the caller's buffers with the device next to the arena, replacing
+// buffers an earlier call registered (none: only the arena stays registered).
+func (e *Engine) registerMemory(bufs [][]byte) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	r, ok := e.dev.(blockdev.BufferRegistrar)
+	if !ok {
+		return fmt.Errorf("%w: RegisterMemory: the device (%T) has no registered buffers", blockdev.ErrNotSupported, e.dev)
+	}
+	var bytes int64
+	for i, b := range bufs {
+		if len(b) == 0 {
+			return fmt.Errorf("%w: RegisterMemory: buffer %d is empty", ErrConfig, i)
+		}
+		bytes += int64(len(b))
+	}
+	st := &e.bufStats
+	st.regMu.Lock()
+	defer st.regMu.Unlock()
+	arena := st.registered.Load() // the arena is part of the current registration
+	var all [][]byte
+	if arena {
+		all = append(all, e.pool.arenaBuf())
+	}
+	all = append(all, bufs...)
+	if len(all) == 0 {
+		if st.userMem == nil { // nothing registered, nothing asked for
+			return nil
+		}
+		// Drop the caller's buffers: register the never-freed page in their place.
+		unregisterPage.once.Do(func() { unregisterPage.b, _ = blockdev.Alloc(4096) })
+		if unregisterPage.b == nil {
+			return errors.New("RegisterMemory: no page to replace the registration with")
+		}
+		all = [][]byte{unregisterPage.b}
+	}
+	if err := r.RegisterBuffers(all); err != nil {
+		// The device may have dropped the old registration: operations fall back to plain
+		// reads and writes, which stay correct. Put the arena back alone if it was there.
+		st.userMem = nil
+		st.userRegs.Store(0)
+		if arena && r.RegisterBuffers([][]byte{e.pool.arenaBuf()}) != nil {
+			st.registered.Store(false)
+		}
+		return fmt.Errorf("RegisterMemory: %w", err)
+	}
+	st.registered.Store(arena)
+	st.userMem = slices.Clone(bufs)
+	st.userRegs.Store(bytes)
+	return nil
 }

@@ -58,6 +58,7 @@ func (e *Engine) stats() Stats {
 		BufferRegisterErrors: e.bufStats.regErrs.Load(),
 		BufferRegisterError:  e.bufStats.lastErr.Load().(string),
 		BufferPoolMisses:     e.pool.misses.Load(),
+		RegisteredMemory:     e.bufStats.userRegs.Load(),
 	}
 	e.mu.Lock()
 	s.DirtyOps = int64(e.dirty - e.persisted)

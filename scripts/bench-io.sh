@@ -2,21 +2,22 @@
 # make bench-io: fio (ioengine=io_uring, O_DIRECT) against rbctl's io_uring engine path on the
 # SAME pre-allocated file, same block size and queue depth, for writes and reads, at 1 MiB
 # and 64 KiB, QD 32. Each case runs BENCH_ROUNDS rounds; a round runs fio (default job and
-# --fixedbufs --registerfiles), the rbctl device path and the engine once each, in an order
-# that rotates per round, and prints one line with every run's GB/s and CPU s/GB. Then one
-# line per row with medians:
-#   bench-io write bs=1MiB qd=32 fio=X.XX GB/s rbctl=Y.YY GB/s ratio_vs_fio=Z.ZZ (rounds: ...)
-# The reference is the fio job with the better median GB/s; ratio_vs_fio is the median of the
-# rounds' ratios (rbctl ÷ the reference's run of the same round). The engine rows engine-put /
-# engine-get (engine.PutMany / LoadManyInto on the same file, slot_bytes = bs,
-# DeallocateOnDelete on, the cache kept 90 % full by evicting the oldest keys before each put
-# batch) follow each device row; every row has a detail line with CPU s/GB (user+system per
-# GB moved) of fio and rbctl. A summary line ends the run.
-# Knobs (environment): BENCH_DIR (default /var/tmp), BENCH_SIZE (2G), BENCH_RUNTIME (1.5s per
-# run), BENCH_RAMP (0.5s), BENCH_QD (32), BENCH_BS (1M,64K), BENCH_ROUNDS (4), BENCH_KEEP=1 to
+# --fixedbufs --registerfiles), the rbctl device path and the engine once each (read cases
+# also fio reading the engine's payload transfers), in an order that rotates per round, and
+# prints one line with every run's GB/s, CPU s/GB and mean ops in flight. Then one line per
+# row with medians:
+#   bench-io write bs=1MiB qd=32 fio=X.XX GB/s rbctl=Y.YY GB/s ratio_vs_fio=Z.ZZ median_ci92=A-B (rounds: ...)
+# ratio_vs_fio is the median of the rounds' paired ratios (rbctl ÷ the reference fio job's
+# run of the same round), median_ciNN its distribution-free confidence interval. The engine
+# rows engine-put / engine-get (engine.PutMany / LoadManyInto on the same file, slot_bytes =
+# bs, DeallocateOnDelete on, load buffers registered with RegisterMemory) follow each device
+# row; every row has a detail line. A summary line ends the run. docs/io_uring.md explains it.
+# Knobs (environment): BENCH_DIR (default /var/tmp), BENCH_SIZE (2G), BENCH_RUNTIME (1s per
+# run), BENCH_RAMP (0.3s), BENCH_QD (32), BENCH_BS (1M,64K), BENCH_ROUNDS (8), BENCH_KEEP=1 to
 # keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch, -rings, -fixed,
-# -engine=false to skip the engine rows, -engine-deallocate=false, -cpuprofile FILE).
-# Default run: about 3 minutes.
+# -engine=false to skip the engine rows, -engine-deallocate=false, -engine-register=false,
+# -tools LIST, -cpuprofile FILE).
+# Default run: about 5 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BENCH_DIR:-/var/tmp}
@@ -38,4 +39,4 @@ fio --name=fill --filename="$file" --ioengine=io_uring --direct=1 --rw=write --b
 go build -o bin/benchio ./internal/uring/cmd/benchio
 # shellcheck disable=SC2086
 bin/benchio -file "$file" -qd "${BENCH_QD:-32}" -bs "${BENCH_BS:-1M,64K}" \
-    -runtime "${BENCH_RUNTIME:-1.5s}" -ramp "${BENCH_RAMP:-0.5s}" -rounds "${BENCH_ROUNDS:-4}" ${BENCH_ARGS:-}
+    -runtime "${BENCH_RUNTIME:-1s}" -ramp "${BENCH_RAMP:-0.3s}" -rounds "${BENCH_ROUNDS:-8}" ${BENCH_ARGS:-}

@@ -268,6 +268,12 @@ func (c *Cache) CloseNoCheckpoint() error { return c.onEach((*engine.Engine).Clo
 // CheckpointNow checkpoints every shard in parallel.
 func (c *Cache) CheckpointNow() error { return c.onEach((*engine.Engine).CheckpointNow) }
 
+// RegisterMemory registers the caller's buffers with every shard's device
+// (engine.Engine.RegisterMemory); a shard's failure is a *ShardError.
+func (c *Cache) RegisterMemory(bufs [][]byte) error {
+	return c.onEach(func(e *engine.Engine) error { return e.RegisterMemory(bufs) })
+}
+
 // FlushDeallocates flushes every shard's queued deallocates.
 func (c *Cache) FlushDeallocates() {
 	c.onEach(func(e *engine.Engine) error { e.FlushDeallocates(); return nil })

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sync/atomic"
 	"syscall"
@@ -416,5 +419,77 @@ func TestRankOfEveryKeyShape(t *testing.T) {
 	}
 	if _, ok := sharded.Rank(engine.RawKey("a@b")); ok {
 		t.Error("a two-field key has a rank")
+	}
+}
+
+// RegisterMemory reaches every shard: loads into the registered pool are fixed reads on
+// each device; on devices without registered buffers every shard's refusal is reported.
+func TestRegisterMemoryOnEveryShard(t *testing.T) {
+	var devs []*blockdev.UringDevice
+	for i := range 2 {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("shard%d.img", i))
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, metaBytes+devSlots*slotBytes); err != nil {
+			t.Fatal(err)
+		}
+		d, err := blockdev.OpenUring(path, blockdev.UringOptions{QueueDepth: 8, Rings: 1})
+		if err != nil {
+			t.Skipf("io_uring O_DIRECT file: %v", err)
+		}
+		devs = append(devs, d)
+	}
+	c := format(t, asDevs(devs), sharded.Options{})
+	const n = 16
+	pool, err := blockdev.Alloc(n * slotBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c.Close()
+		blockdev.Free(pool)
+	}()
+	keys := make([]engine.Key, n)
+	pays := make([][]byte, n)
+	bufs := make([][]byte, n)
+	for i := range keys {
+		keys[i], pays[i], bufs[i] = key(i, 0), payload(i), pool[i*slotBytes:(i+1)*slotBytes]
+	}
+	if _, err := c.PutMany(keys, pays); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RegisterMemory([][]byte{pool}); err != nil {
+		t.Fatal(err)
+	}
+	var before [2]blockdev.UringStats
+	for i, d := range devs {
+		before[i] = d.Stats()
+	}
+	ok, err := c.LoadManyInto(keys, bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if !ok[i] || !bytes.Equal(bufs[i][:len(pays[i])], pays[i]) {
+			t.Fatalf("key %d: ok=%v", i, ok[i])
+		}
+	}
+	for i, d := range devs {
+		s := d.Stats()
+		if fixed, plain := s.FixedOps-before[i].FixedOps, s.PlainOps-before[i].PlainOps; fixed == 0 || plain != 0 {
+			t.Errorf("device %d: %d fixed, %d plain reads; want only fixed", i, fixed, plain)
+		}
+	}
+	if got := c.Stats().RegisteredMemory; got != 2*int64(len(pool)) {
+		t.Errorf("RegisteredMemory over 2 shards = %d, want %d", got, 2*len(pool))
+	}
+
+	m := format(t, asDevs(mems(2)), sharded.Options{})
+	defer m.Close()
+	err = m.RegisterMemory([][]byte{pool})
+	var se *sharded.ShardError
+	if !errors.Is(err, blockdev.ErrNotSupported) || !errors.As(err, &se) {
+		t.Fatalf("RegisterMemory on memory devices: %v, want a ShardError wrapping ErrNotSupported", err)
 	}
 }

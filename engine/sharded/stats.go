@@ -105,6 +105,7 @@ func SumStats(ss []engine.Stats) engine.Stats {
 			t.BufferRegisterError = fmt.Sprintf("shard %d: %s", i, s.BufferRegisterError)
 		}
 		t.BufferPoolMisses += s.BufferPoolMisses
+		t.RegisteredMemory += s.RegisteredMemory // one buffer on N devices counts N times
 	}
 	return t
 }

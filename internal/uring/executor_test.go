@@ -330,3 +330,44 @@ func TestExecutorRingFailureFailsUnprepared(t *testing.T) {
 		}
 	}
 }
+
+// Occupancy integrates the items in flight over time: three reads parked on an empty pipe
+// hold a mean depth of 3 over any window while they wait, and 0 once they are done.
+func TestExecutorOccupancy(t *testing.T) {
+	e := newExecutorOrSkip(t, Options{}, 8)
+	defer e.Close()
+	b, w := newPipeBatch(t, 3)
+	for i := range b.bufs {
+		b.bufs[i] = b.bufs[i][:1]
+	}
+	done := runAsync(e, b)
+	for range 3 {
+		<-b.prepared
+	}
+	mean := func(a, b Occupancy) float64 {
+		return float64(b.InflightNs-a.InflightNs) / float64(b.ElapsedNs-a.ElapsedNs)
+	}
+	time.Sleep(20 * time.Millisecond) // past the owner's account before it sleeps
+	o1 := e.Occupancy()
+	time.Sleep(30 * time.Millisecond)
+	o2 := e.Occupancy()
+	if m := mean(o1, o2); m < 2.999 || m > 3.001 {
+		t.Errorf("mean depth while 3 reads wait: %.4f, want 3", m)
+	}
+	if _, err := unix.Write(w, []byte{1, 2, 3}); err != nil { // one byte for each read
+		t.Fatal(err)
+	}
+	if err := waitRun(t, done); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	o3 := e.Occupancy()
+	time.Sleep(20 * time.Millisecond)
+	o4 := e.Occupancy()
+	if m := mean(o3, o4); m != 0 {
+		t.Errorf("mean depth with nothing in flight: %.4f, want 0", m)
+	}
+	if o4.InflightNs < o2.InflightNs || o4.ElapsedNs <= o2.ElapsedNs {
+		t.Errorf("occupancy went backwards: %+v then %+v", o2, o4)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -21,10 +22,14 @@ const (
 	toolFioFixed
 	toolDevice
 	toolEngine
+	// For engine-get: fio reading the bytes a load reads (bs - 4 KiB at 4 KiB into every
+	// bs-aligned block), so the engine's payload reads are compared with the same transfers.
+	toolFioPayload
+	toolFioPayloadFixed
 	nTools
 )
 
-var toolNames = [nTools]string{"fio", "fio-fixed", "rbctl", "engine"}
+var toolNames = [nTools]string{"fio", "fio-fixed", "rbctl", "engine", "fio-payload", "fio-payload-fixed"}
 
 // row is one printed line of the result, kept for the summary.
 type row struct {
@@ -44,6 +49,31 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// medianCI is a distribution-free confidence interval for the median of v: the k-th
+// smallest and k-th largest values, with the largest k whose coverage (1 - 2·P[Bin(n, ½) < k])
+// is at least 90 %, and that coverage. With fewer than 5 values no k reaches 90 %; the
+// interval is then the whole range, with its lower coverage. ok is false for an empty v.
+func medianCI(v []float64) (lo, hi, coverage float64, ok bool) {
+	n := len(v)
+	if n == 0 {
+		return 0, 0, 0, false
+	}
+	s := slices.Sorted(slices.Values(v))
+	cover := func(k int) float64 { // 1 - 2·P[X <= k-1], X ~ Bin(n, 1/2)
+		tail, c := 0.0, 1.0 // c = C(n, i)
+		for i := 0; i < k; i++ {
+			tail += c
+			c = c * float64(n-i) / float64(i+1)
+		}
+		return 1 - 2*tail/math.Pow(2, float64(n))
+	}
+	k := 1
+	for k+1 <= n/2 && cover(k+1) >= 0.90 {
+		k++
+	}
+	return s[k-1], s[n-k], cover(k), true
+}
+
 // fmtList prints values with two decimals, space separated.
 func fmtList(v []float64) string {
 	parts := make([]string, len(v))
@@ -56,17 +86,31 @@ func fmtList(v []float64) string {
 // runCase runs the rounds of one case, prints its rows and returns them, and whether a run failed.
 func runCase(c config, bs int, rw string) ([]row, bool) {
 	write := rw == "write"
+	failed := false
 	tools := []int{toolDevice}
 	if c.fio != "" {
 		tools = append([]int{toolFio, toolFioFixed}, tools...)
 	}
 	if c.engine {
 		tools = append(tools, toolEngine)
+		if !write && c.fio != "" {
+			tools = append(tools, toolFioPayload, toolFioPayloadFixed)
+		}
+	}
+	if len(c.tools) > 0 { // -tools: a subset, for diagnosis
+		tools = slices.DeleteFunc(tools, func(t int) bool { return !slices.Contains(c.tools, toolNames[t]) })
+	}
+	engineReady := true
+	if slices.Contains(tools, toolEngine) && !write {
+		if err := prepareLoads(c, bs); err != nil {
+			fmt.Fprintf(os.Stderr, "benchio: engine %s bs=%s: preparing the cache: %v\n", rw, sizeName(bs), err)
+			failed = true
+			engineReady = false
+		}
 	}
 	var (
 		all        [][nTools]result // per round, every tool (zero: not run or failed)
 		es         engineStats
-		failed     bool
 		engPayload int
 	)
 	for round := 0; round < c.rounds; round++ {
@@ -78,10 +122,15 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 			var err error
 			switch t {
 			case toolFio, toolFioFixed:
-				got[t], err = fioRun(c, bs, write, t == toolFioFixed)
+				got[t], err = fioRun(c, fioJob{bs: bs, write: write, fixed: t == toolFioFixed})
+			case toolFioPayload, toolFioPayloadFixed:
+				got[t], err = fioRun(c, payloadJob(bs, t == toolFioPayloadFixed))
 			case toolDevice:
 				got[t], err = rbctlRun(c, bs, write)
 			case toolEngine:
+				if !engineReady {
+					continue
+				}
 				var st engineStats
 				got[t], st, err = engineRun(c, bs, write)
 				es.add(st, c.rounds)
@@ -96,38 +145,83 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 		all = append(all, got)
 		line := fmt.Sprintf("  round %d/%d %s bs=%s order=%s:", round+1, c.rounds, rw, sizeName(bs), strings.Join(order, ","))
 		for _, t := range tools {
-			line += fmt.Sprintf(" %s %.2f GB/s %.3f CPU-s/GB;", toolNames[t], got[t].bw/1e9, got[t].cpuPerGB)
+			if got[t].bw == 0 {
+				line += fmt.Sprintf(" %s failed;", toolNames[t])
+				continue
+			}
+			line += fmt.Sprintf(" %s %.2f GB/s %.3f CPU-s/GB qd %.1f;", toolNames[t], got[t].bw/1e9, got[t].cpuPerGB, got[t].depth)
 		}
 		fmt.Println(strings.TrimSuffix(line, ";"))
 	}
+	ran := func(t int) bool { return slices.Contains(tools, t) }
 	med := func(t int, cpu bool) float64 { return medianOf(all, t, cpu) }
-	ref := reference(all)
-	ratios := func(t int) []float64 { return roundRatios(all, t, ref) }
-	f := med(ref, false)
-	rows := []row{{name: fmt.Sprintf("%s %s", rw, sizeName(bs)), ratio: median(ratios(toolDevice))}}
-	printRow(rw, bs, c.qd, f, med(toolDevice, false), ratios(toolDevice))
-	if c.fio != "" {
-		fmt.Printf("  detail: medians of %d rounds, reference %s; fio default %.2f GB/s, fio fixedbufs+registerfiles %.2f GB/s; CPU s/GB fio %.3f/%.3f rbctl %.3f\n",
-			c.rounds, toolNames[ref], med(toolFio, false), med(toolFioFixed, false), med(toolFio, true), med(toolFioFixed, true), med(toolDevice, true))
+	// num prints a median, or n/a when the tool did not run or never succeeded.
+	num := func(t int, cpu bool) string {
+		v := med(t, cpu)
+		switch {
+		case v == 0:
+			return "n/a"
+		case cpu:
+			return fmt.Sprintf("%.3f", v)
+		}
+		return fmt.Sprintf("%.2f", v)
 	}
-	if c.engine {
+	ref := reference(all, toolFio, toolFioFixed)
+	var rows []row
+	if ran(toolDevice) {
+		r := roundRatios(all, toolDevice, ref)
+		rows = append(rows, row{name: fmt.Sprintf("%s %s", rw, sizeName(bs)), ratio: median(r)})
+		printRow(rw, bs, c.qd, num(ref, false), num(toolDevice, false), r)
+		if c.fio != "" {
+			fmt.Printf("  detail: medians of %d rounds, reference %s; fio default %s GB/s, fio fixedbufs+registerfiles %s GB/s; CPU s/GB fio %s/%s rbctl %s; mean in flight fio %s/%s rbctl %s\n",
+				c.rounds, toolNames[ref], num(toolFio, false), num(toolFioFixed, false), num(toolFio, true), num(toolFioFixed, true), num(toolDevice, true),
+				depthOf(all, toolFio), depthOf(all, toolFioFixed), depthOf(all, toolDevice))
+		}
+	}
+	if ran(toolEngine) {
 		name := "engine-get"
 		if write {
 			name = "engine-put"
 		}
-		er := ratios(toolEngine)
+		// A put writes whole slots, as fio's job does. A load reads the payload only, so
+		// its reference is fio reading the same transfers.
+		pair := [2]int{toolFio, toolFioFixed}
+		if !write {
+			pair = [2]int{toolFioPayload, toolFioPayloadFixed}
+		}
+		eref := reference(all, pair[0], pair[1])
+		er := roundRatios(all, toolEngine, eref)
 		rows = append(rows, row{name: fmt.Sprintf("%s %s", name, sizeName(bs)), ratio: median(er)})
-		printRow(name, bs, c.qd, f, med(toolEngine, false), er)
+		printRow(name, bs, c.qd, num(eref, false), num(toolEngine, false), er)
 		if c.fio != "" {
-			perOp := "" // a load moves the payload, fio the whole block: the same ratio per op
-			if !write && engPayload > 0 && len(er) > 0 {
-				perOp = fmt.Sprintf(" (per op: %.2f)", median(er)*float64(bs)/float64(engPayload))
+			vs := ""
+			if !write {
+				vs = fmt.Sprintf("; reference %s: fio reading %d bytes at %d into each %s block, the bytes a load reads (fio %s/%s GB/s)",
+					toolNames[eref], engPayload, bs-engPayload, sizeName(bs), num(pair[0], false), num(pair[1], false))
+				if wb := roundRatios(all, toolEngine, ref); len(wb) > 0 {
+					vs += fmt.Sprintf("; against the whole-block %s job %.2f, per op %.2f", toolNames[ref], median(wb), median(wb)*float64(bs)/float64(max(engPayload, 1)))
+				}
 			}
-			fmt.Printf("  detail: medians of %d rounds%s; CPU s/GB fio %.3f/%.3f engine %.3f; %s\n",
-				c.rounds, perOp, med(toolFio, true), med(toolFioFixed, true), med(toolEngine, true), es.detail(write))
+			fmt.Printf("  detail: medians of %d rounds%s; CPU s/GB fio %s/%s engine %s; mean in flight fio %s/%s engine %s; %s\n",
+				c.rounds, vs, num(pair[0], true), num(pair[1], true), num(toolEngine, true),
+				depthOf(all, pair[0]), depthOf(all, pair[1]), depthOf(all, toolEngine), es.detail(write, c.register))
 		}
 	}
 	return rows, failed
+}
+
+// depthOf is the median mean-in-flight of tool t over its successful rounds ("n/a": none).
+func depthOf(all [][nTools]result, t int) string {
+	var v []float64
+	for _, got := range all {
+		if got[t].bw > 0 && got[t].depth > 0 {
+			v = append(v, got[t].depth)
+		}
+	}
+	if len(v) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", median(v))
 }
 
 // medianOf is the median GB/s (or CPU s/GB) of tool t over the rounds it succeeded in.
@@ -145,12 +239,12 @@ func medianOf(all [][nTools]result, t int, cpu bool) float64 {
 	return median(v)
 }
 
-// reference is the fio job with the better median GB/s.
-func reference(all [][nTools]result) int {
-	if medianOf(all, toolFioFixed, false) > medianOf(all, toolFio, false) {
-		return toolFioFixed
+// reference is the fio job (a: default, b: fixedbufs+registerfiles) with the better median GB/s.
+func reference(all [][nTools]result, a, b int) int {
+	if medianOf(all, b, false) > medianOf(all, a, false) {
+		return b
 	}
-	return toolFio
+	return a
 }
 
 // roundRatios is tool t's run ÷ the reference's run, for every round where both ran.
@@ -165,12 +259,15 @@ func roundRatios(all [][nTools]result, t, ref int) []float64 {
 }
 
 // printRow prints a result line: GB/s medians and the median of the rounds' ratios.
-func printRow(name string, bs, qd int, fio, rbctl float64, ratios []float64) {
+func printRow(name string, bs, qd int, fio, rbctl string, ratios []float64) {
 	ratio := "n/a"
 	if len(ratios) > 0 {
 		ratio = fmt.Sprintf("%.2f", median(ratios))
+		if lo, hi, cov, ok := medianCI(ratios); ok && len(ratios) > 1 {
+			ratio += fmt.Sprintf(" median_ci%.0f=%.2f-%.2f", 100*math.Floor(100*cov)/100, lo, hi)
+		}
 	}
-	fmt.Printf("bench-io %s bs=%s qd=%d fio=%.2f GB/s rbctl=%.2f GB/s ratio_vs_fio=%s (rounds: %s)\n",
+	fmt.Printf("bench-io %s bs=%s qd=%d fio=%s GB/s rbctl=%s GB/s ratio_vs_fio=%s (rounds: %s)\n",
 		name, sizeName(bs), qd, fio, rbctl, ratio, fmtList(ratios))
 }
 

@@ -22,8 +22,9 @@ import (
 // engine-put: each submitter owns a FIFO of its keys; once the cache is filled to
 // fillFraction, every PutMany of batch keys is preceded by a DeleteMany of its batch oldest
 // keys (the eviction an LRU cache does when full), so every freed slot goes through the
-// deallocator. engine-get: the cache is filled first, then each submitter loads batch
-// random live keys per LoadManyInto into aligned buffers. Bytes are device bytes: a put
+// deallocator. engine-get: the cache is formatted and filled once per case (prepareLoads),
+// then each round opens it and each submitter loads batch random live keys per
+// LoadManyInto into aligned buffers. Bytes are device bytes: a put
 // writes one whole slot (header + payload = bs), a load reads the payload (bs - 4 KiB).
 
 // fillFraction leaves free slots, as a cache evicting below a high-water mark does.
@@ -50,8 +51,106 @@ type engineStats struct {
 	payload  int
 	slots    int64
 	holesGiB float64
+	// SQEs of the whole run (fill included) that used a registered buffer, and that did not.
+	fixedOps, plainOps int64
 }
 
+// engineCfg is the engine configuration of a row: defaults, slot_bytes = bs, the metadata
+// region sized for the device.
+func engineCfg(c config, d blockdev.Device, bs int) engine.Config {
+	cfg := engine.DefaultConfig()
+	cfg.SlotBytes = int64(bs)
+	cfg.MetaTotalBytes = engine.MetaBytesFor(d.Info().Size, cfg.SlotBytes, cfg.BlockAlign, cfg.CheckpointFormat)
+	cfg.DeallocateOnDelete = c.dealloc
+	return cfg
+}
+
+// engineQuota is how many keys each submitter stores: its share of fillFraction of the slots,
+// in whole batches.
+func engineQuota(c config, lay engine.Layout, bs int) (int, error) {
+	quota := int(float64(lay.MaxSlots)*fillFraction) / c.submitters / c.batch * c.batch
+	if quota < c.batch {
+		return 0, fmt.Errorf("%s holds %d slots of %d bytes; need at least %d", c.file, lay.MaxSlots, bs, c.submitters*c.batch)
+	}
+	return quota, nil
+}
+
+// submitterPayloads are the incompressible payloads submitter s puts, one per batch position.
+func submitterPayloads(c config, s, payload, bs int) [][]byte {
+	out := make([][]byte, c.batch)
+	rng := rand.NewChaCha8([32]byte{byte(s), byte(bs >> 12)})
+	for i := range out {
+		out[i] = make([]byte, payload)
+		rng.Read(out[i])
+	}
+	return out
+}
+
+// fillEngine stores every submitter's first quota keys, the submitters running concurrently.
+// It returns the puts that were not stored.
+func fillEngine(c config, e *engine.Engine, quota, payload, bs int, stop *atomic.Bool) (int64, error) {
+	var (
+		failed   atomic.Int64
+		firstErr error
+		errOnce  sync.Once
+		wg       sync.WaitGroup
+	)
+	for s := 0; s < c.submitters; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			payloads := submitterPayloads(c, s, payload, bs)
+			for next := 0; next < quota && !stop.Load(); next += c.batch {
+				res, err := e.PutMany(engineKeys(s, next, c.batch), payloads)
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					stop.Store(true)
+					return
+				}
+				failed.Add(int64(c.batch - len(res.Stored)))
+			}
+		}()
+	}
+	wg.Wait()
+	return failed.Load(), firstErr
+}
+
+// prepareLoads formats the file as a cache and fills it for a case's engine-get rounds,
+// which then only open it: the reads of the other tools leave it intact, and no round
+// measures right after writing 90 % of the file.
+func prepareLoads(c config, bs int) error {
+	uopt, err := uringOptions(c)
+	if err != nil {
+		return err
+	}
+	d, err := blockdev.OpenUring(c.file, uopt)
+	if err != nil {
+		return err
+	}
+	e, err := engine.Format(d, engineCfg(c, d, bs))
+	if err != nil {
+		d.Close()
+		return err
+	}
+	lay := e.Layout()
+	quota, err := engineQuota(c, lay, bs)
+	if err == nil {
+		var stop atomic.Bool
+		var failed int64
+		failed, err = fillEngine(c, e, quota, int(lay.PayloadBytes()), bs, &stop)
+		if err == nil && failed > 0 {
+			err = fmt.Errorf("filling the cache: %d puts not stored", failed)
+		}
+	}
+	if cerr := e.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// engineRun measures one engine round. A put round formats and fills the file first (the
+// other tools' writes overwrite it between rounds); a load round opens the cache
+// prepareLoads made.
 func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 	var es engineStats
 	uopt, err := uringOptions(c)
@@ -62,31 +161,35 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 	if err != nil {
 		return result{}, es, err
 	}
-	cfg := engine.DefaultConfig()
-	cfg.SlotBytes = int64(bs)
-	cfg.MetaTotalBytes = engine.MetaBytesFor(d.Info().Size, cfg.SlotBytes, cfg.BlockAlign, cfg.CheckpointFormat)
-	cfg.DeallocateOnDelete = c.dealloc
-	e, err := engine.Format(d, cfg)
+	cfg := engineCfg(c, d, bs)
+	open := engine.Open
+	if write {
+		open = engine.Format
+	}
+	e, err := open(d, cfg)
 	if err != nil {
 		d.Close()
 		return result{}, es, err
 	}
 	closed := false
+	var pools [][]byte // load buffers, freed once the engine (and its rings) are closed
 	defer func() {
 		if !closed {
 			e.Close()
 		}
+		for _, p := range pools {
+			blockdev.Free(p)
+		}
 	}()
 	lay := e.Layout()
 	es.payload, es.slots = int(lay.PayloadBytes()), lay.MaxSlots
-	quota := int(float64(lay.MaxSlots)*fillFraction) / c.submitters / c.batch * c.batch
-	if quota < c.batch {
-		return result{}, es, fmt.Errorf("%s holds %d slots of %d bytes; need at least %d", c.file, lay.MaxSlots, bs, c.submitters*c.batch)
+	quota, err := engineQuota(c, lay, bs)
+	if err != nil {
+		return result{}, es, err
 	}
 	var (
 		bytesDone atomic.Int64
 		failed    atomic.Int64
-		filled    sync.WaitGroup
 		stop      atomic.Bool
 		firstErr  error
 		errOnce   sync.Once
@@ -96,35 +199,41 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 		errOnce.Do(func() { firstErr = err })
 		stop.Store(true)
 	}
-	payloads := make([][][]byte, c.submitters)
-	for s := range payloads {
-		payloads[s] = make([][]byte, c.batch)
-		rng := rand.NewChaCha8([32]byte{byte(s), byte(bs >> 12)})
-		for i := range payloads[s] {
-			payloads[s][i] = make([]byte, es.payload)
-			rng.Read(payloads[s][i])
+	if write {
+		if _, err := fillEngine(c, e, quota, es.payload, bs, &stop); err != nil {
+			return result{}, es, err
+		}
+	} else if n := e.Usage().SlotsUsed; n < int64(c.submitters*quota) {
+		return result{}, es, fmt.Errorf("the cache holds %d keys, want %d (prepareLoads did not run?)", n, c.submitters*quota)
+	}
+	// Load buffers: one aligned pool per submitter, allocated outside the Go heap and
+	// registered with the engine (RegisterMemory) as a caller with a pinned buffer pool
+	// (LMCache's) would, unless -engine-register=false.
+	if !write {
+		for range c.submitters {
+			p, err := blockdev.Alloc(c.batch * bs)
+			if err != nil {
+				return result{}, es, err
+			}
+			pools = append(pools, p)
+		}
+		if c.register {
+			if err := e.RegisterMemory(pools); err != nil {
+				return result{}, es, err
+			}
 		}
 	}
-	filled.Add(c.submitters)
 	for s := 0; s < c.submitters; s++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			next, oldest := 0, 0
-			for next < quota && !stop.Load() { // fill
-				res, err := e.PutMany(engineKeys(s, next, c.batch), payloads[s])
-				if err != nil {
-					fail(err)
-				}
-				next += c.batch
-				failed.Add(int64(c.batch - len(res.Stored)))
-			}
-			filled.Done()
 			if write {
+				payloads := submitterPayloads(c, s, es.payload, bs)
+				next, oldest := quota, 0
 				for !stop.Load() {
 					e.DeleteMany(engineKeys(s, oldest, c.batch), false)
 					oldest += c.batch
-					res, err := e.PutMany(engineKeys(s, next, c.batch), payloads[s])
+					res, err := e.PutMany(engineKeys(s, next, c.batch), payloads)
 					if err != nil {
 						fail(err)
 						return
@@ -135,19 +244,13 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 				}
 				return
 			}
-			pool, err := blockdev.Alloc(c.batch * bs)
-			if err != nil {
-				fail(err)
-				return
-			}
-			defer blockdev.Free(pool)
+			pool := pools[s]
 			bufs := make([][]byte, c.batch)
 			for i := range bufs {
 				bufs[i] = pool[i*bs : i*bs+es.payload]
 			}
 			rng := rand.New(rand.NewPCG(uint64(s), uint64(time.Now().UnixNano())))
 			ks := make([]engine.Key, c.batch)
-			filled.Wait() // every submitter's keys are stored
 			for !stop.Load() {
 				for i := range ks {
 					ks[i] = engineKey(rng.IntN(c.submitters), rng.IntN(quota))
@@ -168,32 +271,35 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 			}
 		}()
 	}
-	filled.Wait()
 	time.Sleep(c.ramp)
-	b0, t0, cpu0 := bytesDone.Load(), time.Now(), cpuSeconds()
+	b0, t0, cpu0, o0 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	f0 := failed.Load()
 	time.Sleep(c.runtime)
-	b1, t1, cpu1 := bytesDone.Load(), time.Now(), cpuSeconds()
+	b1, t1, cpu1, o1 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	es.failed = failed.Load() - f0
 	stop.Store(true)
 	wg.Wait()
 	closed = true
 	closeErr := e.Close() // drains the deallocate queue
 	es.st = e.Stats()
+	us := d.Stats()
+	es.fixedOps, es.plainOps = us.FixedOps, us.PlainOps
 	if firstErr == nil {
 		firstErr = closeErr
 	}
 	if firstErr != nil {
 		return result{}, es, firstErr
 	}
-	// Punched holes read as zeroes without I/O and are allocated again on write: fill them
-	// so the next tool runs on the fully written file it would otherwise see.
-	holes, err := fillHoles(c.file)
-	if err != nil {
-		return result{}, es, fmt.Errorf("refilling deallocated ranges: %w", err)
+	if write {
+		// Punched holes read as zeroes without I/O and are allocated again on write: fill
+		// them so the next tool runs on the fully written file it would otherwise see.
+		holes, err := fillHoles(c.file)
+		if err != nil {
+			return result{}, es, fmt.Errorf("refilling deallocated ranges: %w", err)
+		}
+		es.holesGiB = float64(holes) / (1 << 30)
 	}
-	es.holesGiB = float64(holes) / (1 << 30)
-	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds()}
+	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds(), depth: meanDepth(o0, o1)}
 	if b1 > b0 {
 		r.cpuPerGB = (cpu1 - cpu0) / (float64(b1-b0) / 1e9)
 	}
@@ -258,16 +364,18 @@ func (es *engineStats) add(o engineStats, rounds int) {
 	es.st.DeallocateErrors += o.st.DeallocateErrors
 	es.st.ChecksumErrors += o.st.ChecksumErrors
 	es.st.BufferPoolMisses += o.st.BufferPoolMisses
+	es.fixedOps += o.fixedOps
+	es.plainOps += o.plainOps
 }
 
 // detail is the engine counters' part of an engine row's detail line (summed over rounds).
-func (es *engineStats) detail(write bool) string {
+func (es *engineStats) detail(write, registered bool) string {
 	s := fmt.Sprintf("slots %d, payload %d B; failed ops %d (measured)", es.slots, es.payload, es.failed)
 	if write {
 		s += fmt.Sprintf("; deallocated %d slots in %d calls (%d ranges), %d canceled by reuse, %d errors; %.2f GiB of holes refilled per run",
 			es.st.DeallocatedSlots, es.st.DeallocateCalls, es.st.DeallocateRanges, es.st.DeallocatesCanceled, es.st.DeallocateErrors, es.holesGiB)
 	} else {
-		s += fmt.Sprintf("; checksum errors %d", es.st.ChecksumErrors)
+		s += fmt.Sprintf("; checksum errors %d; load buffers registered (RegisterMemory): %v", es.st.ChecksumErrors, registered)
 	}
-	return s + fmt.Sprintf("; staging-pool misses %d", es.st.BufferPoolMisses)
+	return s + fmt.Sprintf("; staging-pool misses %d; SQEs fixed %d, plain %d", es.st.BufferPoolMisses, es.fixedOps, es.plainOps)
 }

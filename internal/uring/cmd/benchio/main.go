@@ -9,7 +9,9 @@
 // keeps QD ops in flight.
 //
 // Each case runs -rounds rounds of every tool in rotating order; the rows print medians and
-// the median of the rounds' ratios against the fio job with the better median (cases.go).
+// the median of the rounds' ratios against the fio job with the better median, with a
+// confidence interval for it (cases.go). The engine rows are in engine.go; engine-get is
+// compared with fio reading the same payload transfers.
 package main
 
 import (
@@ -21,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +32,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/internal/uring"
 )
 
@@ -46,6 +50,8 @@ type config struct {
 	ring       string
 	engine     bool
 	dealloc    bool
+	register   bool
+	tools      []string // nil: every tool
 }
 
 func main() {
@@ -55,17 +61,19 @@ func main() {
 	flag.StringVar(&bsList, "bs", "1M,64K", "block (slot) sizes")
 	flag.StringVar(&rwList, "rw", "write,read", "directions")
 	flag.IntVar(&c.qd, "qd", 32, "queue depth (fio iodepth; ring depth for rbctl)")
-	flag.DurationVar(&c.runtime, "runtime", 1500*time.Millisecond, "measured time per run")
-	flag.DurationVar(&c.ramp, "ramp", 500*time.Millisecond, "warm-up before measuring")
+	flag.DurationVar(&c.runtime, "runtime", time.Second, "measured time per run")
+	flag.DurationVar(&c.ramp, "ramp", 300*time.Millisecond, "warm-up before measuring")
 	flag.IntVar(&c.batch, "batch", 64, "slots per Submit call (a put_many chunk: LMCache uses 64 keys)")
 	flag.IntVar(&c.submitters, "submitters", 2, "concurrent submitting goroutines (concurrent put_many/load_many_into calls)")
 	flag.IntVar(&c.rings, "rings", 1, "rings (fio runs one job, so 1 is the like-for-like setting)")
 	flag.BoolVar(&c.fixed, "fixed", true, "register the buffer pool (fixed reads/writes, as the engine does)")
 	flag.StringVar(&c.fio, "fio", "fio", "fio binary ('' to skip fio)")
-	flag.IntVar(&c.rounds, "rounds", 4, "rounds per case (the order rotates; each round is printed, the rows give medians)")
+	flag.IntVar(&c.rounds, "rounds", 8, "rounds per case (the order rotates; each round is printed, the rows give medians)")
 	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN), coop, sqpoll")
 	flag.BoolVar(&c.engine, "engine", true, "add the engine-put/engine-get rows (engine.PutMany/LoadManyInto, deallocate on)")
+	flag.BoolVar(&c.register, "engine-register", true, "engine-get registers its load buffers (engine.RegisterMemory); false: plain reads into unregistered memory")
 	flag.BoolVar(&c.dealloc, "engine-deallocate", true, "engine rows with DeallocateOnDelete (false: for comparison)")
+	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed), for diagnosis")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -78,6 +86,15 @@ func main() {
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *toolList != "" {
+		for _, t := range strings.Split(*toolList, ",") {
+			if !slices.Contains(toolNames[:], t) {
+				fmt.Fprintf(os.Stderr, "benchio: -tools: unknown tool %q (known: %s)\n", t, strings.Join(toolNames[:], ","))
+				os.Exit(2)
+			}
+			c.tools = append(c.tools, t)
+		}
 	}
 	if c.file == "" {
 		fmt.Fprintln(os.Stderr, "benchio: -file is required")
@@ -141,21 +158,39 @@ func sizeName(n int) string {
 	return strconv.Itoa(n)
 }
 
+// fioJob is one fio job: bs-sized random transfers; with align > 0, at offset + k·align
+// (fio's --offset and --blockalign), else at multiples of bs.
+type fioJob struct {
+	bs, offset, align int
+	write, fixed      bool
+}
+
+// payloadJob reads what an engine load of a bs-byte slot reads: the payload after the
+// slot's header, in every bs-aligned block.
+func payloadJob(bs int, fixed bool) fioJob {
+	hb := int(engine.DefaultConfig().HeaderBytes)
+	return fioJob{bs: bs - hb, offset: hb, align: bs, fixed: fixed}
+}
+
 // fioRun runs one fio job (io_uring, O_DIRECT, random, time based) and returns bytes/s.
-// fixed adds --fixedbufs --registerfiles (the registered buffers and files rbctl uses).
-func fioRun(c config, bs int, write, fixed bool) (result, error) {
+// j.fixed adds --fixedbufs --registerfiles (the registered buffers and files rbctl uses).
+func fioRun(c config, j fioJob) (result, error) {
+	write := j.write
 	rw := "randread"
 	if write {
 		rw = "randwrite"
 	}
 	args := []string{
 		"--name=benchio", "--filename=" + c.file, "--ioengine=io_uring", "--direct=1",
-		"--rw=" + rw, "--bs=" + strconv.Itoa(bs), "--iodepth=" + strconv.Itoa(c.qd), "--numjobs=1",
+		"--rw=" + rw, "--bs=" + strconv.Itoa(j.bs), "--iodepth=" + strconv.Itoa(c.qd), "--numjobs=1",
 		"--time_based", fmt.Sprintf("--runtime=%dms", c.runtime.Milliseconds()),
 		fmt.Sprintf("--ramp_time=%dms", c.ramp.Milliseconds()),
 		"--norandommap", "--randrepeat=0", "--output-format=json",
 	}
-	if fixed {
+	if j.align > 0 {
+		args = append(args, "--offset="+strconv.Itoa(j.offset), "--blockalign="+strconv.Itoa(j.align))
+	}
+	if j.fixed {
 		args = append(args, "--fixedbufs", "--registerfiles")
 	}
 	out, err := exec.Command(c.fio, args...).Output()
@@ -168,34 +203,50 @@ func fioRun(c config, bs int, write, fixed bool) (result, error) {
 	}
 	var res struct {
 		Jobs []struct {
-			Read struct {
-				BwBytes float64 `json:"bw_bytes"`
-			} `json:"read"`
-			Write struct {
-				BwBytes float64 `json:"bw_bytes"`
-			} `json:"write"`
-			Usr float64 `json:"usr_cpu"` // percent of the job's run time
-			Sys float64 `json:"sys_cpu"`
+			Read  fioDir  `json:"read"`
+			Write fioDir  `json:"write"`
+			Usr   float64 `json:"usr_cpu"` // percent of the job's run time
+			Sys   float64 `json:"sys_cpu"`
 		} `json:"jobs"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil || len(res.Jobs) == 0 {
 		return result{}, fmt.Errorf("parsing fio JSON: %v", err)
 	}
-	j := res.Jobs[0]
-	bw := j.Read.BwBytes
+	jr := res.Jobs[0]
+	dir := jr.Read
 	if write {
-		bw = j.Write.BwBytes
+		dir = jr.Write
 	}
-	r := result{bw: bw}
+	bw := dir.BwBytes
+	r := result{bw: bw, depth: dir.IOPS * dir.Lat.Mean / 1e9}
 	if bw > 0 {
-		r.cpuPerGB = (j.Usr + j.Sys) / 100 / (bw / 1e9)
+		r.cpuPerGB = (jr.Usr + jr.Sys) / 100 / (bw / 1e9)
 	}
 	return r, nil
 }
 
-// result is one run's throughput (bytes/s) and CPU seconds (user+system) per GB moved.
+// fioDir is the part of fio's JSON for one direction that benchio reads.
+type fioDir struct {
+	BwBytes float64 `json:"bw_bytes"`
+	IOPS    float64 `json:"iops"`
+	Lat     struct {
+		Mean float64 `json:"mean"` // submission to completion, ns
+	} `json:"lat_ns"`
+}
+
+// result is one run's throughput (bytes/s), CPU seconds (user+system) per GB moved, and
+// mean ops in flight over the measured window (rbctl: the rings' occupancy integral; fio:
+// IOPS × mean latency, Little's law; 0: not measured).
 type result struct {
-	bw, cpuPerGB float64
+	bw, cpuPerGB, depth float64
+}
+
+// meanDepth is the mean ops in flight between two occupancy readings.
+func meanDepth(a, b uring.Occupancy) float64 {
+	if b.ElapsedNs <= a.ElapsedNs {
+		return 0
+	}
+	return float64(b.InflightNs-a.InflightNs) / float64(b.ElapsedNs-a.ElapsedNs)
 }
 
 func cpuSeconds() float64 {
@@ -288,9 +339,9 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 		}()
 	}
 	time.Sleep(c.ramp)
-	b0, t0, cpu0 := bytesDone.Load(), time.Now(), cpuSeconds()
+	b0, t0, cpu0, o0 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	time.Sleep(c.runtime)
-	b1, t1, cpu1 := bytesDone.Load(), time.Now(), cpuSeconds()
+	b1, t1, cpu1, o1 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	stop.Store(true)
 	wg.Wait()
 	if firstErr != nil {
@@ -300,7 +351,7 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 	if c.fixed && st.PlainOps > 0 {
 		return result{}, fmt.Errorf("%d ops missed the registered pool", st.PlainOps)
 	}
-	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds()}
+	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds(), depth: meanDepth(o0, o1)}
 	if b1 > b0 {
 		r.cpuPerGB = (cpu1 - cpu0) / (float64(b1-b0) / 1e9)
 	}
