@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -102,6 +103,9 @@ func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 	}
 	if o.GC, err = ftl.ParseGCPolicy(f.gc); err != nil {
 		return err
+	}
+	if o.ShardBy == "" { // the API takes "" as hash; on the command line it is a mistake
+		return fmt.Errorf("--shard-by is empty: give hash or kv-rank")
 	}
 	if err := f.out.Check(); err != nil {
 		return err

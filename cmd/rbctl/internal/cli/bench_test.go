@@ -135,6 +135,9 @@ func TestBenchSeveralDevices(t *testing.T) {
 	if _, err := runCLI(t, "bench", a, b, "--shard-by", "modulo", "--duration", "1s"); err == nil || !strings.Contains(err.Error(), "modulo") {
 		t.Fatalf("--shard-by modulo: %v", err)
 	}
+	if _, err := runCLI(t, "bench", a, b, "--shard-by", "", "--duration", "1s"); err == nil || !strings.Contains(err.Error(), "--shard-by is empty") {
+		t.Fatalf("--shard-by '': %v (an empty route must be refused, not taken as hash)", err)
+	}
 	// The same two files from an LMCache config (per_tp_device_paths): its placement alone.
 	conf := filepath.Join(dir, "lmcache.json")
 	body := `{"extra_config":{"rust_raw_block.per_tp_device_paths":{"0":"` + a + `","1":"` + b + `"},"rust_raw_block.slot_bytes":1052672,"rust_raw_block.meta_total_bytes":4194304}}`
