@@ -202,22 +202,30 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 		return reports.Run{}, fmt.Errorf("format: %w", p.unshard(err))
 	}
 	closed := false
+	var be *Backend
 	defer func() {
 		if !closed {
 			cache.Close()
+		}
+		if be != nil {
+			be.Release() // after the devices let go of the registration
 		}
 	}()
 	gen, err := p.src.New()
 	if err != nil {
 		return reports.Run{}, err
 	}
-	be := NewShardedBackend(cache, o.Workload.Model, gen.Salts(), gen.ChunkBytes())
+	be = NewShardedBackend(cache, o.Workload.Model, gen.Salts(), gen.ChunkBytes())
 	if p.route == sharded.RouteKVRank {
 		be.Ranks = n
 	}
 	be.Legacy = o.LMCache != nil && o.LMCache.legacy()
 	dc, err := o.Workload.Driver(p.src, p.shards[0].fc.RUBytes, p.shards[0].ecfg.SlotBytes)
 	if err != nil {
+		return reports.Run{}, err
+	}
+	// Aligned, registered load buffers, 64 per worker: loads read into them directly.
+	if _, err := be.UseLoadBuffers(max(dc.Workers, 1)*64, int64(p.shards[0].ecfg.BlockAlign)); err != nil {
 		return reports.Run{}, err
 	}
 	dc.WarmupBytes = int64(o.Warmup * float64(be.Slots()*int64(gen.ChunkBytes())))
