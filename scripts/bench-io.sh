@@ -3,9 +3,9 @@
 # SAME pre-allocated file, same block size and queue depth, for writes and reads, at 1 MiB
 # and 64 KiB, QD 32. Each case runs BENCH_ROUNDS rounds; a round runs fio (default job and
 # --fixedbufs --registerfiles), the rbctl device path and the engine once each (read cases
-# also fio reading the engine's payload transfers), in an order that rotates per round, and
-# prints one line with every run's GB/s, CPU s/GB and mean ops in flight. Then one line per
-# row with medians:
+# also fio reading the engine's payload transfers), in the order of a balanced (Williams)
+# design, and prints one line with every run's GB/s, CPU s/GB and mean ops in flight. Then
+# one line per row with medians:
 #   bench-io write bs=1MiB qd=32 fio=X.XX GB/s rbctl=Y.YY GB/s ratio_vs_fio=Z.ZZ median_ci92=A-B (rounds: ...)
 # ratio_vs_fio is the median of the rounds' paired ratios (rbctl ÷ the reference fio job's
 # run of the same round), median_ciNN its distribution-free confidence interval. The engine
@@ -16,8 +16,8 @@
 # run), BENCH_RAMP (0.3s), BENCH_QD (32), BENCH_BS (1M,64K), BENCH_ROUNDS (8), BENCH_KEEP=1 to
 # keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch, -rings, -fixed,
 # -engine=false to skip the engine rows, -engine-deallocate=false, -engine-register=false,
-# -tools LIST, -cpuprofile FILE).
-# Default run: about 5 minutes.
+# -tools LIST, -gap DURATION, -cpuprofile FILE).
+# Default run: about 6 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BENCH_DIR:-/var/tmp}

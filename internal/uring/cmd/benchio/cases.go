@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 )
 
 // One case is a block size and a direction. Each round runs every tool once on the same
@@ -30,6 +31,37 @@ const (
 )
 
 var toolNames = [nTools]string{"fio", "fio-fixed", "rbctl", "engine", "fio-payload", "fio-payload-fixed"}
+
+// runOrder is the order of n tools in round r: row r of a Williams design (rows r mod n of
+// the square whose first row is 0, 1, n-1, 2, n-2, ...; for odd n the rows n..2n-1 are
+// the first n reversed). Over every n rounds (2n for odd n) each tool runs first equally
+// often and follows each other tool equally often, so a run that leaves the disk faster or
+// slower for the next one (write-back, a burst allowance) favours no tool. A plain
+// rotation would have each tool follow the same one almost every round.
+func runOrder(n, r int) []int {
+	first := make([]int, n)
+	lo, hi := 1, n-1
+	for i := 1; i < n; i++ {
+		if i%2 == 1 {
+			first[i], lo = lo, lo+1
+		} else {
+			first[i], hi = hi, hi-1
+		}
+	}
+	rows := n
+	if n%2 == 1 {
+		rows = 2 * n
+	}
+	r %= rows
+	out := make([]int, n)
+	for i := range out {
+		out[i] = (first[i] + r) % n
+	}
+	if r >= n {
+		slices.Reverse(out)
+	}
+	return out
+}
 
 // row is one printed line of the result, kept for the summary.
 type row struct {
@@ -113,12 +145,22 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 		es         engineStats
 		engPayload int
 	)
-	for round := 0; round < c.rounds; round++ {
+	// Whole Williams squares only (runOrder): the carry-over balances over complete ones.
+	square := len(tools)
+	if square%2 == 1 {
+		square *= 2
+	}
+	rounds := (c.rounds + square - 1) / square * square
+	if len(tools) == 1 {
+		rounds = c.rounds
+	}
+	for round := 0; round < rounds; round++ {
 		var got [nTools]result
 		order := make([]string, 0, len(tools))
 		for k := range tools {
-			t := tools[(k+round)%len(tools)]
+			t := tools[runOrder(len(tools), round)[k]]
 			order = append(order, toolNames[t])
+			time.Sleep(c.gap)
 			var err error
 			switch t {
 			case toolFio, toolFioFixed:
@@ -133,7 +175,7 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 				}
 				var st engineStats
 				got[t], st, err = engineRun(c, bs, write)
-				es.add(st, c.rounds)
+				es.add(st, rounds)
 				engPayload = st.payload
 			}
 			if err != nil {
@@ -143,7 +185,7 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 			}
 		}
 		all = append(all, got)
-		line := fmt.Sprintf("  round %d/%d %s bs=%s order=%s:", round+1, c.rounds, rw, sizeName(bs), strings.Join(order, ","))
+		line := fmt.Sprintf("  round %d/%d %s bs=%s order=%s:", round+1, rounds, rw, sizeName(bs), strings.Join(order, ","))
 		for _, t := range tools {
 			if got[t].bw == 0 {
 				line += fmt.Sprintf(" %s failed;", toolNames[t])
@@ -174,7 +216,7 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 		printRow(rw, bs, c.qd, num(ref, false), num(toolDevice, false), r)
 		if c.fio != "" {
 			fmt.Printf("  detail: medians of %d rounds, reference %s; fio default %s GB/s, fio fixedbufs+registerfiles %s GB/s; CPU s/GB fio %s/%s rbctl %s; mean in flight fio %s/%s rbctl %s\n",
-				c.rounds, toolNames[ref], num(toolFio, false), num(toolFioFixed, false), num(toolFio, true), num(toolFioFixed, true), num(toolDevice, true),
+				rounds, toolNames[ref], num(toolFio, false), num(toolFioFixed, false), num(toolFio, true), num(toolFioFixed, true), num(toolDevice, true),
 				depthOf(all, toolFio), depthOf(all, toolFioFixed), depthOf(all, toolDevice))
 		}
 	}
@@ -203,7 +245,7 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 				}
 			}
 			fmt.Printf("  detail: medians of %d rounds%s; CPU s/GB fio %s/%s engine %s; mean in flight fio %s/%s engine %s; %s\n",
-				c.rounds, vs, num(pair[0], true), num(pair[1], true), num(toolEngine, true),
+				rounds, vs, num(pair[0], true), num(pair[1], true), num(toolEngine, true),
 				depthOf(all, pair[0]), depthOf(all, pair[1]), depthOf(all, toolEngine), es.detail(write, c.register))
 		}
 	}

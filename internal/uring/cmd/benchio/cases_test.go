@@ -67,3 +67,50 @@ func TestMedianCI(t *testing.T) {
 		t.Error("medianCI(nil) reported an interval")
 	}
 }
+
+// Every n rounds (2n for odd n) each tool runs in every position equally often and follows
+// every other tool exactly as often as any other: the carry-over of one run into the next
+// is spread evenly.
+func TestRunOrderIsBalanced(t *testing.T) {
+	for n := 1; n <= 7; n++ {
+		rows := n
+		if n%2 == 1 {
+			rows = 2 * n
+		}
+		follows := map[[2]int]int{}
+		position := map[[2]int]int{}
+		for r := 0; r < rows; r++ {
+			o := runOrder(n, r)
+			if s := slices.Sorted(slices.Values(o)); !slices.Equal(s, func() []int {
+				x := make([]int, n)
+				for i := range x {
+					x[i] = i
+				}
+				return x
+			}()) {
+				t.Fatalf("n=%d round %d: %v is not an order of the %d tools", n, r, o, n)
+			}
+			for i, tool := range o {
+				position[[2]int{tool, i}]++
+				if i > 0 {
+					follows[[2]int{o[i-1], tool}]++
+				}
+			}
+		}
+		for a := 0; a < n; a++ {
+			for i := 0; i < n; i++ {
+				if got := position[[2]int{a, i}]; got != rows/n {
+					t.Errorf("n=%d: tool %d in position %d %d times, want %d", n, a, i, got, rows/n)
+				}
+			}
+			for b := 0; b < n; b++ {
+				if a == b {
+					continue
+				}
+				if got := follows[[2]int{a, b}]; got != rows/n {
+					t.Errorf("n=%d: %d then %d %d times, want %d", n, a, b, got, rows/n)
+				}
+			}
+		}
+	}
+}

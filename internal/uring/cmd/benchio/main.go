@@ -51,6 +51,7 @@ type config struct {
 	engine     bool
 	dealloc    bool
 	register   bool
+	gap        time.Duration
 	tools      []string // nil: every tool
 }
 
@@ -71,6 +72,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 8, "rounds per case (the order rotates; each round is printed, the rows give medians)")
 	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN), coop, sqpoll")
 	flag.BoolVar(&c.engine, "engine", true, "add the engine-put/engine-get rows (engine.PutMany/LoadManyInto, deallocate on)")
+	flag.DurationVar(&c.gap, "gap", 0, "idle time before every run (the kernel finishes tearing down the last run's rings and registrations)")
 	flag.BoolVar(&c.register, "engine-register", true, "engine-get registers its load buffers (engine.RegisterMemory); false: plain reads into unregistered memory")
 	flag.BoolVar(&c.dealloc, "engine-deallocate", true, "engine rows with DeallocateOnDelete (false: for comparison)")
 	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed), for diagnosis")
