@@ -55,7 +55,10 @@ func (b *Backend) UseLoadBuffers(n int, align int64) (bool, error) {
 		return false, errors.New("bench: load buffers already set up")
 	}
 	size := (int64(b.size) + align - 1) / align * align
-	n = max(1, min(n, int(maxArenaBytes/max(size, 1))))
+	if size > maxArenaBytes {
+		return false, nil // chunks this large load into heap buffers
+	}
+	n = max(1, min(n, int(maxArenaBytes/size)))
 	mem, err := blockdev.Alloc(n * int(size))
 	if err != nil {
 		return false, err

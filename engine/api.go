@@ -412,8 +412,10 @@ func (e *Engine) CheckpointNow() error { return e.checkpoint(true, false) }
 // read into directly — go out as READ_FIXED: the kernel then pins no pages per read. A
 // later call replaces the set; RegisterMemory(nil) drops it. Each buffer must come from
 // blockdev.Alloc (or other memory that is never unmapped or moved) and stay allocated until
-// the engine is closed or the set is replaced. Devices without registered buffers return
-// an error wrapping blockdev.ErrNotSupported; loads into unregistered memory still work.
+// the engine is closed or the set is replaced. The io_uring file/block device and the NVMe
+// passthrough device (its io_uring transport; the ioctl transport ignores the call) take
+// registered buffers; other devices (memory, the posix file backend) return an error
+// wrapping blockdev.ErrNotSupported. Loads into unregistered memory still work.
 func (e *Engine) RegisterMemory(bufs [][]byte) error { return e.registerMemory(bufs) }
 
 // FlushDeallocates issues the deallocates of every slot freed so far (DeallocateOnDelete)
