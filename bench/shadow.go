@@ -63,7 +63,7 @@ func (s *ShadowDevice) Submit(ops []blockdev.Op) error {
 		}
 		n := int64(op.N)
 		if n == 0 {
-			n = int64(len(op.Buf))
+			n = int64(op.Len())
 		}
 		if werr := s.m.WriteBytes(op.Off, n, h); errors.Is(werr, ftl.ErrInfeasible) {
 			s.infeasible = true
@@ -111,7 +111,14 @@ func (s *ShadowDevice) Close() error {
 	return s.inner.Close()
 }
 
-var _ blockdev.BufferRegistrar = (*ShadowDevice)(nil)
+var (
+	_ blockdev.BufferRegistrar = (*ShadowDevice)(nil)
+	_ blockdev.VectoredWriter  = (*ShadowDevice)(nil)
+)
+
+// VectoredWrites implements blockdev.VectoredWriter as the wrapped device does (the model
+// counts a write's Buf and Tail together).
+func (s *ShadowDevice) VectoredWrites() bool { return blockdev.WritesTail(s.inner) }
 
 // RegisterBuffers implements blockdev.BufferRegistrar by forwarding to the wrapped device
 // (io_uring fixed buffers survive the shadow); blockdev.ErrNotSupported when it cannot.

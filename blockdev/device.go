@@ -6,6 +6,7 @@ package blockdev
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/rbctl/rbctl/placement"
 )
@@ -48,6 +49,11 @@ type Op struct {
 	Off    int64
 	Buf    []byte    // for Direct devices: aligned (see Alloc) and a multiple of LogicalBlock
 	Handle Placement // writes only; NoPlacement for no directive
+	// Tail, when not empty, is written right after Buf as part of the same op: one
+	// vectored request (header and payload from different memory, without a copy). Writes
+	// only, and only on devices whose VectoredWrites reports true (see VectoredWriter);
+	// aligned like Buf on Direct devices. N counts the bytes of Buf and Tail together.
+	Tail []byte
 
 	// Set by Submit.
 	N   int   // bytes transferred
@@ -74,6 +80,22 @@ type Device interface {
 	// Flush makes completed writes durable.
 	Flush() error
 	Close() error
+}
+
+// Len is the op's transfer length: Buf and Tail together.
+func (op *Op) Len() int { return len(op.Buf) + len(op.Tail) }
+
+// VectoredWriter is implemented by devices whose Submit takes write ops with a Tail. The
+// engine checks VectoredWrites before it hands a device such an op; a wrapper that embeds
+// a device and inspects op.Buf must not pass the method on unless it handles Tail too.
+type VectoredWriter interface {
+	VectoredWrites() bool
+}
+
+// WritesTail reports whether d takes write ops with a Tail.
+func WritesTail(d Device) bool {
+	v, ok := d.(VectoredWriter)
+	return ok && v.VectoredWrites()
 }
 
 // BufferRegistrar is implemented by backends that can pre-register the engine's buffer pool
@@ -106,15 +128,25 @@ func WriteAt(d Device, p []byte, off int64, h Placement) error {
 }
 
 // CheckOp validates an op against a device's geometry; backends call it before issuing I/O.
+// A Tail is refused on reads (ErrNotSupported); backends that take tails call it as well.
 func CheckOp(info Info, op *Op) error {
-	if op.Off < 0 || op.Off+int64(len(op.Buf)) > info.Size {
-		return fmt.Errorf("%w: [%d, %d) on a %d-byte device", ErrOutOfRange, op.Off, op.Off+int64(len(op.Buf)), info.Size)
+	n := int64(op.Len())
+	if op.Off < 0 || op.Off+n > info.Size {
+		return fmt.Errorf("%w: [%d, %d) on a %d-byte device", ErrOutOfRange, op.Off, op.Off+n, info.Size)
+	}
+	if len(op.Tail) > 0 && !op.Write {
+		return fmt.Errorf("%w: a read with a Tail (tails are for vectored writes)", ErrNotSupported)
 	}
 	if info.Direct && info.LogicalBlock > 0 {
 		lb := int64(info.LogicalBlock)
-		if op.Off%lb != 0 || int64(len(op.Buf))%lb != 0 {
-			return fmt.Errorf("%w: offset %d length %d, logical block %d", ErrMisaligned, op.Off, len(op.Buf), lb)
+		if op.Off%lb != 0 || int64(len(op.Buf))%lb != 0 || int64(len(op.Tail))%lb != 0 {
+			return fmt.Errorf("%w: offset %d length %d+%d, logical block %d", ErrMisaligned, op.Off, len(op.Buf), len(op.Tail), lb)
 		}
 	}
 	return nil
+}
+
+// Aligned reports whether p starts on an n-byte boundary (n <= 1: always).
+func Aligned(p []byte, n int) bool {
+	return n <= 1 || len(p) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(p)))%uintptr(n) == 0
 }

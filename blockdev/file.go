@@ -188,6 +188,9 @@ func OpenFile(path string, opt FileOptions) (*File, error) {
 // Info implements Device.
 func (d *File) Info() Info { return d.info }
 
+// VectoredWrites implements VectoredWriter: a write with a Tail is one pwritev.
+func (d *File) VectoredWrites() bool { return true }
+
 // Submit implements Device: one op runs inline; a batch runs on up to QueueDepth goroutines.
 func (d *File) Submit(ops []Op) error {
 	d.mu.RLock()
@@ -241,18 +244,22 @@ func (d *File) do(op *Op) {
 		op.Err = fmt.Errorf("%s: write on a read-only device", d.info.Path)
 		return
 	}
-	if d.info.Direct && d.info.LogicalBlock > 1 && len(op.Buf) > 0 &&
-		uintptr(unsafe.Pointer(&op.Buf[0]))%uintptr(d.info.LogicalBlock) != 0 {
+	if d.info.Direct && (!Aligned(op.Buf, d.info.LogicalBlock) || !Aligned(op.Tail, d.info.LogicalBlock)) {
 		op.Err = fmt.Errorf("%w: buffer address not aligned to %d (use blockdev.Alloc)", ErrMisaligned, d.info.LogicalBlock)
 		return
 	}
-	for op.N < len(op.Buf) {
+	for op.N < op.Len() {
 		var n int
 		var err error
 		off := op.Off + int64(op.N)
-		if op.Write {
+		switch {
+		case op.N < len(op.Buf) && len(op.Tail) > 0:
+			n, err = unix.Pwritev(d.fd, [][]byte{op.Buf[op.N:], op.Tail}, off)
+		case op.N >= len(op.Buf): // the rest of a tail
+			n, err = unix.Pwrite(d.fd, op.Tail[op.N-len(op.Buf):], off)
+		case op.Write:
 			n, err = unix.Pwrite(d.fd, op.Buf[op.N:], off)
-		} else {
+		default:
 			n, err = unix.Pread(d.fd, op.Buf[op.N:], off)
 		}
 		if err == unix.EINTR {

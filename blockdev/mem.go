@@ -45,6 +45,9 @@ func NewMem(size int64, logicalBlock int) *Mem {
 // Info implements Device.
 func (m *Mem) Info() Info { return m.info }
 
+// VectoredWrites implements VectoredWriter.
+func (m *Mem) VectoredWrites() bool { return true }
+
 // Submit implements Device.
 func (m *Mem) Submit(ops []Op) error {
 	var first error
@@ -60,6 +63,7 @@ func (m *Mem) Submit(ops []Op) error {
 					op.Err = fmt.Errorf("mem device: closed")
 				} else {
 					op.N = copy(m.data[op.Off:], op.Buf)
+					op.N += copy(m.data[op.Off+int64(op.N):], op.Tail)
 					m.writes++
 					m.writeBytes += int64(op.N)
 				}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/rbctl/rbctl/internal/sys"
 	"github.com/rbctl/rbctl/internal/uring"
@@ -57,7 +58,7 @@ type UringDevice struct {
 	streams   WriteStreams // the block device's write streams (Max 0: none used)
 	streamErr error        // why there are none (nil when streams are in use)
 
-	fixedOps, plainOps, resubmits atomic.Int64
+	fixedOps, plainOps, vectoredOps, resubmits atomic.Int64
 
 	regMu  sync.Mutex                        // serialises RegisterBuffers
 	regs   atomic.Pointer[uring.BufferTable] // immutable once published
@@ -218,14 +219,15 @@ func (d *UringDevice) RingFlags() uint32 { return d.execs[0].Flags() }
 
 // UringStats count SQEs a UringDevice issued.
 type UringStats struct {
-	FixedOps  int64 // READ_FIXED / WRITE_FIXED (Buf inside a registered buffer)
-	PlainOps  int64 // READ / WRITE
-	Resubmits int64 // SQEs issued for the remainder of a short (or >1 GiB) transfer
+	FixedOps    int64 // READ_FIXED / WRITE_FIXED (Buf inside a registered buffer)
+	PlainOps    int64 // READ / WRITE
+	VectoredOps int64 // WRITEV: an op's Buf and Tail in one request
+	Resubmits   int64 // SQEs issued for the remainder of a short (or >1 GiB) transfer
 }
 
 // Stats returns the device's SQE counters.
 func (d *UringDevice) Stats() UringStats {
-	return UringStats{FixedOps: d.fixedOps.Load(), PlainOps: d.plainOps.Load(), Resubmits: d.resubmits.Load()}
+	return UringStats{FixedOps: d.fixedOps.Load(), PlainOps: d.plainOps.Load(), VectoredOps: d.vectoredOps.Load(), Resubmits: d.resubmits.Load()}
 }
 
 // Occupancy sums the rings' occupancy integrals (uring.Executor.Occupancy): over a window
@@ -275,17 +277,22 @@ type uringBatch struct {
 	ops   []Op
 	items []int32 // indices into ops of the ops to issue
 	regs  *uring.BufferTable
-	tries []uint8 // EAGAIN/EINTR retries per item
+	tries []uint8  // EAGAIN/EINTR retries per item
+	iov   []uint64 // per item two iovecs (base, length pairs) for ops with a Tail; nil without
+}
+
+func (d *UringDevice) newBatch(ops []Op, items []int32, regs *uring.BufferTable, tails bool) *uringBatch {
+	b := &uringBatch{d: d, ops: ops, items: items, regs: regs, tries: make([]uint8, len(items))}
+	if tails {
+		b.iov = make([]uint64, 4*len(items)) // no Go pointers: the kernel reads it at submission
+	}
+	return b
 }
 
 func (b *uringBatch) Len() int { return len(b.items) }
 
 func (b *uringBatch) Prep(i int, sqe uring.SQE) {
 	op := &b.ops[b.items[i]]
-	p := op.Buf[op.N:]
-	if len(p) > b.d.maxChunk {
-		p = p[:b.d.maxChunk]
-	}
 	if op.N > 0 {
 		b.d.resubmits.Add(1)
 	}
@@ -293,6 +300,27 @@ func (b *uringBatch) Prep(i int, sqe uring.SQE) {
 	fd := int32(b.d.fd)
 	if b.d.fixedFile {
 		fd = 0
+	}
+	// The rest of the op: Buf[N:] and Tail as one WRITEV while both fit one SQE, else the
+	// rest of Buf, then the rest of Tail, each a plain or fixed transfer.
+	var p []byte
+	switch {
+	case len(op.Tail) > 0 && op.N < len(op.Buf) && op.Len()-op.N <= b.d.maxChunk:
+		head := op.Buf[op.N:]
+		v := b.iov[4*i : 4*i+4]
+		v[0], v[1] = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(head)))), uint64(len(head))
+		v[2], v[3] = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(op.Tail)))), uint64(len(op.Tail))
+		b.d.vectoredOps.Add(1)
+		sqe.PrepWritev(fd, v, off)
+		b.finish(op, sqe)
+		return
+	case op.N < len(op.Buf):
+		p = op.Buf[op.N:]
+	default:
+		p = op.Tail[op.N-len(op.Buf):]
+	}
+	if len(p) > b.d.maxChunk {
+		p = p[:b.d.maxChunk]
 	}
 	if idx, ok := b.regs.Lookup(p); ok {
 		b.d.fixedOps.Add(1)
@@ -306,6 +334,11 @@ func (b *uringBatch) Prep(i int, sqe uring.SQE) {
 	} else {
 		sqe.PrepRead(fd, p, off)
 	}
+	b.finish(op, sqe)
+}
+
+// finish sets what every SQE of op carries: the fixed-file flag and its write stream.
+func (b *uringBatch) finish(op *Op, sqe uring.SQE) {
 	if b.d.fixedFile {
 		sqe.SetFlags(sys.IOSQE_FIXED_FILE)
 	}
@@ -330,15 +363,20 @@ func (b *uringBatch) Complete(i int, c uring.CQE) bool {
 		if op.Write {
 			what = "write"
 		}
-		op.Err = fmt.Errorf("uring %s of %d bytes at %d on %s: %w", what, len(op.Buf)-op.N, op.Off+int64(op.N), b.d.info.Path, errno)
+		op.Err = fmt.Errorf("uring %s of %d bytes at %d on %s: %w", what, op.Len()-op.N, op.Off+int64(op.N), b.d.info.Path, errno)
 		return false
 	case c.Res == 0:
 		op.Err = fmt.Errorf("uring: %w at offset %d of %s", ErrUnexpectedEOF, op.Off+int64(op.N), b.d.info.Path)
 		return false
 	}
 	op.N += int(c.Res)
-	return op.N < len(op.Buf) // short transfer: issue the remainder
+	return op.N < op.Len() // short transfer: issue the remainder
 }
+
+// VectoredWrites implements VectoredWriter: a write with a Tail is one IORING_OP_WRITEV
+// (the header from the staging arena, the payload from the caller's memory). WRITEV takes
+// no registered buffers, so the kernel pins the pages of such a write for its duration.
+func (d *UringDevice) VectoredWrites() bool { return true }
 
 // Submit implements Device.
 func (d *UringDevice) Submit(ops []Op) error {
@@ -346,6 +384,7 @@ func (d *UringDevice) Submit(ops []Op) error {
 		return fmt.Errorf("uring device %s: closed", d.info.Path)
 	}
 	items := make([]int32, 0, len(ops))
+	tails := false
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	for i := range ops {
@@ -364,20 +403,26 @@ func (d *UringDevice) Submit(ops []Op) error {
 				d.info.Path, op.Handle, d.streams.Max, d.streams.Max-1)
 			continue
 		}
-		if len(op.Buf) == 0 {
+		if op.Len() == 0 {
 			continue
 		}
-		pin.Pin(&op.Buf[0]) // no-op for Alloc'd (off-heap) memory
+		if len(op.Buf) > 0 {
+			pin.Pin(&op.Buf[0]) // no-op for Alloc'd (off-heap) memory
+		}
+		if len(op.Tail) > 0 {
+			pin.Pin(&op.Tail[0])
+			tails = true
+		}
 		items = append(items, int32(i))
 	}
 	regs := d.regs.Load()
 	depth := d.execs[0].Depth()
 	if len(d.execs) == 1 || len(items) <= depth {
 		e := d.execs[int(d.rr.Add(1))%len(d.execs)]
-		if err := e.Run(&uringBatch{d: d, ops: ops, items: items, regs: regs, tries: make([]uint8, len(items))}); err != nil {
+		if err := e.Run(d.newBatch(ops, items, regs, tails)); err != nil {
 			return fmt.Errorf("uring device %s: %w", d.info.Path, err)
 		}
-	} else if err := d.runSplit(ops, items, regs); err != nil {
+	} else if err := d.runSplit(ops, items, regs, tails); err != nil {
 		return err
 	}
 	for i := range ops {
@@ -389,7 +434,7 @@ func (d *UringDevice) Submit(ops []Op) error {
 }
 
 // runSplit spreads a large batch over every ring in contiguous chunks.
-func (d *UringDevice) runSplit(ops []Op, items []int32, regs *uring.BufferTable) error {
+func (d *UringDevice) runSplit(ops []Op, items []int32, regs *uring.BufferTable, tails bool) error {
 	n := len(d.execs)
 	start := int(d.rr.Add(1))
 	errs := make([]error, n)
@@ -399,7 +444,7 @@ func (d *UringDevice) runSplit(ops []Op, items []int32, regs *uring.BufferTable)
 		if lo == hi {
 			continue
 		}
-		b := &uringBatch{d: d, ops: ops, items: items[lo:hi], regs: regs, tries: make([]uint8, hi-lo)}
+		b := d.newBatch(ops, items[lo:hi], regs, tails)
 		e := d.execs[(start+k)%n]
 		wg.Add(1)
 		go func() {

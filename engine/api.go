@@ -215,6 +215,10 @@ type Stats struct {
 	BufferRegisterError  string // the last such error ("" when none)
 	BufferPoolMisses     int64  // staging buffers allocated per call because the arena was empty
 	RegisteredMemory     int64  // bytes of caller buffers registered by RegisterMemory
+	// PutsVectored are stored puts written without a copy: the header from a staging buffer
+	// and the payload from the caller's memory in one vectored write (docs/engine.md
+	// "Zero-copy puts"); the other puts copied their payload behind the header.
+	PutsVectored int64
 
 	Recovery RecoveryReport
 }
@@ -352,6 +356,9 @@ func DetectConfig(dev blockdev.Device) (Config, error) { return detectConfig(dev
 // PutMany stores payloads under keys (LMCache put_many semantics): an already indexed key
 // is true and not rewritten; an in-flight key is false; no free slot is false; a payload
 // larger than slot_bytes-header_bytes is false. Device errors fail only the keys involved.
+// A payload whose length is a multiple of block_align (and, on an O_DIRECT device, whose
+// memory starts on a logical block boundary, as blockdev.Alloc's does) is written from the
+// caller's memory without a copy: payloads must not change until PutMany returns.
 func (e *Engine) PutMany(keys []Key, payloads [][]byte) (PutResult, error) {
 	return e.putMany(keys, payloads, nil)
 }

@@ -37,8 +37,9 @@ func touchLines(p []byte) uint8 {
 	return s
 }
 
-// loadedCRC is payloadCRC(p) for a payload that has just been read from the device.
-func loadedCRC(p []byte) uint32 {
+// coldCRC is payloadCRC(p) for bytes that are likely not in the CPU cache: a payload just
+// read from the device, or a caller's payload a put writes without copying it.
+func coldCRC(p []byte) uint32 {
 	var c uint32
 	var touched uint8
 	for len(p) > 0 {

@@ -17,8 +17,8 @@ func TestDataPathCRCMatchesPayloadCRC(t *testing.T) {
 			src[i] = byte(rng.Uint32())
 		}
 		want := payloadCRC(src)
-		if got := loadedCRC(src); got != want {
-			t.Errorf("len %d: loadedCRC %08x, payloadCRC %08x", n, got, want)
+		if got := coldCRC(src); got != want {
+			t.Errorf("len %d: coldCRC %08x, payloadCRC %08x", n, got, want)
 		}
 		dst := bytes.Repeat([]byte{0xA5}, n+9)
 		if got := copyCRC(dst, src); got != want {
@@ -29,8 +29,8 @@ func TestDataPathCRCMatchesPayloadCRC(t *testing.T) {
 		}
 		if n > 0 { // one flipped bit anywhere changes the checksum
 			src[rng.IntN(n)] ^= 1 << rng.IntN(8)
-			if loadedCRC(src) == want {
-				t.Errorf("len %d: a flipped bit left loadedCRC unchanged", n)
+			if coldCRC(src) == want {
+				t.Errorf("len %d: a flipped bit left coldCRC unchanged", n)
 			}
 		}
 	}
@@ -43,7 +43,7 @@ func FuzzDataPathCRC(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p []byte) {
 		want := payloadCRC(p)
 		dst := make([]byte, len(p))
-		if loadedCRC(p) != want || copyCRC(dst, p) != want || !bytes.Equal(dst, p) {
+		if coldCRC(p) != want || copyCRC(dst, p) != want || !bytes.Equal(dst, p) {
 			t.Fatalf("len %d: data-path checksum differs from payloadCRC", len(p))
 		}
 	})
@@ -70,7 +70,7 @@ func BenchmarkDataPathCRC(b *testing.B) {
 			b.SetBytes(int64(n))
 			i := 0
 			for b.Loop() {
-				loadedCRC(mem[i*n : (i+1)*n])
+				coldCRC(mem[i*n : (i+1)*n])
 				i = (i + 1) % k
 			}
 		})

@@ -20,6 +20,11 @@ type Engine struct {
 	direct  bool
 	handles int   // dev.Info().Handles: placement handles the device takes (0: it ignores them)
 	lbs     int64 // transfer alignment (block_align)
+	// vectored: the device takes write ops with a Tail (blockdev.WritesTail) and slot
+	// headers end on a block_align boundary, so aligned payloads are written in place;
+	// memAlign is the memory alignment an O_DIRECT device needs for them.
+	vectored bool
+	memAlign int
 
 	mu       sync.Mutex
 	slots    []slotRec
@@ -77,6 +82,7 @@ type Engine struct {
 
 type counters struct {
 	puts, putBytes, putSkipped, putFailed atomic.Int64
+	putsVectored                          atomic.Int64
 	loads, loadBytes, loadMisses, crcErrs atomic.Int64
 	deletes, deletesRefused               atomic.Int64
 	lookups, lookupHits                   atomic.Int64

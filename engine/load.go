@@ -152,7 +152,7 @@ func (e *Engine) finishLoad(lc *loadChunk, bufs [][]byte, out []bool) error {
 				if lj.buf != nil {
 					sum = copyCRC(dst, lj.buf[:lj.size])
 				} else {
-					sum = loadedCRC(dst[:lj.size])
+					sum = coldCRC(dst[:lj.size])
 				}
 				ok = sum == lj.crc
 			}

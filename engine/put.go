@@ -11,10 +11,18 @@ import (
 // batches of at most maxBatch ops with the lock released.
 
 type putJob struct {
-	idx  int
-	slot int32
-	buf  []byte
-	crc  uint32
+	idx      int
+	slot     int32
+	buf      []byte // the staging buffer: header and copied payload, or the header alone
+	crc      uint32
+	vectored bool // the payload goes out from the caller's memory as the op's Tail
+}
+
+// writesInPlace reports whether payload p can be written from the caller's memory: the
+// device takes vectored writes, the slot write needs no padding after p, and on an
+// O_DIRECT device p starts on a logical block boundary.
+func (e *Engine) writesInPlace(p []byte) bool {
+	return e.vectored && int64(len(p))%e.lbs == 0 && (!e.direct || blockdev.Aligned(p, e.memAlign))
 }
 
 func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutResult, error) {
@@ -137,20 +145,32 @@ func (e *Engine) writeJobs(keys []Key, payloads [][]byte, metas []*ObjMeta, jobs
 				break
 			}
 			p := payloads[batch[j].idx]
-			total := e.layout.SlotWriteBytes(len(p))
-			b = b[:total]
 			h := slotHeader{Identity: keys[batch[j].idx].id, Len: uint64(len(p))}
-			if e.cfg.PayloadChecksum {
-				h.HasCRC = true
-				h.CRC = copyCRC(b[hb:], p) // the checksum of the bytes written
-				batch[j].crc = h.CRC
-			} else {
-				copy(b[hb:], p)
-			}
-			clear(b[hb+len(p):])
-			encodeSlotHeader(b[:hb], h)
+			op := blockdev.Op{Write: true, Off: e.slotOff(batch[j].slot), Handle: handles[batch[j].idx]}
 			batch[j].buf = b
-			ops = append(ops, blockdev.Op{Write: true, Off: e.slotOff(batch[j].slot), Buf: b, Handle: handles[batch[j].idx]})
+			if e.writesInPlace(p) {
+				// Header and payload in one vectored write, the payload not copied.
+				if e.cfg.PayloadChecksum {
+					h.HasCRC = true
+					h.CRC = coldCRC(p)
+					batch[j].crc = h.CRC
+				}
+				op.Buf, op.Tail = b[:hb], p
+				batch[j].vectored = true
+			} else {
+				b = b[:e.layout.SlotWriteBytes(len(p))]
+				if e.cfg.PayloadChecksum {
+					h.HasCRC = true
+					h.CRC = copyCRC(b[hb:], p) // the checksum of the bytes written
+					batch[j].crc = h.CRC
+				} else {
+					copy(b[hb:], p)
+				}
+				clear(b[hb+len(p):])
+				op.Buf = b
+			}
+			encodeSlotHeader(b[:hb], h)
+			ops = append(ops, op)
 		}
 		var err error
 		if prepErr != nil {
@@ -201,6 +221,9 @@ func (e *Engine) writeJobs(keys []Key, payloads [][]byte, metas []*ObjMeta, jobs
 			res.Stored = append(res.Stored, i)
 			e.st.puts.Add(1)
 			e.st.putBytes.Add(int64(len(payloads[i])))
+			if batch[j].vectored {
+				e.st.putsVectored.Add(1)
+			}
 		}
 		e.mu.Unlock()
 		if kick {

@@ -59,6 +59,7 @@ func (e *Engine) stats() Stats {
 		BufferRegisterError:  e.bufStats.lastErr.Load().(string),
 		BufferPoolMisses:     e.pool.misses.Load(),
 		RegisteredMemory:     e.bufStats.userRegs.Load(),
+		PutsVectored:         e.st.putsVectored.Load(),
 	}
 	e.mu.Lock()
 	s.DirtyOps = int64(e.dirty - e.persisted)

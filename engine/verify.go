@@ -183,7 +183,7 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 					rb := pbuf[:roundUp(int64(r.size), e.lbs)]
 					if err := blockdev.ReadAt(e.dev, rb, e.slotOff(s)+hb); err != nil {
 						v.reason = "payload read failed: " + err.Error()
-					} else if loadedCRC(rb[:r.size]) != want {
+					} else if coldCRC(rb[:r.size]) != want {
 						v.reason = "payload checksum mismatch (torn or stale payload)"
 					}
 				}

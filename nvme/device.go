@@ -167,6 +167,10 @@ func (d *Device) Submit(ops []blockdev.Op) error {
 			op.Err = err
 			continue
 		}
+		if len(op.Tail) > 0 { // no VectoredWrites: the engine copies header and payload together
+			op.Err = fmt.Errorf("%s: a write with a Tail: %w", d.info.Path, blockdev.ErrNotSupported)
+			continue
+		}
 		var o RWOptions
 		if op.Write && d.opt.ReadOnly {
 			op.Err = fmt.Errorf("%s: %w", d.info.Path, ErrReadOnly)

@@ -328,7 +328,7 @@ func (f *Device) Submit(ops []blockdev.Op) error {
 		if ops[i].Write {
 			h = ops[i].Handle
 		}
-		r, oi := f.decide(OpInfo{Class: cls, Off: ops[i].Off, Len: int64(len(ops[i].Buf)), Handle: h})
+		r, oi := f.decide(OpInfo{Class: cls, Off: ops[i].Off, Len: int64(ops[i].Len()), Handle: h})
 		if r == nil {
 			pass = append(pass, i)
 			continue
@@ -400,11 +400,16 @@ func (f *Device) Submit(ops []blockdev.Op) error {
 
 // partial transfers a block-aligned prefix of op and reports it as the fault says.
 func (f *Device) partial(op *blockdev.Op, r *ruleState, oi OpInfo) {
-	n := f.prefixLen(r.Fault, len(op.Buf))
+	n := f.prefixLen(r.Fault, op.Len())
 	op.N = 0
 	var err error
 	if n > 0 {
-		sub := []blockdev.Op{{Write: op.Write, Off: op.Off, Buf: op.Buf[:n], Handle: op.Handle}}
+		sub := []blockdev.Op{{Write: op.Write, Off: op.Off, Buf: op.Buf, Handle: op.Handle}}
+		if n <= len(op.Buf) {
+			sub[0].Buf = op.Buf[:n]
+		} else {
+			sub[0].Tail = op.Tail[:n-len(op.Buf)]
+		}
 		err = f.inner.Submit(sub)
 		op.N = sub[0].N
 	}
@@ -412,28 +417,35 @@ func (f *Device) partial(op *blockdev.Op, r *ruleState, oi OpInfo) {
 	case err != nil:
 		op.Err = err
 	case r.Fault.Kind == FaultTorn && op.Write && r.Fault.Succeed:
-		op.N, op.Err = len(op.Buf), nil
+		op.N, op.Err = op.Len(), nil
 	case r.Fault.Kind == FaultTorn:
 		op.Err = f.injectedErr(r, oi, syscall.EIO)
 	default:
-		op.Err = f.injectedErr(r, oi, fmt.Errorf("%w: %d of %d bytes", ErrShortTransfer, op.N, len(op.Buf)))
+		op.Err = f.injectedErr(r, oi, fmt.Errorf("%w: %d of %d bytes", ErrShortTransfer, op.N, op.Len()))
 	}
 }
 
 // corrupt performs op and flips one byte: of the data read, or of the data written (the
 // caller's buffer is left as it was).
 func (f *Device) corrupt(op *blockdev.Op, r *ruleState, oi OpInfo) {
-	if len(op.Buf) == 0 {
+	if op.Len() == 0 {
 		op.Err = f.inner.Submit([]blockdev.Op{*op})
 		return
 	}
-	pos := int(uint64(oi.Seq) * 2654435761 % uint64(len(op.Buf))) // #nosec: any byte will do
+	pos := int(uint64(oi.Seq) * 2654435761 % uint64(op.Len())) // #nosec: any byte will do
 	if at := r.Fault.At; at > 0 {
-		pos = min(at-1, len(op.Buf)-1)
+		pos = min(at-1, op.Len()-1)
 	}
 	if op.Write {
-		cp := make([]byte, len(op.Buf))
-		copy(cp, op.Buf)
+		// One aligned copy of Buf and Tail together (a Direct device takes it as it would
+		// the caller's buffers), with the byte flipped.
+		cp, err := blockdev.Alloc(op.Len())
+		if err != nil {
+			op.Err = err
+			return
+		}
+		defer blockdev.Free(cp)
+		copy(cp[copy(cp, op.Buf):], op.Tail)
 		cp[pos] ^= 0x5a
 		sub := []blockdev.Op{{Write: true, Off: op.Off, Buf: cp, Handle: op.Handle}}
 		f.inner.Submit(sub)
@@ -530,7 +542,15 @@ func (f *Device) Flush() error {
 // Close closes the wrapped device.
 func (f *Device) Close() error { return f.inner.Close() }
 
-var _ blockdev.BufferRegistrar = (*Device)(nil)
+var (
+	_ blockdev.BufferRegistrar = (*Device)(nil)
+	_ blockdev.VectoredWriter  = (*Device)(nil)
+)
+
+// VectoredWrites implements blockdev.VectoredWriter as the wrapped device does: a write with
+// a Tail passes through whole, and a fault on it (a prefix, a flipped byte) treats Buf and
+// Tail as one transfer.
+func (f *Device) VectoredWrites() bool { return blockdev.WritesTail(f.inner) }
 
 // RegisterBuffers implements blockdev.BufferRegistrar by forwarding to the wrapped device; it returns
 // blockdev.ErrNotSupported when that device cannot register buffers. Faults are never injected here.

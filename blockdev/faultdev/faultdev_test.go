@@ -403,3 +403,61 @@ func TestFaultyTornOnDirectDeviceKeepsBlocks(t *testing.T) {
 		t.Fatalf("blockdev.N %d, %d bytes written; want 2 whole blocks", ops[0].N, bytes.Count(mem.Bytes(), []byte{0xCD}))
 	}
 }
+
+// TestFaultyTailWrites: a write with a Tail passes through whole, and a fault treats Buf
+// and Tail as one transfer: a torn or short fault lets a prefix through that may end inside
+// either part, a corrupt fault flips one byte of either part (never the caller's).
+func TestFaultyTailWrites(t *testing.T) {
+	const blk = 512
+	head, tail := pattern(2*blk, 0xA1), pattern(6*blk, 0xB2)
+	whole := append(append([]byte(nil), head...), tail...)
+	tests := []struct {
+		name    string
+		rule    *Rule
+		wantN   int
+		arrived int // bytes of whole that reached the device, as a prefix
+	}{
+		{"pass-through", nil, 8 * blk, 8 * blk},
+		{"torn-inside-tail", &Rule{Fault: Fault{Kind: FaultTorn, Fraction: 0.75}}, 6 * blk, 6 * blk},
+		{"torn-inside-head", &Rule{Fault: Fault{Kind: FaultTorn, Fraction: 0.15}}, blk, blk},
+		{"short-at-the-seam", &Rule{Fault: Fault{Kind: FaultShort, Fraction: 0.25}}, 2 * blk, 2 * blk},
+		{"torn-succeeds", &Rule{Fault: Fault{Kind: FaultTorn, Succeed: true}}, 8 * blk, 4 * blk},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := blockdev.NewMem(64*blk, blk)
+			f := New(mem, 1)
+			if tc.rule != nil {
+				f.Add(*tc.rule)
+			}
+			if !f.VectoredWrites() {
+				t.Fatal("a wrapper of a vectored device does not report VectoredWrites")
+			}
+			ops := []blockdev.Op{{Write: true, Off: 4 * blk, Buf: head, Tail: tail, Handle: blockdev.NoPlacement}}
+			f.Submit(ops)
+			if ops[0].N != tc.wantN {
+				t.Fatalf("N = %d, want %d (err %v)", ops[0].N, tc.wantN, ops[0].Err)
+			}
+			got := mem.Bytes()[4*blk : 12*blk]
+			if !bytes.Equal(got[:tc.arrived], whole[:tc.arrived]) || bytes.ContainsAny(got[tc.arrived:], "\xa1\xb2") {
+				t.Fatalf("the device holds not exactly the first %d bytes of Buf+Tail", tc.arrived)
+			}
+		})
+	}
+	for _, at := range []int{blk, 5 * blk} { // a byte of the head, a byte of the tail
+		mem := blockdev.NewMem(64*blk, blk)
+		f := New(mem, 1, Rule{Class: ClassWrite, Fault: Fault{Kind: FaultCorrupt, At: at}})
+		ops := []blockdev.Op{{Write: true, Off: 0, Buf: head, Tail: tail, Handle: blockdev.NoPlacement}}
+		if err := f.Submit(ops); err != nil || ops[0].N != len(whole) {
+			t.Fatalf("corrupt at %d: %v, N %d", at, err, ops[0].N)
+		}
+		want := append([]byte(nil), whole...)
+		want[at-1] ^= 0x5a
+		if !bytes.Equal(mem.Bytes()[:len(whole)], want) || !bytes.Equal(head, pattern(2*blk, 0xA1)) || !bytes.Equal(tail, pattern(6*blk, 0xB2)) {
+			t.Fatalf("corrupt at %d: not exactly one byte flipped on the device, or the caller's buffers changed", at)
+		}
+	}
+	if New(newFaultTestDev(4096), 1).VectoredWrites() {
+		t.Fatal("a wrapper of a device without vectored writes reports VectoredWrites")
+	}
+}

@@ -106,6 +106,7 @@ func SumStats(ss []engine.Stats) engine.Stats {
 		}
 		t.BufferPoolMisses += s.BufferPoolMisses
 		t.RegisteredMemory += s.RegisteredMemory // one buffer on N devices counts N times
+		t.PutsVectored += s.PutsVectored
 	}
 	return t
 }

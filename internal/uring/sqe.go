@@ -91,6 +91,13 @@ func (s SQE) PrepWrite(fd int32, buf []byte, off uint64) {
 	s.prepRW(sys.IORING_OP_WRITE, fd, addrOf(buf), uint32(len(buf)), off)
 }
 
+// PrepWritev prepares IORING_OP_WRITEV of the n iovecs at iov (pairs of base address and
+// length, as struct iovec lays them out) at off. The iovec array need only stay put until
+// the SQE is submitted (IORING_FEAT_SUBMIT_STABLE, 5.5); the buffers until completion.
+func (s SQE) PrepWritev(fd int32, iov []uint64, off uint64) {
+	s.prepRW(sys.IORING_OP_WRITEV, fd, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(iov)))), uint32(len(iov)/2), off)
+}
+
 // PrepReadFixed prepares IORING_OP_READ_FIXED: buf must lie inside registered buffer idx.
 func (s SQE) PrepReadFixed(fd int32, buf []byte, off uint64, idx uint16) {
 	s.prepRW(sys.IORING_OP_READ_FIXED, fd, addrOf(buf), uint32(len(buf)), off)

@@ -52,7 +52,7 @@ type engineStats struct {
 	slots    int64
 	holesGiB float64
 	// SQEs of the whole run (fill included) that used a registered buffer, and that did not.
-	fixedOps, plainOps int64
+	fixedOps, plainOps, vectoredOps int64
 }
 
 // engineCfg is the engine configuration of a row: defaults, slot_bytes = bs, the metadata
@@ -75,15 +75,36 @@ func engineQuota(c config, lay engine.Layout, bs int) (int, error) {
 	return quota, nil
 }
 
-// submitterPayloads are the incompressible payloads submitter s puts, one per batch position.
-func submitterPayloads(c config, s, payload, bs int) [][]byte {
-	out := make([][]byte, c.batch)
+// submitterPayloads are the incompressible payloads submitter s puts, one per batch
+// position, in one aligned buffer outside the Go heap (as a caller's pinned staging pool
+// is): PutMany writes them without copying (engine "zero-copy puts") unless -engine-vectored
+// is off. free releases the buffer once the engine has closed.
+func submitterPayloads(c config, s, payload, bs int) (out [][]byte, free func(), err error) {
+	mem, err := blockdev.Alloc(c.batch * payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	out = make([][]byte, c.batch)
 	rng := rand.NewChaCha8([32]byte{byte(s), byte(bs >> 12)})
 	for i := range out {
-		out[i] = make([]byte, payload)
+		out[i] = mem[i*payload : (i+1)*payload : (i+1)*payload]
 		rng.Read(out[i])
 	}
-	return out
+	return out, func() { blockdev.Free(mem) }, nil
+}
+
+// copyingDevice hides the device's vectored writes (-engine-vectored=false): the engine
+// copies every payload behind its header, as it did before zero-copy puts.
+type copyingDevice struct{ *blockdev.UringDevice }
+
+func (copyingDevice) VectoredWrites() bool { return false }
+
+// engineDevice is what the engine runs on: d, or d without vectored writes.
+func engineDevice(c config, d *blockdev.UringDevice) blockdev.Device {
+	if c.vectored {
+		return d
+	}
+	return copyingDevice{d}
 }
 
 // fillEngine stores every submitter's first quota keys, the submitters running concurrently.
@@ -99,7 +120,13 @@ func fillEngine(c config, e *engine.Engine, quota, payload, bs int, stop *atomic
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			payloads := submitterPayloads(c, s, payload, bs)
+			payloads, free, err := submitterPayloads(c, s, payload, bs)
+			if err != nil {
+				errOnce.Do(func() { firstErr = err })
+				stop.Store(true)
+				return
+			}
+			defer free()
 			for next := 0; next < quota && !stop.Load(); next += c.batch {
 				res, err := e.PutMany(engineKeys(s, next, c.batch), payloads)
 				if err != nil {
@@ -127,7 +154,7 @@ func prepareLoads(c config, bs int) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Format(d, engineCfg(c, d, bs))
+	e, err := engine.Format(engineDevice(c, d), engineCfg(c, d, bs))
 	if err != nil {
 		d.Close()
 		return err
@@ -166,7 +193,7 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 	if write {
 		open = engine.Format
 	}
-	e, err := open(d, cfg)
+	e, err := open(engineDevice(c, d), cfg)
 	if err != nil {
 		d.Close()
 		return result{}, es, err
@@ -228,7 +255,12 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 		go func() {
 			defer wg.Done()
 			if write {
-				payloads := submitterPayloads(c, s, es.payload, bs)
+				payloads, free, err := submitterPayloads(c, s, es.payload, bs)
+				if err != nil {
+					fail(err)
+					return
+				}
+				defer free()
 				next, oldest := quota, 0
 				for !stop.Load() {
 					e.DeleteMany(engineKeys(s, oldest, c.batch), false)
@@ -283,7 +315,7 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 	closeErr := e.Close() // drains the deallocate queue
 	es.st = e.Stats()
 	us := d.Stats()
-	es.fixedOps, es.plainOps = us.FixedOps, us.PlainOps
+	es.fixedOps, es.plainOps, es.vectoredOps = us.FixedOps, us.PlainOps, us.VectoredOps
 	if firstErr == nil {
 		firstErr = closeErr
 	}
@@ -355,6 +387,7 @@ func (es *engineStats) add(o engineStats, rounds int) {
 	es.failed += o.failed
 	es.holesGiB += o.holesGiB / float64(rounds)
 	es.st.Puts += o.st.Puts
+	es.st.PutsVectored += o.st.PutsVectored
 	es.st.Loads += o.st.Loads
 	es.st.Deletes += o.st.Deletes
 	es.st.DeallocatedSlots += o.st.DeallocatedSlots
@@ -366,16 +399,18 @@ func (es *engineStats) add(o engineStats, rounds int) {
 	es.st.BufferPoolMisses += o.st.BufferPoolMisses
 	es.fixedOps += o.fixedOps
 	es.plainOps += o.plainOps
+	es.vectoredOps += o.vectoredOps
 }
 
 // detail is the engine counters' part of an engine row's detail line (summed over rounds).
 func (es *engineStats) detail(write, registered bool) string {
 	s := fmt.Sprintf("slots %d, payload %d B; failed ops %d (measured)", es.slots, es.payload, es.failed)
 	if write {
+		s += fmt.Sprintf("; puts %d, written without a copy (vectored) %d", es.st.Puts, es.st.PutsVectored)
 		s += fmt.Sprintf("; deallocated %d slots in %d calls (%d ranges), %d canceled by reuse, %d errors; %.2f GiB of holes refilled per run",
 			es.st.DeallocatedSlots, es.st.DeallocateCalls, es.st.DeallocateRanges, es.st.DeallocatesCanceled, es.st.DeallocateErrors, es.holesGiB)
 	} else {
 		s += fmt.Sprintf("; checksum errors %d; load buffers registered (RegisterMemory): %v", es.st.ChecksumErrors, registered)
 	}
-	return s + fmt.Sprintf("; staging-pool misses %d; SQEs fixed %d, plain %d", es.st.BufferPoolMisses, es.fixedOps, es.plainOps)
+	return s + fmt.Sprintf("; staging-pool misses %d; SQEs fixed %d, plain %d, vectored (WRITEV) %d", es.st.BufferPoolMisses, es.fixedOps, es.plainOps, es.vectoredOps)
 }
