@@ -8,7 +8,9 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/blockdev/faultdev"
+	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/nvme"
 )
 
 // Zero-copy puts: a payload of whole block_align units in suitably aligned memory goes out
@@ -225,4 +227,73 @@ func TestZeroCopyPutFaults(t *testing.T) {
 			checkLoads(t, e, keys, pay, "reopened")
 		})
 	}
+}
+
+// TestZeroCopyPutsThroughNVMeDevice: over the passthrough device a vectored put is a header
+// command from the arena and payload commands from the caller's memory. With that memory
+// registered (RegisterMemory) every command carries a buffer index, and each carries the
+// placement the policy chose for its key.
+func TestZeroCopyPutsThroughNVMeDevice(t *testing.T) {
+	c, err := emu.Open("emu:mem?size=16M&ru=1M&ruhs=2&op=0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &placedTransport{regTransport: regTransport{Controller: c}}
+	dev, err := nvme.NewDevice(rt, nvme.DeviceOptions{Kind: blockdev.KindEmulated, PIDs: []uint16{0, 1}})
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	cfg := zcConfig()
+	cfg.Placer = saltHandle{}
+	e, err := engine.Format(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	const n = 8
+	pool, err := blockdev.Alloc(n * (60 << 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blockdev.Free(pool)
+	pay := make([][]byte, n)
+	for i := range pay {
+		pay[i] = pool[i*(60<<10) : (i+1)*(60<<10)]
+		for j := range pay[i] {
+			pay[i][j] = byte(i*17 + j*5)
+		}
+	}
+	if err := e.RegisterMemory([][]byte{pool}); err != nil {
+		t.Fatal(err)
+	}
+	keys := zcKeys(n)
+	for i := range keys { // kv ranks alternate 0, 1: handles 0, 1
+		keys[i] = engine.ObjectKey("zc/model", uint32(i%2), []byte(fmt.Sprintf("chunk-%04d", i)), "")
+	}
+	rt.mu.Lock()
+	rt.writes = nil
+	rt.mu.Unlock()
+	if res, err := e.PutMany(keys, pay); err != nil || len(res.Stored) != n {
+		t.Fatalf("PutMany: %v, %d stored", err, len(res.Stored))
+	}
+	if st := e.Stats(); st.PutsVectored != n {
+		t.Fatalf("PutsVectored %d, want %d", st.PutsVectored, n)
+	}
+	rt.mu.Lock()
+	specs := map[uint32]int{}
+	for _, w := range rt.writes {
+		if !w.fixed || w.dtype != 2 {
+			t.Fatalf("write fixed=%v DTYPE=%d, want a registered-buffer write with DTYPE=2", w.fixed, w.dtype)
+		}
+		specs[w.spec]++
+	}
+	nw := len(rt.writes)
+	rt.mu.Unlock()
+	// 4 KiB header + 60 KiB payload per key, the emulator's transfer limit decides the split:
+	// at least two commands per key, half of the keys on each PID.
+	if nw < 2*n || specs[0] != specs[1] || specs[0]+specs[1] != nw {
+		t.Fatalf("%d writes, by PID %v; want >= %d, evenly on PIDs 0 and 1", nw, specs, 2*n)
+	}
+	checkLoads(t, e, keys, pay, "through the NVMe device")
 }

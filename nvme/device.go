@@ -3,6 +3,7 @@ package nvme
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -153,6 +154,12 @@ type piece struct {
 	n   int
 }
 
+// VectoredWrites implements blockdev.VectoredWriter: a write with a Tail is sent as the
+// commands for Buf followed by those for Tail (a header command and the payload's, as
+// LMCache's put writes two entries per key), each with the op's placement. A command never
+// spans both, so each keeps a registered buffer's index when its memory is registered.
+func (d *Device) VectoredWrites() bool { return true }
+
 // Submit performs the ops as NVMe Read/Write commands of at most Info().MaxTransfer bytes,
 // all in one transport batch. Writes with a handle < len(PIDs) carry DTYPE=2/DSPEC=PID.
 func (d *Device) Submit(ops []blockdev.Op) error {
@@ -160,15 +167,13 @@ func (d *Device) Submit(ops []blockdev.Op) error {
 	cmds := make([]Command, 0, len(ops))
 	pieces := make([]piece, 0, len(ops))
 	var first error
+	var pin runtime.Pinner // Buf and Tail may be the caller's Go memory: pinned until the IO returns
+	defer pin.Unpin()
 	for i := range ops {
 		op := &ops[i]
 		op.N, op.Err = 0, nil
 		if err := blockdev.CheckOp(d.info, op); err != nil {
 			op.Err = err
-			continue
-		}
-		if len(op.Tail) > 0 { // no VectoredWrites: the engine copies header and payload together
-			op.Err = fmt.Errorf("%s: a write with a Tail: %w", d.info.Path, blockdev.ErrNotSupported)
 			continue
 		}
 		var o RWOptions
@@ -187,9 +192,22 @@ func (d *Device) Submit(ops []blockdev.Op) error {
 				o.DType, o.DSpec = DirTypeDataPlacement, pid
 			}
 		}
-		for off := 0; off < len(op.Buf); off += d.xfer {
-			n := min(d.xfer, len(op.Buf)-off)
-			buf := op.Buf[off : off+n]
+		if len(op.Buf) > 0 {
+			pin.Pin(&op.Buf[0]) // no-op for Alloc'd (off-heap) memory
+		}
+		if len(op.Tail) > 0 {
+			pin.Pin(&op.Tail[0])
+		}
+		for off, n := 0, 0; off < op.Len(); off += n {
+			// Commands of at most d.xfer bytes, none across the seam between Buf and Tail.
+			var buf []byte
+			if off < len(op.Buf) {
+				buf = op.Buf[off:]
+			} else {
+				buf = op.Tail[off-len(op.Buf):]
+			}
+			n = min(d.xfer, len(buf))
+			buf = buf[:n]
 			slba := uint64(op.Off+int64(off)) / uint64(bs)
 			var c Command
 			if op.Write {

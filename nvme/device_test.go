@@ -212,3 +212,58 @@ func TestGetLogPieces(t *testing.T) {
 		t.Errorf("GetFeature dw0 %d %v", dw0, err)
 	}
 }
+
+// TestDeviceTailWrites: a write with a Tail goes out as Buf's commands then Tail's, split at
+// the transfer limit and never across the seam, each with the op's placement and from its
+// own memory; N and a failing piece behave as for one buffer.
+func TestDeviceTailWrites(t *testing.T) {
+	f := newFakeCtrl(1024, 12, 0)
+	d, err := NewDevice(f, DeviceOptions{PIDs: []uint16{0x10, 0x11}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !blockdev.WritesTail(d) {
+		t.Fatal("the passthrough device does not report VectoredWrites")
+	}
+	head, tail := alloc(t, 8<<10), alloc(t, 36<<10)
+	for i := range head {
+		head[i] = byte(i*3 + 1)
+	}
+	for i := range tail {
+		tail[i] = byte(i*5 + 2)
+	}
+	ops := []blockdev.Op{{Write: true, Off: 4 << 12, Buf: head, Tail: tail, Handle: 1}}
+	if err := d.Submit(ops); err != nil || ops[0].N != len(head)+len(tail) {
+		t.Fatalf("Submit: %v, N %d", err, ops[0].N)
+	}
+	// 8 KiB of header (one command), then 36 KiB of tail at 16 KiB per command.
+	wantSLBA := []uint64{4, 6, 10, 14}
+	wantNLB := []uint32{2, 4, 4, 1}
+	wantData := [][]byte{head, tail[:16<<10], tail[16<<10 : 32<<10], tail[32<<10:]}
+	if len(f.io) != len(wantSLBA) {
+		t.Fatalf("%d commands, want %d", len(f.io), len(wantSLBA))
+	}
+	for i, c := range f.io {
+		rw := ParseRW(&c)
+		if c.Opcode != OpWrite || rw.SLBA != wantSLBA[i] || rw.NLB != wantNLB[i] || rw.DType != DirTypeDataPlacement || rw.DSpec != 0x11 {
+			t.Errorf("cmd %d: op %#x %+v", i, c.Opcode, rw)
+		}
+		if len(c.Data) != len(wantData[i]) || &c.Data[0] != &wantData[i][0] {
+			t.Errorf("cmd %d: %d bytes of data, not the op's own memory at its offset (want %d, no copy)", i, len(c.Data), len(wantData[i]))
+		}
+	}
+	r := alloc(t, len(head)+len(tail))
+	if err := blockdev.ReadAt(d, r, 4<<12); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r[:len(head)], head) || !bytes.Equal(r[len(head):], tail) {
+		t.Fatal("read back differs from Buf followed by Tail")
+	}
+	// The tail's second command fails: N is the prefix before it.
+	f.io = nil
+	f.failIO = map[int]Status{f.nIO + 2: StatusLBAOutOfRange} // by sequence number since the fake started
+	ops = []blockdev.Op{{Write: true, Off: 0, Buf: head, Tail: tail, Handle: blockdev.NoPlacement}}
+	if err := d.Submit(ops); !errors.Is(err, ErrLBAOutOfRange) || ops[0].N != len(head)+16<<10 {
+		t.Fatalf("err %v N %d, want N %d", err, ops[0].N, len(head)+16<<10)
+	}
+}

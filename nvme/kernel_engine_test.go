@@ -52,6 +52,10 @@ func (w *window) Deallocate(rs []blockdev.Range) error {
 	return w.d.Deallocate(moved)
 }
 
+// VectoredWrites passes the device's on: the suite's puts of whole blocks from aligned
+// memory go out as header and payload commands, as they do on the device itself.
+func (w *window) VectoredWrites() bool { return w.d.VectoredWrites() }
+
 func (w *window) Flush() error { return w.d.Flush() }
 func (w *window) Close() error { return nil }
 
