@@ -317,6 +317,7 @@ type deallocGate struct {
 
 func (d *deallocGate) Close() error                        { return nil }
 func (d *deallocGate) RegisterBuffers(bufs [][]byte) error { return forwardRegister(d.Device, bufs) }
+func (d *deallocGate) VectoredWrites() bool                { return blockdev.WritesTail(d.Device) }
 
 func (d *deallocGate) Deallocate(r []blockdev.Range) error {
 	d.mu.Lock()

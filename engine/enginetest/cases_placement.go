@@ -242,13 +242,14 @@ type recWrite struct {
 }
 
 func (r *recorder) RegisterBuffers(bufs [][]byte) error { return forwardRegister(r.Device, bufs) }
+func (r *recorder) VectoredWrites() bool                { return blockdev.WritesTail(r.Device) }
 
 func (r *recorder) Submit(ops []blockdev.Op) error {
 	r.mu.Lock()
 	for _, op := range ops {
 		if op.Write {
 			r.hs = append(r.hs, op.Handle)
-			r.ops = append(r.ops, recWrite{op.Off, len(op.Buf), op.Handle})
+			r.ops = append(r.ops, recWrite{op.Off, op.Len(), op.Handle})
 		}
 	}
 	r.mu.Unlock()

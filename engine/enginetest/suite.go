@@ -45,6 +45,9 @@ func (keepOpen) Close() error { return nil }
 // with fixed I/O as the engine would in production.
 func (k keepOpen) RegisterBuffers(bufs [][]byte) error { return forwardRegister(k.Device, bufs) }
 
+// VectoredWrites passes the device's vectored writes on (the wrappers do not look at Buf).
+func (k keepOpen) VectoredWrites() bool { return blockdev.WritesTail(k.Device) }
+
 // forwardRegister registers bufs with inner when it can (blockdev.ErrNotSupported otherwise).
 func forwardRegister(inner blockdev.Device, bufs [][]byte) error {
 	r, ok := inner.(blockdev.BufferRegistrar)
@@ -64,6 +67,7 @@ type gate struct {
 }
 
 func (g *gate) RegisterBuffers(bufs [][]byte) error { return forwardRegister(g.Device, bufs) }
+func (g *gate) VectoredWrites() bool                { return blockdev.WritesTail(g.Device) }
 
 func (g *gate) Submit(ops []blockdev.Op) error {
 	g.mu.Lock()
@@ -201,4 +205,4 @@ type suiteCase struct {
 	fn   func(t *testing.T, v *env)
 }
 
-var cases = slices.Concat(opCases, recoveryCases, placementCases, deallocCases)
+var cases = slices.Concat(opCases, recoveryCases, placementCases, deallocCases, zeroCopyCases)
