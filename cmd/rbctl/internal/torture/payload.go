@@ -52,11 +52,19 @@ func mix(x uint64) uint64 { // splitmix64 finaliser
 }
 
 // PayloadSize is the payload length of version ver of key idx: between 16 bytes and max.
+// About a quarter of the versions of 4 KiB or more are rounded down to whole 4 KiB blocks,
+// so the engine writes them in place (zero-copy puts, a vectored write) where the device
+// takes it; the others are copied behind their header.
 func PayloadSize(idx, ver uint64, max int) int {
 	if max <= 16 {
 		return max
 	}
-	return 16 + int(mix(idx*0x100000001b3^ver)%uint64(max-16+1))
+	h := mix(idx*0x100000001b3 ^ ver)
+	n := 16 + int(h%uint64(max-16+1))
+	if h>>62 == 0 && n >= 4096 {
+		n -= n % 4096
+	}
+	return n
 }
 
 // FillPayload writes the payload of version ver of key idx into p (len(p) is its size):
