@@ -16,6 +16,7 @@
 # run), BENCH_RAMP (0.3s), BENCH_QD (32), BENCH_BS (1M,64K), BENCH_ROUNDS (8), BENCH_KEEP=1 to
 # keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch, -rings, -fixed,
 # -engine=false to skip the engine rows, -engine-deallocate=false, -engine-register=false,
+# -engine-vectored=false (puts copy each payload behind its header instead of zero-copy),
 # -tools LIST, -gap DURATION, -cpuprofile FILE).
 # Default run: about 6 minutes.
 set -euo pipefail
