@@ -429,7 +429,11 @@ func (e *Engine) RegisterMemory(bufs [][]byte) error { return e.registerMemory(b
 // and waits until they have returned; failures are counted in Stats.DeallocateErrors.
 func (e *Engine) FlushDeallocates() { e.drainDeallocs() }
 
-// Entries calls fn for each indexed entry (snapshot; order unspecified) until fn returns false.
+// Entries calls fn for each indexed entry until fn returns false, in slot order. It reads
+// the index a chunk of slots at a time and never holds the index lock while fn runs (fn may
+// call the engine): an entry indexed for the whole walk is visited exactly once; one stored
+// or deleted during the walk may or may not be (a key deleted and stored again in a later
+// slot can be visited twice). On a quiescent engine it is every entry once.
 func (e *Engine) Entries(fn func(Key, EntryMeta) bool) { e.entries(fn) }
 
 // Close stops workers and the checkpoint thread, writes a final checkpoint when

@@ -70,21 +70,36 @@ func (e *Engine) stats() Stats {
 	return s
 }
 
+// entriesChunk is how many slots entries reads per hold of the index lock.
+const entriesChunk = 1024
+
+// entries walks the slots in order, entriesChunk at a time: it copies a chunk's live
+// entries under the index lock and calls fn on them with the lock released. Memory stays at
+// one chunk and the lock is never held for the whole index (a walk of millions of entries
+// used to copy them all, and hold the lock while it did).
 func (e *Engine) entries(fn func(Key, EntryMeta) bool) {
 	type kv struct {
 		k Key
 		m EntryMeta
 	}
-	var all []kv
-	e.mu.Lock()
-	for s := int32(0); int64(s) < e.nextSlot; s++ {
-		if e.slots[s].state == stLive {
-			all = append(all, kv{e.keyOf(s), e.metaOf(s)})
+	chunk := make([]kv, 0, entriesChunk)
+	for start := int64(0); ; start += entriesChunk {
+		chunk = chunk[:0]
+		e.mu.Lock()
+		end := min(start+entriesChunk, e.nextSlot)
+		for s := int32(start); int64(s) < end; s++ {
+			if e.slots[s].state == stLive {
+				chunk = append(chunk, kv{e.keyOf(s), e.metaOf(s)})
+			}
 		}
-	}
-	e.mu.Unlock()
-	for _, x := range all {
-		if !fn(x.k, x.m) {
+		done := end >= e.nextSlot
+		e.mu.Unlock()
+		for _, x := range chunk {
+			if !fn(x.k, x.m) {
+				return
+			}
+		}
+		if done {
 			return
 		}
 	}

@@ -211,23 +211,30 @@ func closeAll(devs []blockdev.Device) {
 }
 
 // checkRoutes fails when a shard holds a key the route sends elsewhere. It walks every
-// shard's entries once (engine.Entries: a snapshot of the index's keys).
+// shard's entries once, the shards in parallel (engine.Entries reads an index a chunk at a
+// time, so memory stays small however many keys there are).
 func (c *Cache) checkRoutes() error {
-	var errs []error
+	errs := make([]error, len(c.shards))
+	var wg sync.WaitGroup
 	for i, e := range c.shards {
-		bad, to := 0, -1
-		e.Entries(func(k engine.Key, _ engine.EntryMeta) bool {
-			if s := ShardOf(c.route, k, len(c.shards)); s != i {
-				bad++
-				to = s
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bad, to := 0, -1
+			e.Entries(func(k engine.Key, _ engine.EntryMeta) bool {
+				if s := ShardOf(c.route, k, len(c.shards)); s != i {
+					bad++
+					to = s
+				}
+				return true
+			})
+			if bad > 0 {
+				errs[i] = c.shardErr(i, fmt.Errorf("%w: %d keys route to other shards (shard %d, ...) under %s routing over %d devices; "+
+					"give the devices in the order and number they were formatted with", ErrMisrouted, bad, to, c.route, len(c.shards)))
 			}
-			return true
-		})
-		if bad > 0 {
-			errs = append(errs, c.shardErr(i, fmt.Errorf("%w: %d keys route to other shards (shard %d, ...) under %s routing over %d devices; "+
-				"give the devices in the order and number they were formatted with", ErrMisrouted, bad, to, c.route, len(c.shards))))
-		}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
