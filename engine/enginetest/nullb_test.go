@@ -14,6 +14,9 @@ type window struct {
 	size int64
 }
 
+// VectoredWrites passes the device's vectored writes on (zero-copy puts reach null_blk).
+func (w window) VectoredWrites() bool { return blockdev.WritesTail(w.Device) }
+
 func (w window) Info() blockdev.Info {
 	info := w.Device.Info()
 	info.Size = w.size
