@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/rbctl/rbctl/internal/sys"
@@ -53,7 +54,8 @@ type UringDevice struct {
 	rr        atomic.Uint32
 	fixedFile bool
 	readOnly  bool
-	maxChunk  int // largest single SQE transfer (uringMaxChunk; smaller in tests)
+	exclusive bool // an O_EXCL claim on a block device, released by Close
+	maxChunk  int  // largest single SQE transfer (uringMaxChunk; smaller in tests)
 
 	streams   WriteStreams // the block device's write streams (Max 0: none used)
 	streamErr error        // why there are none (nil when streams are in use)
@@ -112,7 +114,7 @@ func OpenUring(path string, opt UringOptions) (*UringDevice, error) {
 			return nil, err
 		}
 	}
-	d := &UringDevice{f: f, fd: int(f.Fd()), readOnly: opt.ReadOnly, maxChunk: uringMaxChunk}
+	d := &UringDevice{f: f, fd: int(f.Fd()), readOnly: opt.ReadOnly, maxChunk: uringMaxChunk, exclusive: isBlock && opt.Exclusive}
 	d.info, err = uringGeometry(f, path, isBlock, !opt.Buffered)
 	if err != nil {
 		f.Close()
@@ -508,5 +510,30 @@ func (d *UringDevice) Close() error {
 	for _, e := range d.execs {
 		e.Close()
 	}
-	return d.f.Close()
+	err := d.f.Close()
+	if d.exclusive {
+		waitUnclaimed(d.info.Path, time.Second)
+	}
+	return err
+}
+
+// waitUnclaimed returns once path can be opened with O_EXCL (or after limit, or when the
+// open fails for another reason). The rings' reference to a registered device file is
+// dropped by a kernel worker after the ring is torn down, and an exclusive claim ends only
+// with the last reference: without the wait, a command run right after this one (rbctl
+// format, then rbctl bench) could find the device "in use". Observed on Linux 6.1 under
+// QEMU TCG, where TestUringLoopDevice's exclusive reopen right after Close failed once.
+func waitUnclaimed(path string, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+			return
+		}
+		if err != unix.EBUSY || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
