@@ -357,7 +357,7 @@ func DetectConfig(dev blockdev.Device) (Config, error) { return detectConfig(dev
 // is true and not rewritten; an in-flight key is false; no free slot is false; a payload
 // larger than slot_bytes-header_bytes is false. Device errors fail only the keys involved.
 // A payload whose length is a multiple of block_align (and, on an O_DIRECT device, whose
-// memory starts on a logical block boundary, as blockdev.Alloc's does) is written from the
+// memory starts on a block_align boundary, as blockdev.Alloc's does) is written from the
 // caller's memory without a copy: payloads must not change until PutMany returns.
 func (e *Engine) PutMany(keys []Key, payloads [][]byte) (PutResult, error) {
 	return e.putMany(keys, payloads, nil)

@@ -21,10 +21,8 @@ type Engine struct {
 	handles int   // dev.Info().Handles: placement handles the device takes (0: it ignores them)
 	lbs     int64 // transfer alignment (block_align)
 	// vectored: the device takes write ops with a Tail (blockdev.WritesTail) and slot
-	// headers end on a block_align boundary, so aligned payloads are written in place;
-	// memAlign is the memory alignment an O_DIRECT device needs for them.
+	// headers end on a block_align boundary, so aligned payloads are written in place.
 	vectored bool
-	memAlign int
 
 	mu       sync.Mutex
 	slots    []slotRec

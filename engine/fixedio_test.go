@@ -386,7 +386,11 @@ func (saltHandle) Place(w placement.Write) placement.Handle {
 // H8: a write from the registered arena keeps its placement — fixed-buffer Writes carry
 // DTYPE=2 with the PID of the handle the Placer chose, so placement needs no per-buffer
 // attribute.
-func TestFixedIOKeepsPlacement(t *testing.T) {
+// placedEngine formats an engine with cfg (its Placer set to saltHandle) on the emulator
+// behind a placedTransport, over the passthrough device with PIDs 0 and 1. Close is the
+// caller's.
+func placedEngine(t *testing.T, cfg engine.Config) (*engine.Engine, *placedTransport) {
+	t.Helper()
 	c, err := emu.Open("emu:mem?size=16M&ru=1M&ruhs=2&op=0.5")
 	if err != nil {
 		t.Fatal(err)
@@ -397,12 +401,16 @@ func TestFixedIOKeepsPlacement(t *testing.T) {
 		c.Close()
 		t.Fatal(err)
 	}
-	cfg := fixedConfig()
 	cfg.Placer = saltHandle{}
 	e, err := engine.Format(dev, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, rt
+}
+
+func TestFixedIOKeepsPlacement(t *testing.T) {
+	e, rt := placedEngine(t, fixedConfig())
 	defer e.Close()
 	rt.mu.Lock()
 	rt.writes = nil

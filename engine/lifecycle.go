@@ -32,7 +32,6 @@ func newEngine(dev blockdev.Device, cfg Config) (*Engine, error) {
 		direct:   info.Direct,
 		handles:  info.Handles,
 		vectored: blockdev.WritesTail(dev) && cfg.HeaderBytes%cfg.BlockAlign == 0,
-		memAlign: info.LogicalBlock,
 		lbs:      int64(cfg.BlockAlign),
 		slots:    make([]slotRec, lay.MaxSlots),
 		tab:      newTable(lay.MaxSlots),

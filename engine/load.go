@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/placement"
@@ -20,10 +19,6 @@ type loadJob struct {
 	id     uint64
 	buf    []byte // bounce buffer (nil: reading straight into the caller's buffer)
 	hdr    bool   // buf holds header + payload
-}
-
-func aligned(b []byte, a int64) bool {
-	return len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%uintptr(a) == 0
 }
 
 func (e *Engine) loadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
@@ -101,7 +96,7 @@ func (e *Engine) prepareLoad(batch []loadJob, bufs [][]byte) *loadChunk {
 			lc.ops[j] = blockdev.Op{Off: off + hb, Buf: dst[:lj.size], Handle: blockdev.NoPlacement}
 			continue
 		}
-		if e.direct && int64(len(dst)) >= want && aligned(dst, e.lbs) {
+		if e.direct && int64(len(dst)) >= want && blockdev.Aligned(dst, int(e.lbs)) {
 			lc.ops[j] = blockdev.Op{Off: off + hb, Buf: dst[:want], Handle: blockdev.NoPlacement}
 			continue
 		}

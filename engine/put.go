@@ -20,9 +20,10 @@ type putJob struct {
 
 // writesInPlace reports whether payload p can be written from the caller's memory: the
 // device takes vectored writes, the slot write needs no padding after p, and on an
-// O_DIRECT device p starts on a logical block boundary.
+// O_DIRECT device p starts on a block_align boundary (the rule loads into caller memory
+// follow too).
 func (e *Engine) writesInPlace(p []byte) bool {
-	return e.vectored && int64(len(p))%e.lbs == 0 && (!e.direct || blockdev.Aligned(p, e.memAlign))
+	return e.vectored && int64(len(p))%e.lbs == 0 && (!e.direct || blockdev.Aligned(p, int(e.lbs)))
 }
 
 func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutResult, error) {

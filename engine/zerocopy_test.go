@@ -8,9 +8,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/blockdev/faultdev"
-	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/nvme"
 )
 
 // Zero-copy puts: a payload of whole block_align units in suitably aligned memory goes out
@@ -234,22 +232,7 @@ func TestZeroCopyPutFaults(t *testing.T) {
 // registered (RegisterMemory) every command carries a buffer index, and each carries the
 // placement the policy chose for its key.
 func TestZeroCopyPutsThroughNVMeDevice(t *testing.T) {
-	c, err := emu.Open("emu:mem?size=16M&ru=1M&ruhs=2&op=0.5")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &placedTransport{regTransport: regTransport{Controller: c}}
-	dev, err := nvme.NewDevice(rt, nvme.DeviceOptions{Kind: blockdev.KindEmulated, PIDs: []uint16{0, 1}})
-	if err != nil {
-		c.Close()
-		t.Fatal(err)
-	}
-	cfg := zcConfig()
-	cfg.Placer = saltHandle{}
-	e, err := engine.Format(dev, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, rt := placedEngine(t, zcConfig())
 	defer e.Close()
 	const n = 8
 	pool, err := blockdev.Alloc(n * (60 << 10))

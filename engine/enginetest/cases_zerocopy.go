@@ -41,7 +41,7 @@ var zeroCopyCases = []suiteCase{
 		info := v.dev.Info()
 		inPlace := int64(0)
 		for _, p := range pay {
-			if blockdev.WritesTail(v.dev) && len(p)%c.BlockAlign == 0 && (!info.Direct || blockdev.Aligned(p, info.LogicalBlock)) {
+			if blockdev.WritesTail(v.dev) && len(p)%c.BlockAlign == 0 && (!info.Direct || blockdev.Aligned(p, c.BlockAlign)) {
 				inPlace++
 			}
 		}
