@@ -64,8 +64,8 @@ func (p *planned) figures(run *reports.Run, w *window, shs []*ShadowDevice, poli
 			run.Error = strings.TrimPrefix(run.Error+"; ", "; ") + "FDP statistics: " + w.devErr.Error()
 			return
 		}
-		if w.warmDev[i] == nil || endDev[i] == nil {
-			return
+		if i >= len(w.warmDev) || i >= len(endDev) || w.warmDev[i] == nil || endDev[i] == nil {
+			return // stopped (Ctrl-C) before the warm-up ended: no window to read
 		}
 		dd := endDev[i].Sub(w.warmDev[i])
 		host, media = host+dd.HBMW.Float64(), media+dd.MBMW.Float64()

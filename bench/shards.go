@@ -148,7 +148,10 @@ func (p *planned) deviceWAF(rows []reports.DeviceRun, total *reports.DeviceRun, 
 	for i, s := range p.shards {
 		var h, m float64
 		switch {
-		case s.t.stats != nil && w.devErr == nil && w.warmDev[i] != nil && endDev[i] != nil:
+		case i >= len(w.warmStats) || i >= len(end):
+			source = "-" // stopped (Ctrl-C) before the warm-up ended: no window
+			continue
+		case s.t.stats != nil && w.devErr == nil && i < len(w.warmDev) && i < len(endDev) && w.warmDev[i] != nil && endDev[i] != nil:
 			dd := endDev[i].Sub(w.warmDev[i])
 			h, m = dd.HBMW.Float64(), dd.MBMW.Float64()
 			rows[i].WAFSource = s.t.source

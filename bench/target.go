@@ -136,16 +136,23 @@ func (t *target) kind() string {
 // createEmu makes sure the emulated SSD of spec exists, creating it when it does not. The
 // gate looks at the data file; a device another process has open is refused by its lock.
 func createEmu(spec string, force bool) error {
-	if !force {
-		if err := safety.Gate(safety.Bench, spec); err != nil {
-			return err
-		}
+	if err := gate(spec, force); err != nil {
+		return err
 	}
 	c, err := emu.OpenWith(spec, emu.OpenOptions{Create: true})
 	if err != nil {
 		return err
 	}
 	return c.Close()
+}
+
+// gate asks the safety gate about dev: all of it, or under force only what no override
+// lifts (mounted, held, backing a loop device).
+func gate(dev string, force bool) error {
+	if force {
+		return safety.GateInUse(safety.Bench, dev)
+	}
+	return safety.Gate(safety.Bench, dev)
 }
 
 // checkTarget asks the safety gate about path without touching anything: an emulated SSD
@@ -155,10 +162,7 @@ func createEmu(spec string, force bool) error {
 func checkTarget(path string, create int64, force bool) error {
 	switch {
 	case emu.IsSpec(path):
-		if force {
-			return nil
-		}
-		return safety.Gate(safety.Bench, path)
+		return gate(path, force)
 	case strings.HasPrefix(path, devices.MemPrefix):
 		return nil
 	}
@@ -180,7 +184,7 @@ func checkFile(path string, create int64, force bool) (bool, error) {
 		return false, fmt.Errorf("%s: %w", path, err)
 	}
 	if force {
-		return false, nil
+		return false, safety.GateInUse(safety.Bench, path)
 	}
 	if !st.Mode().IsRegular() {
 		return false, fmt.Errorf("%s is a device: bench formats it and destroys its contents: %w", path, safety.ErrHasData)

@@ -26,8 +26,9 @@ var ErrNotRegular = errors.New("only a regular file can be created or extended")
 type FormatOptions struct {
 	Path   string
 	Create int64 // create Path as a regular file of this size first (CreateFile); 0: not
-	// Force skips the safety gate (a device in use or holding data). A device another
-	// process has open is refused all the same, when it is opened.
+	// Force lifts the safety gate's refusal of a device holding data (a filesystem, a
+	// cache); a device in use (mounted, held, backing a loop device) is refused all the
+	// same, and one another process has open is refused when it is opened.
 	Force bool
 	// Config is the layout; MetaTotalBytes 0 sizes the metadata region for a checkpoint of
 	// every slot (Config), DevicePath "" records Path made absolute.

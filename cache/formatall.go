@@ -17,7 +17,7 @@ import (
 
 // FormatAll formats each device opts describes as one shard of a cache (opts[i] is rank
 // i), all or nothing up to the first write: the devices must be distinct (devices.Distinct), each
-// passes the safety gate (unless its Force), then each is created (Create, an emu: spec),
+// passes the safety gate (under Force only its in-use half), then each is created (Create, an emu: spec),
 // opened and its layout planned; any failure there returns it with nothing written and
 // the devices opened closed again. Then every device is formatted at once, a goroutine
 // each; a device that fails then is reported in the returned Formats (HalfFormatted when
@@ -40,7 +40,10 @@ func FormatAll(ctx context.Context, opts []FormatOptions) (*cachereport.Formats,
 	if err := preflight(opts, paths); err != nil {
 		return nil, err
 	}
-	shards, err := openAll(ctx, opts, paths)
+	shards, created, err := openAll(ctx, opts, paths)
+	// A file this call created and did not format is removed again: an interrupted format
+	// --create leaves no empty sparse files behind.
+	defer removeUnformatted(rep, paths, created)
 	if err != nil || ctx.Err() != nil {
 		closeAll(shards)
 		if ctx.Err() == nil {
@@ -100,7 +103,9 @@ func preflight(opts []FormatOptions, paths []string) error {
 			}
 			recorded[p] = o.Path
 		}
-		if !o.Force {
+		if o.Force {
+			errs[i] = safety.GateInUse(safety.Format, o.Path) // --force destroys data, never what is in use
+		} else {
 			errs[i] = safety.Gate(safety.Format, o.Path)
 		}
 		if errs[i] == nil && o.Create > 0 {
@@ -117,18 +122,20 @@ type shard struct {
 }
 
 // openAll creates what opts ask for, opens every device and plans its config; on failure
-// it returns the shards opened so far with the error.
-func openAll(ctx context.Context, opts []FormatOptions, paths []string) ([]shard, error) {
+// it returns the shards opened so far with the error (and has removed the files it made).
+// created lists the files it made, on success.
+func openAll(ctx context.Context, opts []FormatOptions, paths []string) (_ []shard, created []string, _ error) {
 	errs := make([]error, len(opts))
-	var created []string // files this call made, removed again if no device is written
+	removeOnFail := true
 	defer func() {
-		for _, p := range created {
-			os.Remove(p)
+		if removeOnFail {
+			removeFiles(created)
+			created = nil
 		}
 	}()
 	for i, o := range opts {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, created, ctx.Err()
 		}
 		if emu.IsSpec(o.Path) && o.Create == 0 {
 			_, errs[i] = emu.Create(o.Path)
@@ -141,7 +148,7 @@ func openAll(ctx context.Context, opts []FormatOptions, paths []string) ([]shard
 		}
 	}
 	if err := nothingFormatted(paths, errs); err != nil {
-		return nil, err
+		return nil, created, err
 	}
 	var shards []shard
 	for i, o := range opts {
@@ -155,10 +162,31 @@ func openAll(ctx context.Context, opts []FormatOptions, paths []string) ([]shard
 		errs[i] = err
 	}
 	if err := nothingFormatted(paths, errs); err != nil {
-		return shards, err
+		closeAll(shards) // closed before their files are removed
+		return nil, created, err
 	}
-	created = nil // the devices are about to be written: they stay
-	return shards, nil
+	removeOnFail = false // the caller removes what it does not format
+	return shards, created, nil
+}
+
+// removeUnformatted removes every created path whose device rep does not list as
+// (half-)formatted; FormatAll's devices are closed by then.
+func removeUnformatted(rep *cachereport.Formats, paths, created []string) {
+	var drop []string
+	for _, p := range created {
+		for i, q := range paths {
+			if p == q && rep.Devices[i].State == cachereport.NotFormatted {
+				drop = append(drop, p)
+			}
+		}
+	}
+	removeFiles(drop)
+}
+
+func removeFiles(paths []string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
 }
 
 func closeAll(shards []shard) {

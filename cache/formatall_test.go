@@ -202,12 +202,16 @@ func TestFormatAllHalfFormatted(t *testing.T) {
 	}
 }
 
-// Interrupted before the writes: nothing is formatted, and the report says so per device.
+// Interrupted before the writes: nothing is formatted, and the report says so per device;
+// the files the format created are removed again, a file that was there is untouched.
 func TestFormatAllInterrupted(t *testing.T) {
 	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")
+	a, b, c := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img"), filepath.Join(dir, "c.img")
+	if err := os.WriteFile(c, make([]byte, 8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := shardOpts(8<<20, a, b)
+	opts := shardOpts(8<<20, a, b, c)
 	opts[1].Open = func() (blockdev.Device, error) { cancel(); return blockdev.OpenFile(b, blockdev.FileOptions{}) }
 	rep, err := FormatAll(ctx, opts)
 	if !errors.Is(err, context.Canceled) || rep == nil || !rep.Interrupted || rep.Total.Formatted != 0 {
@@ -217,13 +221,18 @@ func TestFormatAllInterrupted(t *testing.T) {
 		if d.State != cachereport.NotFormatted || !strings.Contains(d.Error, "interrupted before its turn") {
 			t.Errorf("%+v", d)
 		}
-		if got, _ := os.ReadFile(d.Device); !bytes.Equal(got, make([]byte, 8<<20)) {
-			t.Errorf("%s was written", d.Device)
+	}
+	for _, p := range []string{a, b} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s, created by the interrupted format, left behind: %v", filepath.Base(p), err)
 		}
+	}
+	if got, _ := os.ReadFile(c); !bytes.Equal(got, make([]byte, 8<<20)) {
+		t.Errorf("c.img was written")
 	}
 	var text bytes.Buffer
 	_ = rep.WriteText(&text)
-	if !strings.Contains(text.String(), "interrupted: 0 of 2 devices formatted") {
+	if !strings.Contains(text.String(), "interrupted: 0 of 3 devices formatted") {
 		t.Errorf("text:\n%s", text.String())
 	}
 }

@@ -51,9 +51,14 @@ func RecoverAll(ctx context.Context, o RecoverOptions) (*cachereport.Recoveries,
 }
 
 func recoverOne(ctx context.Context, path string, o RecoverOptions, progress func(done, total int)) (*cachereport.Recovery, error) {
-	if !o.Report.DryRun && !o.Report.Force {
-		// Mounted, held, or holding something besides a cache: recover must not write there.
-		if err := safety.Gate(safety.Recover, path); err != nil {
+	if !o.Report.DryRun {
+		// Mounted, held, or holding something besides a cache: recover must not write there
+		// (--force lifts the second, never the first).
+		gate := safety.Gate
+		if o.Report.Force {
+			gate = safety.GateInUse
+		}
+		if err := gate(safety.Recover, path); err != nil {
 			return nil, err
 		}
 	}

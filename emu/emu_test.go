@@ -91,6 +91,7 @@ func TestSpecParse(t *testing.T) {
 		"mem", "emu:mem?size=4Q", "emu:mem?lba=1024", "emu:mem?ruhs=0", "emu:mem?rg=100",
 		"emu:mem?op=-1", "emu:mem?iso=sometimes", "emu:mem?gc=lru", "emu:mem?bogus=1",
 		"emu:mem?size=1000", "emu:mem?ru=5000", "emu:mem?mu=2048&lba=4096", "emu:mem?fdp=maybe",
+		"emu:mem?size=1G&size=2G", "emu:/tmp/x.img?ru=8M&ruhs=8&ru=8M",
 	} {
 		if _, err := ParseSpec(bad); !errors.Is(err, ErrSpec) {
 			t.Errorf("%s: %v, want ErrSpec", bad, err)

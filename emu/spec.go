@@ -73,6 +73,9 @@ func ParseSpec(s string) (Spec, error) {
 		bad := func(why string) error {
 			return fmt.Errorf("%w: %s=%s: %s", ErrSpec, k, v, why)
 		}
+		if len(vs) > 1 {
+			return Spec{}, fmt.Errorf("%w: %s is given %d times (%s=%s); give it once", ErrSpec, k, len(vs), k, strings.Join(vs, "&"+k+"="))
+		}
 		sp.given[k] = true
 		switch k {
 		case "size":

@@ -76,7 +76,7 @@ func (h host) ngBlock(ng string) (name, dev string, err error) {
 
 // gateNVMeGeneric is the gate for /dev/ngXnY: the in-use checks and the signatures of its
 // namespace, read through the block device when there is one, else through passthrough.
-func (h host) gateNVMeGeneric(a Action, ng string) error {
+func (h host) gateNVMeGeneric(a Action, ng string, signatures bool) error {
 	name, dev, err := h.ngBlock(ng)
 	if err != nil {
 		return err
@@ -87,7 +87,13 @@ func (h host) gateNVMeGeneric(a Action, ng string) error {
 			u = strings.TrimPrefix(u, "it is ")
 			return refuse(ErrInUse, "%s: its namespace's block device %s is %s; %s", a.refusing(ng), blk, u, unuseHint(u))
 		}
+		if !signatures {
+			return nil
+		}
 		return h.gateSignatures(a, ng, ng, blk)
+	}
+	if !signatures {
+		return nil // no block device: nothing can be mounted on it
 	}
 	t, err := nvme.Open(ng, nvme.OpenOptions{})
 	if err != nil {

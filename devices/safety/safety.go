@@ -61,7 +61,12 @@ func (a Action) refusing(target string) string {
 // emu:PATH (its data file is checked; emu:mem has nothing to lose). A path that does not
 // exist, an empty file and a target without a recognised signature pass. Callers skip Gate
 // only when the user overrides it (rbctl's force flag).
-func Gate(a Action, dev string) error { return system.gate(a, dev) }
+func Gate(a Action, dev string) error { return system.gate(a, dev, true) }
+
+// GateInUse is the half of Gate that no override lifts: dev is mounted, active swap, held by
+// device-mapper/md, or (a regular file) backs a loop device. Callers run it when the user
+// overrides Gate (rbctl's force flag): --force destroys data, never a mounted filesystem.
+func GateInUse(a Action, dev string) error { return system.gate(a, dev, false) }
 
 // host is where the gate looks at the system; tests point it at a fake sysfs, proc and dev.
 type host struct {
@@ -70,7 +75,7 @@ type host struct {
 
 var system = host{sys: "/sys", proc: "/proc", dev: "/dev"}
 
-func (h host) gate(a Action, dev string) error {
+func (h host) gate(a Action, dev string, signatures bool) error {
 	target, subject := dev, dev
 	if emu.IsSpec(dev) {
 		sp, err := emu.ParseSpec(dev)
@@ -83,7 +88,7 @@ func (h host) gate(a Action, dev string) error {
 		target, subject = sp.Path, sp.Path+" (the emulated SSD's data file)"
 	}
 	if isNVMeGeneric(target) {
-		return h.gateNVMeGeneric(a, target)
+		return h.gateNVMeGeneric(a, target, signatures)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(target, &st); err != nil {
@@ -102,10 +107,13 @@ func (h host) gate(a Action, dev string) error {
 			return nil
 		}
 		if u := h.fileInUse(target); u != "" {
-			return refuse(ErrInUse, "%s: %s; detach it first (losetup -d)", a.refusing(subject), u)
+			return refuse(ErrInUse, "%s: %s; %s", a.refusing(subject), u, detachHint(u))
 		}
 	default:
 		return nil // not a device rbctl writes through; opening it fails with the reason
+	}
+	if !signatures {
+		return nil
 	}
 	return h.gateSignatures(a, subject, dev, target)
 }
@@ -170,6 +178,14 @@ func (r *refusal) Unwrap() error { return r.kind }
 
 func refuse(kind error, format string, a ...any) error {
 	return &refusal{msg: fmt.Sprintf(format, a...), kind: kind}
+}
+
+// detachHint says how to free a file a loop device uses ("it backs /dev/loop0 (mounted at /m)").
+func detachHint(u string) string {
+	if strings.Contains(u, "mounted at") {
+		return "unmount it and detach the loop device first (umount, losetup -d)"
+	}
+	return "detach the loop device first (losetup -d)"
 }
 
 func unuseHint(u string) string {

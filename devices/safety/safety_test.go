@@ -262,20 +262,20 @@ func TestGateNGChecksItsBlockDevice(t *testing.T) {
 	before, _ := os.ReadFile(filepath.Join(f.h.dev, "nvme0n1"))
 
 	f.write("proc/self/mountinfo", "22 1 253:0 / / rw - ext4 /dev/vda rw\n51 22 259:0 / /mnt/data rw - ext4 /dev/nvme0n1 rw\n")
-	err := f.h.gate(Format, "/dev/ng0n1")
+	err := f.h.gate(Format, "/dev/ng0n1", true)
 	want := "refusing to format /dev/ng0n1: its namespace's block device " + filepath.Join(f.h.dev, "nvme0n1") + " is mounted at /mnt/data; unmount it first"
 	if !errors.Is(err, ErrInUse) || err.Error() != want {
 		t.Fatalf("mounted through its block device:\ngot  %v\nwant %s", err, want)
 	}
 
 	f.write("proc/self/mountinfo", "22 1 253:0 / / rw - ext4 /dev/vda rw\n")
-	err = f.h.gate(Format, "/dev/ng0n1")
+	err = f.h.gate(Format, "/dev/ng0n1", true)
 	if !errors.Is(err, ErrHasData) || !strings.Contains(err.Error(), `refusing to format /dev/ng0n1: it holds an ext4 filesystem (label "data")`) {
 		t.Fatalf("unmounted, holding ext4: %v", err)
 	}
 
 	os.MkdirAll(filepath.Join(f.root, "sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1/holders/dm-0"), 0o755)
-	if err := f.h.gate(Bench, "/dev/ng0n1"); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "held by dm-0") {
+	if err := f.h.gate(Bench, "/dev/ng0n1", true); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "held by dm-0") {
 		t.Fatalf("held by device-mapper: %v", err)
 	}
 	if after, _ := os.ReadFile(filepath.Join(f.h.dev, "nvme0n1")); !bytes.Equal(before, after) {
@@ -289,15 +289,15 @@ func TestGateLoopBackingFile(t *testing.T) {
 	img := image(t, 1<<20, func([]byte) {})
 	f.write("sys/block/loop3/loop/backing_file", img+"\n")
 	f.write("sys/block/loop3/dev", "7:3\n")
-	if err := f.h.gate(Format, img); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "it backs "+filepath.Join(f.h.dev, "loop3")) {
+	if err := f.h.gate(Format, img, true); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "it backs "+filepath.Join(f.h.dev, "loop3")) {
 		t.Fatalf("loop backing file: %v", err)
 	}
 	f.write("proc/self/mountinfo", "36 22 7:3 / /mnt/img rw - ext4 /dev/loop3 rw\n")
-	if err := f.h.gate(Format, img); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "(mounted at /mnt/img)") {
+	if err := f.h.gate(Format, img, true); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "(mounted at /mnt/img)") {
 		t.Fatalf("mounted through a loop device: %v", err)
 	}
 	other := image(t, 1<<20, func([]byte) {})
-	if err := f.h.gate(Format, other); err != nil {
+	if err := f.h.gate(Format, other, true); err != nil {
 		t.Fatalf("a file no loop device uses: %v", err)
 	}
 }

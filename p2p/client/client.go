@@ -117,3 +117,18 @@ func (c *Client) Stats(ctx context.Context) (*p2ppb.StatsResponse, error) {
 	}
 	return r, nil
 }
+
+// MaxPayload asks the node for the largest payload Put takes (the max_payload_bytes of
+// Stats): a client reads no more input than that, and learns that the node is reachable
+// before it reads any. A node too old to announce it gets 1 GiB, the largest gRPC message a
+// node accepts.
+func (c *Client) MaxPayload(ctx context.Context) (int64, error) {
+	s, err := c.Stats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if n := s.Counters["max_payload_bytes"]; n > 0 {
+		return n, nil
+	}
+	return 1 << 30, nil
+}

@@ -65,6 +65,7 @@ func (n *Node) Stats() Stats {
 		"leases_expired": n.leases.expired.Load(), "leases_active": int64(n.leases.active()),
 		"served_chunks": dp.Chunks, "served_bytes": dp.Bytes, "served_busy": dp.Busy, "served_failed": dp.Failed,
 		"data_conns": dp.Conns, "data_conns_refused": dp.ConnsRefused, "data_bad_frames": dp.BadFrames,
+		"max_payload_bytes": int64(n.maxChunk), // a setting, not a count: what Put accepts
 	}
 	lat := map[string]float64{}
 	for name, l := range map[string]*latency{"peer_fetch": n.peerLat, "local_load": n.localLat} {

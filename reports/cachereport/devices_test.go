@@ -2,6 +2,7 @@ package cachereport
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,5 +92,21 @@ func TestInspectionsJSONKeepsEachDeviceReport(t *testing.T) {
 	failed, _ := NewInspections([]string{"gone"}, []*Inspection{nil}, []error{fs.ErrNotExist})
 	if failed.Output(true) != nil || failed.Output(false) != nil {
 		t.Error("one missing device: something to print")
+	}
+}
+
+// An interrupted recover of one device still gives --json its JSON: the device, the error
+// and interrupted; text gets nothing (the error says it).
+func TestRecoveriesOutputInterrupted(t *testing.T) {
+	r, err := NewRecoveries([]string{"c.img"}, []*Recovery{nil}, []error{fmt.Errorf("verifying slots: %w", context.Canceled)})
+	if err == nil {
+		t.Fatal("no error for a failed device")
+	}
+	b, jerr := json.Marshal(r.Output(true))
+	if jerr != nil || !strings.Contains(string(b), `"device":"c.img"`) || !strings.Contains(string(b), `"interrupted":true`) {
+		t.Errorf("JSON %s, %v", b, jerr)
+	}
+	if r.Output(false) != nil {
+		t.Errorf("text output for a device without a recovery: %v", r.Output(false))
 	}
 }

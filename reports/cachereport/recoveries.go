@@ -1,6 +1,8 @@
 package cachereport
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,6 +14,8 @@ type DeviceRecovery struct {
 	*Recovery
 	Device string `json:"device"`
 	Error  string `json:"error,omitempty"`
+	// Interrupted: Ctrl-C stopped it (before or while verifying); nothing was written.
+	Interrupted bool `json:"interrupted,omitempty"`
 
 	err error
 }
@@ -39,7 +43,8 @@ type Recoveries struct {
 func NewRecoveries(paths []string, reps []*Recovery, errs []error) (*Recoveries, error) {
 	r := &Recoveries{Total: RecoverTotal{Devices: len(paths)}}
 	for i, p := range paths {
-		d := DeviceRecovery{Recovery: reps[i], Device: p, Error: errText(errs[i]), err: errs[i]}
+		d := DeviceRecovery{Recovery: reps[i], Device: p, Error: errText(errs[i]), err: errs[i],
+			Interrupted: errors.Is(errs[i], context.Canceled)}
 		if errs[i] != nil {
 			r.Total.Failed++
 		}
@@ -57,17 +62,22 @@ func NewRecoveries(paths []string, reps []*Recovery, errs []error) (*Recoveries,
 	return r, DevicesErr(paths, errs)
 }
 
-// Output is what recover prints for asJSON: for one device its Recovery as always, else
-// the whole report. nil: nothing to print (one device, no Recovery).
-func (r *Recoveries) Output(bool) any {
+// Output is what recover prints: for one device its Recovery as always, else the whole
+// report. For one device without a Recovery (it failed or was interrupted before there
+// was one), JSON gets the device, its error and whether it was interrupted — a --json
+// caller always gets JSON — and text gets nothing (the error says it). nil: nothing.
+func (r *Recoveries) Output(asJSON bool) any {
 	switch {
 	case r == nil:
 		return nil
 	case len(r.Devices) != 1:
 		return r
 	}
-	if d := r.Devices[0]; d.Recovery != nil {
+	switch d := r.Devices[0]; {
+	case d.Recovery != nil:
 		return d.Recovery
+	case asJSON:
+		return d
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,12 +18,12 @@ import (
 func init() { register(newBenchCmd) }
 
 type benchFlags struct {
-	wl                       flagsets.Workload
-	out                      flagsets.ReportOut
-	o                        bench.Options
-	placement, isolation, gc string
-	lmcache                  string
-	quiet                    bool
+	wl                 flagsets.Workload
+	out                flagsets.ReportOut
+	o                  bench.Options
+	placement, lmcache string
+	isolation          ftl.Isolation // o.Isolation when given
+	quiet              bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -61,15 +62,15 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 	fs.IntVar(&o.Handles, "handles", 8, "placement handles for the policy and shadow model when DEV has no FDP")
 	flagcheck.SizeVar(fs, &o.RUBytes, "ru", "16M", "shadow model reclaim unit size when DEV does not report one")
 	fs.Float64Var(&o.OP, "op", 0.07, "shadow model over-provisioning when DEV does not report it")
-	fs.StringVar(&f.isolation, "isolation", "initial", "shadow model handle isolation: initial or persistent (an emulated DEV keeps its own unless given)")
-	fs.StringVar(&f.gc, "gc", "greedy", "shadow model GC policy: greedy or cost-benefit")
+	fs.Var(flagsets.Parsed(&f.isolation, "initial", ftl.ParseIsolation), "isolation", "shadow model handle isolation: initial or persistent (an emulated DEV keeps its own unless given)")
+	fs.Var(flagsets.Parsed(&o.GC, "greedy", ftl.ParseGCPolicy), "gc", "shadow model GC policy: greedy or cost-benefit")
 	flagcheck.SizeVar(fs, &o.Create, "create", "", "create DEV as a sparse file of this size if it does not exist")
 	fs.BoolVar(&o.SlotGroups, "slot-groups", false, "group slots per handle into reclaim-unit-sized groups (H4)")
 	flagcheck.SizeVar(fs, &o.MetaBytes, "meta-bytes", "auto", "metadata region (meta_total_bytes); auto sizes it for a full index", "auto")
 	fs.DurationVar(&o.CheckpointInterval, "checkpoint-interval", time.Second, "engine checkpoint interval")
 	fs.IntVar(&o.QueueDepth, "queue-depth", 32, "device queue depth")
 	fs.StringVar(&o.IOEngine, "io-engine", "uring", "I/O engine for files and block devices: posix, uring or passthru (/dev/ng* always uses passthru)")
-	fs.BoolVar(&o.Force, "force", false, flagsets.ForceHelp("format a block or character device, or a file that holds data or is in use"))
+	fs.BoolVar(&o.Force, "force", false, flagsets.ForceHelp("format a block or character device, or a file that holds data (never one in use)"))
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fs.StringVar(&f.lmcache, "lmcache-config", "", "take the devices, layout, I/O engine and FDP placement from an LMCache JSON config, run first as lmcache:POLICY (docs/bench.md)")
 	fs.StringVar(&o.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
@@ -79,7 +80,7 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 	o := f.o
 	o.Paths, o.Workload = paths, f.wl.Spec
-	if done, err := f.wl.Traced(cmd.OutOrStdout()); done {
+	if done, err := f.wl.Traced(cmd.OutOrStdout(), paths...); done {
 		return err
 	}
 	var err error
@@ -95,19 +96,12 @@ func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 		}
 	}
 	if cmd.Flags().Changed("isolation") {
-		iso, err := ftl.ParseIsolation(f.isolation)
-		if err != nil {
-			return err
-		}
-		o.Isolation = &iso
-	}
-	if o.GC, err = ftl.ParseGCPolicy(f.gc); err != nil {
-		return err
+		o.Isolation = &f.isolation
 	}
 	if o.ShardBy == "" { // the API takes "" as hash; on the command line it is a mistake
 		return fmt.Errorf("--shard-by is empty: give hash or kv-rank")
 	}
-	if err := f.out.Check(); err != nil {
+	if err := f.out.Check(slices.Concat(paths, []string{f.lmcache}, f.wl.Inputs())...); err != nil {
 		return err
 	}
 	o.Explain = func(err error) string { return withFlagHints(cmd, err).Error() }

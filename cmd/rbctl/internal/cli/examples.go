@@ -12,16 +12,16 @@ import (
 var examples = map[string][]string{
 	"rbctl": {
 		"rbctl format --create 1G --slot-bytes 256K /var/tmp/cache.img",
-		"rbctl bench 'emu:/var/tmp/fdp.img?size=2G&ru=8M&ruhs=8' --placement none,cache-salt --duration 10s",
+		"rbctl bench 'emu:/var/tmp/fdp.img?size=2G&ru=8M&ruhs=8&op=0.07' --placement none,cache-salt,hotness --duration 10s",
 		"rbctl fdp-status /dev/ng0n1",
 	},
 	"rbctl bench": {
 		"# four policies on a file-backed emulated FDP SSD (device WAF from its FTL model)",
 		"rbctl bench 'emu:/var/tmp/fdp.img?size=2G&ru=8M&ruhs=8&op=0.07' --placement none,cache-salt,hotness --duration 10s",
 		"# a real FDP namespace, JSON saved for later",
-		"rbctl bench /dev/ng0n1 --placement none,cache-salt --duration 60s --save run.json",
+		"rbctl bench /dev/ng0n1 --force --placement none,cache-salt --duration 60s --save run.json",
 		"# a plain file (host WAF from the shadow FTL model only)",
-		"rbctl bench /var/tmp/bench.img --create 1G --ru 16M --workers 4",
+		"rbctl bench /var/tmp/bench.img --create 1G --ru 4M --workers 4 --duration 10s",
 		"# one cache over two files, a row per device (--shard-by kv-rank: TP rank r on device r)",
 		"rbctl bench /var/tmp/a.img /var/tmp/b.img --create 1G --json",
 	},
@@ -52,7 +52,8 @@ var examples = map[string][]string{
 	"rbctl put": {
 		"rbctl put cache.img --model my/model --rank 0 --hash 00ff --salt tenant data.bin",
 		"echo hello | rbctl put cache.img --key 'm@0x00000000@aa' -",
-		"rbctl put 'emu:/var/tmp/e.img?size=1G' --placement cache-salt --model m --hash 01 --salt rag doc.bin",
+		"rbctl format 'emu:/var/tmp/e.img?size=1G&ru=8M&ruhs=8' --placement cache-salt   # an emulated FDP SSD, made and formatted",
+		"rbctl put 'emu:/var/tmp/e.img' --placement cache-salt --model m --hash 01 --salt rag doc.bin",
 	},
 	"rbctl get": {
 		"rbctl get /var/tmp/cache.img --key 'my%2Fmodel@0x00000000@00ff@tenant'",
@@ -63,7 +64,7 @@ var examples = map[string][]string{
 		"rbctl ls --salt tenant --json /var/tmp/cache.img",
 	},
 	"rbctl rm": {
-		"rbctl rm /var/tmp/cache.img --key 'my%2Fmodel@0x00000000@00ff@tenant'",
+		"rbctl rm /var/tmp/cache.img --key 'm@0x00000000@aa'",
 		"rbctl rm /var/tmp/cache.img --model my/model --hash 00ff --salt tenant",
 	},
 	"rbctl fdp-status": {
@@ -81,7 +82,7 @@ var examples = map[string][]string{
 	"rbctl fdp events":     {"rbctl fdp events /dev/nvme0 -e 1", "rbctl fdp events /dev/nvme0 -e 1 --host-events -o json"},
 	"rbctl fdp status":     {"rbctl fdp status /dev/ng0n1", "rbctl fdp status /dev/ng0n1 -n 1 -o json"},
 	"rbctl fdp update":     {"rbctl fdp update /dev/ng0n1 --pids 0,1 --yes   # reset the reclaim units of PIDs 0 and 1"},
-	"rbctl fdp set-events": {"rbctl fdp set-events /dev/ng0n1 --placement-handle 0 --event-types 0,1 --enable --yes"},
+	"rbctl fdp set-events": {"rbctl fdp set-events /dev/ng0n1 --placement-handle 0 --event-types 0,3 --enable --yes   # RU not fully written, invalid placement ID"},
 	"rbctl fdp feature":    {"rbctl fdp feature /dev/nvme0 -e 1            # show the FDP feature", "rbctl fdp feature /dev/nvme0 -e 1 -c 0 --yes   # enable FDP configuration 0"},
 	"rbctl identify":       {"rbctl identify /dev/ng0n1", "rbctl identify --json 'emu:/var/tmp/fdp.img'"},
 	"rbctl nvme":           {"rbctl nvme log /dev/nvme0 --lid 2"},

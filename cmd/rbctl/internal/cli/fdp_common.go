@@ -23,7 +23,7 @@ const exitNoFDP = exitUnsupported
 func openFDP(dev string, nsid uint32) (*devices.Admin, error) {
 	a, err := devices.OpenAdmin(dev, devices.AdminOptions{NSID: nsid})
 	if err != nil {
-		return nil, err
+		return nil, fdpError(dev, err) // a regular file or a SCSI disk has no FDP either: 2
 	}
 	if err := a.CheckFDP(); err != nil {
 		a.Close()
@@ -32,12 +32,15 @@ func openFDP(dev string, nsid uint32) (*devices.Admin, error) {
 	return a, nil
 }
 
-// fdpError turns "no FDP" into exit status 2, with the command that enables FDP.
+// fdpError turns "no FDP" (not an NVMe device, FDP not supported, FDP disabled) into exit
+// status 2, with the command that enables FDP.
 func fdpError(dev string, err error) error {
 	switch {
 	case errors.Is(err, fdp.ErrFDPNotSupported) && !strings.HasPrefix(err.Error(), dev+": "):
 		return &ExitError{Code: exitNoFDP, Err: fmt.Errorf("%s: %w", dev, err)}
 	case errors.Is(err, fdp.ErrFDPNotSupported):
+		return &ExitError{Code: exitNoFDP, Err: err}
+	case errors.Is(err, nvme.ErrNotNVMe):
 		return &ExitError{Code: exitNoFDP, Err: err}
 	case errors.Is(err, nvme.ErrFDPDisabled):
 		return &ExitError{Code: exitNoFDP, Err: fmt.Errorf("%s: FDP is disabled in this endurance group; enable it with `rbctl fdp feature %s -c 0 --yes`: %w", dev, dev, err)}

@@ -26,7 +26,8 @@ func newFDPStatusCmd() *cobra.Command {
 of DEV (/dev/ngXnY, /dev/nvmeXnY, /dev/nvmeX or an emu: spec) and prints them on one screen.
 WAF = MBMW/HBMW. With --watch it refreshes and also shows the WAF over each interval.
 It only reads: nothing it sends changes the device. A device without FDP gets
-"FDP not supported" and exit status 2.`,
+"FDP not supported" and exit status 2; a device with FDP supported but disabled gets its
+screen (the configurations it could enable) and exit status 2.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := openFDP(args[0], 0)
@@ -47,7 +48,9 @@ It only reads: nothing it sends changes the device. A device without FDP gets
 // runFDPStatus prints the status of t once, or every watch until ctx ends or count screens.
 func runFDPStatus(ctx context.Context, w io.Writer, t nvme.Transport, dev string, asJSON bool, watch time.Duration, count, nevents int) error {
 	clear := watch > 0 && !asJSON && isTerminal(w)
+	enabled := false
 	err := devices.WatchFDPStatus(ctx, t, dev, nevents, watch, count, func(i int, s *devices.FDPStatus) error {
+		enabled = s.Enabled
 		switch {
 		case asJSON:
 			return flagsets.WriteJSON(w, s)
@@ -56,11 +59,10 @@ func runFDPStatus(ctx context.Context, w io.Writer, t nvme.Transport, dev string
 		case i > 0:
 			fmt.Fprintln(w)
 		}
-		if err := writeSections(w, s.Sections()); err != nil || s.Enabled {
-			return err
-		}
-		_, err := fmt.Fprintf(w, "\nFDP is disabled: enable it with `rbctl fdp feature %s -c 0 --yes`\n", dev)
-		return err
+		return writeSections(w, s.Sections())
 	})
+	if err == nil && !enabled && ctx.Err() == nil {
+		err = nvme.ErrFDPDisabled // the screen is printed; the exit status says so (2)
+	}
 	return fdpError(dev, err)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -227,8 +228,25 @@ func TestFDPStatusBeforeAfterWorkload(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Code != exitNoFDP || !strings.Contains(err.Error(), "disabled") {
 		t.Errorf("status with FDP disabled: %v", err)
 	}
-	if out := mustFDPCLI(t, "fdp-status", "emu:"+path); !strings.Contains(out, "DISABLED") {
-		t.Errorf("fdp-status disabled: %s", out)
+	// Not an NVMe device at all: no FDP either (exit 2), for every fdp command.
+	plain := filepath.Join(t.TempDir(), "plain.img")
+	if err := os.WriteFile(plain, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"fdp", "update", plain, "--pids", "0", "--yes"}, {"fdp-status", plain}, {"fdp", "configs", plain}} {
+		if _, err := runFDPCLI(t, args...); !errors.As(err, &ee) || ee.Code != exitNoFDP {
+			t.Errorf("%v on a regular file: %v, want exit %d", args, err, exitNoFDP)
+		}
+	}
+	// fdp-status prints its screen and exits 2 (docs/cli.md, docs/fdp.md), JSON too.
+	for _, args := range [][]string{{"fdp-status", "emu:" + path}, {"fdp-status", "--json", "emu:" + path}} {
+		out, err := runFDPCLI(t, args...)
+		if !errors.As(err, &ee) || ee.Code != exitNoFDP || !strings.Contains(err.Error(), "fdp feature") {
+			t.Errorf("%v with FDP disabled: %v", args, err)
+		}
+		if !strings.Contains(out, "DISABLED") && !strings.Contains(out, `"fdp_enabled": false`) {
+			t.Errorf("%v disabled: %s", args, out)
+		}
 	}
 	mustFDPCLI(t, "fdp", "feature", "emu:"+path, "-c", "0", "--yes")
 	if m := fdpStatusJSON(t, "emu:"+path); m["fdp_enabled"] != true {

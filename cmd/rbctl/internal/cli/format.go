@@ -52,7 +52,7 @@ two of at least 1 MiB.`,
 		},
 	}
 	cmd.Flags().StringVar(&f.lmcache, "lmcache-config", "", "format the devices an LMCache JSON config names, with its layout and FDP placement (docs/compat.md)")
-	cmd.Flags().BoolVar(&f.force, "force", false, flagsets.ForceHelp("format a device that is in use or holds data (a filesystem, a partition table, a cache)"))
+	cmd.Flags().BoolVar(&f.force, "force", false, flagsets.ForceHelp("format a device that holds data (a filesystem, a partition table, a cache); never one in use (mounted, held, backing a loop device)"))
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON: the layout (several DEVs, --lmcache-config: a row per device and the total)")
 	cmd.Flags().StringVar(&f.create, "create", "", flagsets.CreateHelp)
 	f.layout.Add(cmd)

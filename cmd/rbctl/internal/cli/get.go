@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -24,7 +23,7 @@ type getResult struct {
 func newGetCmd() *cobra.Command {
 	var dev flagsets.Device
 	var kf flagsets.Key
-	var out string
+	var out flagsets.Out
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "get DEV",
@@ -32,6 +31,9 @@ func newGetCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := kf.Precheck(); err != nil {
+				return err
+			}
+			if err := out.Check(args[0]); err != nil {
 				return err
 			}
 			e, err := dev.OpenEngine(nil, args[0], true, nil)
@@ -56,8 +58,8 @@ func newGetCmd() *cobra.Command {
 				return fmt.Errorf("%s: the stored payload failed its checksum or header check (run rbctl recover --verify)", rbEscape(k.String()))
 			}
 			switch {
-			case out != "" && out != "-":
-				return os.WriteFile(out, buf, 0o600)
+			case out.File():
+				return out.Write(buf)
 			case asJSON:
 				return printJSON(cmd.OutOrStdout(), getResult{Key: rbEscape(k.String()), Slot: m.Slot, Size: m.Size, Payload: buf})
 			}
@@ -65,7 +67,7 @@ func newGetCmd() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&out, "out", "o", "", "write to this file instead of stdout")
+	out.Add(cmd, "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the entry and its payload (base64) as JSON")
 	dev.Add(cmd)
 	kf.Add(cmd)

@@ -81,8 +81,6 @@ func flagHints(cmd *cobra.Command, err error) []string {
 			hints = append(hints, "pass --force to overwrite it")
 		case errors.Is(err, safety.ErrHasData):
 			hints = append(hints, "pass --force to destroy it")
-		case errors.Is(err, safety.ErrInUse) && strings.Contains(msg, "losetup -d"):
-			hints = append(hints, "or pass --force")
 		case errors.Is(err, cachereport.ErrRefused):
 			hints = append(hints, "pass --force to write it anyway (--dry-run lists what would be dropped)")
 		}

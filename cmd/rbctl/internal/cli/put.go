@@ -11,9 +11,6 @@ import (
 
 func init() { register(newPutCmd) }
 
-// maxPutBytes bounds what put reads before it knows the slot size.
-const maxPutBytes = 1 << 30
-
 func newPutCmd() *cobra.Command {
 	var dev flagsets.Device
 	var kf flagsets.Key
@@ -30,10 +27,6 @@ func newPutCmd() *cobra.Command {
 			if err := kf.Precheck(); err != nil {
 				return err
 			}
-			data, err := flagsets.ReadInput(cmd.InOrStdin(), args[1:], maxPutBytes)
-			if err != nil {
-				return err
-			}
 			e, err := dev.OpenEngine(&pf, args[0], false, nil)
 			if err != nil {
 				return err
@@ -43,9 +36,11 @@ func newPutCmd() *cobra.Command {
 				e.CloseNoCheckpoint()
 				return err
 			}
-			if max := e.Config().SlotBytes - int64(e.Config().HeaderBytes); int64(len(data)) > max {
+			// The slot's payload size is known: read no more than one byte past it.
+			data, err := flagsets.ReadInput(cmd.Context(), cmd.InOrStdin(), args[1:], e.Config().SlotBytes-int64(e.Config().HeaderBytes))
+			if err != nil {
 				e.CloseNoCheckpoint()
-				return fmt.Errorf("input has %d bytes; a slot holds at most %d (slot_bytes %d - header_bytes %d)", len(data), max, e.Config().SlotBytes, e.Config().HeaderBytes)
+				return err
 			}
 			res, err := e.PutMany([]engine.Key{k}, [][]byte{data})
 			if err != nil {

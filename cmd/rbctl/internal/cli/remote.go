@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -24,10 +23,11 @@ func newRemoteCmd() *cobra.Command {
 }
 
 type remoteFlags struct {
-	server, out, salt string
-	kf                flagsets.Key
-	localOnly, json   bool
-	maxKeys           int
+	server, salt    string
+	out             flagsets.Out
+	kf              flagsets.Key
+	localOnly, json bool
+	maxKeys         int
 }
 
 func remoteLeaf(use string, short string, args cobra.PositionalArgs, run func(*cobra.Command, *client.Client, *remoteFlags, []string) error) *cobra.Command {
@@ -36,6 +36,9 @@ func remoteLeaf(use string, short string, args cobra.PositionalArgs, run func(*c
 	c := &cobra.Command{Use: use, Short: short, Args: args, RunE: func(cmd *cobra.Command, a []string) error {
 		if keyed {
 			if err := rf.kf.Precheck(); err != nil {
+				return err
+			}
+			if err := rf.out.Check(); err != nil {
 				return err
 			}
 		}
@@ -54,7 +57,7 @@ func remoteLeaf(use string, short string, args cobra.PositionalArgs, run func(*c
 	}
 	switch use {
 	case "get":
-		f.StringVarP(&rf.out, "out", "o", "", "write the payload to this file instead of stdout")
+		rf.out.Add(c, "write the payload to this file instead of stdout")
 		f.BoolVar(&rf.localOnly, "local-only", false, "do not let the node ask its peers on a miss")
 	case "ls":
 		f.StringVar(&rf.salt, "salt", "", "only keys with this cache_salt")
@@ -64,7 +67,11 @@ func remoteLeaf(use string, short string, args cobra.PositionalArgs, run func(*c
 }
 
 func remotePut(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, args []string) error {
-	data, err := flagsets.ReadInput(cmd.InOrStdin(), args, maxPutBytes)
+	max, err := cl.MaxPayload(cmd.Context()) // the node first: nothing is read for a node that is not there
+	if err != nil {
+		return err
+	}
+	data, err := flagsets.ReadInput(cmd.Context(), cmd.InOrStdin(), args, max)
 	if err != nil {
 		return err
 	}
@@ -74,8 +81,8 @@ func remotePut(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, args []st
 	case rf.json:
 		return printJSON(cmd.OutOrStdout(), map[string]int{"stored_bytes": len(data)})
 	}
-	cmd.Printf("stored %d bytes\n", len(data))
-	return nil
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "stored %d bytes\n", len(data))
+	return err
 }
 
 func remoteGet(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, _ []string) error {
@@ -87,8 +94,8 @@ func remoteGet(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, _ []strin
 		return notFound(fmt.Errorf("the key is not on the node %s nor on the peers it asked", rbEscape(rf.server)))
 	case rf.json:
 		return printJSON(cmd.OutOrStdout(), map[string]any{"source": ch.Source.String(), "peer": ch.Peer, "payload": ch.Payload})
-	case rf.out != "" && rf.out != "-":
-		return os.WriteFile(rf.out, ch.Payload, 0o600)
+	case rf.out.File():
+		return rf.out.Write(ch.Payload)
 	}
 	_, err = cmd.OutOrStdout().Write(ch.Payload)
 	return err

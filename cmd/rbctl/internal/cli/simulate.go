@@ -16,10 +16,10 @@ import (
 func init() { register(newSimulateCmd) }
 
 type simFlags struct {
-	wl                                      flagsets.Workload
-	out                                     flagsets.ReportOut
-	o                                       sim.Options
-	isolation, gc, pre, pol, sweep, lmcache string
+	wl                  flagsets.Workload
+	out                 flagsets.ReportOut
+	o                   sim.Options
+	pol, sweep, lmcache string
 }
 
 func newSimulateCmd() *cobra.Command {
@@ -46,10 +46,10 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 	flagcheck.SizeVar(fs, &o.RUBytes, "ru", "auto", "reclaim unit size (auto: device size/512, rounded to the mapping unit)", "auto")
 	flagcheck.SizeVar(fs, &o.MappingUnit, "unit", "auto", "FTL mapping unit (auto: a power of two ≤ slot/16 and ≤ RU/256, ≥ 4K); slots are rounded up to it", "auto")
 	fs.IntVar(&o.Handles, "handles", 8, "placement handles (reclaim unit handles)")
-	fs.StringVar(&f.isolation, "isolation", "initial", "handle isolation: initial or persistent")
-	fs.StringVar(&f.gc, "gc", "greedy", "GC victim policy: greedy or cost-benefit")
+	fs.Var(flagsets.Parsed(&o.Isolation, "initial", ftl.ParseIsolation), "isolation", "handle isolation: initial or persistent")
+	fs.Var(flagsets.Parsed(&o.GC, "greedy", ftl.ParseGCPolicy), "gc", "GC victim policy: greedy or cost-benefit")
 	fs.IntVar(&o.Reserve, "reserve", 0, "free RUs kept for GC (0: the minimum, 1)")
-	fs.StringVar(&f.pre, "precondition", "trim", "state before the run: trim (all deallocated) or fill (sequentially written)")
+	fs.Var(flagsets.Parsed(&o.Precondition, "trim", ftl.ParsePrecondition), "precondition", "state before the run: trim (all deallocated) or fill (sequentially written)")
 	fs.StringVar(&f.pol, "placement", "none,cache-salt,metadata-class+cache-salt,hotness", "comma-separated placement policies to compare ("+strings.Join(placement.Known(), ", ")+", compositions with +), or future-knowledge references oracle:"+strings.Join(sim.OracleModes, ", oracle:")+" (two passes; docs/bench.md)")
 	fs.BoolVar(&o.Deallocate, "deallocate", true, "deallocate a slot when its key is evicted or deleted (H6); false opts out")
 	fs.Int64Var(&o.CheckpointOps, "checkpoint-ops", 2000, "write a checkpoint every this many stores+deletes (0: never)")
@@ -70,15 +70,6 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 		return err
 	}
 	var err error
-	if o.Isolation, err = ftl.ParseIsolation(f.isolation); err != nil {
-		return err
-	}
-	if o.GC, err = ftl.ParseGCPolicy(f.gc); err != nil {
-		return err
-	}
-	if o.Precondition, err = ftl.ParsePrecondition(f.pre); err != nil {
-		return err
-	}
 	if f.sweep != "" {
 		if o.Sweep, err = sim.ParseSweep(f.sweep); err != nil {
 			return fmt.Errorf("--sweep: %w", err)
@@ -95,7 +86,7 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 			o.Policies = nil
 		}
 	}
-	if err := f.out.Check(); err != nil {
+	if err := f.out.Check(append(f.wl.Inputs(), f.lmcache)...); err != nil {
 		return err
 	}
 	o.MemAvailable = memAvailable

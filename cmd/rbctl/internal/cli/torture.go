@@ -61,7 +61,7 @@ any invariant failed.`,
 	f := cmd.Flags()
 	f.IntVar(&opts.Kills, "kills", 200, "number of SIGKILLs (cycles that close cleanly come on top)")
 	f.Uint64Var(&opts.Seed, "seed", 1, "random seed (a run is reproducible up to scheduling)")
-	f.StringVar(&opts.Dir, "dir", "", "scratch directory for the device file and side logs (default: a temporary directory, removed afterwards)")
+	f.StringVar(&opts.Dir, "dir", "", "keep the device file and side logs in a new rbctl-torture-* directory under this one (default: a temporary one, removed afterwards)")
 	f.IntVar(&opts.Workers, "workers", 3, "writer goroutines")
 	f.Int64Var(&opts.Slots, "slots", 0, "cache slots of 64 KiB (default 96)")
 	f.DurationVar(&opts.MinRun, "min-run", 0, "shortest time a writer runs before the kill (default 20ms)")

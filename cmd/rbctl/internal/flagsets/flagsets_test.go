@@ -1,10 +1,15 @@
 package flagsets
 
 import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
@@ -70,15 +75,45 @@ func TestPlacement(t *testing.T) {
 }
 
 func TestReadInput(t *testing.T) {
-	if b, err := ReadInput(strings.NewReader("hello"), nil, 8); err != nil || string(b) != "hello" {
+	ctx := context.Background()
+	if b, err := ReadInput(ctx, strings.NewReader("hello"), nil, 8); err != nil || string(b) != "hello" {
 		t.Errorf("stdin: %q, %v", b, err)
 	}
-	if _, err := ReadInput(strings.NewReader("123456789"), []string{"-"}, 8); err == nil || !strings.Contains(err.Error(), "larger than") {
-		t.Errorf("over the cap: %v", err)
-	}
-	if _, err := ReadInput(strings.NewReader(""), nil, 8); err == nil || !strings.Contains(err.Error(), "empty") {
+	if _, err := ReadInput(ctx, strings.NewReader(""), nil, 8); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Errorf("empty: %v", err)
 	}
+	// Over the cap: refused after max+1 bytes, however much more there is.
+	src := &countingReader{left: 1 << 30}
+	if _, err := ReadInput(ctx, src, []string{"-"}, 64<<10); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("over the cap: %v", err)
+	}
+	if src.read > 64<<10+1 {
+		t.Errorf("read %d bytes of an over-long input, want at most %d", src.read, 64<<10+1)
+	}
+	// A FIFO no one writes: open(2) blocks; cancelling stops the read at once.
+	fifo := filepath.Join(t.TempDir(), "in")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	go cancel()
+	if _, err := ReadInput(cctx, strings.NewReader(""), []string{fifo}, 8); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled while waiting on a FIFO: %v", err)
+	}
+}
+
+// countingReader yields left zero bytes and counts what was read.
+type countingReader struct{ left, read int64 }
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	if r.left == 0 {
+		return 0, io.EOF
+	}
+	n := int64(len(p))
+	n = min(n, r.left)
+	r.left -= n
+	r.read += n
+	return int(n), nil
 }
 
 func TestNVMeOutputMode(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/devices/safety"
 	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/reports/plots"
 )
@@ -30,9 +31,14 @@ func (o *ReportOut) Register(cmd *cobra.Command) {
 	cmd.MarkFlagsMutuallyExclusive("json", "csv", "markdown")
 }
 
-// Check refuses an unwritable destination before anything runs.
-func (o *ReportOut) Check() error {
+// Check refuses, before anything runs, an unwritable destination or one whose contents
+// would be lost (safety.Output: one of inputs — the command's devices and input files — a
+// cache, a filesystem image, a device, a file in use).
+func (o *ReportOut) Check(inputs ...string) error {
 	if o.save != "" {
+		if err := safety.Output("--save", o.save, inputs); err != nil {
+			return err
+		}
 		if err := reports.CheckFile(o.save); err != nil {
 			return fmt.Errorf("--save %s: %w", o.save, err)
 		}
@@ -41,6 +47,7 @@ func (o *ReportOut) Check() error {
 		if err := reports.CheckDir(o.plot); err != nil {
 			return fmt.Errorf("--plot %s: %w", o.plot, err)
 		}
+		return checkPlotDir(o.plot, inputs)
 	}
 	return nil
 }

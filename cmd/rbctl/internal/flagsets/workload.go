@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
+	"github.com/rbctl/rbctl/devices/safety"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/workloads"
 )
@@ -66,13 +67,25 @@ func (v budgetsValue) Set(s string) error {
 	return err
 }
 
+// Inputs are the files the workload reads (a trace), for the output checks.
+func (w *Workload) Inputs() []string {
+	if f, ok := strings.CutPrefix(w.Spec.Kind, "trace:"); ok {
+		return []string{f}
+	}
+	return nil
+}
+
 // Traced writes the trace --write-trace asks for, reporting it on out; done says the
-// command ends there.
-func (w *Workload) Traced(out io.Writer) (done bool, err error) {
+// command ends there. inputs are the command's other inputs (its devices), which the trace
+// must not be written over.
+func (w *Workload) Traced(out io.Writer, inputs ...string) (done bool, err error) {
 	if w.WriteTrace == "" {
 		return false, nil
 	} else if w.Spec.Requests <= 0 {
 		return true, fmt.Errorf("--write-trace needs --requests N (how many ops to write)")
+	}
+	if err := safety.Output("--write-trace", w.WriteTrace, append(inputs, w.Inputs()...)); err != nil {
+		return true, err
 	}
 	src, err := w.Spec.Build()
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 
 // Options configures a torture run.
 type Options struct {
-	Dir      string // working directory for the device file and side logs ("": a temp dir, removed)
+	Dir      string // where the run's own directory (device file, side logs) is made and kept ("": the temp dir, removed)
 	Kills    int    // cycles ending in SIGKILL (clean-close cycles come on top)
 	Seed     uint64
 	Geometry Geometry
@@ -86,14 +86,14 @@ func Run(opts Options) (*Summary, error) {
 		return nil, errors.New("torture: Options.Command is required (how to start a writer process)")
 	}
 	start := time.Now()
-	dir := opts.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "rbctl-torture-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	// A directory of its own, so that nothing already in opts.Dir is written over; kept
+	// (with the device and the side logs) when opts.Dir names where.
+	dir, err := os.MkdirTemp(opts.Dir, "rbctl-torture-")
+	if err != nil {
+		return nil, err
+	}
+	if opts.Dir == "" {
+		defer os.RemoveAll(dir)
 	}
 	g := opts.Geometry
 	devPath := filepath.Join(dir, "torture.dev")

@@ -1,16 +1,20 @@
 package torture
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/rbctl/rbctl/reports"
 )
 
 // Summary is the outcome of a torture run. The violation counters must all be zero.
 type Summary struct {
-	Interrupted     bool `json:",omitempty"` // stopped by Options.Stop: a partial run
+	Interrupted     bool // stopped by Options.Stop: a partial run
 	Seed            uint64
 	Backends        []string       // the writer's device backends, rotated per cycle
 	CyclesByBackend map[string]int // cycles run through each
@@ -157,4 +161,41 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintln(w, "problem:", p)
 	}
 	return nil
+}
+
+// MarshalJSON writes the summary with snake_case keys, as every rbctl --json does
+// (torn_kills, keys_verified, ...), the elapsed time in seconds and the violation total.
+func (s *Summary) MarshalJSON() ([]byte, error) {
+	m := map[string]any{}
+	v := reflect.ValueOf(s).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		switch f.Name {
+		case "Interrupted":
+			if s.Interrupted {
+				m["interrupted"] = true
+			}
+		case "Elapsed":
+			m["elapsed_seconds"] = s.Elapsed.Seconds()
+		default:
+			m[snake(f.Name)] = v.Field(i).Interface()
+		}
+	}
+	m["violations"] = s.Violations()
+	return json.Marshal(m)
+}
+
+// snake turns a Go field name into a JSON key: KillTornContainers -> kill_torn_containers.
+func snake(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -2,8 +2,10 @@ package torture
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSummaryWriteText(t *testing.T) {
@@ -34,5 +36,31 @@ func TestOptionsSlots(t *testing.T) {
 	o.defaults()
 	if o.Geometry != DefaultGeometry() {
 		t.Errorf("default geometry %+v", o.Geometry)
+	}
+}
+
+// TestSummaryJSONSnakeCase: torture --json uses snake_case keys like every other --json.
+func TestSummaryJSONSnakeCase(t *testing.T) {
+	s := &Summary{Seed: 7, TornKills: 2, KillTornContainers: 1, Lost: 3, Elapsed: 1500 * time.Millisecond}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]float64{"seed": 7, "torn_kills": 2, "kill_torn_containers": 1, "lost": 3, "violations": 3, "elapsed_seconds": 1.5} {
+		if got, ok := m[k].(float64); !ok || got != want {
+			t.Errorf("%s = %v, want %v", k, m[k], want)
+		}
+	}
+	for k := range m {
+		if k != strings.ToLower(k) {
+			t.Errorf("key %q is not snake_case", k)
+		}
+	}
+	if _, ok := m["interrupted"]; ok {
+		t.Errorf("interrupted present on a whole run: %s", b)
 	}
 }
