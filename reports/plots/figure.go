@@ -152,7 +152,8 @@ func (f *Figure) LegendWidth() vg.Length {
 	return r.Size().X + 2*vg.Points(legendGap)
 }
 
-// fit sets both axes' ranges and ticks (once, after the data are added).
+// fit sets both axes' ranges and ticks (once, after the data are added; Draw, Layout,
+// AxisTicks and DrawGrid call it).
 func (f *Figure) fit() {
 	if !f.fitted {
 		fitRange(&f.Plot.X, f.x)
@@ -214,6 +215,11 @@ func (f *Figure) write(path, format string, w, strip vg.Length) error {
 		return err
 	}
 	f.Draw(draw.New(c), strip)
+	return writeCanvas(path, c)
+}
+
+// writeCanvas writes a drawn canvas to path.
+func writeCanvas(path string, c vg.CanvasWriterTo) error {
 	file, err := os.Create(path)
 	if err != nil {
 		return err

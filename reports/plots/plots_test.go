@@ -197,3 +197,39 @@ func TestRollingMean(t *testing.T) {
 		}
 	}
 }
+
+func TestSaveGrid(t *testing.T) {
+	r := demoReport()
+	a, err := wafOverTime(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := throughput(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "grid.png")
+	if err := SaveGrid(path, [][]*Figure{{a, b}}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, _, err := image.DecodeConfig(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two figures side by side, each with the wider (throughput's) legend strip.
+	if want := (2*(Width+b.LegendWidth()) + 2*gridPad).Dots(vgimg.DefaultDPI); math.Abs(float64(cfg.Width)-want) > 1 {
+		t.Errorf("grid %d wide, want %.0f", cfg.Width, want)
+	}
+	if err := SaveGrid(path, [][]*Figure{{a, b}, {a}}); err == nil {
+		t.Error("a ragged grid: want an error")
+	}
+	if err := SaveGrid(filepath.Join(dir, "grid.bmp"), [][]*Figure{{a}}); err == nil {
+		t.Error("an unknown format: want an error")
+	}
+}

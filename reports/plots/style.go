@@ -119,14 +119,12 @@ func fitRange(a *plot.Axis, spec Axis) {
 	case startFloor:
 		a.Min = math.Min(a.Min, spec.Start.floor)
 	}
-	if !(a.Max > a.Min) || math.IsInf(a.Max-a.Min, 0) {
-		return
+	if _, ours := a.Tick.Marker.(Ticks); !ours || !(a.Max > a.Min) || math.IsInf(a.Max-a.Min, 0) {
+		return // a figure's own ticks (ConstantTicks) come with the range it set
 	}
 	s := niceStep(a.Min, a.Max)
 	if top := math.Ceil(a.Max/s.value()-1e-9) * s.value(); top >= a.Max && top-a.Max <= maxHeadroom*(a.Max-a.Min) {
 		a.Max = top
 	}
-	if _, ok := a.Tick.Marker.(Ticks); ok {
-		a.Tick.Marker = Ticks{step: s}
-	}
+	a.Tick.Marker = Ticks{step: s}
 }
