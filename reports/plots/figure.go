@@ -105,14 +105,14 @@ func (f *Figure) Faint(i int, xy plotter.XYs) error {
 	if err != nil {
 		return err
 	}
-	l.LineStyle = FaintStyle(i)
+	l.LineStyle = FaintStyle(i, len(xy))
 	f.Plot.Add(l)
 	return nil
 }
 
 // FaintThumb is a legend thumbnail for the faint lines of every series (grey).
 func FaintThumb() plot.Thumbnailer {
-	ls := FaintStyle(0)
+	ls := FaintStyle(0, 0)
 	ls.Color = color.NRGBA{A: faintAlpha}
 	return &plotter.Line{LineStyle: ls}
 }

@@ -122,8 +122,8 @@ func throughput(r *reports.Report) (*Figure, error) {
 
 // SmoothingWindow picks the rolling window for series sampled over time: 1, 2 or 5 × 10^k,
 // at least 10 sampling intervals (the median gap between points) and a tenth of the longest
-// series' span, but not over a third of that span before rounding up. It returns the window
-// and the interval.
+// series' span (within 10 %), but not over a third of that span before rounding up. It
+// returns the window and the interval.
 func SmoothingWindow(series []plotter.XYs) (window, interval float64) {
 	interval = medianGap(series)
 	span := 0.0
@@ -138,7 +138,7 @@ func SmoothingWindow(series []plotter.XYs) (window, interval float64) {
 	}
 	k := math.Floor(math.Log10(want))
 	for _, m := range []float64{1, 2, 5, 10} {
-		if w := m * math.Pow(10, k); w >= want*(1-1e-9) {
+		if w := m * math.Pow(10, k); w >= want*0.9 { // 1.003 s (ten intervals of 0.1003 s) is 1 s
 			return w, interval
 		}
 	}

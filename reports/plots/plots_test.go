@@ -186,7 +186,7 @@ func TestRollingMean(t *testing.T) {
 	}
 	for _, c := range []struct {
 		every, span, window float64
-	}{{0.1, 5, 1}, {1, 300, 50}, {1, 20, 10}, {0.25, 2, 1}} {
+	}{{0.1, 5, 1}, {0.1003, 6.7, 1}, {1, 300, 50}, {1, 20, 10}, {0.25, 2, 1}} {
 		var s plotter.XYs
 		for x := 0.0; x <= c.span+1e-9; x += c.every {
 			s = append(s, plotter.XY{X: x})

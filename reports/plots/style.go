@@ -20,6 +20,9 @@ const (
 	lineWidth  = 1.5
 	faintWidth = 0.75
 	faintAlpha = 0x50
+	// faintPoints: past this many points a faint line fades (down to faintAlphaMin), so the
+	// raw intervals of a long run do not bury the smoothed lines.
+	faintPoints, faintAlphaMin = 150, 0x18
 	// maxHeadroom is how far past the data (a fraction of the range) an axis may run to end
 	// on a labelled tick.
 	maxHeadroom = 0.05
@@ -61,10 +64,23 @@ type Axis struct {
 	Log   bool
 }
 
+// palette is Okabe and Ito's colour-blind-safe set, yellow last (it is faint on white).
+var palette = []color.Color{
+	color.RGBA{0x00, 0x72, 0xB2, 0xFF}, // blue
+	color.RGBA{0xD5, 0x5E, 0x00, 0xFF}, // vermillion
+	color.RGBA{0x00, 0x9E, 0x73, 0xFF}, // bluish green
+	color.RGBA{0xCC, 0x79, 0xA7, 0xFF}, // reddish purple
+	color.RGBA{0xE6, 0x9F, 0x00, 0xFF}, // orange
+	color.RGBA{0x56, 0xB4, 0xE9, 0xFF}, // sky blue
+	color.RGBA{0x00, 0x00, 0x00, 0xFF}, // black
+	color.RGBA{0xF0, 0xE4, 0x42, 0xFF}, // yellow
+}
+
 // Color is series i's colour: the same index keeps the same colour in every figure of a
 // report (a policy is one colour throughout).
 func Color(i int) color.Color {
-	return plotutil.DarkColors[((i%len(plotutil.DarkColors))+len(plotutil.DarkColors))%len(plotutil.DarkColors)]
+	n := len(palette)
+	return palette[(i%n+n)%n]
 }
 
 // LineStyle is series i's line: its colour and a dash pattern of its own, so the figure
@@ -73,10 +89,19 @@ func LineStyle(i int) draw.LineStyle {
 	return draw.LineStyle{Color: Color(i), Width: vg.Points(lineWidth), Dashes: plotutil.Dashes(i)}
 }
 
-// FaintStyle is series i's raw data under its smoothed line: thin, solid, translucent.
-func FaintStyle(i int) draw.LineStyle {
+// FaintStyle is series i's raw data (n points) under its smoothed line: thin, solid,
+// translucent, and fainter the more points crowd the plot's width (past faintPoints).
+func FaintStyle(i, n int) draw.LineStyle {
 	r, g, b, _ := Color(i).RGBA()
-	return draw.LineStyle{Color: color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: faintAlpha}, Width: vg.Points(faintWidth)}
+	return draw.LineStyle{Color: color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: faintness(n)}, Width: vg.Points(faintWidth)}
+}
+
+// faintness is the alpha of a faint line of n points.
+func faintness(n int) uint8 {
+	if n <= faintPoints {
+		return faintAlpha
+	}
+	return uint8(max(faintAlphaMin, faintAlpha*faintPoints/n))
 }
 
 // GlyphStyle is series i's point mark.
