@@ -1,53 +1,19 @@
-// Package plots draws a report's figures as PNG and SVG with gonum/plot: the latency CDF per
-// strategy, WAF over time per strategy, throughput over time, and a sweep's WAF curve.
+// Package plots draws rbctl's figures as PNG and SVG with gonum/plot, all in one style
+// (style.go, figure.go): tick labels that never repeat (ticks.go), axes that start at 0 or
+// where a figure says, legends beside the data. The report figures are here: the latency
+// CDF, WAF over time and throughput over time per policy, and a sweep's WAF curve.
 package plots
 
 import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
+	"strconv"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/rbctl/rbctl/reports"
 )
-
-// ErrNoData: the report has nothing to draw for a figure.
-var ErrNoData = errors.New("no data to plot")
-
-const width, height = 7 * vg.Inch, 4.5 * vg.Inch
-
-// save writes p as dir/name.png and dir/name.svg and returns the paths.
-func save(p *plot.Plot, dir, name string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, ext := range []string{".png", ".svg"} {
-		path := filepath.Join(dir, name+ext)
-		if err := p.Save(width, height, path); err != nil {
-			return out, fmt.Errorf("saving %s: %w", path, err)
-		}
-		out = append(out, path)
-	}
-	return out, nil
-}
-
-func newPlot(title, x, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = x
-	p.Y.Label.Text = y
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
-	return p
-}
 
 // drawn is the runs a figure shows: a failed run's partial figures are left out (the table
 // reports its error instead).
@@ -61,123 +27,164 @@ func drawn(r *reports.Report) []reports.Run {
 	return out
 }
 
-// lines adds one named line per series; series with no points are skipped.
-func lines(p *plot.Plot, names []string, series []plotter.XYs) (int, error) {
-	var args []any
-	for i, s := range series {
-		if len(s) > 0 {
-			args = append(args, names[i], s)
-		}
+// perRun is one series per drawn run, named by its policy, with the points xy picks.
+func perRun(runs []reports.Run, xy func(reports.Run) plotter.XYs) []Series {
+	out := make([]Series, len(runs))
+	for i, run := range runs {
+		out[i] = Series{Name: run.Policy, XYs: xy(run)}
 	}
-	if len(args) == 0 {
-		return 0, ErrNoData
-	}
-	return len(args) / 2, plotutil.AddLines(p, args...)
+	return out
 }
 
-// LatencyCDF draws each run's request latency CDF (log-scaled latency).
+// LatencyCDF draws each run's request latency CDF: latency on a log axis from the fastest
+// request, the fraction from 0.
 func LatencyCDF(r *reports.Report, dir string) ([]string, error) {
-	p := newPlot("Request latency CDF", "latency (µs, log)", "fraction of requests")
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	var names []string
-	var series []plotter.XYs
-	for _, run := range drawn(r) {
-		var xy plotter.XYs
-		for _, c := range run.RequestCDF {
-			if c.Us > 0 {
-				xy = append(xy, plotter.XY{X: c.Us, Y: c.Fraction})
-			}
-		}
-		names = append(names, run.Policy)
-		series = append(series, xy)
-	}
-	if _, err := lines(p, names, series); err != nil {
-		return nil, err
-	}
-	return save(p, dir, "latency-cdf")
+	return save(latencyCDF, r, dir, "latency-cdf")
 }
 
-// WAFOverTime draws each run's modelled WAF per interval against payload written.
+func latencyCDF(r *reports.Report) (*Figure, error) {
+	return LineFigure("Request latency CDF", Axis{Label: "request latency (µs, log scale)", Log: true, Start: FromData},
+		Axis{Label: "fraction of requests", Start: FromZero},
+		perRun(drawn(r), func(run reports.Run) plotter.XYs {
+			var xy plotter.XYs
+			for _, c := range run.RequestCDF {
+				if c.Us > 0 {
+					xy = append(xy, plotter.XY{X: c.Us, Y: c.Fraction})
+				}
+			}
+			return xy
+		}))
+}
+
+// WAFOverTime draws each run's modelled cumulative WAF against payload written: payload from
+// 0, WAF from 1 (its floor).
 func WAFOverTime(r *reports.Report, dir string) ([]string, error) {
-	p := newPlot("Host WAF (modelled) over time", "payload written (GiB)", "cumulative WAF")
-	var names []string
-	var series []plotter.XYs
-	for _, run := range drawn(r) {
-		var xy plotter.XYs
-		for _, pt := range run.Timeline {
-			if pt.CumWAF != nil && *pt.CumWAF > 0 {
-				xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: *pt.CumWAF})
-			}
-		}
-		names = append(names, run.Policy)
-		series = append(series, xy)
-	}
-	if _, err := lines(p, names, series); err != nil {
-		return nil, err
-	}
-	p.Y.Min = math.Min(p.Y.Min, 1)
-	return save(p, dir, "waf-over-time")
+	return save(wafOverTime, r, dir, "waf-over-time")
 }
 
-// Throughput draws each run's ops/s over wall-clock time.
+func wafOverTime(r *reports.Report) (*Figure, error) {
+	return LineFigure("Host WAF (modelled) over time", Axis{Label: "payload written (GiB)", Start: FromZero},
+		Axis{Label: "cumulative WAF (modelled)", Start: From(1)},
+		perRun(drawn(r), func(run reports.Run) plotter.XYs {
+			var xy plotter.XYs
+			for _, pt := range run.Timeline {
+				if pt.CumWAF != nil && *pt.CumWAF > 0 {
+					xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: *pt.CumWAF})
+				}
+			}
+			return xy
+		}))
+}
+
+// Throughput draws each run's ops/s over wall-clock time, both from 0: every sampled
+// interval as a faint line, and over it the mean of a rolling window (named in the y
+// label; SmoothingWindow) that lets the policies be compared.
 func Throughput(r *reports.Report, dir string) ([]string, error) {
-	p := newPlot("Throughput over time", "seconds", "ops/s")
-	var names []string
-	var series []plotter.XYs
-	for _, run := range drawn(r) {
+	return save(throughput, r, dir, "throughput")
+}
+
+func throughput(r *reports.Report) (*Figure, error) {
+	series := perRun(drawn(r), func(run reports.Run) plotter.XYs {
 		var xy plotter.XYs
 		for _, pt := range run.Timeline {
 			if pt.Seconds != nil && pt.OpsPerSec != nil && *pt.Seconds > 0 {
 				xy = append(xy, plotter.XY{X: *pt.Seconds, Y: *pt.OpsPerSec})
 			}
 		}
-		names = append(names, run.Policy)
-		series = append(series, xy)
+		return xy
+	})
+	raw := make([]plotter.XYs, len(series))
+	for i, s := range series {
+		raw[i] = s.XYs
 	}
-	if _, err := lines(p, names, series); err != nil {
-		return nil, err
+	window, interval := SmoothingWindow(raw)
+	f := New("Throughput over time", Axis{Label: "seconds since the run started (warm-up included)", Start: FromZero},
+		Axis{Label: "ops/s, mean of a rolling " + seconds(window) + " window", Start: FromZero})
+	n := 0
+	for i, s := range series {
+		if len(s.XYs) == 0 {
+			continue
+		}
+		if err := f.Faint(i, s.XYs); err != nil {
+			return nil, err
+		}
+		if err := f.Line(i, s.Name, RollingMean(s.XYs, window)); err != nil {
+			return nil, err
+		}
+		n++
 	}
-	p.Y.Min = 0
-	return save(p, dir, "throughput")
+	if n == 0 {
+		return nil, ErrNoData
+	}
+	f.AddLegend("faint: each "+seconds(interval)+" interval", FaintThumb())
+	return f, nil
 }
 
-// Sweep draws WAF against the swept parameter, one line per policy, into dir/name.{png,svg}.
+// SmoothingWindow picks the rolling window for series sampled over time: 1, 2 or 5 × 10^k,
+// at least 10 sampling intervals (the median gap between points) and a tenth of the longest
+// series' span (within 10 %), but not over a third of that span before rounding up. It
+// returns the window and the interval.
+func SmoothingWindow(series []plotter.XYs) (window, interval float64) {
+	interval = medianGap(series)
+	span := 0.0
+	for _, s := range series {
+		if len(s) > 1 {
+			span = math.Max(span, s[len(s)-1].X-s[0].X)
+		}
+	}
+	want := math.Min(math.Max(10*interval, span/10), span/3)
+	if want <= 0 {
+		return 0, interval
+	}
+	k := math.Floor(math.Log10(want))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if w := m * math.Pow(10, k); w >= want*0.9 { // 1.003 s (ten intervals of 0.1003 s) is 1 s
+			return w, interval
+		}
+	}
+	return 10 * math.Pow(10, k), interval
+}
+
+// seconds writes a duration in seconds for a label: "1 s", "0.1 s".
+func seconds(v float64) string { return strconv.FormatFloat(v, 'g', 2, 64) + " s" }
+
+// Sweep draws WAF against the swept parameter, one line per policy with a mark per point,
+// into dir/name.{png,svg}: the parameter from its first value, WAF from 1.
 func Sweep(r *reports.Report, dir, name string) ([]string, error) {
+	return save(sweep, r, dir, name)
+}
+
+func sweep(r *reports.Report) (*Figure, error) {
 	evict := ""
 	if ev := r.Workload.Eviction; ev != "" && ev != "lru" {
 		evict = ", " + ev + " eviction"
 	}
-	p := newPlot(fmt.Sprintf("Modelled WAF vs %s (%s GiB, RU %s GiB, OP %g%s)", r.Sweep, reports.GiB(r.Device.SizeBytes),
-		reports.GiB(r.Device.RUBytes), r.Device.OP, evict), r.Sweep, "WAF (measured window)")
+	title := fmt.Sprintf("Modelled WAF vs %s (%s GiB, RU %s GiB, OP %g%s)", r.Sweep, reports.GiB(r.Device.SizeBytes),
+		reports.GiB(r.Device.RUBytes), r.Device.OP, evict)
 	idx := map[string]int{}
-	var names []string
-	var series []plotter.XYs
+	var series []Series
 	for _, run := range r.Runs {
 		if run.Failed() || run.HostWAF == nil || run.HostWAF.Value == 0 || run.Infeasible {
 			continue
 		}
 		i, ok := idx[run.Policy]
 		if !ok {
-			i = len(names)
+			i = len(series)
 			idx[run.Policy] = i
-			names = append(names, run.Policy)
-			series = append(series, nil)
+			series = append(series, Series{Name: run.Policy, Marks: true})
 		}
-		series[i] = append(series[i], plotter.XY{X: run.Param, Y: run.HostWAF.Value})
+		series[i].XYs = append(series[i].XYs, plotter.XY{X: run.Param, Y: run.HostWAF.Value})
 	}
-	var args []any
-	for i, s := range series {
-		args = append(args, names[i], s)
-	}
-	if len(args) == 0 {
-		return nil, ErrNoData
-	}
-	if err := plotutil.AddLinePoints(p, args...); err != nil {
+	return LineFigure(title, Axis{Label: r.Sweep, Start: FromData}, Axis{Label: "WAF (measured window)", Start: From(1)}, series)
+}
+
+// save builds a report figure and saves it as dir/name.{png,svg}.
+func save(build func(*reports.Report) (*Figure, error), r *reports.Report, dir, name string) ([]string, error) {
+	f, err := build(r)
+	if err != nil {
 		return nil, err
 	}
-	p.Y.Min = math.Min(p.Y.Min, 1)
-	return save(p, dir, name)
+	return f.Save(dir, name)
 }
 
 // All draws every figure the report has data for (bench: CDF, WAF, throughput; simulate:

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
-	"os"
 	"sort"
 	"strconv"
 
@@ -13,10 +12,16 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/rbctl/rbctl/reports/plots"
 )
 
-const panelW, panelH = 6 * vg.Inch, 4.5 * vg.Inch
+// deviceTicks labels the device counts drawn, and the range half a device beyond them.
+func deviceTicks(p *plot.Plot, ticks []plot.Tick) {
+	sort.Slice(ticks, func(i, j int) bool { return ticks[i].Value < ticks[j].Value })
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.X.Min, p.X.Max = ticks[0].Value-0.5, ticks[len(ticks)-1].Value+0.5
+}
 
 // title says where a run was measured; under TCG the caption must say the CPU is emulated.
 func title(r Run) string {
@@ -30,19 +35,16 @@ func title(r Run) string {
 	}
 }
 
-// panel draws one run: MiB/s against devices, a line per kind and operation, and a ring on
-// the first point of a kind where the cores were saturated.
-func panel(r Run, sat []Saturated) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = title(r)
-	p.X.Label.Text = "devices in the sharded cache"
-	p.Y.Label.Text = "throughput (MiB/s of payload)"
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
+// devicesAxis is both panels' x axis: the device counts measured (ConstantTicks).
+var devicesAxis = plots.Axis{Label: "devices in the sharded cache", Start: plots.FromData}
+
+// panel draws one run: MiB/s against devices, a line per kind and operation (colour: kind,
+// dashes and marks: operation), and a ring on the first point of a kind where the cores were
+// saturated, explained in the legend.
+func panel(r Run, sat []Saturated) (*plots.Figure, error) {
+	f := plots.New(title(r), devicesAxis, plots.Axis{Label: "throughput (MiB/s of payload)", Start: plots.FromZero})
 	var ticks []plot.Tick
 	seen := map[int]bool{}
-	maxY := 0.0
 	for i, k := range kinds(r) {
 		ps := pointsOf(r, k)
 		for op, get := range []bool{false, true} {
@@ -53,7 +55,6 @@ func panel(r Run, sat []Saturated) (*plot.Plot, error) {
 					y = pt.GetMiBs
 				}
 				xy = append(xy, plotter.XY{X: float64(pt.Devices), Y: y})
-				maxY = max(maxY, y)
 				if !seen[pt.Devices] {
 					seen[pt.Devices] = true
 					ticks = append(ticks, plot.Tick{Value: float64(pt.Devices), Label: strconv.Itoa(pt.Devices)})
@@ -63,81 +64,60 @@ func panel(r Run, sat []Saturated) (*plot.Plot, error) {
 			if err != nil {
 				return nil, err
 			}
-			l.Color = plotutil.Color(i)
-			l.Width = vg.Points(1.5)
-			l.Dashes = plotutil.Dashes(op)
-			pts.Color = plotutil.Color(i)
-			pts.Shape = plotutil.Shape(op)
-			p.Add(l, pts)
+			l.LineStyle, pts.GlyphStyle = plots.LineStyle(i), plots.GlyphStyle(op)
+			l.Dashes, pts.Color = plotutil.Dashes(op), plots.Color(i)
+			f.Plot.Add(l, pts)
 			name := k + " put"
 			if get {
 				name = k + " get"
 			}
-			p.Legend.Add(name, l, pts)
+			f.AddLegend(name, l, pts)
 		}
 	}
 	if len(ticks) == 0 {
 		return nil, fmt.Errorf("%s run: no points", r.Where)
 	}
-	// A ring on each saturated point; one label per device count (kinds that saturate at the
-	// same count share it, above the highest of their points).
-	byDevs := map[int][]Saturated{}
-	var counts []int
+	deviceTicks(f.Plot, ticks)
+	// A ring on each saturated point, and the legend says which and how busy.
+	var notes []string
 	for _, s := range sat {
-		if s.Where == r.Where {
-			if len(byDevs[s.Devices]) == 0 {
-				counts = append(counts, s.Devices)
-			}
-			byDevs[s.Devices] = append(byDevs[s.Devices], s)
+		if s.Where != r.Where {
+			continue
 		}
-	}
-	for _, n := range counts {
-		text, top := "cores saturated:", 0.0
-		for _, s := range byDevs[n] {
-			for _, pt := range pointsOf(r, s.Kind) {
-				if pt.Devices != n {
-					continue
-				}
-				y := max(pt.PutMiBs, pt.GetMiBs)
-				top = max(top, y)
-				ring, err := plotter.NewScatter(plotter.XYs{{X: float64(n), Y: y}})
+		for _, pt := range pointsOf(r, s.Kind) {
+			if pt.Devices == s.Devices {
+				ring, err := plotter.NewScatter(plotter.XYs{{X: float64(s.Devices), Y: max(pt.PutMiBs, pt.GetMiBs)}})
 				if err != nil {
 					return nil, err
 				}
-				ring.Shape = draw.RingGlyph{}
-				ring.Radius = vg.Points(9)
-				ring.Color = color.Black
-				p.Add(ring)
+				ring.GlyphStyle = saturatedRing
+				f.Plot.Add(ring)
 			}
-			text += fmt.Sprintf("\n%s (%.2f of %d busy)", s.Kind, s.BusyCores, s.Cores)
 		}
-		lab, err := plotter.NewLabels(plotter.XYLabels{XYs: []plotter.XY{{X: float64(n), Y: top}}, Labels: []string{text}})
-		if err != nil {
-			return nil, err
+		devs := "devices"
+		if s.Devices == 1 {
+			devs = "device"
 		}
-		lab.Offset = vg.Point{X: vg.Points(11), Y: vg.Points(4)}
-		p.Add(lab)
+		notes = append(notes, fmt.Sprintf("  %s at %d %s (%.2f of %d busy)", s.Kind, s.Devices, devs, s.BusyCores, s.Cores))
 	}
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.X.Min, p.X.Max = 0.5, 0.5
-	for _, t := range ticks {
-		p.X.Max = max(p.X.Max, t.Value+0.5)
+	if len(notes) > 0 {
+		f.AddLegend("cores saturated:", &plotter.Scatter{GlyphStyle: saturatedRing})
+		for _, n := range notes {
+			f.AddLegend(n)
+		}
 	}
-	p.Y.Min, p.Y.Max = 0, maxY*1.6 // the top third holds the legend
-	return p, nil
+	return f, nil
 }
+
+// saturatedRing marks a point where the cores were saturated.
+var saturatedRing = draw.GlyphStyle{Shape: draw.RingGlyph{}, Radius: vg.Points(8), Color: color.Black}
 
 // cpuPanel draws the same run's measured CPU: busy cores (every core, /proc/stat), rbctl's
 // own, and the busy cores of the second before each bench (other work), against devices,
-// with the core count and the saturation threshold as lines.
-func cpuPanel(r Run) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: CPU over the measured window (saturated: busy >= %.0f%% of %d cores)", r.Where, saturatedFrac*100, r.Cores)
-	p.X.Label.Text = "devices in the sharded cache"
-	p.Y.Label.Text = "cores busy"
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
+// with the core count and the saturation threshold as grey lines.
+func cpuPanel(r Run) (*plots.Figure, error) {
+	f := plots.New(fmt.Sprintf("%s: CPU over the measured window (saturated: busy >= %.0f%% of %d cores)", r.Where, saturatedFrac*100, r.Cores),
+		devicesAxis, plots.Axis{Label: "cores busy", Start: plots.FromZero})
 	var ticks []plot.Tick
 	seen := map[int]bool{}
 	for i, k := range kinds(r) {
@@ -155,49 +135,43 @@ func cpuPanel(r Run) (*plot.Plot, error) {
 			if err != nil {
 				return nil, err
 			}
-			l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
-			l.Width = vg.Points(1.5)
-			l.Dashes = plotutil.Dashes(op)
-			pts.Shape = plotutil.Shape(op)
-			p.Add(l, pts)
-			p.Legend.Add(k+": "+what, l, pts)
+			l.LineStyle, pts.GlyphStyle = plots.LineStyle(i), plots.GlyphStyle(op)
+			l.Dashes, pts.Color = plotutil.Dashes(op), plots.Color(i)
+			f.Plot.Add(l, pts)
+			f.AddLegend(k+": "+what, l, pts)
 		}
 	}
-	sort.Slice(ticks, func(i, j int) bool { return ticks[i].Value < ticks[j].Value })
-	lo, hi := 0.5, ticks[len(ticks)-1].Value+0.5
+	if len(ticks) == 0 {
+		return nil, fmt.Errorf("%s run: no points", r.Where)
+	}
+	deviceTicks(f.Plot, ticks)
+	lo, hi := f.Plot.X.Min, f.Plot.X.Max
 	for _, ref := range []struct {
-		y    float64
-		name string
-	}{{float64(r.Cores), fmt.Sprintf("%d cores", r.Cores)}, {saturatedFrac * float64(r.Cores), "saturation threshold"}} {
+		y      float64
+		name   string
+		dashes []vg.Length
+	}{{float64(r.Cores), fmt.Sprintf("%d cores", r.Cores), []vg.Length{vg.Points(6), vg.Points(3)}},
+		{saturatedFrac * float64(r.Cores), fmt.Sprintf("saturation threshold (%.0f%%)", saturatedFrac*100), []vg.Length{vg.Points(1), vg.Points(2)}}} {
 		l, err := plotter.NewLine(plotter.XYs{{X: lo, Y: ref.y}, {X: hi, Y: ref.y}})
 		if err != nil {
 			return nil, err
 		}
-		l.Color = color.Gray{Y: 90}
-		l.Dashes = []vg.Length{vg.Points(2), vg.Points(3)}
-		p.Add(l)
-		lab, err := plotter.NewLabels(plotter.XYLabels{XYs: []plotter.XY{{X: hi, Y: ref.y}}, Labels: []string{ref.name}})
-		if err != nil {
-			return nil, err
-		}
-		lab.Offset = vg.Point{X: vg.Points(-70), Y: vg.Points(2)}
-		p.Add(lab)
+		l.Color, l.Width, l.Dashes = color.Gray{Y: 90}, vg.Points(1), ref.dashes
+		f.Plot.Add(l)
+		f.AddLegend(ref.name, l)
 	}
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.X.Min, p.X.Max = lo, hi
-	p.Y.Min, p.Y.Max = 0, float64(r.Cores)*1.9 // the top holds the legend
-	return p, nil
+	return f, nil
 }
 
-// Render writes the runs side by side (host, then VM) as a PNG: throughput above, the
-// measured CPU below.
+// Render writes the runs side by side (host, then VM) as one image (PNG, or SVG by the
+// extension): throughput above, the measured CPU below.
 func Render(runs []Run, path string) error {
 	if len(runs) == 0 {
 		return errors.New("no runs with points to plot")
 	}
 	sat := Saturation(runs)
 	// Row 0: throughput; row 1: the CPU that explains where it flattens.
-	grid := [][]*plot.Plot{make([]*plot.Plot, len(runs)), make([]*plot.Plot, len(runs))}
+	grid := [][]*plots.Figure{make([]*plots.Figure, len(runs)), make([]*plots.Figure, len(runs))}
 	for i, r := range runs {
 		p, err := panel(r, sat)
 		if err != nil {
@@ -209,23 +183,5 @@ func Render(runs []Run, path string) error {
 		}
 		grid[0][i], grid[1][i] = p, c
 	}
-	img := vgimg.New(panelW*vg.Length(len(runs)), panelH*2)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: len(runs), PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 6, PadTop: vg.Millimeter * 2,
-		PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	cs := plot.Align(grid, tiles, dc)
-	for j, row := range grid {
-		for i, p := range row {
-			p.Draw(cs[j][i])
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return f.Close()
+	return plots.SaveGrid(path, grid)
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/reports/plots"
 )
 
 const envLine = "scaling: env where=vm accel=tcg cores=2 kernel=6.1.0-57-amd64 mem_mib=1983 hypervisor=none load1=0.00 date=2026-12-01T16:00:00Z duration=3s dev_mib=128 value_kib=256 workers_per_dev=4"
@@ -174,4 +176,48 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Both panels: the device counts as x labels, distinct y labels from 0, and the legend
+// (beside the data) naming the saturated point and the reference lines.
+func TestPanels(t *testing.T) {
+	runs, err := Parse(strings.NewReader(consoleLog()), "console.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := panel(runs[0], Saturation(runs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cpuPanel(runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]*plots.Figure{"throughput": p, "cpu": c} {
+		x, y := f.AxisTicks()
+		var xs, ys []string
+		for _, tk := range x {
+			xs = append(xs, tk.Label)
+		}
+		seen := map[string]bool{}
+		for _, tk := range y {
+			if tk.Label == "" {
+				continue
+			}
+			if seen[tk.Label] {
+				t.Errorf("%s: y label %q twice", name, tk.Label)
+			}
+			seen[tk.Label] = true
+			ys = append(ys, tk.Label)
+		}
+		if strings.Join(xs, " ") != "1 2 4" || len(ys) < 3 || !strings.HasPrefix(ys[0], "0") {
+			t.Errorf("%s: x labels %q, y labels %q", name, xs, ys)
+		}
+	}
+	if got := strings.Join(p.Legend(), "|"); !strings.Contains(got, "|cores saturated:|  nullb at 2 devices (1.85 of 2 busy)") {
+		t.Errorf("throughput legend %q", got)
+	}
+	if got := strings.Join(c.Legend(), "|"); !strings.HasSuffix(got, "|2 cores|saturation threshold (80%)") {
+		t.Errorf("cpu legend %q", got)
+	}
 }
