@@ -54,7 +54,7 @@ func detect(dev blockdev.Device) (Detection, error) {
 	}
 	none := Detection{Config: DefaultConfig(), Selection: Selection{Container: -1, Namespace: NamespaceObject}}
 	if off, ok := damagedContainer(dev, size); ok {
-		return none, fmt.Errorf("%w (%w): the metadata container header at offset %d decodes but no container's checkpoint passes its CRC (at %d candidate offsets): the checkpoints are damaged; the key records in the slot headers can rebuild the index (rbctl recover, scanning the slots)", ErrNoCheckpoint, ErrCorrupt, off, tried)
+		return none, fmt.Errorf("%w (%w): the metadata container header at offset %d decodes but no container's checkpoint passes its CRC (at %d candidate offsets): the checkpoints are damaged; the key records in the slot headers can rebuild the index", ErrNoCheckpoint, ErrCorrupt, off, tried)
 	}
 	return none, fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted (rbctl format)?", ErrNoCheckpoint, tried)
 }

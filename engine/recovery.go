@@ -141,6 +141,9 @@ type OpenOptions struct {
 	// container holds a usable checkpoint, instead of failing with ErrNoCheckpoint; the
 	// next checkpoint (RepairCheckpoints: both) then replaces the damaged containers.
 	Scan bool
+	// ScanLayout says where the config's layout came from (Detection.LayoutSource), for
+	// the report.
+	ScanLayout string
 }
 
 // OpenWith is Open with per-recovery options.
@@ -196,7 +199,7 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 	}
 	if st == nil && opts.Scan {
 		e.recovery.Container, e.recovery.Format = -1, cfg.CheckpointFormat
-		if err := e.scanSlots(opts.Context); err != nil {
+		if err := e.scanSlots(opts.Context, opts.ScanLayout); err != nil {
 			return nil, err
 		}
 		e.recovery.Verified = true
@@ -210,7 +213,7 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 		}
 		why := "the device is not formatted, or was formatted with another meta_total_bytes, block_align or meta_magic"
 		if sc[0].damaged || sc[1].damaged {
-			return nil, fmt.Errorf("%w on the device (%w): container 0: %s; container 1: %s (the checkpoints are damaged; the key records in the slot headers can rebuild the index: rbctl recover, scanning the slots)",
+			return nil, fmt.Errorf("%w on the device (%w): container 0: %s; container 1: %s (the checkpoints are damaged; the key records in the slot headers can rebuild the index)",
 				ErrNoCheckpoint, ErrCorrupt, sc[0].info.Problem, sc[1].info.Problem)
 		}
 		return nil, fmt.Errorf("%w on the device: container 0: %s; container 1: %s (%s)",

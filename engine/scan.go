@@ -24,6 +24,8 @@ type ScanReport struct {
 	Failed     int   // slots whose header or payload failed verification (in RecoveryReport.Dropped)
 	Superseded int   // older versions of a key whose later generation another slot holds
 	Rebuilt    int   // entries of the rebuilt index
+	// LayoutSource is where the layout came from (OpenOptions.ScanLayout, DetectScan).
+	LayoutSource string
 }
 
 // nextGen returns the generation of a put: the clock in nanoseconds, strictly above every
@@ -53,12 +55,12 @@ type scanFound struct {
 // verifies key record, identity, length and payload checksum, keeps the latest generation
 // of each key and applies the result as a checkpoint would be applied. A cancelled ctx
 // stops it within one batch; the error then wraps ctx.Err() and nothing was changed.
-func (e *Engine) scanSlots(ctx context.Context) error {
+func (e *Engine) scanSlots(ctx context.Context, layoutSource string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	total := e.layout.MaxSlots
-	rep := &ScanReport{Slots: total}
+	rep := &ScanReport{Slots: total, LayoutSource: layoutSource}
 	hb := int64(e.cfg.HeaderBytes)
 	maxPayload := e.layout.PayloadBytes()
 	legacy := e.cfg.Namespace == NamespaceLegacy

@@ -45,8 +45,9 @@ func DetectScan(dev blockdev.Device, hint ScanHint) (Detection, error) {
 	}
 	size := dev.Info().Size
 	type cand struct {
-		cfg Config
-		src string
+		cfg     Config
+		src     string
+		payload bool // from a damaged checkpoint's fields
 	}
 	var cands []cand
 	if hint.SlotBytes > 0 {
@@ -69,11 +70,11 @@ func DetectScan(dev blockdev.Device, hint ScanHint) (Detection, error) {
 		}
 		for _, m := range metas {
 			c.MetaTotalBytes = m
-			cands = append(cands, cand{c, "the given slot_bytes (meta_total_bytes " + strconv.FormatInt(m, 10) + ")"})
+			cands = append(cands, cand{c, "the given slot_bytes (meta_total_bytes " + strconv.FormatInt(m, 10) + ")", false})
 		}
 	}
 	for _, lc := range damagedLayouts(dev, size) {
-		cands = append(cands, cand{lc.cfg, lc.src})
+		cands = append(cands, cand{lc.cfg, lc.src, true})
 	}
 	if len(cands) == 0 {
 		return Detection{Config: DefaultConfig(), Selection: Selection{Container: -1, Namespace: NamespaceObject}},
@@ -95,11 +96,16 @@ func DetectScan(dev blockdev.Device, hint ScanHint) (Detection, error) {
 			tried = append(tried, fmt.Sprintf("%s (slot_bytes %d, meta_total_bytes %d): %s", c.src, c.cfg.SlotBytes, c.cfg.MetaTotalBytes, why))
 			continue
 		}
-		if ns != "" {
-			c.cfg.Namespace = ns
-		}
 		sc := scanContainers(dev, c.cfg, lay)
 		sel, _ := selectCheckpoint(dev, lay, &sc)
+		switch {
+		case ns != "":
+			c.cfg.Namespace, sel.NamespaceSource = ns, "the key records of the slot headers"
+		case c.payload:
+			sel.NamespaceSource = "the damaged checkpoint's layout fields"
+		default:
+			sel.NamespaceSource = "" // nothing tells: a writer needs it given
+		}
 		sel.Namespace = c.cfg.Namespace
 		return Detection{Config: c.cfg, Selection: sel, LayoutSource: c.src}, nil
 	}
