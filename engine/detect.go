@@ -56,6 +56,9 @@ func detect(dev blockdev.Device) (Detection, error) {
 	if off, ok := damagedContainer(dev, size); ok {
 		return none, fmt.Errorf("%w (%w): the metadata container header at offset %d decodes but no container's checkpoint passes its CRC (at %d candidate offsets): the checkpoints are damaged; the key records in the slot headers can rebuild the index", ErrNoCheckpoint, ErrCorrupt, off, tried)
 	}
+	if off, ok := slotHeaderAtDataBase(dev, size); ok {
+		return none, fmt.Errorf("%w (%w): no metadata container found at %d candidate offsets, but a slot header sits at offset %d, where a metadata region of that size ends: the checkpoints are gone and the slots remain; the key records in the slot headers can rebuild the index", ErrNoCheckpoint, ErrCorrupt, tried, off)
+	}
 	return none, fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted (rbctl format)?", ErrNoCheckpoint, tried)
 }
 
@@ -67,6 +70,22 @@ func damagedContainer(dev blockdev.Device, size int64) (int64, bool) {
 			if _, _, ok := readDamaged(dev, ba, off, size, false); ok {
 				return off, true
 			}
+		}
+	}
+	return 0, false
+}
+
+// slotHeaderAtDataBase looks for a slot header where format's power-of-two metadata
+// regions end (slot 0 is the first a cache writes).
+func slotHeaderAtDataBase(dev blockdev.Device, size int64) (int64, bool) {
+	b, err := blockdev.Alloc(4096)
+	if err != nil {
+		return 0, false
+	}
+	defer blockdev.Free(b)
+	for m := int64(1 << 20); m <= 16<<30 && m+4096 <= size; m <<= 1 {
+		if blockdev.ReadAt(dev, b, m) == nil && string(b[:8]) == slotMagic {
+			return m, true
 		}
 	}
 	return 0, false

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,8 +32,9 @@ type ScanHint struct {
 //     compact payload's fixed header, a v1 payload's leading fields), when the slot headers
 //     at that layout agree;
 //  2. else hint, with the defaults (4096) for an unknown header_bytes and block_align and,
-//     for an unknown meta_total_bytes, the region a sound container 1 header shows or the
-//     one format's auto sizing gives.
+//     for an unknown meta_total_bytes, a power of two of at least 1 MiB where a slot header
+//     sits, the region a sound container 1 header shows, or the one format's auto sizing
+//     gives.
 //
 // A candidate counts only when a slot header (magic, a payload_len that fits the slot) is
 // found among its first 64 slots, none found there claims more payload than its slots
@@ -62,15 +64,21 @@ func DetectScan(dev blockdev.Device, hint ScanHint) (Detection, error) {
 		metas := []int64{hint.MetaTotalBytes}
 		if hint.MetaTotalBytes <= 0 {
 			metas = nil
+			if m, ok := slotHeaderAtDataBase(dev, size); ok {
+				metas = append(metas, m)
+			}
 			if c1 := soundContainerOffset(dev, int64(c.BlockAlign), size); c1 > 0 {
 				metas = append(metas, 2*c1, 2*c1+int64(c.BlockAlign))
 			}
 			metas = append(metas, MetaBytesFor(size, c.SlotBytes, c.BlockAlign, CheckpointCompact),
 				MetaBytesFor(size, c.SlotBytes, c.BlockAlign, CheckpointLMCacheV1))
 		}
-		for _, m := range metas {
+		for i, m := range metas {
+			if slices.Contains(metas[:i], m) {
+				continue
+			}
 			c.MetaTotalBytes = m
-			cands = append(cands, cand{c, "the given slot_bytes (meta_total_bytes " + strconv.FormatInt(m, 10) + ")", false})
+			cands = append(cands, cand{c, "the given slot_bytes", false})
 		}
 	}
 	for _, lc := range damagedLayouts(dev, size) {
@@ -293,7 +301,7 @@ func sampleSlots(dev blockdev.Device, cfg Config, lay Layout) (hits int, ns Name
 		}
 	}
 	if g >= 2 && hits >= 3 {
-		return hits, "", fmt.Sprintf("slot headers only at every %d-th slot: slot_bytes is likely %d", g, g*cfg.SlotBytes)
+		return hits, "", fmt.Sprintf("slot headers only at slot numbers that are multiples of %d: slot_bytes is likely %d", g, g*cfg.SlotBytes)
 	}
 	switch {
 	case legacy > object:

@@ -102,3 +102,42 @@ func TestRecoverScanOfLMCacheSlotsRefuses(t *testing.T) {
 		t.Fatalf("recover --scan of LMCache slots: %v", err)
 	}
 }
+
+// Both container headers wiped: nothing on the device shows the layout, so --scan asks for
+// --slot-bytes (and --force does not guess), then rebuilds with it.
+func TestRecoverScanNeedsSlotBytesWhenTheHeadersAreGone(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "c.img")
+	if _, err := runCLI(t, "format", "--create", "32M", "--slot-bytes", "128K", "--meta-bytes", "1M", img); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "p")
+	os.WriteFile(p, bytes.Repeat([]byte("x"), 5000), 0o600)
+	for i := 0; i < 3; i++ {
+		if _, err := runCLI(t, "put", img, "--key", fmt.Sprintf("m@0x00000000@0%d", i), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(img)
+	clear(b[:8192])
+	clear(b[512<<10 : 512<<10+8192])
+	os.WriteFile(img, b, 0o600)
+	if _, err := runCLI(t, "inspect", img); err == nil || !strings.Contains(err.Error(), "a slot header sits at offset 1048576") {
+		t.Fatalf("inspect: %v", err)
+	}
+	for _, args := range [][]string{{"recover", "--scan", img}, {"recover", "--force", img}} {
+		if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "--slot-bytes") {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	if _, err := runCLI(t, "recover", "--scan", "--slot-bytes", "64K", img); err == nil || !strings.Contains(err.Error(), "slot_bytes is likely 131072") {
+		t.Fatalf("half the slot size: %v", err)
+	}
+	out, err := runCLI(t, "recover", "--scan", "--slot-bytes", "128K", img)
+	if err != nil || !strings.Contains(out, "3 entries rebuilt") {
+		t.Fatalf("recover --scan --slot-bytes 128K: %v\n%s", err, out)
+	}
+	if _, err := runCLI(t, "get", img, "--key", "m@0x00000000@02", "-o", filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,7 +37,7 @@ func (o *Cache) AddNamespace(cmd *cobra.Command) {
 // guess would put the wrong slot identity into every slot header it writes.
 func (o *Cache) Detect(dev blockdev.Device, readOnly bool) (engine.Config, string, error) {
 	d, err := engine.Detect(dev)
-	if errors.Is(err, engine.ErrNoCheckpoint) && o.Scan.scanning() {
+	if errors.Is(err, engine.ErrNoCheckpoint) && (o.Scan.On || (o.Scan.scanning() && errors.Is(err, engine.ErrCorrupt))) {
 		d, err = o.Scan.detect(dev)
 	}
 	cfg, err := o.checkDetected(d, readOnly, err)

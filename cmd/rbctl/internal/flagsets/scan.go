@@ -14,7 +14,8 @@ import (
 )
 
 // Scan is recover's rebuild of the index from the slot headers when no checkpoint is
-// usable (engine.OpenOptions.Scan): --scan, or --force; the layout comes from the damaged
+// usable (engine.OpenOptions.Scan): --scan, or --force when the checkpoints are damaged
+// (not on a device that was never formatted); the layout comes from the damaged
 // checkpoints or from --slot-bytes (with --header-bytes, --block-align, --meta-bytes when
 // not the defaults).
 type Scan struct {
