@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -51,7 +52,15 @@ func TestRecoverScanRebuildsFromSlotHeaders(t *testing.T) {
 				t.Fatalf("torn=%v: rbctl %s: %v", torn, args[0], err)
 			}
 		}
-		out, err := runCLI(t, "recover", "--scan", "--dry-run", "--json", img)
+		ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Ctrl-C: the scan stops, exit 130, nothing written
+	if code := Execute(ctx, []string{"recover", "--scan", img}); code != exitInterrupted {
+		t.Fatalf("torn=%v: interrupted scan: exit %d", torn, code)
+	}
+	if after, _ := os.ReadFile(img); !bytes.Equal(after, b) {
+		t.Fatalf("torn=%v: the interrupted scan wrote", torn)
+	}
+	out, err := runCLI(t, "recover", "--scan", "--dry-run", "--json", img)
 		if err != nil {
 			t.Fatal(err)
 		}
