@@ -38,9 +38,9 @@ hold no key although the device's checkpoints did. When no checkpoint is usable 
 containers damaged), --scan (and --force) rebuilds the index from the key records in the
 slot headers, each header and payload verified, the latest put of a key kept, and writes a
 fresh checkpoint pair; the layout comes from the damaged checkpoints or --slot-bytes.
-Several DEVs (the shards of one cache)
-are recovered in parallel, each as one (--force and --dry-run apply to each), then a row each
-and a total; the exit status is 1 if any failed.`,
+Several DEVs (the shards of one cache) are recovered in parallel, each as one (--force,
+--scan and --dry-run apply to each), then a row each and a total; the exit status is 1 if
+any failed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runRecover(cmd, args, f) },
 	}
