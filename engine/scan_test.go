@@ -12,7 +12,7 @@ import (
 
 // scanImage is a cache with n keys checkpointed in both containers (seq 1 empty from
 // Format, then two checkpoints), the payload of key i being i+1 repeated 100+i times.
-func scanImage(t *testing.T, c Config, n int) (*blockdev.Mem, []Key, [][]byte) {
+func scanImage(t testing.TB, c Config, n int) (*blockdev.Mem, []Key, [][]byte) {
 	t.Helper()
 	m := blockdev.NewMem(32<<20, 0)
 	e, err := Format(m, c)
@@ -222,4 +222,51 @@ func TestScanStopsOnCancel(t *testing.T) {
 	if !bytes.Equal(before, m.Bytes()) {
 		t.Fatal("a cancelled scan changed the device")
 	}
+}
+
+// The layout fields of a damaged payload are read without a CRC: any bytes give a valid
+// config or none, never a panic.
+func FuzzLenientLayout(f *testing.F) {
+	m, _, _ := scanImage(f, compatConfig(), 2)
+	lay, _ := computeLayout(compatConfig(), m.Info().Size)
+	p := m.Bytes()[lay.ContainerOffset[0]+int64(lay.BlockAlign):]
+	f.Add(append([]byte(nil), p[:256]...))
+	f.Add([]byte(`{"version":1,"device_path":"/d","capacity_bytes":0,"block_align":4096,"header_bytes":4096,"slot_bytes":65536,"meta_total_bytes":1048576,"meta_magic":"LMCIDX01","meta_version":1,"entries":{`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if c, ok := lenientLayout(b, 1<<40); ok && c.validate() != nil {
+			t.Fatalf("accepted an invalid layout %+v", c)
+		}
+	})
+}
+
+// A scan over slot headers and payloads of any bytes rebuilds only what verifies: every key
+// it serves loads its own payload.
+func FuzzScanImage(f *testing.F) {
+	c := compatConfig()
+	m, keys, pl := scanImage(f, c, 6)
+	lay, _ := computeLayout(c, m.Info().Size)
+	img := append([]byte(nil), m.Bytes()...)
+	f.Add(uint8(2), img[lay.SlotOffset(2):lay.SlotOffset(2)+128], uint16(0))
+	f.Add(uint8(7), img[lay.SlotOffset(1):lay.SlotOffset(1)+4200], uint16(4100))
+	f.Fuzz(func(t *testing.T, slot uint8, b []byte, at uint16) {
+		m := blockdev.NewMem(int64(len(img)), 0)
+		copy(m.Bytes(), img)
+		o := lay.SlotOffset(int64(slot % 16))
+		copy(m.Bytes()[o+int64(at)%lay.SlotBytes:min(o+lay.SlotBytes, o+int64(at)%lay.SlotBytes+int64(len(b)))], b)
+		for _, co := range lay.ContainerOffset {
+			m.Bytes()[co+int64(lay.BlockAlign)+100] ^= 0x10
+		}
+		e, err := OpenWith(m, c, OpenOptions{Scan: true})
+		if err != nil {
+			return
+		}
+		defer e.CloseNoCheckpoint()
+		for i, k := range keys {
+			buf := make([]byte, len(pl[i]))
+			ok, _ := e.LoadManyInto([]Key{k}, [][]byte{buf})
+			if ok[0] && !bytes.Equal(buf, pl[i]) {
+				t.Fatalf("key %d served wrong bytes", i)
+			}
+		}
+	})
 }
