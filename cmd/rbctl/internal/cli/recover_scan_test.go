@@ -53,14 +53,14 @@ func TestRecoverScanRebuildsFromSlotHeaders(t *testing.T) {
 			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-	cancel() // Ctrl-C: the scan stops, exit 130, nothing written
-	if code := Execute(ctx, []string{"recover", "--scan", img}); code != exitInterrupted {
-		t.Fatalf("torn=%v: interrupted scan: exit %d", torn, code)
-	}
-	if after, _ := os.ReadFile(img); !bytes.Equal(after, b) {
-		t.Fatalf("torn=%v: the interrupted scan wrote", torn)
-	}
-	out, err := runCLI(t, "recover", "--scan", "--dry-run", "--json", img)
+		cancel() // Ctrl-C: the scan stops, exit 130, nothing written
+		if code := Execute(ctx, []string{"recover", "--scan", img}); code != exitInterrupted {
+			t.Fatalf("torn=%v: interrupted scan: exit %d", torn, code)
+		}
+		if after, _ := os.ReadFile(img); !bytes.Equal(after, b) {
+			t.Fatalf("torn=%v: the interrupted scan wrote", torn)
+		}
+		out, err := runCLI(t, "recover", "--scan", "--dry-run", "--json", img)
 		if err != nil {
 			t.Fatal(err)
 		}
