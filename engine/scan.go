@@ -96,7 +96,7 @@ func (e *Engine) scanSlots(ctx context.Context, layoutSource string) error {
 			var pbuf []byte
 			if err == nil {
 				var relP func()
-				if pbuf, relP, err = e.scratch(int(roundUp(maxPayload, e.lbs))); err == nil {
+				if pbuf, relP, err = e.scratch(int(max(roundUp(maxPayload, e.lbs), 4<<20))); err == nil {
 					defer relP()
 				}
 				defer relH()
@@ -106,6 +106,43 @@ func (e *Engine) scanSlots(ctx context.Context, layoutSource string) error {
 					drop(s, "", "cannot allocate read buffer: "+err.Error())
 				}
 				return
+			}
+			type pending struct {
+				slot int64
+				h    slotHeader
+				k    Key
+			}
+			var pend []pending
+			var pops []blockdev.Op
+			// verify reads the payloads of pend, as many per Submit as pbuf holds, and checks
+			// their CRCs.
+			verify := func() {
+				for len(pend) > 0 {
+					pops = pops[:0]
+					used := int64(0)
+					for _, c := range pend {
+						n := roundUp(int64(c.h.Len), e.lbs)
+						if used+n > int64(len(pbuf)) {
+							break
+						}
+						pops = append(pops, blockdev.Op{Off: e.slotOff(int32(c.slot)) + hb, Buf: pbuf[used : used+n], Handle: blockdev.NoPlacement})
+						used += n
+					}
+					_ = e.dev.Submit(pops)
+					for i, op := range pops {
+						c := &pend[i]
+						switch {
+						case op.Err != nil:
+							drop(c.slot, c.h.Key, "payload read failed: "+op.Err.Error())
+						case coldCRC(op.Buf[:c.h.Len]) != c.h.CRC:
+							drop(c.slot, c.h.Key, "payload checksum mismatch (torn or overwritten payload)")
+						default:
+							p.found = append(p.found, scanFound{slot: int32(c.slot), key: c.k, size: uint32(c.h.Len), crc: c.h.CRC, gen: c.h.Gen})
+							p.maxGen = max(p.maxGen, c.h.Gen)
+						}
+					}
+					pend = pend[len(pops):]
+				}
 			}
 			ops := make([]blockdev.Op, 0, batch)
 			for s0 := lo; s0 < hi && ctx.Err() == nil; s0 += batch {
@@ -139,21 +176,13 @@ func (e *Engine) scanSlots(ctx context.Context, layoutSource string) error {
 					if why == "" && (h.Len == 0 || int64(h.Len) > maxPayload) {
 						why = fmt.Sprintf("payload_len %d outside (0, %d]", h.Len, maxPayload)
 					}
-					if why == "" {
-						rb := pbuf[:roundUp(int64(h.Len), e.lbs)]
-						if err := blockdev.ReadAt(e.dev, rb, e.slotOff(int32(s))+hb); err != nil {
-							why = "payload read failed: " + err.Error()
-						} else if coldCRC(rb[:h.Len]) != h.CRC {
-							why = "payload checksum mismatch (torn or overwritten payload)"
-						}
-					}
 					if why != "" {
 						drop(s, h.Key, why)
 						continue
 					}
-					p.found = append(p.found, scanFound{slot: int32(s), key: k, size: uint32(h.Len), crc: h.CRC, gen: h.Gen})
-					p.maxGen = max(p.maxGen, h.Gen)
+					pend = append(pend, pending{s, h, k})
 				}
+				verify()
 				if done.Add(n)%4096 < n {
 					report()
 				}
