@@ -26,20 +26,21 @@ type ScanHint struct {
 }
 
 // DetectScan returns the layout a rebuild from the slot headers (OpenOptions.Scan) uses
-// on dev when no container holds a usable checkpoint, and says where it came from:
+// on dev when no container holds a usable checkpoint, and says where it came from. The
+// candidates, in order:
 //
-//  1. the layout fields of a damaged checkpoint payload, read although its CRC fails (a
-//     compact payload's fixed header, a v1 payload's leading fields), when the slot headers
-//     at that layout agree;
-//  2. else hint, with the defaults (4096) for an unknown header_bytes and block_align and,
-//     for an unknown meta_total_bytes, a power of two of at least 1 MiB where a slot header
-//     sits, the region a sound container 1 header shows, or the one format's auto sizing
-//     gives.
+//  1. hint, when it gives slot_bytes, with the defaults (4096) for an unknown header_bytes
+//     and block_align and, for an unknown meta_total_bytes, a power of two of at least
+//     1 MiB where a slot header sits, the region a sound container 1 header shows, or the
+//     one format's auto sizing gives;
+//  2. the layout fields of each damaged checkpoint payload, read although its CRC fails (a
+//     compact payload's fixed header, a v1 payload's leading fields).
 //
 // A candidate counts only when a slot header (magic, a payload_len that fits the slot) is
 // found among its first 64 slots, none found there claims more payload than its slots
 // hold, and they are not all at multiples of one slot number (three or more at every k-th
-// slot: the slots are likely k times larger). When a usable checkpoint exists, DetectScan is Detect.
+// slot: the slots are likely k times larger). When a usable checkpoint exists, DetectScan
+// is Detect.
 func DetectScan(dev blockdev.Device, hint ScanHint) (Detection, error) {
 	if d, err := detect(dev); err == nil && d.Selection.Container >= 0 {
 		d.LayoutSource = "the checkpoint"
