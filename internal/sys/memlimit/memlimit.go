@@ -7,8 +7,9 @@
 //   - MemAvailable of /proc/meminfo (the machine's free and reclaimable memory);
 //   - RLIMIT_AS (ulimit -v) minus the process's VmSize (/proc/self/status): address space,
 //     which the runtime needs for every heap arena;
-//   - the cgroup's memory.max minus memory.current (cgroup v2), or memory.limit_in_bytes
-//     minus memory.usage_in_bytes (cgroup v1), of the cgroup in /proc/self/cgroup;
+//   - the cgroup's memory.max minus memory.current (cgroup v2: the smallest over the cgroup
+//     in /proc/self/cgroup and its ancestors), or memory.limit_in_bytes minus
+//     memory.usage_in_bytes (cgroup v1, the memory controller's cgroup);
 //   - GOMEMLIMIT (debug.SetMemoryLimit) minus the memory the Go runtime holds now.
 //
 // A limit that cannot be read is left out; when none can, nothing is refused.
@@ -177,8 +178,19 @@ func (s Source) cgroupLimit() (Limit, bool) {
 			Bytes: max(lim-cur, 0)}, true
 	}
 	if v2 != "" {
-		if l, ok := try(path.Join(s.CgroupFS, v2), "memory.max", "memory.current"); ok {
-			return l, true
+		// A parent's limit binds its children too: the smallest on the way up wins.
+		var best Limit
+		found := false
+		for dir := path.Clean(v2); ; dir = path.Dir(dir) {
+			if l, ok := try(path.Join(s.CgroupFS, dir), "memory.max", "memory.current"); ok && (!found || l.Bytes < best.Bytes) {
+				best, found = l, true
+			}
+			if dir == "/" {
+				break
+			}
+		}
+		if found {
+			return best, true
 		}
 	}
 	if v1 != "" {

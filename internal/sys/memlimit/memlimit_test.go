@@ -54,6 +54,8 @@ func TestSmallestLimitWinsAndIsNamed(t *testing.T) {
 		{"meminfo only", fake(base, unix.RLIM_INFINITY, math.MaxInt64, 0), 24180344 << 10, "MemAvailable"},
 		{"rlimit minus VmSize", fake(base, 3000000<<10, math.MaxInt64, 0), (3000000 - 102400) << 10, "RLIMIT_AS"},
 		{"cgroup v2", fake(with(v2), unix.RLIM_INFINITY, math.MaxInt64, 0), 768 << 20, "cgroup /cg/user.slice/job/memory.max"},
+		{"cgroup v2, the parent's limit binds", fake(with(map[string]string{"/p/cgroup": "0::/a/b\n", "/cg/a/b/memory.max": "max\n",
+			"/cg/a/memory.max": "536870912\n", "/cg/a/memory.current": "0\n"}), unix.RLIM_INFINITY, math.MaxInt64, 0), 512 << 20, "cgroup /cg/a/memory.max"},
 		{"cgroup v2 max, no v1", fake(with(map[string]string{"/p/cgroup": "0::/a\n", "/cg/a/memory.max": "max\n"}), unix.RLIM_INFINITY, math.MaxInt64, 0), 24180344 << 10, "MemAvailable"},
 		{"cgroup v1 fallback", fake(with(v1), unix.RLIM_INFINITY, math.MaxInt64, 0), 384 << 20, "cgroup /cg/memory/process_api/x/memory.limit_in_bytes"},
 		{"cgroup v1 unlimited", fake(with(map[string]string{"/p/cgroup": "4:memory:/x\n", "/cg/memory/x/memory.limit_in_bytes": "9223372036854771712\n"}), unix.RLIM_INFINITY, math.MaxInt64, 0), 24180344 << 10, "MemAvailable"},
