@@ -172,7 +172,7 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 			return reports.Run{}, err
 		}
 		if s.model == nil && s.noShadow == "" {
-			if s.model, err = ftl.New(s.fc); err != nil {
+			if s.model, err = newModel(s.fc); err != nil {
 				return reports.Run{}, err
 			}
 		}

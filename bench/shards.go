@@ -8,6 +8,7 @@ import (
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/internal/sys/memlimit"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/workloads"
@@ -82,7 +83,7 @@ func planShard(o *Options, i int, t *target, name, path string, src *workloads.S
 	// reports the device's own WAF (FDP) or none, and the report says why.
 	shadowErr := s.fc.CheckFeasible("the shadow FTL model of "+name, tun)
 	if shadowErr == nil {
-		if _, err := ftl.New(s.fc); err != nil {
+		if _, err := newModel(s.fc); err != nil {
 			shadowErr = fmt.Errorf("the shadow FTL model of %s: %w", name, err)
 		}
 	}
@@ -204,4 +205,15 @@ func (p *planned) kinds() string {
 		}
 	}
 	return strings.Join(ks, "+")
+}
+
+// newModel builds a shadow FTL model after checking that its memory fits the process's
+// limits (memlimit): the runtime dies of an allocation it cannot make, this refuses it.
+func newModel(fc ftl.Config) (*ftl.Model, error) {
+	if n, err := fc.MemoryBytes(); err == nil {
+		if err := memlimit.Check("the FTL model", n); err != nil {
+			return nil, err
+		}
+	}
+	return ftl.New(fc)
 }

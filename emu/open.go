@@ -9,6 +9,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/internal/sys/memlimit"
 )
 
 // OpenOptions say how OpenWith treats a file-backed device's data file (a memory device
@@ -83,7 +84,7 @@ func (c *Controller) Reset() error {
 
 // newModel builds the FTL model of a device.
 func newModel(sp Spec) (*ftl.Model, error) {
-	m, err := ftl.New(ftl.Config{
+	fc := ftl.Config{
 		MappingUnit:     sp.MappingUnit,
 		LogicalBytes:    sp.Size,
 		OP:              sp.OP,
@@ -93,7 +94,13 @@ func newModel(sp Spec) (*ftl.Model, error) {
 		Isolation:       sp.Isolation,
 		HandleIsolation: sp.HandleIsolation,
 		GC:              sp.GC,
-	})
+	}
+	if n, err := fc.MemoryBytes(); err == nil {
+		if err := memlimit.Check("the FTL model of the emulated device", n); err != nil {
+			return nil, err
+		}
+	}
+	m, err := ftl.New(fc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSpec, err)
 	}

@@ -237,6 +237,9 @@ type RecoveryReport struct {
 	NextSlot   int64
 	Containers [2]ContainerInfo
 	Selection  Selection // which container was used and why (select.go)
+	// Scan is set when no checkpoint was usable and the index was rebuilt from the slot
+	// headers (OpenOptions.Scan); Container is then -1.
+	Scan *ScanReport
 }
 
 // DroppedEntry is an entry recovery refused, with the reason.

@@ -19,6 +19,8 @@ type Detection struct {
 	// nothing on the device tells the namespace (Config.Namespace is then the default,
 	// object): an empty LMCache v1 checkpoint records none.
 	Selection Selection
+	// LayoutSource says where DetectScan found the layout ("" from Detect: the checkpoint).
+	LayoutSource string
 }
 
 // Detect infers the layout, namespace and checkpoint format of a formatted device from the
@@ -50,8 +52,43 @@ func detect(dev blockdev.Device) (Detection, error) {
 			}
 		}
 	}
-	return Detection{Config: DefaultConfig(), Selection: Selection{Container: -1, Namespace: NamespaceObject}},
-		fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted (rbctl format)?", ErrNoCheckpoint, tried)
+	none := Detection{Config: DefaultConfig(), Selection: Selection{Container: -1, Namespace: NamespaceObject}}
+	if off, ok := damagedContainer(dev, size); ok {
+		return none, fmt.Errorf("%w (%w): the metadata container header at offset %d decodes but no container's checkpoint passes its CRC (at %d candidate offsets): the checkpoints are damaged; the key records in the slot headers can rebuild the index", ErrNoCheckpoint, ErrCorrupt, off, tried)
+	}
+	if off, ok := slotHeaderAtDataBase(dev, size); ok {
+		return none, fmt.Errorf("%w (%w): no metadata container found at %d candidate offsets, but a slot header sits at offset %d, where a metadata region of that size ends: the checkpoints are gone and the slots remain; the key records in the slot headers can rebuild the index", ErrNoCheckpoint, ErrCorrupt, tried, off)
+	}
+	return none, fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted (rbctl format)?", ErrNoCheckpoint, tried)
+}
+
+// damagedContainer finds a container header that decodes (magic, version, length) at the
+// offsets detect tries: a formatted device whose checkpoints are damaged.
+func damagedContainer(dev blockdev.Device, size int64) (int64, bool) {
+	for _, ba := range []int64{4096, 512} {
+		for _, off := range candidateOffsets(ba, size) {
+			if _, _, ok := readDamaged(dev, ba, off, size, false); ok {
+				return off, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// slotHeaderAtDataBase looks for a slot header where format's power-of-two metadata
+// regions end (slot 0 is the first a cache writes).
+func slotHeaderAtDataBase(dev blockdev.Device, size int64) (int64, bool) {
+	b, err := blockdev.Alloc(4096)
+	if err != nil {
+		return 0, false
+	}
+	defer blockdev.Free(b)
+	for m := int64(1 << 20); m <= 16<<30 && m+4096 <= size; m <<= 1 {
+		if blockdev.ReadAt(dev, b, m) == nil && string(b[:8]) == slotMagic {
+			return m, true
+		}
+	}
+	return 0, false
 }
 
 // configFrom is DefaultConfig with the layout and format a checkpoint records.

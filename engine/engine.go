@@ -54,6 +54,7 @@ type Engine struct {
 	ckptMu sync.Mutex // one checkpoint at a time
 	seq    uint64
 	seqPub atomic.Uint64 // seq, readable without ckptMu
+	gen    atomic.Uint64 // the last put generation in a slot header's key record (scan.go)
 
 	ioInflight atomic.Int64
 	lastIO     atomic.Int64 // unix nanos of the last completed data I/O

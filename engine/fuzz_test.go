@@ -28,6 +28,9 @@ func FuzzSlotHeader(f *testing.F) {
 	encodeSlotHeader(b, slotHeader{Identity: 42, Len: 7, HasCRC: true, CRC: 9})
 	f.Add(b)
 	f.Add([]byte("LMCBLK01"))
+	kb := make([]byte, 128)
+	encodeSlotHeader(kb, slotHeader{Identity: 42, Len: 7, HasCRC: true, CRC: 9, HasKey: true, Key: "m@0x00000000@ab", Gen: 5, Legacy: true})
+	f.Add(kb)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := decodeSlotHeader(b)
 		if err != nil {

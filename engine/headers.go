@@ -19,6 +19,18 @@ const (
 	slotHeaderMin   = 24 // LMCache's minimum header_bytes
 	slotHeaderRB    = 32 // bytes rbctl's extended header uses
 	slotCRCTag      = "RBC1"
+
+	// The key record (rbctl, after the checksum; LMCache reads none of it): the slot says
+	// which key it holds, so the index can be rebuilt from the slots when no checkpoint is
+	// usable (Scan). Written only with the checksum and when the key fits the header.
+	slotKeyTagOff = 32 // [4]byte "RBK1"
+	slotKeyLenOff = 36 // uint16 LE key length
+	slotKeyFlgOff = 38 // uint16 LE flags: bit 0 = legacy namespace
+	slotKeyGenOff = 40 // uint64 LE generation: later puts have higher ones
+	slotKeyCRCOff = 48 // uint32 LE CRC-32C of bytes 0..48 and the key bytes
+	slotKeyOff    = 56 // the key bytes (52..56 zero)
+	slotKeyTag    = "RBK1"
+	slotKeyLegacy = 1
 )
 
 // Metadata container header layout: struct "<8sIQQI" (32 bytes). Do not change.
@@ -41,10 +53,18 @@ type slotHeader struct {
 	Len      uint64
 	HasCRC   bool
 	CRC      uint32
+	// The key record: present (HasKey) only with the checksum and when its CRC matches.
+	HasKey bool
+	Key    string
+	Legacy bool   // the key is in the legacy namespace
+	Gen    uint64 // the put's generation
 }
 
-// encodeSlotHeader writes the header into b (len(b) >= 32 when withCRC, else >= 24) and
-// zeroes the rest of b.
+// keyRecordFits reports whether a key of n bytes fits a header of hb bytes.
+func keyRecordFits(n, hb int) bool { return n > 0 && n <= 0xFFFF && slotKeyOff+n <= hb }
+
+// encodeSlotHeader writes the header into b (len(b) >= 32 when withCRC, else >= 24; with
+// the key record, keyRecordFits) and zeroes the rest of b.
 func encodeSlotHeader(b []byte, h slotHeader) {
 	clear(b)
 	copy(b[slotMagicOff:], slotMagic)
@@ -53,7 +73,36 @@ func encodeSlotHeader(b []byte, h slotHeader) {
 	if h.HasCRC {
 		copy(b[slotCRCTagOff:], slotCRCTag)
 		binary.LittleEndian.PutUint32(b[slotCRCOff:], h.CRC)
+		if h.HasKey && keyRecordFits(len(h.Key), len(b)) {
+			copy(b[slotKeyTagOff:], slotKeyTag)
+			binary.LittleEndian.PutUint16(b[slotKeyLenOff:], uint16(len(h.Key)))
+			if h.Legacy {
+				binary.LittleEndian.PutUint16(b[slotKeyFlgOff:], slotKeyLegacy)
+			}
+			binary.LittleEndian.PutUint64(b[slotKeyGenOff:], h.Gen)
+			copy(b[slotKeyOff:], h.Key)
+			binary.LittleEndian.PutUint32(b[slotKeyCRCOff:], keyRecordCRC(b, len(h.Key)))
+		}
 	}
+}
+
+func keyRecordCRC(b []byte, n int) uint32 {
+	c := crc32.Update(0, castagnoli, b[:slotKeyCRCOff])
+	return crc32.Update(c, castagnoli, b[slotKeyOff:slotKeyOff+n])
+}
+
+// keyRecordState tells a header with no key record (0) from one whose record is whole
+// (1) and one whose record is damaged or cut short by the bytes read (-1).
+func keyRecordState(b []byte) int {
+	if len(b) < slotKeyOff || string(b[slotCRCTagOff:slotCRCTagOff+4]) != slotCRCTag || string(b[slotKeyTagOff:slotKeyTagOff+4]) != slotKeyTag {
+		return 0
+	}
+	n := int(binary.LittleEndian.Uint16(b[slotKeyLenOff:]))
+	if !keyRecordFits(n, len(b)) || binary.LittleEndian.Uint16(b[slotKeyFlgOff:])&^slotKeyLegacy != 0 ||
+		binary.LittleEndian.Uint32(b[slotKeyCRCOff:]) != keyRecordCRC(b, n) || !allZero(b[slotKeyCRCOff+4:slotKeyOff]) {
+		return -1
+	}
+	return 1
 }
 
 // decodeSlotHeader checks the magic and returns the fields. The checksum is present only
@@ -72,6 +121,12 @@ func decodeSlotHeader(b []byte) (slotHeader, error) {
 	if len(b) >= slotHeaderRB && string(b[slotCRCTagOff:slotCRCTagOff+4]) == slotCRCTag {
 		h.HasCRC = true
 		h.CRC = binary.LittleEndian.Uint32(b[slotCRCOff:])
+		if keyRecordState(b) == 1 {
+			n := int(binary.LittleEndian.Uint16(b[slotKeyLenOff:]))
+			h.HasKey, h.Key = true, string(b[slotKeyOff:slotKeyOff+n])
+			h.Legacy = binary.LittleEndian.Uint16(b[slotKeyFlgOff:])&slotKeyLegacy != 0
+			h.Gen = binary.LittleEndian.Uint64(b[slotKeyGenOff:])
+		}
 	}
 	return h, nil
 }

@@ -146,7 +146,9 @@ func (e *Engine) writeJobs(keys []Key, payloads [][]byte, metas []*ObjMeta, jobs
 				break
 			}
 			p := payloads[batch[j].idx]
-			h := slotHeader{Identity: keys[batch[j].idx].id, Len: uint64(len(p))}
+			k := &keys[batch[j].idx]
+			h := slotHeader{Identity: k.id, Len: uint64(len(p)), Key: k.enc, Legacy: e.cfg.Namespace == NamespaceLegacy,
+				HasKey: keyRecordFits(len(k.enc), hb), Gen: e.nextGen()}
 			op := blockdev.Op{Write: true, Off: e.slotOff(batch[j].slot), Handle: handles[batch[j].idx]}
 			batch[j].buf = b
 			if e.writesInPlace(p) {

@@ -137,6 +137,13 @@ type OpenOptions struct {
 	// AcceptDoubt opens for writing even when checkpoint selection is in doubt
 	// (Selection.Doubt); the next checkpoint then replaces the rejected container.
 	AcceptDoubt bool
+	// Scan rebuilds the index from the slot headers' key records (scan.go) when neither
+	// container holds a usable checkpoint, instead of failing with ErrNoCheckpoint; the
+	// next checkpoint (RepairCheckpoints: both) then replaces the damaged containers.
+	Scan bool
+	// ScanLayout says where the config's layout came from (Detection.LayoutSource), for
+	// the report.
+	ScanLayout string
 }
 
 // OpenWith is Open with per-recovery options.
@@ -190,7 +197,13 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 		ok = true
 		return e, nil
 	}
-	if st == nil {
+	if st == nil && opts.Scan {
+		e.recovery.Container, e.recovery.Format = -1, cfg.CheckpointFormat
+		if err := e.scanSlots(opts.Context, opts.ScanLayout); err != nil {
+			return nil, err
+		}
+		e.recovery.Verified = true
+	} else if st == nil {
 		if !sc[0].info.Valid && !sc[1].info.Valid && sel.Candidates[0].Entries < 0 && sel.Candidates[1].Entries < 0 {
 			if dc, derr := detectConfig(dev); derr == nil {
 				if err := layoutDiff(dc, cfg); err != nil {
@@ -200,38 +213,20 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 		}
 		why := "the device is not formatted, or was formatted with another meta_total_bytes, block_align or meta_magic"
 		if sc[0].damaged || sc[1].damaged {
-			return nil, fmt.Errorf("%w on the device (%w): container 0: %s; container 1: %s (%s)",
-				ErrNoCheckpoint, ErrCorrupt, sc[0].info.Problem, sc[1].info.Problem, why)
+			return nil, fmt.Errorf("%w on the device (%w): container 0: %s; container 1: %s (the checkpoints are damaged; the key records in the slot headers can rebuild the index)",
+				ErrNoCheckpoint, ErrCorrupt, sc[0].info.Problem, sc[1].info.Problem)
 		}
 		return nil, fmt.Errorf("%w on the device: container 0: %s; container 1: %s (%s)",
 			ErrNoCheckpoint, sc[0].info.Problem, sc[1].info.Problem, why)
-	}
-	if sel.Doubt && !cfg.ReadOnly && !opts.AcceptDoubt {
-		return nil, fmt.Errorf("%w: %s", ErrSelectionDoubt, sel.Reason)
-	}
-	e.recovery.Container, e.recovery.Seq, e.recovery.Format = sel.Container, sel.Seq, st.format
-	if err := e.checkLayout(st); err != nil {
+	} else if err := e.applyCheckpoint(st, sel, opts); err != nil {
 		return nil, err
-	}
-	if !st.hasNS && sel.NamespaceSource == "slot headers" && sel.Namespace != cfg.Namespace {
-		return nil, fmt.Errorf("%w: the slot headers of the checkpoint's entries carry %s-namespace identities but the config has namespace %s; open it with namespace %s", ErrLayoutMismatch, sel.Namespace, cfg.Namespace, sel.Namespace)
-	}
-	if e.cfg.DevicePath == "" && st.hasDevPath {
-		e.cfg.DevicePath = st.devicePath
-	}
-	e.applyState(st)
-	if cfg.VerifyOnLoad {
-		if err := e.verifyEntries(opts.Context); err != nil {
-			return nil, err
-		}
-		e.recovery.Verified = true
 	}
 	e.rebuildFree()
 	e.recovery.Kept = int(e.live)
 	e.recovery.FreeSlots = e.alloc.nfree
 	e.recovery.NextSlot = e.nextSlot
 	e.recovery.Duration = time.Since(start)
-	if len(e.recovery.Dropped) > 0 && !cfg.ReadOnly {
+	if (len(e.recovery.Dropped) > 0 || e.recovery.Scan != nil) && !cfg.ReadOnly {
 		e.dirty = 1 // persist the repaired index at the next checkpoint
 		e.firstDirt = e.now()
 	}
@@ -249,8 +244,35 @@ func (e *Engine) RepairCheckpoints() error {
 	if err := e.writeCheckpoint(true, true); err != nil {
 		return err
 	}
-	if c := e.recovery.Selection.Container; c >= 0 && e.recovery.Selection.Candidates[c].Damaged() {
-		return e.writeCheckpoint(true, true)
+	if c := e.recovery.Selection.Container; e.recovery.Scan != nil || (c >= 0 && e.recovery.Selection.Candidates[c].Damaged()) {
+		return e.writeCheckpoint(true, true) // after a scan: a fresh pair, no damaged container left
+	}
+	return nil
+}
+
+// applyCheckpoint applies the chosen checkpoint st: layout checks, its entries, and (with
+// VerifyOnLoad) the verification of their slot headers.
+func (e *Engine) applyCheckpoint(st *ckptState, sel Selection, opts OpenOptions) error {
+	cfg := e.cfg
+	if sel.Doubt && !cfg.ReadOnly && !opts.AcceptDoubt {
+		return fmt.Errorf("%w: %s", ErrSelectionDoubt, sel.Reason)
+	}
+	e.recovery.Container, e.recovery.Seq, e.recovery.Format = sel.Container, sel.Seq, st.format
+	if err := e.checkLayout(st); err != nil {
+		return err
+	}
+	if !st.hasNS && sel.NamespaceSource == "slot headers" && sel.Namespace != cfg.Namespace {
+		return fmt.Errorf("%w: the slot headers of the checkpoint's entries carry %s-namespace identities but the config has namespace %s; open it with namespace %s", ErrLayoutMismatch, sel.Namespace, cfg.Namespace, sel.Namespace)
+	}
+	if e.cfg.DevicePath == "" && st.hasDevPath {
+		e.cfg.DevicePath = st.devicePath
+	}
+	e.applyState(st)
+	if cfg.VerifyOnLoad {
+		if err := e.verifyEntries(opts.Context); err != nil {
+			return err
+		}
+		e.recovery.Verified = true
 	}
 	return nil
 }

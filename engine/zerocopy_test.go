@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/blockdev/faultdev"
@@ -58,6 +59,7 @@ func zcKeys(n int) []engine.Key {
 
 func TestZeroCopyPutsWriteTheSameBytes(t *testing.T) {
 	cfg := zcConfig()
+	cfg.Now = func() time.Time { return time.Unix(1e9, 0) } // the same put generations in both images
 	lens := []int{4096, 60 << 10, 8192, 100, 5000, 60<<10 - 1, 12288, 1}
 	aligned := 4 // whole blocks: 4096, 60 KiB (the slot's whole payload), 8192, 12288
 	pay := zcPayloads(t, lens)

@@ -94,7 +94,7 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	if avail == nil {
 		avail = MemAvailable
 	}
-	if err := checkMemory(all, avail); err != nil {
+	if err := checkMemory(all, avail, otherLimits()); err != nil {
 		return nil, err
 	}
 	w := o.Workload

@@ -1,58 +1,43 @@
 package sim
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"math"
-	"strconv"
-	"strings"
 
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/internal/sys"
+	"github.com/rbctl/rbctl/internal/sys/memlimit"
 	"github.com/rbctl/rbctl/units"
 )
 
-// MemAvailable returns MemAvailable from /proc/meminfo.
+// MemAvailable returns MemAvailable from /proc/meminfo. Run bounds its estimate by it
+// (Options.MemAvailable replaces it) and by the process's other limits (memlimit).
 func MemAvailable() (int64, error) {
 	b, err := sys.ReadFileBounded("/proc/meminfo", 1<<20)
 	if err != nil {
 		return 0, err
 	}
-	return parseMemAvailable(bytes.NewReader(b))
+	return memlimit.ParseMemAvailable(b)
 }
 
-// parseMemAvailable finds "MemAvailable: N kB" in meminfo text.
-func parseMemAvailable(r io.Reader) (int64, error) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || name != "MemAvailable" {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil || kb < 0 || kb > math.MaxInt64>>10 {
-			return 0, fmt.Errorf("/proc/meminfo: MemAvailable %q is not a size in kB", strings.TrimSpace(rest))
-		}
-		return kb << 10, nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, errors.New("/proc/meminfo has no MemAvailable")
+// otherLimits are the limits besides MemAvailable: RLIMIT_AS, the cgroup's, GOMEMLIMIT.
+var otherLimits = func() []memlimit.Limit {
+	s := memlimit.System
+	s.MemInfoAt = ""
+	return s.Limits()
 }
 
-// ErrNoMemory marks a simulation that does not fit in the memory available.
-var ErrNoMemory = errors.New("simulation does not fit in memory")
+// ErrNoMemory marks a simulation that does not fit in the memory available. It is
+// memlimit.ErrNoMemory, so a refusal at run time (RunOne) matches it too.
+var ErrNoMemory = memlimit.ErrNoMemory
 
 // MemoryError is a simulation refused for its memory, with what would fit.
 type MemoryError struct {
 	FTL          ftl.Config // the largest run's model
 	Slots        int64
-	Model, Cache int64 // estimated bytes: the FTL model, the simulated cache
-	Available    int64
+	Model, Cache int64  // estimated bytes: the FTL model, the simulated cache
+	Available    int64  // bytes that may be allocated under the smallest limit
+	Limit        string // which limit that is
 	// FitsBytes is about the largest device size that fits, rounded down to its largest
 	// binary unit; ModelDominates says the FTL model is the larger part, which a bigger
 	// mapping unit (at least 2× the current) shrinks.
@@ -64,13 +49,13 @@ func (e *MemoryError) Unwrap() error { return ErrNoMemory }
 
 func (e *MemoryError) Error() string {
 	return fmt.Sprintf("simulate of %s needs about %s of memory (FTL model %s at %s mapping units, simulated cache %s for %d slots); "+
-		"this machine has %s available", units.FormatSize(e.FTL.LogicalBytes), units.FormatSize(e.Model+e.Cache), units.FormatSize(e.Model),
-		units.FormatSize(e.FTL.MappingUnit), units.FormatSize(e.Cache), e.Slots, units.FormatSize(e.Available))
+		"only %s available (limit: %s)", units.FormatSize(e.FTL.LogicalBytes), units.FormatSize(e.Model+e.Cache), units.FormatSize(e.Model),
+		units.FormatSize(e.FTL.MappingUnit), units.FormatSize(e.Cache), e.Slots, units.FormatSize(e.Available), e.Limit)
 }
 
-// checkMemory refuses runs whose estimate (MemoryBytes) exceeds what avail reports; it
-// passes when avail cannot tell.
-func checkMemory(runs []RunConfig, avail func() (int64, error)) error {
+// checkMemory refuses runs whose estimate (MemoryBytes) exceeds the smallest of what avail
+// reports (MemAvailable) and the other limits; it passes when none can tell.
+func checkMemory(runs []RunConfig, avail func() (int64, error), others []memlimit.Limit) error {
 	var peak *MemoryError
 	for _, r := range runs {
 		model, cache, err := MemoryBytes(r)
@@ -85,11 +70,20 @@ func checkMemory(runs []RunConfig, avail func() (int64, error)) error {
 	if peak == nil {
 		return nil
 	}
-	n, err := avail()
-	if err != nil || peak.Model+peak.Cache <= n {
+	lim := memlimit.Limit{Bytes: math.MaxInt64}
+	if n, err := avail(); err == nil {
+		lim = memlimit.Limit{Name: "MemAvailable in /proc/meminfo", Bytes: n}
+	}
+	for _, l := range others {
+		if l.Bytes < lim.Bytes {
+			lim = l
+		}
+	}
+	n := lim.Bytes
+	if peak.Model+peak.Cache <= n {
 		return nil
 	}
-	peak.Available = n
+	peak.Available, peak.Limit = n, lim.Name
 	peak.FitsBytes = roundDownUnit(int64(float64(peak.FTL.LogicalBytes) * float64(n) / float64(peak.Model+peak.Cache)))
 	peak.ModelDominates = peak.Model > peak.Cache
 	return peak

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/internal/sys/memlimit"
 	"github.com/rbctl/rbctl/placement"
+	"github.com/rbctl/rbctl/units"
 	"github.com/rbctl/rbctl/workloads"
 )
 
@@ -78,6 +81,17 @@ type Result struct {
 // RunOne runs r and returns the result; an infeasible FTL configuration is reported in the
 // result (Infeasible) rather than as an error.
 func RunOne(ctx context.Context, r RunConfig) (*Result, error) {
+	// Refused here, not by the runtime: the estimate is checked before Run starts, but this
+	// run may come after others, and an allocation the limits refuse is a fatal error.
+	if model, cache, err := MemoryBytes(r); err == nil {
+		cache -= simBaseBytes // the runtime's own part, already held (and counted by GOMEMLIMIT's)
+		if model+cache > 256<<20 {
+			debug.FreeOSMemory() // an earlier run's model is garbage: return it before measuring
+		}
+		if err := memlimit.Check(fmt.Sprintf("the simulation of %s (FTL model and simulated cache)", units.FormatSize(r.FTL.LogicalBytes)), model+cache); err != nil {
+			return nil, err
+		}
+	}
 	if r.PolicyImpl == nil && IsOracle(r.Policy) {
 		return runOracle(ctx, r)
 	}

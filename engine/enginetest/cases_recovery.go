@@ -55,6 +55,50 @@ var recoveryCases = []suiteCase{
 			t.Fatalf("new key got slot %d, want the freed slot %d", m.Slot, m2.Slot)
 		}
 	}},
+	{"ScanRebuildsWhenBothContainersAreDamaged", func(t *testing.T, v *env) {
+		e := v.format(Config())
+		var keys []engine.Key
+		var pl [][]byte
+		for i := 0; i < 6; i++ {
+			keys, pl = append(keys, K(i, "")), append(pl, Payload(i, 1000*(i+1)))
+		}
+		mustPut(t, e, keys[:3], pl[:3])
+		if err := e.CheckpointNow(); err != nil {
+			t.Fatal(err)
+		}
+		mustPut(t, e, keys[3:], pl[3:])
+		e.Close() // the other container
+		lay := e.Layout()
+		for _, c := range lay.ContainerOffset {
+			writeRaw(t, v.dev, c+int64(lay.BlockAlign)+100, []byte{0xa5}) // one byte of each payload
+		}
+		if _, err := engine.Open(keepOpen{v.dev}, Config()); !errors.Is(err, engine.ErrNoCheckpoint) || !errors.Is(err, engine.ErrCorrupt) {
+			t.Fatalf("open with both containers damaged: %v", err)
+		}
+		d, err := engine.DetectScan(keepOpen{v.dev}, engine.ScanHint{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err = engine.OpenWith(keepOpen{v.dev}, d.Config, engine.OpenOptions{Scan: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := e.Stats().Recovery; r.Scan == nil || r.Scan.Rebuilt != len(keys) || r.Kept != len(keys) {
+			t.Fatalf("scan %+v, kept %d", r.Scan, r.Kept)
+		}
+		if err := e.RepairCheckpoints(); err != nil {
+			t.Fatal(err)
+		}
+		e.CloseNoCheckpoint()
+		e = v.open(Config())
+		defer e.Close()
+		for i, k := range keys {
+			buf := make([]byte, len(pl[i]))
+			if ok, err := e.LoadManyInto([]engine.Key{k}, [][]byte{buf}); err != nil || !ok[0] || !bytes.Equal(buf, pl[i]) {
+				t.Fatalf("key %d after the rebuild: %v %v", i, ok, err)
+			}
+		}
+	}},
 	{"StaleSlotHeaderDroppedOnRecovery", func(t *testing.T, v *env) {
 		e := v.format(Config())
 		mustPut(t, e, []engine.Key{K(1, ""), K(2, "")}, [][]byte{Payload(1, 10), Payload(2, 10)})

@@ -39,6 +39,7 @@ type Recovery struct {
 	Refused    string                `json:"refused,omitempty"`
 	Written    bool                  `json:"checkpoint_written"`
 	NewSeq     uint64                `json:"new_checkpoint_seq,omitempty"`
+	Scan       *Scan                 `json:"scan,omitempty"` // no checkpoint usable: rebuilt from the slot headers
 
 	sel engine.Selection
 }
@@ -53,7 +54,7 @@ func Recover(ctx context.Context, e *engine.Engine, path string, opts RecoverOpt
 	r := &Recovery{Device: path, DryRun: opts.DryRun, Container: st.Container, Seq: st.Seq, Format: string(st.Format),
 		Choice: ChoiceOf(st.Selection), Loaded: st.Loaded, Kept: st.Kept, Dropped: st.Dropped, FreeSlots: u.SlotsFree,
 		NeverUsed: u.SlotsTotal - u.NextSlot, TotalFree: u.SlotsFree + u.SlotsTotal - u.NextSlot, NextSlot: u.NextSlot,
-		DurationMs: float64(st.Duration.Microseconds()) / 1000, Repairs: Repairs(st), sel: st.Selection}
+		DurationMs: float64(st.Duration.Microseconds()) / 1000, Repairs: Repairs(st), Scan: scanOf(st.Scan), sel: st.Selection}
 	if r.Dropped == nil {
 		r.Dropped = []engine.DroppedEntry{}
 	}
@@ -82,8 +83,11 @@ func Recover(ctx context.Context, e *engine.Engine, path string, opts RecoverOpt
 func Repairs(st engine.RecoveryReport) []string {
 	sel := st.Selection
 	out := []string{}
-	if n := len(st.Dropped); n > 0 {
+	if n := len(st.Dropped); n > 0 && st.Scan == nil {
 		out = append(out, fmt.Sprintf("drop %d stale entries from the index", n))
+	}
+	if st.Scan != nil {
+		return append(out, fmt.Sprintf("write a fresh checkpoint pair (both containers) holding the %d entries rebuilt from the slot headers", st.Kept))
 	}
 	for _, c := range sel.Candidates {
 		note := c.SeqNote
@@ -109,6 +113,12 @@ func Repairs(st engine.RecoveryReport) []string {
 // ("" when none): the choice is in doubt, or the repaired index would lose every key.
 func Refusal(st engine.RecoveryReport) string {
 	sel := st.Selection
+	if st.Scan != nil && st.Kept == 0 {
+		return fmt.Sprintf("the scan of %d slots rebuilt no key (%d without a key record, %d failed verification); writing would replace both damaged containers with an empty index", st.Scan.Slots, st.Scan.NoKey, st.Scan.Failed)
+	}
+	if st.Scan != nil {
+		return ""
+	}
 	if sel.Doubt {
 		return fmt.Sprintf("the checkpoint choice is in doubt (%s); writing replaces container %d for good", sel.Reason, 1-sel.Container)
 	}
@@ -133,8 +143,13 @@ func Refusal(st engine.RecoveryReport) string {
 
 // WriteText renders the recovery for people; the last line says what was written.
 func (r *Recovery) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "%s: checkpoint container %d seq %d (%s): %d entries, kept %d, dropped %d, %d free slots (%d on the free lists + %d never used) (%.1f ms)\n",
-		r.Device, r.Container, r.Seq, r.Format, r.Loaded, r.Kept, len(r.Dropped), r.TotalFree, r.FreeSlots, r.NeverUsed, r.DurationMs)
+	if s := r.Scan; s != nil {
+		fmt.Fprintf(w, "%s: no checkpoint usable: index rebuilt from the slot headers (layout from %s): %d slots read, %d entries rebuilt, %d older versions superseded, %d failed verification, %d headers without a key record, %d empty; %d free slots (%.1f ms)\n",
+			r.Device, Escape(s.LayoutSource), s.Slots, s.Rebuilt, s.Superseded, s.Failed, s.NoKeyRecord, s.Empty, r.TotalFree, r.DurationMs)
+	} else {
+		fmt.Fprintf(w, "%s: checkpoint container %d seq %d (%s): %d entries, kept %d, dropped %d, %d free slots (%d on the free lists + %d never used) (%.1f ms)\n",
+			r.Device, r.Container, r.Seq, r.Format, r.Loaded, r.Kept, len(r.Dropped), r.TotalFree, r.FreeSlots, r.NeverUsed, r.DurationMs)
+	}
 	lines := ChoiceLines(r.sel)
 	for _, d := range r.Dropped {
 		lines = append(lines, fmt.Sprintf("dropped %s (slot %d): %s", Escape(d.Key), d.Slot, d.Reason))
@@ -152,4 +167,23 @@ func (r *Recovery) WriteText(w io.Writer) error {
 		lines = append(lines, "nothing to repair")
 	}
 	return writeLines(w, lines)
+}
+
+// Scan is a rebuild from the slot headers (engine.ScanReport) as JSON.
+type Scan struct {
+	LayoutSource string `json:"layout_source"`
+	Slots        int64  `json:"slots_read"`
+	Rebuilt      int    `json:"rebuilt"`
+	Superseded   int    `json:"superseded"`
+	Failed       int    `json:"failed"`
+	NoKeyRecord  int64  `json:"no_key_record"`
+	Empty        int64  `json:"empty_slots"`
+}
+
+func scanOf(s *engine.ScanReport) *Scan {
+	if s == nil {
+		return nil
+	}
+	return &Scan{LayoutSource: s.LayoutSource, Slots: s.Slots, Rebuilt: s.Rebuilt, Superseded: s.Superseded, Failed: s.Failed,
+		NoKeyRecord: s.NoKey, Empty: s.Empty}
 }

@@ -178,7 +178,9 @@ var flagRules = map[string]flagRule{
 
 	// simulate: the modelled device's size (--capacity, a hidden alias, is format's
 	// "bytes of the device the cache uses").
-	"device-size": sizeRule(1 << 20),
+	"device-size":              sizeRule(1 << 20),
+	"rbctl recover/slot-bytes": sizeRule(512, ""), "rbctl recover/header-bytes": sizeRule(512, ""), "rbctl recover/meta-bytes": sizeRule(4096, ""),
+	"rbctl recover/block-align": {Kind: ruleInt, Min: 512, Max: 1 << 24, Pow2: true, Zero: "the default, 4096"},
 }
 
 // ruleFor finds f's rule: a size rule applies to string flags only (other string flags are

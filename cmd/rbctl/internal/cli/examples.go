@@ -48,6 +48,8 @@ var examples = map[string][]string{
 		"rbctl recover --dry-run /var/tmp/cache.img",
 		"rbctl recover --verify /var/tmp/cache.img",
 		"rbctl recover --dry-run /var/tmp/shard0.img /var/tmp/shard1.img",
+		"rbctl recover --scan --dry-run /var/tmp/cache.img   # both checkpoints damaged: what the slot headers rebuild",
+		"rbctl recover --scan --slot-bytes 256K /var/tmp/cache.img   # rebuild it; the layout when the checkpoints cannot show it",
 	},
 	"rbctl put": {
 		"rbctl put cache.img --model my/model --rank 0 --hash 00ff --salt tenant data.bin",

@@ -64,7 +64,10 @@ func flagHints(cmd *cobra.Command, err error) []string {
 		}
 		break
 	}
-	if errors.Is(err, engine.ErrNoCheckpoint) && cmd.Name() != "format" && !strings.Contains(msg, "rbctl format") {
+	switch {
+	case errors.Is(err, engine.ErrNoCheckpoint) && errors.Is(err, engine.ErrCorrupt):
+		hints = append(hints, "rbctl recover --scan rebuilds it from the slot headers (with --dry-run: what it would rebuild)")
+	case errors.Is(err, engine.ErrNoCheckpoint) && cmd.Name() != "format" && !strings.Contains(msg, "rbctl format"):
 		hints = append(hints, "format it first (rbctl format)")
 	}
 	if errors.Is(err, ftl.ErrConfig) && strings.Contains(msg, "over-provisioning") {

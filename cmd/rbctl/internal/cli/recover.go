@@ -2,11 +2,8 @@ package cli
 
 import (
 	"fmt"
-	"os"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
@@ -37,9 +34,13 @@ length or checksum), rebuilds the free slots, and writes a repaired checkpoint w
 was dropped or a container is damaged. --verify also checks every payload's CRC-32C; Ctrl-C
 stops it and nothing is written. --dry-run changes nothing. Unless --force, it refuses to
 write when the choice between the containers is in doubt, or when the repaired index would
-hold no key although the device's checkpoints did. Several DEVs (the shards of one cache)
-are recovered in parallel, each as one (--force and --dry-run apply to each), then a row each
-and a total; the exit status is 1 if any failed.`,
+hold no key although the device's checkpoints did. When no checkpoint is usable (both
+containers damaged), --scan (and --force) rebuilds the index from the key records in the
+slot headers, each header and payload verified, the latest put of a key kept, and writes a
+fresh checkpoint pair; the layout comes from the damaged checkpoints or --slot-bytes.
+Several DEVs (the shards of one cache) are recovered in parallel, each as one (--force,
+--scan and --dry-run apply to each), then a row each and a total; the exit status is 1 if
+any failed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runRecover(cmd, args, f) },
 	}
@@ -50,6 +51,7 @@ and a total; the exit status is 1 if any failed.`,
 	f.dev.Add(cmd)
 	f.dev.Cache.AddNamespace(cmd)
 	f.place.Add(cmd, "the repaired checkpoint")
+	f.dev.Cache.Scan.AddScan(cmd, &f.opts.Force)
 	return cmd
 }
 
@@ -62,18 +64,12 @@ func runRecover(cmd *cobra.Command, paths []string, f *recoverFlags) error {
 		Open: func(path string, readOnly bool, tweak func(*engine.Config)) (*engine.Engine, error) {
 			return f.dev.OpenEngine(&f.place, path, readOnly, tweak)
 		}}
-	var bar *progressbar.ProgressBar
-	if term.IsTerminal(int(os.Stderr.Fd())) && !f.json {
-		bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("verifying slots"),
-			progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
-		o.Progress = func(done, total int) { bar.ChangeMax(total); _ = bar.Set(done) }
-	}
+	var finish func()
+	o.Progress, finish = flagsets.SlotProgress(f.json, "verifying slots")
 	// recover reports the checkpoint choice itself and decides whether to write.
 	f.dev.Cache.Ctx, f.dev.Cache.Accept = ctx, true
 	rep, err := cache.RecoverAll(ctx, o)
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	finish()
 	if v := rep.Output(f.json); v != nil {
 		if perr := show(cmd, f.json, v, rep.WriteText); perr != nil {
 			return perr

@@ -24,6 +24,7 @@ type Cache struct {
 	Namespace string
 	Ctx       context.Context
 	Accept    bool
+	Scan      Scan // recover: rebuild from the slot headers when no checkpoint is usable (scan.go)
 }
 
 // AddNamespace defines --namespace on cmd.
@@ -34,8 +35,16 @@ func (o *Cache) AddNamespace(cmd *cobra.Command) {
 // Detect reads the layout, namespace and format of the checkpoint recovery will choose.
 // A writer is refused when nothing tells the namespace and --namespace is not given: a
 // guess would put the wrong slot identity into every slot header it writes.
-func (o *Cache) Detect(dev blockdev.Device, readOnly bool) (engine.Config, error) {
+func (o *Cache) Detect(dev blockdev.Device, readOnly bool) (engine.Config, string, error) {
 	d, err := engine.Detect(dev)
+	if errors.Is(err, engine.ErrNoCheckpoint) && (o.Scan.On || (o.Scan.scanning() && errors.Is(err, engine.ErrCorrupt))) {
+		d, err = o.Scan.detect(dev)
+	}
+	cfg, err := o.checkDetected(d, readOnly, err)
+	return cfg, d.LayoutSource, err
+}
+
+func (o *Cache) checkDetected(d engine.Detection, readOnly bool, err error) (engine.Config, error) {
 	if err != nil {
 		return d.Config, err
 	}
@@ -64,8 +73,8 @@ func (o *Cache) Detect(dev blockdev.Device, readOnly bool) (engine.Config, error
 // Open recovers the cache. A command that writes is refused when the checkpoint choice is
 // in doubt, unless it takes the choice upon itself (recover): writing replaces the other
 // container.
-func (o *Cache) Open(dev blockdev.Device, cfg engine.Config) (*engine.Engine, error) {
-	e, err := engine.OpenWith(dev, cfg, engine.OpenOptions{Context: o.Ctx, AcceptDoubt: o.Accept})
+func (o *Cache) Open(dev blockdev.Device, cfg engine.Config, layoutSource string) (*engine.Engine, error) {
+	e, err := engine.OpenWith(dev, cfg, engine.OpenOptions{Context: o.Ctx, AcceptDoubt: o.Accept, Scan: o.Scan.scanning(), ScanLayout: layoutSource})
 	if errors.Is(err, engine.ErrSelectionDoubt) {
 		return nil, fmt.Errorf("%w; rbctl inspect shows both containers, rbctl recover --force continues from the one chosen", err)
 	}

@@ -54,7 +54,7 @@ func (f *Device) OpenEngine(pf *Placement, path string, readOnly bool, tweak fun
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := f.Cache.Detect(dev, readOnly)
+	cfg, layoutSource, err := f.Cache.Detect(dev, readOnly)
 	if err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -78,7 +78,7 @@ func (f *Device) OpenEngine(pf *Placement, path string, readOnly bool, tweak fun
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	e, err := f.Cache.Open(dev, cfg)
+	e, err := f.Cache.Open(dev, cfg, layoutSource)
 	if err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
