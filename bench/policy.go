@@ -114,6 +114,7 @@ func (p *planned) report() *reports.Report {
 		rep.Workload.Eviction = string(workloads.LRU)
 	}
 	rep.Window.Description = WindowDescription(o.Warmup, o.WarmupTimeout, o.Duration, o.Workload.Requests)
+	rep.Trace = src.Trace
 	return rep
 }
 

@@ -72,6 +72,7 @@ func FromResult(policy string, r *workloads.Result, withLatency bool) Run {
 		ReadBytes: c.BytesRead, WrittenBytes: c.BytesWritten, HitRatio: c.HitRatio(),
 		Evicted: c.Evicted, Expired: c.Expired, StoreFailed: c.StoreFailed}
 	run.Interrupted = r.Interrupted
+	run.Trace = traceRunOf(c)
 	if s := run.ElapsedSec; s > 0 && withLatency {
 		run.OpsPerSec = F64(float64(c.Ops) / s)
 		run.ReadGBps = F64(float64(c.BytesRead) / s / 1e9)

@@ -67,7 +67,15 @@ func (s Spec) Build() (*Source, error) {
 		return nil, err
 	}
 	if s.Admission != "" {
-		if err := CheckAdmission(s.Admission); err != nil {
+		// A comma list is simulate's comparison of several (sim.Options.Admissions).
+		for _, a := range strings.Split(s.Admission, ",") {
+			if err := CheckAdmission(a); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if s.SaltBy != "" {
+		if _, err := ParseSaltBy(s.SaltBy); err != nil {
 			return nil, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -120,6 +121,39 @@ func WAFOverTime(r *reports.Report, dir string) ([]string, error) {
 	return save(p, dir, "waf-over-time")
 }
 
+// HitRatioOverTime draws a request trace's chunk hit ratio per interval against requests
+// run: one line per sweep value and admission policy (placement does not change what the
+// cache holds, so the policies' lines coincide and one stands for them).
+func HitRatioOverTime(r *reports.Report, dir string) ([]string, error) {
+	p := newPlot("Chunk hit ratio over the trace", "requests", "hit ratio (interval)")
+	idx := map[string]bool{}
+	var names []string
+	var series []plotter.XYs
+	for _, run := range drawn(r) {
+		name := run.Admission
+		if r.Sweep != "" {
+			name = fmt.Sprintf("%s=%s %s", r.Sweep, strconv.FormatFloat(run.Param, 'g', 4, 64), name)
+		}
+		if idx[name] {
+			continue
+		}
+		idx[name] = true
+		var xy plotter.XYs
+		for _, pt := range run.Timeline {
+			if pt.Requests != nil && pt.HitRatio != nil {
+				xy = append(xy, plotter.XY{X: float64(*pt.Requests), Y: *pt.HitRatio})
+			}
+		}
+		names = append(names, name)
+		series = append(series, xy)
+	}
+	if _, err := lines(p, names, series); err != nil {
+		return nil, err
+	}
+	p.Y.Min, p.Y.Max = 0, 1
+	return save(p, dir, "hit-ratio-over-time")
+}
+
 // Throughput draws each run's ops/s over wall-clock time.
 func Throughput(r *reports.Report, dir string) ([]string, error) {
 	p := newPlot("Throughput over time", "seconds", "ops/s")
@@ -157,11 +191,15 @@ func Sweep(r *reports.Report, dir, name string) ([]string, error) {
 		if run.Failed() || run.HostWAF == nil || run.HostWAF.Value == 0 || run.Infeasible {
 			continue
 		}
-		i, ok := idx[run.Policy]
+		name := run.Policy
+		if run.Admission != "" {
+			name += " [" + run.Admission + "]"
+		}
+		i, ok := idx[name]
 		if !ok {
 			i = len(names)
-			idx[run.Policy] = i
-			names = append(names, run.Policy)
+			idx[name] = i
+			names = append(names, name)
 			series = append(series, nil)
 		}
 		series[i] = append(series[i], plotter.XY{X: run.Param, Y: run.HostWAF.Value})
@@ -189,9 +227,12 @@ func All(r *reports.Report, dir string) ([]string, error) {
 		figs = append(figs, func(r *reports.Report, d string) ([]string, error) { return Sweep(r, d, "sweep-"+r.Sweep) })
 	} else {
 		figs = append(figs, WAFOverTime)
-		if r.Command == "bench" {
-			figs = append(figs, LatencyCDF, Throughput)
-		}
+	}
+	if r.Trace != nil {
+		figs = append(figs, HitRatioOverTime)
+	}
+	if r.Sweep == "" && r.Command == "bench" {
+		figs = append(figs, LatencyCDF, Throughput)
 	}
 	for _, f := range figs {
 		files, err := f(r, dir)
