@@ -122,6 +122,7 @@ var flagRules = map[string]flagRule{
 	"op":             {Kind: ruleFraction, Min: 0, Max: 0.9},
 	"theta":          {Kind: ruleFloat, Min: 0, Max: 10},
 	"rate":           {Kind: ruleFloat, Min: 0, Max: 1e9, Zero: "closed loop"},
+	"speed":          {Kind: ruleFloat, Min: 0, Max: 1e9, Zero: "as fast as possible"},
 	"warmup":         {Kind: ruleFloat, Min: 0, Max: 1000},
 	"measure":        {Kind: ruleFloat, Min: 0, Max: 1000, OpenMin: true},
 
