@@ -132,7 +132,11 @@ func HitRatioOverTime(r *reports.Report, dir string) ([]string, error) {
 	for _, run := range drawn(r) {
 		name := run.Admission
 		if r.Sweep != "" {
-			name = fmt.Sprintf("%s=%s %s", r.Sweep, strconv.FormatFloat(run.Param, 'g', 4, 64), name)
+			v := strconv.FormatFloat(run.Param, 'g', 4, 64)
+			if r.Sweep == "size" || r.Sweep == "ru" {
+				v = reports.GiB(int64(run.Param)) + " GiB"
+			}
+			name = fmt.Sprintf("%s=%s %s", r.Sweep, v, name)
 		}
 		if idx[name] {
 			continue
