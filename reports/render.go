@@ -316,6 +316,9 @@ func deviceName(r *Report) string {
 	if r.Device.Path != "" {
 		return r.Device.Path
 	}
+	if r.Sweep == "size" {
+		return "a model of each swept size"
+	}
 	return fmt.Sprintf("a %s GiB model", GiB(r.Device.SizeBytes))
 }
 
