@@ -44,11 +44,11 @@ func ParseSaltBy(s string) (SaltBy, error) {
 	case strings.HasPrefix(s, "hash:"):
 		n, err := strconv.Atoi(strings.TrimPrefix(s, "hash:"))
 		if err != nil || n < 1 || n > 1<<16 {
-			return SaltBy{}, fmt.Errorf("%w: --salt-by %q: hash:N wants N in 1..65536", ErrSpec, s)
+			return SaltBy{}, fmt.Errorf("%w: salt rule %q: hash:N wants N in 1..65536", ErrSpec, s)
 		}
 		return SaltBy{Rule: "hash", Buckets: n}, nil
 	}
-	return SaltBy{}, fmt.Errorf("%w: --salt-by %q is not none, root or hash:N", ErrSpec, s)
+	return SaltBy{}, fmt.Errorf("%w: salt rule %q is not none, root or hash:N", ErrSpec, s)
 }
 
 func (s SaltBy) String() string {
@@ -259,7 +259,7 @@ func ChunkKey(id uint64, j int) uint64 { return mix(mix(id) ^ uint64(j)) }
 // CheckChunkTokens refuses a chunk size that does not divide a Mooncake block.
 func CheckChunkTokens(chunkTokens int) error {
 	if chunkTokens <= 0 || MooncakeBlockTokens%chunkTokens != 0 {
-		return fmt.Errorf("%w: --chunk-tokens %d does not divide a %d-token trace block (use 512, 256, 128, ...)", ErrSpec, chunkTokens, MooncakeBlockTokens)
+		return fmt.Errorf("%w: chunks of %d tokens do not divide a %d-token trace block (512, 256, 128, ... do)", ErrSpec, chunkTokens, MooncakeBlockTokens)
 	}
 	return nil
 }

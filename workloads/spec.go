@@ -250,7 +250,7 @@ func (s Spec) Driver(src *Source, ruBytes, slotBytes int64) (DriverConfig, error
 	dc := DriverConfig{Eviction: ev, TargetUtil: s.Util, TTL: src.TTL, Workers: s.Workers, Rate: s.Rate, MaxOps: s.Requests, Seed: s.Seed,
 		Budgets: s.Budgets, SlotBytes: slotBytes, Speed: s.Speed, Admission: s.Admission}
 	if s.Speed > 0 && s.Rate > 0 {
-		return dc, fmt.Errorf("%w: a trace's own arrival times (--speed) and Poisson arrivals (--rate) do not mix", ErrSpec)
+		return dc, fmt.Errorf("%w: a trace's own arrival times (a replay speed) and Poisson arrivals (a rate) do not mix", ErrSpec)
 	}
 	if !ev.Regional() {
 		return dc, nil

@@ -72,8 +72,8 @@ func TestMooncakeRefused(t *testing.T) {
 		want string
 	}{
 		{[]string{"--workload", "mooncake:" + bad}, "line 5"},
-		{[]string{"--workload", "mooncake:" + good, "--chunk-tokens", "384"}, "does not divide"},
-		{[]string{"--workload", "mooncake:" + good, "--salt-by", "conversation"}, "--salt-by"},
+		{[]string{"--workload", "mooncake:" + good, "--chunk-tokens", "384"}, "do not divide"},
+		{[]string{"--workload", "mooncake:" + good, "--salt-by", "conversation"}, "salt rule"},
 		{[]string{"--workload", "mooncake:" + good, "--speed", "-1"}, "speed"},
 		{[]string{"--workload", "mooncake:" + good, "--admission", "all,sometimes"}, "admission"},
 		{[]string{"--workload", "mooncake:" + good, "--model-config", cfg}, "KV heads"},
