@@ -49,7 +49,11 @@ func ParseSweep(s string) (*Sweep, error) {
 	}
 	if list {
 		sw := &Sweep{Name: name}
-		for _, p := range strings.Split(rng, ",") {
+		items := strings.Split(rng, ",")
+		if len(items) > 1000 {
+			return nil, fmt.Errorf("%w: %q has more than 1000 values", ErrSweep, s)
+		}
+		for _, p := range items {
 			f, err := num(p)
 			if err != nil {
 				return nil, err
