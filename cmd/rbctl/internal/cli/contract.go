@@ -173,7 +173,7 @@ var flagRules = map[string]flagRule{
 	"prefix-chunks":                intRule(1, 256),
 	"unique-chunks":                intRule(0, 255),
 	"chunk-size":                   sizeRule(4096),
-	"rbctl cluster-bench/requests": intRule(1, 1<<24),
+	"rbctl cluster-bench/requests": {Kind: ruleInt, Min: 1, Max: 1 << 24, Zero: "1200, or the whole trace"},
 	"rbctl cluster-bench/ru":       sizeRule(4096),
 	"interval":                     durRule(0, false, "back to back"),
 
