@@ -2,7 +2,9 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -129,4 +131,92 @@ func BenchmarkSimulateTrace(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(12031*b.N)/b.Elapsed().Seconds(), "requests/s")
+}
+
+// lruPrefixHits is a plain LRU prefix cache of capacity chunks, read straight from the trace
+// file: a request hits its leading cached chunks (making them recent), stores its other
+// chunks (at most half the cache), and the least recently used chunks not just stored go
+// beyond capacity. Chunk j of block id (256-token chunks) is "id/j"; a block's last chunk
+// is the one its tokens reach.
+func lruPrefixHits(t *testing.T, path string, capacity int) (hits, refs int64) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]int64{}
+	clock := int64(0)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			InputLength int      `json:"input_length"`
+			HashIDs     []uint64 `json:"hash_ids"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		var chunks []string
+		for i, id := range r.HashIDs {
+			for j := 0; j < 2 && i*512+j*256 < r.InputLength; j++ {
+				chunks = append(chunks, fmt.Sprintf("%d/%d", id, j))
+			}
+		}
+		refs += int64(len(chunks))
+		h := 0
+		for h < len(chunks) && last[chunks[h]] > 0 {
+			clock++
+			last[chunks[h]] = clock
+			h++
+		}
+		hits += int64(h)
+		fresh := map[string]bool{}
+		for _, c := range chunks[h:] {
+			if len(fresh) >= max(1, capacity/2) {
+				break
+			}
+			if last[c] == 0 {
+				fresh[c] = true
+				last[c] = -1
+			}
+		}
+		for len(last) > capacity {
+			oldest, at := "", int64(-1)
+			for c, ts := range last {
+				if !fresh[c] && (at < 0 || ts < at) {
+					oldest, at = c, ts
+				}
+			}
+			delete(last, oldest)
+		}
+		for _, c := range chunks[h:] {
+			if fresh[c] {
+				clock++
+				last[c] = clock
+			}
+		}
+	}
+	return hits, refs
+}
+
+// simulate's hit count on a trace is exactly that of a plain LRU of its target size, worked
+// out from the file by the test itself.
+func TestRunTraceLRUExact(t *testing.T) {
+	path := writeTrace(t, 300, 4)
+	for _, size := range []int64{256 << 20, 1 << 30} {
+		o := smallOptions()
+		o.DeviceSize, o.Policies = size, []string{"none"}
+		o.Workload = workloads.Spec{Kind: "mooncake:" + path, Model: "tiny", ChunkTokens: 256, Util: 0.9, Workers: 1}
+		rep, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := rep.Runs[0]
+		target := workloads.TargetSlots(0.9, rep.Workload.Slots)
+		hits, refs := lruPrefixHits(t, path, int(target))
+		if rep.Trace.ChunkRefs != refs {
+			t.Fatalf("simulate saw %d chunk references, the file has %d", rep.Trace.ChunkRefs, refs)
+		}
+		if got := int64(math.Round(run.HitRatio * float64(refs))); got != hits || run.Evicted == 0 {
+			t.Errorf("%d MiB (%d chunks kept): simulate hit %d of %d chunks (%d evicted), plain LRU %d", size>>20, target, got, refs, run.Evicted, hits)
+		}
+		t.Logf("%d MiB: %d chunks kept, hit %d of %d", size>>20, target, hits, refs)
+	}
 }
