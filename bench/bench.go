@@ -110,6 +110,13 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if strings.Contains(o.Workload.Admission, ",") {
+		return nil, fmt.Errorf("%w: bench runs one admission policy, not %q (simulate compares several)", workloads.ErrSpec, o.Workload.Admission)
+	}
+	if src.Trace != nil {
+		// A trace is measured whole, from its first request, as simulate does.
+		o.Warmup = 0
+	}
 	route, err := sharded.ParseRoute(o.ShardBy)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,6 +115,7 @@ func (p *planned) report() *reports.Report {
 		rep.Workload.Eviction = string(workloads.LRU)
 	}
 	rep.Window.Description = WindowDescription(o.Warmup, o.WarmupTimeout, o.Duration, o.Workload.Requests)
+	rep.Trace = src.Trace
 	return rep
 }
 
@@ -278,6 +280,9 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 		runErr = fmt.Errorf("close: %w", p.unshard(err))
 	}
 	run := reports.FromResult(name, res, true)
+	if p.src.Trace != nil || (o.Workload.Admission != "" && o.Workload.Admission != workloads.AdmitAll) {
+		run.Admission = cmp.Or(o.Workload.Admission, workloads.AdmitAll)
+	}
 	if runErr != nil {
 		run.Error = runErr.Error()
 	}

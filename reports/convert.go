@@ -63,6 +63,10 @@ func CDFOf(h *hdrhistogram.Histogram, n int) []CDFPoint {
 	return out
 }
 
+// MaxTraceTenants is the most salts a trace run lists tenant rows for: a trace salted by
+// conversation root has thousands, which the report leaves out.
+const MaxTraceTenants = 64
+
 // FromResult fills the workload part of a run from a driver result: ops, bytes, rates,
 // hit ratio, per-phase latency, tenant shares and the request CDF. withLatency is false for
 // simulate, which has no wall clock: rates and latencies stay unset (null).
@@ -72,6 +76,7 @@ func FromResult(policy string, r *workloads.Result, withLatency bool) Run {
 		ReadBytes: c.BytesRead, WrittenBytes: c.BytesWritten, HitRatio: c.HitRatio(),
 		Evicted: c.Evicted, Expired: c.Expired, StoreFailed: c.StoreFailed}
 	run.Interrupted = r.Interrupted
+	run.Trace = traceRunOf(c)
 	if s := run.ElapsedSec; s > 0 && withLatency {
 		run.OpsPerSec = F64(float64(c.Ops) / s)
 		run.ReadGBps = F64(float64(c.BytesRead) / s / 1e9)
@@ -88,7 +93,7 @@ func FromResult(policy string, r *workloads.Result, withLatency bool) Run {
 		}
 	}
 	for i, s := range r.Salts {
-		if i >= len(c.TenantRequests) {
+		if i >= len(c.TenantRequests) || (run.Trace != nil && len(r.Salts) > MaxTraceTenants && r.Budgets == nil) {
 			break
 		}
 		t := Tenant{Salt: s, Requests: c.TenantRequests[i], BytesWritten: c.TenantBytesWritten[i]}

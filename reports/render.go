@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -98,19 +99,24 @@ func optF(v *float64, format func(float64) string) string {
 func summary(r *Report) ([]string, [][]string) {
 	if r.Command == "simulate" {
 		h := []string{"policy"}
-		if r.Sweep == "ru" {
-			h = append(h, "ru GiB")
+		if r.Sweep == "ru" || r.Sweep == "size" {
+			h = append(h, r.Sweep+" GiB")
 		} else if r.Sweep != "" {
 			h = append(h, r.Sweep)
+		}
+		adm := hasAdmission(r)
+		if adm {
+			h = append(h, "admission")
 		}
 		h = append(h, "hit %", "written GiB", "WAF (modelled)", "steady WAF", "live", "evicted", "expired")
 		var rows [][]string
 		for _, run := range shown(r) {
 			row := []string{run.Policy}
-			if r.Sweep == "ru" {
-				row = append(row, GiB(int64(run.Param)))
-			} else if r.Sweep != "" {
-				row = append(row, f2(run.Param))
+			if r.Sweep != "" {
+				row = append(row, sweepCell(r, run.Param))
+			}
+			if adm {
+				row = append(row, cmp.Or(run.Admission, "all"))
 			}
 			row = append(row, f2(100*run.HitRatio), GiB(run.WrittenBytes), wafCell(run.HostWAF, false),
 				wafCell(run.HostWAF, true), optF(run.Utilisation, f3), strconv.FormatInt(run.Evicted, 10),
@@ -148,6 +154,16 @@ func summary(r *Report) ([]string, [][]string) {
 	return h, rows
 }
 
+// hasAdmission reports whether any run names its admission policy.
+func hasAdmission(r *Report) bool {
+	for _, run := range r.Runs {
+		if run.Admission != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // footer is what goes under the tables: each failed run's error, each run's note, the
 // report's notes and, for an interrupted command, what the partial result covers.
 func footer(r *Report) []string {
@@ -168,6 +184,9 @@ func footer(r *Report) []string {
 	}
 	if line := deviceErrorLine(r); line != "" {
 		out = append(out, line)
+	}
+	if r.Trace != nil {
+		out = append(out, "note: "+traceNote(r))
 	}
 	for _, n := range r.Notes {
 		out = append(out, "note: "+n)
@@ -246,9 +265,19 @@ func Table(w io.Writer, r *Report) error {
 	if err := WriteWrapped(w, fmt.Sprintf("%s on %s (%s), workload %s, %s", r.Command, deviceName(r), r.Device.Kind, workloadName(r), r.Window.Description)); err != nil {
 		return err
 	}
+	if r.Trace != nil {
+		if err := WriteWrapped(w, traceLine(r)); err != nil {
+			return err
+		}
+	}
 	h, rows := summary(r)
 	if err := renderTable(w, h, rows); err != nil {
 		return err
+	}
+	if h, rows = perTrace(r); len(rows) > 0 {
+		if err := renderTable(w, h, rows); err != nil {
+			return err
+		}
 	}
 	if r.Command == "bench" {
 		h, rows = latencies(r)
@@ -287,6 +316,9 @@ func deviceName(r *Report) string {
 	if r.Device.Path != "" {
 		return r.Device.Path
 	}
+	if r.Sweep == "size" {
+		return "a model of each swept size"
+	}
 	return fmt.Sprintf("a %s GiB model", GiB(r.Device.SizeBytes))
 }
 
@@ -302,7 +334,14 @@ func Markdown(w io.Writer, r *Report) error {
 		}
 	}
 	fmt.Fprintf(w, "%s on %s (%s), workload %s, %s\n\n", r.Command, deviceName(r), r.Device.Kind, workloadName(r), r.Window.Description)
+	if r.Trace != nil {
+		fmt.Fprintf(w, "%s\n\n", traceLine(r))
+	}
 	md(summary(r))
+	if h, rows := perTrace(r); len(rows) > 0 {
+		fmt.Fprintln(w)
+		md(h, rows)
+	}
 	if r.Command == "bench" {
 		if h, rows := latencies(r); len(rows) > 0 {
 			fmt.Fprintln(w)
@@ -334,7 +373,8 @@ func CSV(w io.Writer, r *Report) error {
 	cw := csv.NewWriter(w)
 	h := []string{"command", "policy", "param", "ops", "requests", "elapsed_sec", "ops_per_sec", "read_bytes", "written_bytes",
 		"read_gbps", "write_gbps", "hit_ratio", "host_waf", "host_waf_steady", "device_waf", "device_waf_source", "deallocated_bytes",
-		"evicted", "expired", "store_failed", "utilisation", "infeasible", "interrupted", "error"}
+		"evicted", "expired", "store_failed", "utilisation", "infeasible", "interrupted", "error",
+		"admission", "tokens_saved", "token_hit_ratio", "flash_bytes_per_token_saved"}
 	ops := []string{"request", "lookup", "load", "store", "delete"}
 	for _, op := range ops {
 		h = append(h, op+"_p50_us", op+"_p99_us", op+"_p999_us", op+"_max_us")
@@ -364,7 +404,13 @@ func CSV(w io.Writer, r *Report) error {
 			g(run.ElapsedSec), opt(run.OpsPerSec), strconv.FormatInt(run.ReadBytes, 10), strconv.FormatInt(run.WrittenBytes, 10),
 			opt(run.ReadGBps), opt(run.WriteGBps), g(run.HitRatio), hw, hs, dw, ds, dealloc,
 			strconv.FormatInt(run.Evicted, 10), strconv.FormatInt(run.Expired, 10), strconv.FormatInt(run.StoreFailed, 10),
-			optF(run.Utilisation, g), strconv.FormatBool(run.Infeasible), strconv.FormatBool(run.Interrupted), oneLine(run.Error)}
+			optF(run.Utilisation, g), strconv.FormatBool(run.Infeasible), strconv.FormatBool(run.Interrupted), oneLine(run.Error), run.Admission, "", "", ""}
+		if t := run.Trace; t != nil {
+			row[len(row)-3], row[len(row)-2] = strconv.FormatInt(t.TokensSaved, 10), g(t.TokenHitRatio)
+			if v, _, ok := run.FlashPerToken(); ok {
+				row[len(row)-1] = g(v)
+			}
+		}
 		for _, op := range ops {
 			if l := latOf(&run, op); l != nil {
 				row = append(row, g(l.P50Us), g(l.P99Us), g(l.P999Us), g(l.MaxUs))

@@ -4,6 +4,8 @@ package reports
 
 import (
 	"time"
+
+	"github.com/rbctl/rbctl/workloads"
 )
 
 // Schema identifies the JSON document. Bump SchemaVersion on any incompatible change (a
@@ -24,8 +26,11 @@ type Report struct {
 	Workload      Workload  `json:"workload"`
 	Window        Window    `json:"window"`
 	Sweep         string    `json:"sweep,omitempty"` // swept parameter name ("util", "op", ...)
-	Runs          []Run     `json:"runs"`
-	Notes         []string  `json:"notes,omitempty"`
+	// Trace describes a request trace workload (mooncake:FILE) as read: requests, block
+	// references, the ceiling hit ratio of a cache that never evicts (trace.go).
+	Trace *workloads.TraceStats `json:"trace,omitempty"`
+	Runs  []Run                 `json:"runs"`
+	Notes []string              `json:"notes,omitempty"`
 	// Interrupted: the command was stopped (SIGINT/SIGTERM) before it finished; Partial says
 	// what the runs cover.
 	Interrupted bool   `json:"interrupted"`
@@ -145,8 +150,12 @@ type Point struct {
 	OpsPerSec    *float64 `json:"ops_per_sec"`   // over the interval ending here (bench)
 	WriteGBps    *float64 `json:"write_gbps"`
 	ReadGBps     *float64 `json:"read_gbps"`
-	WAF          *float64 `json:"waf"`     // host (modelled) WAF over the interval ending here; null without a model
-	CumWAF       *float64 `json:"waf_cum"` // host (modelled) WAF from the first sample to here; null without a model
+	WAF          *float64 `json:"waf"` // host (modelled) WAF over the interval ending here; null without a model
+	// Request traces (simulate): requests run so far and the chunk hit ratio over the
+	// interval ending here.
+	Requests *int64   `json:"requests,omitempty"`
+	HitRatio *float64 `json:"hit_ratio,omitempty"`
+	CumWAF   *float64 `json:"waf_cum"` // host (modelled) WAF from the first sample to here; null without a model
 }
 
 // CDFPoint is one point of a latency CDF.
@@ -160,7 +169,8 @@ type CDFPoint struct {
 // (deallocated bytes).
 type Run struct {
 	Policy           string     `json:"policy"`
-	Param            float64    `json:"param,omitempty"` // sweep value
+	Admission        string     `json:"admission,omitempty"` // admission policy (workloads.NewAdmission) of a trace or non-default run
+	Param            float64    `json:"param,omitempty"`     // sweep value
 	Ops              int64      `json:"ops"`
 	Requests         int64      `json:"requests"`
 	ElapsedSec       float64    `json:"elapsed_sec"`
@@ -180,6 +190,7 @@ type Run struct {
 	Utilisation      *float64   `json:"utilisation"` // valid bytes / logical bytes at the end (model); null without one
 	Infeasible       bool       `json:"infeasible,omitempty"`
 	Tenants          []Tenant   `json:"tenants,omitempty"`
+	Trace            *TraceRun  `json:"trace,omitempty"` // request traces: tokens and blocks (trace.go)
 	Timeline         []Point    `json:"timeline,omitempty"`
 	RequestCDF       []CDFPoint `json:"request_cdf,omitempty"`
 	Note             string     `json:"note,omitempty"`        // caveats (warm-up timed out, ...)

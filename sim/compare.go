@@ -6,6 +6,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -31,6 +32,9 @@ type Options struct {
 	Reserve      int // free RUs kept for GC (0: the minimum)
 	Precondition ftl.Precondition
 	Policies     []string // placement.Parse specs or oracle: references
+	// Admissions are the admission policies (workloads.NewAdmission) each placement runs
+	// with; empty: the workload's (Workload.Admission).
+	Admissions []string
 	// LMCache, when set, runs an LMCache config's placement first, as LMCache.Name().
 	LMCache       *LMCache
 	Deallocate    bool
@@ -79,6 +83,14 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 			return nil, fmt.Errorf("placement %s: %w", pol, err)
 		}
 	}
+	for _, a := range o.Admissions {
+		if err := workloads.CheckAdmission(a); err != nil {
+			return nil, err
+		}
+	}
+	if len(o.Admissions) == 0 {
+		o.Admissions = strings.Split(cmp.Or(o.Workload.Admission, workloads.AdmitAll), ",")
+	}
 	slotBytes := int64(engine.DefaultHeaderBytes + src.ChunkBytes) // Backend rounds it to the mapping unit
 	points, err := o.points(src, slotBytes)
 	if err != nil {
@@ -105,6 +117,10 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 		rep.Workload.Eviction = string(workloads.LRU)
 	}
 	rep.Window = reports.Window{Description: fmt.Sprintf("WAF after %g× capacity warm-up over %g× capacity; steady = last half", o.WarmupCaps, o.MeasureCaps)}
+	if src.Trace != nil {
+		rep.Trace = src.Trace
+		rep.Window.Description = "the whole trace, from its first request (no warm-up); steady WAF = last half of the payload written"
+	}
 	if o.Sweep != nil {
 		rep.Sweep = o.Sweep.Name
 	}
@@ -128,7 +144,7 @@ func (o Options) points(src *workloads.Source, slotBytes int64) ([]point, error)
 	var out []point
 	for _, v := range values {
 		pt := point{v: v, util: o.Workload.Util}
-		op, ru := o.OP, o.RUBytes
+		op, ru, size := o.OP, o.RUBytes, o.DeviceSize
 		if o.Sweep != nil {
 			switch o.Sweep.Name {
 			case "util":
@@ -137,13 +153,15 @@ func (o Options) points(src *workloads.Source, slotBytes int64) ([]point, error)
 				op = v
 			case "ru":
 				ru = int64(v)
+			case "size":
+				size = int64(v)
 			}
 		}
-		ru, unit, err := Geometry(o.DeviceSize, slotBytes, ru, o.MappingUnit)
+		ru, unit, err := Geometry(size, slotBytes, ru, o.MappingUnit)
 		if err != nil {
 			return nil, err
 		}
-		pt.fc = ftl.Config{MappingUnit: unit, LogicalBytes: o.DeviceSize / unit * unit, OP: op, RUBytes: ru, Handles: o.Handles,
+		pt.fc = ftl.Config{MappingUnit: unit, LogicalBytes: size / unit * unit, OP: op, RUBytes: ru, Handles: o.Handles,
 			Isolation: o.Isolation, GC: o.GC, FreeReserve: o.Reserve}
 		err = pt.fc.CheckFeasible("this model", ftl.Tunable{OP: true, OPMax: 0.9, RU: true, Handles: true})
 		if err == nil && len(o.Workload.Budgets) > 0 {
@@ -177,93 +195,119 @@ func (o Options) checkBudgets(src *workloads.Source, pt point, slotBytes int64) 
 	return o.Workload.CheckBudgets(src, l.MaxSlots, l.SlotBytes, pt.util)
 }
 
-// runAll runs every policy at every point into rep.
+// job is one run of a comparison: a policy with an admission policy at a sweep point.
+type job struct {
+	pt       point
+	pol, adm string
+	lmcache  bool // pol is the LMCache config's
+}
+
+// label names a job in progress and partial-result lines.
+func (o Options) label(j job) string {
+	name := o.Sweep.label(j.pol, j.pt.v)
+	if len(o.Admissions) > 1 || j.adm != workloads.AdmitAll {
+		name += " [" + j.adm + "]"
+	}
+	return name
+}
+
+// runAll runs every policy with every admission policy at every point into rep.
 func (o Options) runAll(ctx context.Context, rep *reports.Report, src *workloads.Source, points []point, slotBytes int64) error {
-	var notRun []string
-	cut, done, n := "", 0, len(points)*len(o.Policies)
-	rest := func(pi, qi int) []string {
+	var jobs []job
+	for _, pt := range points {
+		for _, adm := range o.Admissions {
+			for qi, pol := range o.Policies {
+				jobs = append(jobs, job{pt: pt, pol: pol, adm: adm, lmcache: qi < len(o.lmcacheRuns())})
+			}
+		}
+	}
+	rest := func(i int) []string {
 		var out []string
-		for i, p := range points[pi:] {
-			for _, pol := range o.Policies[min(qi, len(o.Policies)):] {
-				out = append(out, o.Sweep.label(pol, p.v))
-			}
-			if i == 0 {
-				qi = 0
-			}
+		for _, j := range jobs[i:] {
+			out = append(out, o.label(j))
 		}
 		return out
 	}
-runs:
-	for pi, pt := range points {
-		fc := pt.fc
+	var notRun []string
+	cut, done := "", 0
+	for i, j := range jobs {
+		fc := j.pt.fc
 		rep.Device = reports.Device{Kind: "model", SizeBytes: fc.LogicalBytes, Handles: o.Handles, RUBytes: fc.RUBytes, OP: fc.OP,
 			MappingUnit: fc.MappingUnit, Isolation: o.Isolation.String(), GC: o.GC.String(), Precondition: o.Precondition.String(), Deallocate: o.Deallocate}
-		for qi, pol := range o.Policies {
-			name := o.Sweep.label(pol, pt.v)
-			if ctx.Err() != nil {
-				notRun = rest(pi, qi)
-				break runs
-			}
-			if o.Progress != nil {
-				o.Progress(name, pi*len(o.Policies)+qi, n)
-			}
-			g, err := src.New()
-			if err != nil {
-				return err
-			}
-			dc, err := o.Workload.Driver(src, fc.RUBytes, roundUp(slotBytes, fc.MappingUnit))
-			if err != nil {
-				return err
-			}
-			dc.TargetUtil = pt.util
-			dc.Workers = 1 // the model is deterministic only single-threaded
-			// An RU sweep changes the region size per value: the workload cannot state one.
-			if o.Sweep == nil || o.Sweep.Name != "ru" {
-				rep.Workload.RegionSlots = dc.RegionSlots
-			}
-			rc := RunConfig{Gen: g, Driver: dc, FTL: fc, Precondition: o.Precondition, Policy: pol, Regen: src.New,
-				Model: o.Workload.Model, SlotBytes: slotBytes, Deallocate: o.Deallocate, CheckpointOps: o.CheckpointOps,
-				WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps}
-			if qi < len(o.lmcacheRuns()) {
-				var affinity bool
-				if rc.PolicyImpl, affinity, err = o.LMCache.policy(o.Handles); err != nil {
-					return err
-				}
-				rc.AnySlot = !affinity
-			}
-			res, err := RunOne(ctx, rc)
-			if err != nil && ctx.Err() != nil {
-				// Stopped before anything of this run was measured (an oracle's recording pass).
-				notRun = rest(pi, qi)
-				break runs
-			}
-			var run reports.Run
-			if err != nil {
-				run = reports.Run{Policy: pol, Error: err.Error()}
-			} else {
-				run = reportRun(res, fc.LogicalBytes)
-				rep.Workload.SlotBytes, rep.Workload.Slots = res.SlotBytes, res.Slots
-				rep.Window.WarmupBytes = reports.I64(res.WarmupBytes)
-				if rep.Window.MeasuredBytes == 0 && !run.Failed() {
-					rep.Window.MeasuredBytes = res.Run.Counters.BytesWritten
-				}
-			}
-			if o.Sweep != nil {
-				run.Param = pt.v
-			}
-			rep.Runs = append(rep.Runs, run)
-			if run.Interrupted {
-				cut = fmt.Sprintf("%s stopped at %.2f of its %g capacities of payload", name,
-					float64(res.Run.Total.BytesWritten)/float64(fc.LogicalBytes), o.WarmupCaps+o.MeasureCaps)
-				notRun = rest(pi, qi+1)
-				break runs
-			}
-			done++
+		if ctx.Err() != nil {
+			notRun = rest(i)
+			break
 		}
+		if o.Progress != nil {
+			o.Progress(o.label(j), i, len(jobs))
+		}
+		g, err := src.New()
+		if err != nil {
+			return err
+		}
+		dc, err := o.Workload.Driver(src, fc.RUBytes, roundUp(slotBytes, fc.MappingUnit))
+		if err != nil {
+			return err
+		}
+		dc.TargetUtil = j.pt.util
+		dc.Workers = 1 // the model is deterministic only single-threaded
+		dc.Admission = j.adm
+		// An RU sweep changes the region size per value: the workload cannot state one.
+		if o.Sweep == nil || o.Sweep.Name != "ru" {
+			rep.Workload.RegionSlots = dc.RegionSlots
+		}
+		rc := RunConfig{Gen: g, Driver: dc, FTL: fc, Precondition: o.Precondition, Policy: j.pol, Regen: src.New,
+			Model: o.Workload.Model, SlotBytes: slotBytes, Deallocate: o.Deallocate, CheckpointOps: o.CheckpointOps,
+			WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps}
+		if src.Trace != nil {
+			rc.TraceRequests = src.Trace.Requests * int64(max(o.Workload.TraceLoops, 1))
+		}
+		if j.lmcache {
+			var affinity bool
+			if rc.PolicyImpl, affinity, err = o.LMCache.policy(o.Handles); err != nil {
+				return err
+			}
+			rc.AnySlot = !affinity
+		}
+		res, err := RunOne(ctx, rc)
+		if err != nil && ctx.Err() != nil {
+			// Stopped before anything of this run was measured (an oracle's recording pass).
+			notRun = rest(i)
+			break
+		}
+		var run reports.Run
+		if err != nil {
+			run = reports.Run{Policy: j.pol, Error: err.Error()}
+		} else {
+			run = reportRun(res, fc.LogicalBytes)
+			rep.Workload.SlotBytes, rep.Workload.Slots = res.SlotBytes, res.Slots
+			rep.Window.WarmupBytes = reports.I64(res.WarmupBytes)
+			if rep.Window.MeasuredBytes == 0 && !run.Failed() {
+				rep.Window.MeasuredBytes = res.Run.Counters.BytesWritten
+			}
+		}
+		if src.Trace != nil || j.adm != workloads.AdmitAll {
+			run.Admission = j.adm
+		}
+		if o.Sweep != nil {
+			run.Param = j.pt.v
+		}
+		rep.Runs = append(rep.Runs, run)
+		if run.Interrupted {
+			if src.Trace != nil {
+				cut = fmt.Sprintf("%s stopped after %d of %d requests", o.label(j), res.Run.Total.Requests, rc.TraceRequests)
+			} else {
+				cut = fmt.Sprintf("%s stopped at %.2f of its %g capacities of payload", o.label(j),
+					float64(res.Run.Total.BytesWritten)/float64(fc.LogicalBytes), o.WarmupCaps+o.MeasureCaps)
+			}
+			notRun = rest(i + 1)
+			break
+		}
+		done++
 	}
 	if ctx.Err() != nil {
 		rep.Interrupted = true
-		parts := []string{fmt.Sprintf("%d of %d runs complete", done, n)}
+		parts := []string{fmt.Sprintf("%d of %d runs complete", done, len(jobs))}
 		if cut != "" {
 			parts = append(parts, cut)
 		}
@@ -299,8 +343,15 @@ func reportRun(res *Result, logical int64) reports.Run {
 		run.Utilisation = reports.F64(float64(tl[n-1].Stats.ValidBytes) / float64(logical))
 	}
 	for i := 1; i < len(tl); i++ {
-		run.Timeline = append(run.Timeline, reports.Point{PayloadBytes: tl[i].PayloadBytes, WAF: reports.F64(tl[i].Stats.Sub(tl[i-1].Stats).WAF()),
-			CumWAF: reports.F64(tl[i].Stats.WAF())})
+		p := reports.Point{PayloadBytes: tl[i].PayloadBytes, WAF: reports.F64(tl[i].Stats.Sub(tl[i-1].Stats).WAF()),
+			CumWAF: reports.F64(tl[i].Stats.WAF())}
+		if res.Run != nil && res.Run.Total.ChunksRequested > 0 {
+			p.Requests = reports.I64(tl[i].Requests)
+			if n := tl[i].ChunksRequested - tl[i-1].ChunksRequested; n > 0 {
+				p.HitRatio = reports.F64(float64(tl[i].ChunksHit-tl[i-1].ChunksHit) / float64(n))
+			}
+		}
+		run.Timeline = append(run.Timeline, p)
 	}
 	return run
 }

@@ -101,6 +101,8 @@ func TestParseSweep(t *testing.T) {
 		{"util=0.5:0.95:0.05", []float64{0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95}},
 		{"op=0.05:0.15:0.05", []float64{0.05, 0.1, 0.15}},
 		{"ru=1G:4G:1G", []float64{1 << 30, 2 << 30, 3 << 30, 4 << 30}},
+		{"size=256G,512G,1T", []float64{256 << 30, 512 << 30, 1 << 40}},
+		{"util=0.9,0.5", []float64{0.9, 0.5}},
 	} {
 		sw, err := ParseSweep(c.in)
 		if err != nil {
@@ -115,7 +117,8 @@ func TestParseSweep(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"util", "util=1:2", "util=0.9:0.5:0.1", "util=0.5:0.9:0", "x=1:2:1", "util=a:b:c", "util=0:1e9:1e-9", "util=NaN:1:1"} {
+	for _, bad := range []string{"util", "util=1:2", "util=0.9:0.5:0.1", "util=0.5:0.9:0", "x=1:2:1", "util=a:b:c", "util=0:1e9:1e-9", "util=NaN:1:1",
+		"size=1G,1G", "size=1G,", "size=0,1G", "size=1G,x"} {
 		if _, err := ParseSweep(bad); !errors.Is(err, ErrSweep) {
 			t.Errorf("%q: %v", bad, err)
 		}
@@ -131,6 +134,7 @@ func TestMemAvailable(t *testing.T) {
 func FuzzParseSweep(f *testing.F) {
 	f.Add("util=0.5:0.95:0.05")
 	f.Add("ru=1G:4G:1G")
+	f.Add("size=256G,512G,1T")
 	f.Add("util=1e20:1e20:1") // STEP below FROM's precision: once an endless loop
 	f.Fuzz(func(t *testing.T, s string) {
 		sw, err := ParseSweep(s)

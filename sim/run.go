@@ -17,6 +17,8 @@ import (
 type WAFPoint struct {
 	PayloadBytes int64     // payload bytes the driver had stored
 	Stats        ftl.Stats // FTL counters since preconditioning
+	// The driver's requests and chunks looked up and hit so far (hit ratio over time).
+	Requests, ChunksRequested, ChunksHit int64
 }
 
 // WAFWindows computes the reported WAF figures from a timeline: over the measured window
@@ -58,6 +60,10 @@ type RunConfig struct {
 	WarmupCaps    float64 // warm-up, in multiples of the device's logical capacity written (default 1)
 	MeasureCaps   float64 // measured window, same unit (default 4)
 	Points        int     // timeline samples over the whole run (default 64)
+	// TraceRequests, for a request trace (workloads.Source.Trace): the whole trace runs,
+	// measured from its first request (no warm-up, no byte cap), sampled every
+	// TraceRequests/Points requests.
+	TraceRequests int64
 }
 
 // Result is what RunOne measured.
@@ -125,17 +131,23 @@ func RunOne(ctx context.Context, r RunConfig) (*Result, error) {
 	}
 	capB := m.Config().LogicalBytes
 	dc := r.Driver
-	dc.WarmupBytes = int64(r.WarmupCaps * float64(capB))
-	dc.StopAfterBytes = dc.WarmupBytes + int64(r.MeasureCaps*float64(capB))
-	dc.SampleBytes = max(dc.StopAfterBytes/int64(r.Points), 1)
-	if dc.StallOps == 0 {
-		dc.StallOps = 1_000_000
+	if r.TraceRequests > 0 {
+		dc.WarmupBytes, dc.StopAfterBytes = 0, 0
+		dc.SampleOps = max(r.TraceRequests/int64(r.Points), 1)
+	} else {
+		dc.WarmupBytes = int64(r.WarmupCaps * float64(capB))
+		dc.StopAfterBytes = dc.WarmupBytes + int64(r.MeasureCaps*float64(capB))
+		dc.SampleBytes = max(dc.StopAfterBytes/int64(r.Points), 1)
+		if dc.StallOps == 0 {
+			dc.StallOps = 1_000_000
+		}
 	}
 	res := &Result{Policy: pol.Name(), Slots: be.Slots(), SlotBytes: be.SlotBytes(), WarmupBytes: dc.WarmupBytes}
-	res.Timeline = append(res.Timeline, WAFPoint{0, m.Stats().Sub(base)})
-	dc.Sample = func(c workloads.Counters) {
-		res.Timeline = append(res.Timeline, WAFPoint{c.BytesWritten, m.Stats().Sub(base)})
+	point := func(c workloads.Counters) WAFPoint {
+		return WAFPoint{PayloadBytes: c.BytesWritten, Stats: m.Stats().Sub(base), Requests: c.Requests, ChunksRequested: c.ChunksRequested, ChunksHit: c.ChunksHit}
 	}
+	res.Timeline = append(res.Timeline, WAFPoint{Stats: m.Stats().Sub(base)})
+	dc.Sample = func(c workloads.Counters) { res.Timeline = append(res.Timeline, point(c)) }
 	d, err := workloads.NewDriver(dc, r.Gen, be)
 	if err != nil {
 		return nil, err
@@ -151,8 +163,8 @@ func RunOne(ctx context.Context, r RunConfig) (*Result, error) {
 	} else if err != nil {
 		return res, err
 	}
-	if last := res.Timeline[len(res.Timeline)-1]; run != nil && last.PayloadBytes < run.Total.BytesWritten {
-		res.Timeline = append(res.Timeline, WAFPoint{run.Total.BytesWritten, m.Stats().Sub(base)})
+	if last := res.Timeline[len(res.Timeline)-1]; run != nil && (last.PayloadBytes < run.Total.BytesWritten || last.Requests < run.Total.Requests) {
+		res.Timeline = append(res.Timeline, point(run.Total))
 	}
 	var s, e int
 	res.WAF, res.SteadyWAF, s, _, e = WAFWindows(res.Timeline, dc.WarmupBytes)

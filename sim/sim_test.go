@@ -81,8 +81,8 @@ func TestSimDeallocate(t *testing.T) {
 }
 
 func TestWAFWindows(t *testing.T) {
-	tl := []WAFPoint{{0, ftl.Stats{}}, {10, ftl.Stats{HostBytes: 10, MediaBytes: 10}},
-		{20, ftl.Stats{HostBytes: 20, MediaBytes: 30}}, {30, ftl.Stats{HostBytes: 30, MediaBytes: 60}}}
+	tl := []WAFPoint{{PayloadBytes: 0}, {PayloadBytes: 10, Stats: ftl.Stats{HostBytes: 10, MediaBytes: 10}},
+		{PayloadBytes: 20, Stats: ftl.Stats{HostBytes: 20, MediaBytes: 30}}, {PayloadBytes: 30, Stats: ftl.Stats{HostBytes: 30, MediaBytes: 60}}}
 	m, s, _, _, _ := WAFWindows(tl, 10)
 	if m != 2.5 || s != 3 {
 		t.Fatalf("measured %.3f steady %.3f, want 2.5 and 3", m, s)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // Sweep repeats a comparison over the values of one parameter: util (the target
-// utilisation), op (over-provisioning) or ru (reclaim unit bytes).
+// utilisation), op (over-provisioning), ru (reclaim unit bytes) or size (the device's
+// logical bytes, so the cache's size).
 type Sweep struct {
 	Name   string
 	Values []float64
@@ -20,30 +22,56 @@ type Sweep struct {
 // ErrSweep marks a sweep specification that cannot be parsed.
 var ErrSweep = errors.New("invalid sweep")
 
-// ParseSweep parses NAME=FROM:TO:STEP (sizes may carry suffixes: ru=1G:4G:1G).
+// ParseSweep parses NAME=FROM:TO:STEP or NAME=V1,V2,... (sizes may carry suffixes:
+// ru=1G:4G:1G, size=256G,512G,1T).
 func ParseSweep(s string) (*Sweep, error) {
 	name, rng, ok := strings.Cut(s, "=")
 	parts := strings.Split(rng, ":")
-	if !ok || len(parts) != 3 {
-		return nil, fmt.Errorf("%w: %q is not NAME=FROM:TO:STEP, e.g. util=0.5:0.95:0.05", ErrSweep, s)
+	list := strings.Contains(rng, ",")
+	if !ok || (len(parts) != 3 && !list) {
+		return nil, fmt.Errorf("%w: %q is not NAME=FROM:TO:STEP or NAME=V1,V2,..., e.g. util=0.5:0.95:0.05", ErrSweep, s)
 	}
 	switch name {
-	case "util", "op", "ru":
+	case "util", "op", "ru", "size":
 	default:
-		return nil, fmt.Errorf("%w: %q: can sweep util, op or ru", ErrSweep, s)
+		return nil, fmt.Errorf("%w: %q: can sweep util, op, ru or size", ErrSweep, s)
 	}
-	var v [3]float64
-	for i, p := range parts {
+	num := func(p string) (float64, error) {
 		x, err := units.ParseSize(p)
 		if err != nil || strings.ContainsAny(p, ".") {
 			f, ferr := strconv.ParseFloat(p, 64)
 			if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				return nil, fmt.Errorf("%w: %q: %q is not a number", ErrSweep, s, p)
+				return 0, fmt.Errorf("%w: %q: %q is not a number", ErrSweep, s, p)
 			}
-			v[i] = f
-		} else {
-			v[i] = float64(x)
+			return f, nil
 		}
+		return float64(x), nil
+	}
+	if list {
+		sw := &Sweep{Name: name}
+		items := strings.Split(rng, ",")
+		if len(items) > 1000 {
+			return nil, fmt.Errorf("%w: %q has more than 1000 values", ErrSweep, s)
+		}
+		for _, p := range items {
+			f, err := num(p)
+			if err != nil {
+				return nil, err
+			}
+			if f <= 0 || slices.Contains(sw.Values, f) {
+				return nil, fmt.Errorf("%w: %q: values must be positive and distinct", ErrSweep, s)
+			}
+			sw.Values = append(sw.Values, f)
+		}
+		return sw, nil
+	}
+	var v [3]float64
+	for i, p := range parts {
+		f, err := num(p)
+		if err != nil {
+			return nil, err
+		}
+		v[i] = f
 	}
 	if v[2] <= 0 || v[1] < v[0] {
 		return nil, fmt.Errorf("%w: %q: want FROM ≤ TO and STEP > 0", ErrSweep, s)
@@ -68,6 +96,9 @@ func ParseSweep(s string) (*Sweep, error) {
 func (sw *Sweep) label(pol string, v float64) string {
 	if sw == nil {
 		return pol
+	}
+	if sw.Name == "size" {
+		return pol + " @ " + sw.Name + "=" + units.FormatSize(int64(v))
 	}
 	return pol + " @ " + sw.Name + "=" + strconv.FormatFloat(v, 'g', 4, 64)
 }

@@ -46,6 +46,43 @@ type Counters struct {
 	TenantChunksHit       []int64
 	TenantChunksRequested []int64
 	TenantEvicted         []int64 // Evicted by tenant
+	// Trace requests (Op.Tokens set): prompt tokens and blocks looked up and hit, and the
+	// requests by the share of their chunks hit (PrefixBuckets).
+	TokensRequested, TokensHit int64
+	BlocksRequested, BlocksHit int64
+	PrefixHits                 [len(PrefixBuckets)]int64
+	// AdmissionRefused counts missed chunks the admission policy did not store (with the
+	// ones after them in their request).
+	AdmissionRefused int64
+}
+
+// PrefixBuckets names Counters.PrefixHits: requests that hit none of their chunks, less
+// than a quarter, a quarter to a half, a half to three quarters, more but not all, all.
+var PrefixBuckets = [...]string{"0", "<25%", "25-50%", "50-75%", "75-<100%", "100%"}
+
+// countRequest adds a trace request of n chunks with a leading hits of them cached.
+func (c *Counters) countRequest(op *Op, n, hits int) {
+	if op.ChunkTokens <= 0 || n == 0 {
+		return
+	}
+	c.TokensRequested += int64(op.Tokens)
+	c.TokensHit += int64(min(hits*op.ChunkTokens, op.Tokens))
+	if bc := op.BlockChunks; bc > 0 {
+		c.BlocksRequested += int64((n + bc - 1) / bc)
+		if hits == n {
+			c.BlocksHit += int64((n + bc - 1) / bc)
+		} else {
+			c.BlocksHit += int64(hits / bc)
+		}
+	}
+	b := 0
+	switch {
+	case hits == n:
+		b = 5
+	case hits > 0:
+		b = 1 + min(4*hits/n, 3)
+	}
+	c.PrefixHits[b]++
 }
 
 func (c *Counters) clone() Counters {
@@ -75,6 +112,14 @@ func (c Counters) Sub(b Counters) Counters {
 	d.Evicted -= b.Evicted
 	d.Expired -= b.Expired
 	d.Errors -= b.Errors
+	d.TokensRequested -= b.TokensRequested
+	d.TokensHit -= b.TokensHit
+	d.BlocksRequested -= b.BlocksRequested
+	d.BlocksHit -= b.BlocksHit
+	d.AdmissionRefused -= b.AdmissionRefused
+	for i := range d.PrefixHits {
+		d.PrefixHits[i] -= b.PrefixHits[i]
+	}
 	for i := range d.TenantRequests {
 		if i < len(b.TenantRequests) {
 			d.TenantRequests[i] -= b.TenantRequests[i]

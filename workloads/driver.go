@@ -24,6 +24,11 @@ type DriverConfig struct {
 	TTL         []float64 // per tenant (Op.Tenant), in capacity-writes; 0 = none
 	Workers     int       // concurrent requests (default 1)
 	Rate        float64   // requests per second, Poisson arrivals; 0 = closed loop
+	// Speed replays a trace's arrival times (Op.At) this many times faster; 0 = as fast as
+	// the workers go.
+	Speed float64
+	// Admission is the admission policy's spec (NewAdmission); "" or all stores every miss.
+	Admission string
 	// Duration bounds the measured window (after warm-up), wall clock; 0 = no limit.
 	Duration time.Duration
 	// WarmupTimeout ends the warm-up after this long even if WarmupBytes were not stored yet
@@ -45,7 +50,9 @@ type DriverConfig struct {
 	// called with the driver's lock held, so it sees a consistent backend.
 	SampleBytes int64
 	Sample      func(c Counters)
-	Seed        uint64
+	// SampleOps calls Sample before every SampleOps-th op too (0: never).
+	SampleOps int64
+	Seed      uint64
 	// Budgets gives tenants slot budgets of their own (budgets.go); nil: one cache for all.
 	Budgets placement.Budgets
 	// SlotBytes is the cache's slot size, for budgets given in bytes (0: the chunk size).
@@ -83,6 +90,8 @@ type Driver struct {
 	capBytes int64
 	target   int64
 	alloc    *placement.Allocation // the tenants' budgets; nil without
+	adm      Admission             // nil: store every miss
+	start    time.Time
 	done     bool
 	expired  []Key
 
@@ -152,6 +161,16 @@ func NewDriver(cfg DriverConfig, gen Generator, be Backend) (*Driver, error) {
 		d.alloc = &a
 	}
 	d.res = newResidency(len(salts), cfg.RegionSlots, d.target, d.alloc)
+	if cfg.Admission != "" {
+		a, err := NewAdmission(cfg.Admission, d.target)
+		if err != nil {
+			return nil, err
+		}
+		d.adm = a
+	}
+	if cfg.Speed < 0 {
+		return nil, fmt.Errorf("trace speed %g is negative", cfg.Speed)
+	}
 	d.capBytes = slots * int64(d.size)
 	n := len(salts)
 	d.c.TenantRequests, d.c.TenantBytesWritten = make([]int64, n), make([]int64, n)
@@ -182,7 +201,7 @@ func (d *Driver) Run(parent context.Context) (*Result, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	start := time.Now()
-	d.warmAt = start
+	d.warmAt, d.start = start, start
 	d.warmCh = make(chan struct{})
 	d.mu.Lock()
 	if d.cfg.WarmupBytes <= 0 {
@@ -289,8 +308,13 @@ func (d *Driver) worker(ctx context.Context, h *[NumPhases]*hdrhistogram.Histogr
 			}
 		}
 		w.start = time.Now()
-		if arrivals != nil {
-			at := arrivals()
+		if arrivals != nil || (d.cfg.Speed > 0 && w.op.At > 0) {
+			var at time.Time
+			if arrivals != nil {
+				at = arrivals()
+			} else {
+				at = d.start.Add(time.Duration(float64(w.op.At) / d.cfg.Speed))
+			}
 			if dl := time.Until(at); dl > 0 {
 				select {
 				case <-time.After(dl):
@@ -342,6 +366,9 @@ func (d *Driver) nextOp(w *work) bool {
 		return false
 	}
 	w.keys = append(w.keys[:0], w.op.Keys...)
+	if d.cfg.SampleOps > 0 && d.cfg.Sample != nil && d.c.Ops > 0 && d.c.Ops%d.cfg.SampleOps == 0 {
+		d.cfg.Sample(d.c.clone())
+	}
 	d.c.Ops++
 	t := w.op.Tenant
 	if w.op.Kind == KindRequest {
@@ -374,6 +401,12 @@ func (d *Driver) request(h *[NumPhases]*hdrhistogram.Histogram, w *work, ok *[]b
 	t := w.op.Tenant
 	d.c.ChunksRequested += int64(len(keys))
 	d.c.ChunksHit += int64(hits)
+	d.c.countRequest(&w.op, len(keys), hits)
+	if d.adm != nil && w.op.Kind == KindRequest {
+		for _, k := range keys {
+			d.adm.Seen(k)
+		}
+	}
 	if int(t) < len(d.c.TenantChunksHit) {
 		d.c.TenantChunksHit[t] += int64(hits)
 		d.c.TenantChunksRequested[t] += int64(len(keys))
@@ -408,7 +441,7 @@ func (d *Driver) request(h *[NumPhases]*hdrhistogram.Histogram, w *work, ok *[]b
 	if w.op.Kind == KindGet || w.op.ReadOnly || hits == len(keys) {
 		return nil
 	}
-	return d.store(h, keys[hits:], w.op.Size, ok)
+	return d.store(h, keys[hits:], hits, w.op.Size, ok)
 }
 
 // overwrite is a put: a key the cache holds is deleted (and its slot deallocated) and then
@@ -428,17 +461,20 @@ func (d *Driver) overwrite(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, si
 	if err := d.finishDelete(h, old, ticket); err != nil {
 		return err
 	}
-	return d.store(h, keys, size, okp)
+	return d.store(h, keys, -1, size, okp)
 }
 
-// store writes the keys the cache does not hold yet, evicting and expiring first.
-func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size int, okp *[]bool) error {
+// store writes the keys the cache does not hold yet, evicting and expiring first. pos is
+// the index of keys[0] in its request, for the admission policy; -1 for a put (always
+// stored).
+func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, pos, size int, okp *[]bool) error {
 	d.mu.Lock()
 	missing := make([]Key, 0, len(keys))
 	room := int64(0)
 	if len(keys) > 0 {
 		room = max(1, d.res.limit[d.res.class(keys[0].Tenant)]/2)
 	}
+	adm := d.admitter(keys, pos)
 	for i, k := range keys {
 		// A prompt longer than the whole cache (or its tenant's budget) keeps only its
 		// leading chunks, as a cache of that size would end up holding after evicting the
@@ -446,6 +482,9 @@ func (d *Driver) store(h *[NumPhases]*hdrhistogram.Histogram, keys []Key, size i
 		if int64(len(missing)) >= room {
 			d.c.StoreSkipped += int64(len(keys) - i)
 			break
+		}
+		if adm != nil && !adm(i, k) {
+			continue
 		}
 		if d.res.reserve(k) {
 			missing = append(missing, k)

@@ -44,25 +44,33 @@ type KVConfig struct {
 }
 
 // ModelPreset is the KV footprint of a model: 2 (K and V) × layers × KV heads × head dim ×
-// bytes per element, all kv_ranks together.
+// bytes per element, all kv_ranks together; for an MLA model (Latent > 0, DeepSeek-V2/V3)
+// one latent of Latent elements per layer instead.
 type ModelPreset struct {
 	Name                     string
 	Layers, KVHeads, HeadDim int
 	ElemBytes                int
+	Latent                   int // MLA: kv_lora_rank + qk_rope_head_dim; 0 for K/V heads
 }
 
 // BytesPerToken is the KV bytes one token occupies.
-func (m ModelPreset) BytesPerToken() int { return 2 * m.Layers * m.KVHeads * m.HeadDim * m.ElemBytes }
+func (m ModelPreset) BytesPerToken() int {
+	if m.Latent > 0 {
+		return m.Layers * m.Latent * m.ElemBytes
+	}
+	return 2 * m.Layers * m.KVHeads * m.HeadDim * m.ElemBytes
+}
 
 // ModelPresets are common models in bf16 (GQA where the model uses it). "tiny" is a 4 KiB/token
 // toy for quick runs on small devices.
 var ModelPresets = []ModelPreset{
-	{"llama3-8b", 32, 8, 128, 2},  // 128 KiB/token
-	{"mistral-7b", 32, 8, 128, 2}, // 128 KiB/token
-	{"qwen2.5-7b", 28, 4, 128, 2}, // 56 KiB/token
-	{"llama3-70b", 80, 8, 128, 2}, // 320 KiB/token
-	{"llama2-7b", 32, 32, 128, 2}, // 512 KiB/token (no GQA)
-	{"tiny", 2, 8, 64, 2},         // 4 KiB/token
+	{"llama3-8b", 32, 8, 128, 2, 0},   // 128 KiB/token
+	{"mistral-7b", 32, 8, 128, 2, 0},  // 128 KiB/token
+	{"qwen2.5-7b", 28, 4, 128, 2, 0},  // 56 KiB/token
+	{"llama3-70b", 80, 8, 128, 2, 0},  // 320 KiB/token
+	{"llama2-7b", 32, 32, 128, 2, 0},  // 512 KiB/token (no GQA)
+	{"tiny", 2, 8, 64, 2, 0},          // 4 KiB/token
+	{"deepseek-v3", 61, 0, 0, 2, 576}, // MLA, 512 + 64 latent: 68.6 KiB/token
 }
 
 // LookupModel finds a preset by name.

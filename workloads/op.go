@@ -1,6 +1,9 @@
 package workloads
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Kind is what an Op asks for.
 type Kind uint8
@@ -53,6 +56,13 @@ type Op struct {
 	Size     int   // payload bytes per chunk
 	ReadOnly bool  // requests only: look up and load, store nothing
 	Pos      int   // requests: index in the whole conversation of Keys[0] (0 = start of prompt)
+
+	// Trace requests (mooncake.go) also say what their chunks hold, for token and block
+	// hit ratios; zero otherwise.
+	Tokens      int           // prompt tokens Keys cover: chunk i holds min(ChunkTokens, Tokens − i·ChunkTokens)
+	ChunkTokens int           // tokens per full chunk
+	BlockChunks int           // chunks per trace block
+	At          time.Duration // arrival since the trace's start (DriverConfig.Speed replays it)
 }
 
 // Generator emits a workload. Next fills op and reports false at the end of the stream.

@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -12,10 +13,11 @@ import (
 // Spec describes a workload and how the cache is driven, as rbctl bench and rbctl simulate
 // take it (docs/bench.md). Build turns it into a Source; Driver into a DriverConfig.
 type Spec struct {
-	Kind          string   // kv, sequential, uniform, zipf, or trace:FILE (.jsonl or .csv)
+	Kind          string   // kv, sequential, uniform, zipf, trace:FILE (.jsonl or .csv) or mooncake:FILE
 	Preset        string   // kv without Tenants: multi-tenant (default), chat or workers:N
 	Tenants       []string // kv tenants as ParseTenant takes them
 	Model         string   // model preset (ModelPresets) for KV bytes per token
+	ModelConfig   string   // a Hugging Face config.json to take the KV size from instead of Model
 	BytesPerToken int64    // overrides the model's (0: the model's)
 	ChunkTokens   int      // tokens per cached chunk
 	MaxContext    int      // kv: a conversation ends beyond this many tokens
@@ -31,6 +33,10 @@ type Spec struct {
 
 	TraceLoops int // trace: replays of the trace
 
+	SaltBy    string  // mooncake: cache_salt rule (ParseSaltBy; "" = root)
+	Speed     float64 // trace arrival times replayed this many times faster (0: as fast as possible)
+	Admission string  // admission policy (NewAdmission; "" = all)
+
 	Eviction Eviction // lru when empty
 	Region   int64    // region bytes for regional eviction (0: the reclaim unit)
 	Util     float64  // target utilisation, in (0, 1]
@@ -45,7 +51,8 @@ type Source struct {
 	New         func() (Generator, error)
 	TTL         []float64 // per tenant, in capacity-writes
 	ChunkBytes  int
-	Name        string // the workload kind
+	Trace       *TraceStats // a request trace's figures (mooncake); nil otherwise
+	Name        string      // the workload kind
 	Description string
 	Salts       []string
 }
@@ -55,9 +62,25 @@ var ErrSpec = errors.New("invalid workload")
 
 // Build checks s and returns its Source.
 func (s Spec) Build() (*Source, error) {
-	m, err := LookupModel(s.Model)
+	m, err := s.model()
 	if err != nil {
 		return nil, err
+	}
+	if s.Admission != "" {
+		// A comma list is simulate's comparison of several (sim.Options.Admissions).
+		for _, a := range strings.Split(s.Admission, ",") {
+			if err := CheckAdmission(a); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if s.SaltBy != "" {
+		if _, err := ParseSaltBy(s.SaltBy); err != nil {
+			return nil, err
+		}
+	}
+	if s.Speed < 0 || s.Speed > 1e9 {
+		return nil, fmt.Errorf("%w: trace speed %g is not in [0, 1e9]", ErrSpec, s.Speed)
 	}
 	bpt := m.BytesPerToken()
 	if s.BytesPerToken < 0 || s.BytesPerToken > 1<<30 {
@@ -88,8 +111,12 @@ func (s Spec) Build() (*Source, error) {
 			src.Salts = append(src.Salts, t.Salt)
 			parts = append(parts, fmt.Sprintf("%s(w=%g,ttl=%g,turns=%g)", t.Salt, t.Weight, t.TTL, t.Turns))
 		}
-		src.Description = fmt.Sprintf("kv %s, %d tokens/chunk × %d KiB/token = %g MiB chunks, tenants %s", s.Model, s.ChunkTokens, bpt>>10,
+		src.Description = fmt.Sprintf("kv %s, %d tokens/chunk × %d KiB/token = %g MiB chunks, tenants %s", m.Name, s.ChunkTokens, bpt>>10,
 			float64(chunk)/(1<<20), strings.Join(parts, " "))
+	case strings.HasPrefix(s.Kind, "mooncake:"):
+		if err := s.buildMooncake(src, m.Name, bpt); err != nil {
+			return nil, err
+		}
 	case strings.HasPrefix(s.Kind, "trace:"):
 		path := strings.TrimPrefix(s.Kind, "trace:")
 		f, err := os.Open(path)
@@ -131,6 +158,42 @@ func (s Spec) Build() (*Source, error) {
 		src.Description += ", budgets " + s.Budgets.String()
 	}
 	return src, nil
+}
+
+// model is the model s sizes its chunks by: ModelConfig's, else the Model preset.
+func (s Spec) model() (ModelPreset, error) {
+	if s.ModelConfig != "" {
+		return LoadModelConfig(s.ModelConfig)
+	}
+	return LookupModel(s.Model)
+}
+
+// buildMooncake reads the Mooncake trace of s.Kind into src.
+func (s Spec) buildMooncake(src *Source, model string, bpt int) error {
+	if err := CheckChunkTokens(s.ChunkTokens); err != nil {
+		return err
+	}
+	sb, err := ParseSaltBy(cmp.Or(s.SaltBy, "root"))
+	if err != nil {
+		return err
+	}
+	path := strings.TrimPrefix(s.Kind, "mooncake:")
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("workload %s: %w", s.Kind, err)
+	}
+	defer f.Close()
+	tr, err := ReadMooncake(f, sb)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	chunk, loops := s.ChunkTokens*bpt, s.TraceLoops
+	src.New = func() (Generator, error) { return tr.Replay(s.ChunkTokens, chunk, loops), nil }
+	st := tr.Chunked(s.ChunkTokens)
+	src.Salts, src.Trace = tr.Salts(), &st
+	src.Description = fmt.Sprintf("mooncake trace %s: %d requests, %d block references, %d distinct blocks of %d tokens; %s, %d tokens/chunk × %d B/token = %.2f MiB chunks; salt by %s (%d salts)",
+		path, st.Requests, st.BlockRefs, st.DistinctBlocks, MooncakeBlockTokens, model, s.ChunkTokens, bpt, float64(chunk)/(1<<20), sb, len(src.Salts))
+	return nil
 }
 
 func (s Spec) kvTenants() ([]Tenant, error) {
@@ -185,7 +248,10 @@ func (s Spec) Driver(src *Source, ruBytes, slotBytes int64) (DriverConfig, error
 	}
 	ev := s.eviction()
 	dc := DriverConfig{Eviction: ev, TargetUtil: s.Util, TTL: src.TTL, Workers: s.Workers, Rate: s.Rate, MaxOps: s.Requests, Seed: s.Seed,
-		Budgets: s.Budgets, SlotBytes: slotBytes}
+		Budgets: s.Budgets, SlotBytes: slotBytes, Speed: s.Speed, Admission: s.Admission}
+	if s.Speed > 0 && s.Rate > 0 {
+		return dc, fmt.Errorf("%w: a trace's own arrival times (a replay speed) and Poisson arrivals (a rate) do not mix", ErrSpec)
+	}
 	if !ev.Regional() {
 		return dc, nil
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/rbctl/rbctl/p2p/cluster"
 	"github.com/rbctl/rbctl/p2p/node"
 	"github.com/rbctl/rbctl/placement"
+	"github.com/rbctl/rbctl/workloads"
 )
 
 // Mode is how a node treats a miss another node could serve.
@@ -82,6 +83,37 @@ type Options struct {
 	Interval time.Duration
 	// Progress, if set, is called after each mode with its result.
 	Progress func(Result)
+
+	// Workload "" is the tenants above; mooncake:FILE replays a Mooncake request trace
+	// (workloads.ReadMooncake) instead, its first Requests requests (0: all of it), in
+	// chunks of ChunkTokens tokens (default 256) of ChunkBytes each, salted by SaltBy
+	// (workloads.ParseSaltBy, default root).
+	Workload    string
+	ChunkTokens int
+	SaltBy      string
+	// Route sends each request to a node: RoundRobin (default), Session (by the request's
+	// root block, or tenant: a conversation stays on one node) or Random (from Seed).
+	Route Route
+
+	trace *workloads.Mooncake
+}
+
+// Route is how requests are spread over the nodes.
+type Route string
+
+const (
+	RoundRobin Route = "round-robin"
+	Session    Route = "session"
+	Random     Route = "random"
+)
+
+// ParseRoute accepts round-robin, session or random.
+func ParseRoute(s string) (Route, error) {
+	switch r := Route(s); r {
+	case RoundRobin, Session, Random:
+		return r, nil
+	}
+	return "", fmt.Errorf("route %q is not round-robin, session or random", s)
 }
 
 // Defaults are the options of `rbctl cluster-bench` without flags: 3 nodes on 256 MiB
@@ -109,6 +141,18 @@ func (o *Options) fill() error {
 	setI(&o.Tenants, d.Tenants)
 	setI(&o.PrefixChunks, d.PrefixChunks)
 	setI(&o.UniqueChunks, d.UniqueChunks)
+	setI(&o.ChunkTokens, 256)
+	if o.Route == "" {
+		o.Route = RoundRobin
+	}
+	if _, err := ParseRoute(string(o.Route)); err != nil {
+		return fmt.Errorf("cluster bench: %w", err)
+	}
+	if o.Workload != "" {
+		if err := o.readTrace(); err != nil {
+			return err
+		}
+	}
 	setI(&o.Requests, d.Requests)
 	if o.DeviceBytes == 0 {
 		o.DeviceBytes = d.DeviceBytes
@@ -134,7 +178,7 @@ func (o *Options) fill() error {
 		return fmt.Errorf("cluster bench: chunk of %d bytes; want a multiple of 4096", o.ChunkBytes)
 	case o.Tenants < 1 || o.PrefixChunks < 1 || o.UniqueChunks < 0 || o.Requests < 1:
 		return errors.New("cluster bench: tenants, prefix chunks and requests must be positive")
-	case o.PrefixChunks+o.UniqueChunks > 256:
+	case o.trace == nil && o.PrefixChunks+o.UniqueChunks > 256:
 		return fmt.Errorf("cluster bench: %d chunks per request; at most 256", o.PrefixChunks+o.UniqueChunks)
 	}
 	return nil
@@ -208,9 +252,13 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 	t0 := time.Now()
 	done := 0
 	for r := 0; r < o.Requests && ctx.Err() == nil; r++ {
-		mb := ms[r%len(ms)]
-		if err := serve(ctx, mb, w.request(r), mode == Off, o.ChunkBytes); err != nil {
-			return Result{}, fmt.Errorf("node %d request %d: %w", r%len(ms), r, err)
+		keys, at, ok := w.request(r)
+		if !ok {
+			break
+		}
+		i := at % len(ms)
+		if err := serve(ctx, ms[i], keys, mode == Off, o.ChunkBytes); err != nil {
+			return Result{}, fmt.Errorf("node %d request %d: %w", i, r, err)
 		}
 		done++
 		if o.Interval > 0 {
@@ -220,7 +268,12 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 			}
 		}
 	}
-	res := Result{Mode: mode, Gossip: o.Gossip && mode != Off, Requests: done, Interrupted: ctx.Err() != nil, Seconds: time.Since(t0).Seconds()}
+	res := Result{Mode: mode, Gossip: o.Gossip && mode != Off, Requests: done, Interrupted: ctx.Err() != nil, Seconds: time.Since(t0).Seconds(),
+		Route: o.Route}
+	if o.trace != nil {
+		st := o.trace.Stats
+		res.Workload, res.Trace = o.Workload, &st
+	}
 	for i, mb := range ms {
 		end, err := readDevice(mb.dev)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rbctl/rbctl/p2p/node"
 	"github.com/rbctl/rbctl/reports"
+	"github.com/rbctl/rbctl/workloads"
 )
 
 // WAFSource labels the device WAF: the emulated SSD's FTL model, not a drive.
@@ -52,14 +53,18 @@ type NodeResult struct {
 
 // Result is one mode's run.
 type Result struct {
-	Mode        Mode         `json:"mode"`
-	Gossip      bool         `json:"gossip_directory"` // keys located by p2p/cluster digests, not a static list
-	Requests    int          `json:"requests"`
-	Seconds     float64      `json:"seconds"`
-	Interrupted bool         `json:"interrupted"`
-	WAFSource   string       `json:"device_waf_source"`
-	Nodes       []NodeResult `json:"nodes"`
-	Total       NodeResult   `json:"total"`
+	Mode        Mode    `json:"mode"`
+	Gossip      bool    `json:"gossip_directory"` // keys located by p2p/cluster digests, not a static list
+	Requests    int     `json:"requests"`
+	Seconds     float64 `json:"seconds"`
+	Interrupted bool    `json:"interrupted"`
+	WAFSource   string  `json:"device_waf_source"`
+	Route       Route   `json:"route"`
+	Workload    string  `json:"workload,omitempty"` // mooncake:FILE; empty for the built-in tenants
+	// Trace is the replayed trace as read (all of it; Requests says how much of it ran).
+	Trace *workloads.TraceStats `json:"trace,omitempty"`
+	Nodes []NodeResult          `json:"nodes"`
+	Total NodeResult            `json:"total"`
 }
 
 func (m *NodeResult) fromNode(s node.Stats) {
@@ -122,7 +127,11 @@ func (r *Result) total() {
 func WriteText(w io.Writer, rs []Result) error {
 	for _, r := range rs {
 		dir := map[bool]string{true: ", gossip directory"}[r.Gossip]
-		fmt.Fprintf(w, "mode %s%s: %d requests in %.1f s%s\n", r.Mode, dir, r.Requests, r.Seconds, map[bool]string{true: " (interrupted: partial)"}[r.Interrupted])
+		if r.Trace != nil {
+			dir += fmt.Sprintf(", %s (%d requests, %d block references, ceiling %.1f%% of blocks)", r.Workload, r.Trace.Requests,
+				r.Trace.BlockRefs, 100*float64(r.Trace.CeilingBlocks)/float64(max(r.Trace.BlockRefs, 1)))
+		}
+		fmt.Fprintf(w, "mode %s%s, %s routing: %d requests in %.1f s%s\n", r.Mode, dir, r.Route, r.Requests, r.Seconds, map[bool]string{true: " (interrupted: partial)"}[r.Interrupted])
 		t := reports.NewTable(w)
 		t.Header([]string{"node", "local hits", "peer hits", "computed", "peer MiB in", "peer fetch p50/p99 us", "local load p50/p99 us", "host MiB", "dev WAF (model)", "wrong"})
 		for _, n := range append(append([]NodeResult{}, r.Nodes...), r.Total) {

@@ -2,32 +2,73 @@ package clusterbench
 
 import (
 	"bytes"
+	"cmp"
 	"container/list"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/p2p/node"
+	"github.com/rbctl/rbctl/workloads"
 )
 
 // model is the model name every key carries (LMCache's ObjectKey model field).
 const model = "cluster-bench"
 
 // workload draws requests: a tenant (uniformly, from the seed) whose shared prefix comes
-// first, then chunks no other request has.
+// first, then chunks no other request has; or a trace's requests in order.
 type workload struct {
-	o   Options
-	rng *rand.Rand
+	o     Options
+	rng   *rand.Rand
+	route *rand.Rand
+	gen   workloads.Generator // a trace replay; nil for the tenants
 }
 
 func newWorkload(o Options) *workload {
-	return &workload{o: o, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed))}
+	w := &workload{o: o, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed)), route: rand.New(rand.NewPCG(o.Seed, 0x7007e))}
+	if o.trace != nil {
+		w.gen = o.trace.Replay(o.ChunkTokens, o.ChunkBytes, 1)
+	}
+	return w
 }
 
-// request returns request r's keys in prompt order.
-func (w *workload) request(r int) []engine.Key {
+// readTrace reads the Mooncake trace o.Workload names.
+func (o *Options) readTrace() error {
+	path, ok := strings.CutPrefix(o.Workload, "mooncake:")
+	if !ok {
+		return fmt.Errorf("cluster bench: workload %q is not mooncake:FILE", o.Workload)
+	}
+	if err := workloads.CheckChunkTokens(o.ChunkTokens); err != nil {
+		return err
+	}
+	sb, err := workloads.ParseSaltBy(cmp.Or(o.SaltBy, "root"))
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if o.trace, err = workloads.ReadMooncake(f, sb); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if o.Requests == 0 {
+		o.Requests = int(o.trace.Stats.Requests)
+	}
+	return nil
+}
+
+// request returns request r's keys in prompt order and the node it goes to (mod the node
+// count); false when a trace has no more.
+func (w *workload) request(r int) ([]engine.Key, int, bool) {
+	if w.gen != nil {
+		return w.traceRequest(r)
+	}
 	t := w.rng.IntN(w.o.Tenants)
 	salt := fmt.Sprintf("tenant-%02d", t)
 	keys := make([]engine.Key, 0, w.o.PrefixChunks+w.o.UniqueChunks)
@@ -37,7 +78,35 @@ func (w *workload) request(r int) []engine.Key {
 	for i := range w.o.UniqueChunks {
 		keys = append(keys, engine.ObjectKey(model, 0, chunkHash('u', uint64(r), uint64(i)), salt))
 	}
-	return keys
+	return keys, w.node(r, uint64(t)), true
+}
+
+// traceRequest is the trace's next request; a session is its root block.
+func (w *workload) traceRequest(r int) ([]engine.Key, int, bool) {
+	var op workloads.Op
+	if !w.gen.Next(&op) {
+		return nil, 0, false
+	}
+	salt := w.gen.Salts()[op.Tenant]
+	keys := make([]engine.Key, len(op.Keys))
+	for i, k := range op.Keys {
+		keys[i] = engine.ObjectKey(model, 0, binary.BigEndian.AppendUint64(nil, k.Hash), salt)
+	}
+	return keys, w.node(r, op.Keys[0].Hash), true
+}
+
+// node is where request r of session s goes (mod the node count).
+func (w *workload) node(r int, s uint64) int {
+	switch w.o.Route {
+	case Session:
+		s ^= s >> 33
+		s *= 0xff51afd7ed558ccd
+		s ^= s >> 33
+		return int(s >> 1)
+	case Random:
+		return w.route.IntN(1 << 30)
+	}
+	return r
 }
 
 func chunkHash(kind byte, a, b uint64) []byte {

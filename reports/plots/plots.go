@@ -167,15 +167,54 @@ func sweep(r *reports.Report) (*Figure, error) {
 		if run.Failed() || run.HostWAF == nil || run.HostWAF.Value == 0 || run.Infeasible {
 			continue
 		}
-		i, ok := idx[run.Policy]
+		name := run.Policy
+		if run.Admission != "" {
+			name += " [" + run.Admission + "]"
+		}
+		i, ok := idx[name]
 		if !ok {
 			i = len(series)
-			idx[run.Policy] = i
-			series = append(series, Series{Name: run.Policy, Marks: true})
+			idx[name] = i
+			series = append(series, Series{Name: name, Marks: true})
 		}
 		series[i].XYs = append(series[i].XYs, plotter.XY{X: run.Param, Y: run.HostWAF.Value})
 	}
 	return LineFigure(title, Axis{Label: r.Sweep, Start: FromData}, Axis{Label: "WAF (measured window)", Start: From(1)}, series)
+}
+
+// HitRatioOverTime draws a request trace's chunk hit ratio per interval against requests
+// run, both from 0: one line per sweep value and admission policy (placement does not change
+// what the cache holds, so the policies' lines coincide and one stands for them).
+func HitRatioOverTime(r *reports.Report, dir string) ([]string, error) {
+	return save(hitRatioOverTime, r, dir, "hit-ratio-over-time")
+}
+
+func hitRatioOverTime(r *reports.Report) (*Figure, error) {
+	seen := map[string]bool{}
+	var series []Series
+	for _, run := range drawn(r) {
+		name := run.Admission
+		if r.Sweep != "" {
+			v := strconv.FormatFloat(run.Param, 'g', 4, 64)
+			if r.Sweep == "size" || r.Sweep == "ru" {
+				v = reports.GiB(int64(run.Param)) + " GiB"
+			}
+			name = fmt.Sprintf("%s=%s %s", r.Sweep, v, name)
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		var xy plotter.XYs
+		for _, pt := range run.Timeline {
+			if pt.Requests != nil && pt.HitRatio != nil {
+				xy = append(xy, plotter.XY{X: float64(*pt.Requests), Y: *pt.HitRatio})
+			}
+		}
+		series = append(series, Series{Name: name, XYs: xy})
+	}
+	return LineFigure("Chunk hit ratio over the trace", Axis{Label: "requests", Start: FromZero},
+		Axis{Label: "chunk hit ratio (per interval)", Start: FromZero}, series)
 }
 
 // save builds a report figure and saves it as dir/name.{png,svg}.
@@ -188,7 +227,8 @@ func save(build func(*reports.Report) (*Figure, error), r *reports.Report, dir, 
 }
 
 // All draws every figure the report has data for (bench: CDF, WAF, throughput; simulate:
-// WAF over time, or the sweep) and returns the files written.
+// WAF over time, or the sweep; a request trace: also the hit ratio over time) and returns the
+// files written.
 func All(r *reports.Report, dir string) ([]string, error) {
 	var out []string
 	var figs []func(*reports.Report, string) ([]string, error)
@@ -196,9 +236,12 @@ func All(r *reports.Report, dir string) ([]string, error) {
 		figs = append(figs, func(r *reports.Report, d string) ([]string, error) { return Sweep(r, d, "sweep-"+r.Sweep) })
 	} else {
 		figs = append(figs, WAFOverTime)
-		if r.Command == "bench" {
-			figs = append(figs, LatencyCDF, Throughput)
-		}
+	}
+	if r.Trace != nil {
+		figs = append(figs, HitRatioOverTime)
+	}
+	if r.Sweep == "" && r.Command == "bench" {
+		figs = append(figs, LatencyCDF, Throughput)
 	}
 	for _, f := range figs {
 		files, err := f(r, dir)

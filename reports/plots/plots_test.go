@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/rbctl/rbctl/reports"
+	"github.com/rbctl/rbctl/workloads"
 )
 
 func TestAllWritesFigures(t *testing.T) {
@@ -231,5 +232,33 @@ func TestSaveGrid(t *testing.T) {
 	}
 	if err := SaveGrid(filepath.Join(dir, "grid.bmp"), [][]*Figure{{a}}); err == nil {
 		t.Error("an unknown format: want an error")
+	}
+}
+
+// A trace report draws the hit ratio over requests beside the WAF, one line per admission
+// policy (the placements share it).
+func TestTraceFigures(t *testing.T) {
+	r := reports.New("simulate")
+	r.Trace = &workloads.TraceStats{Requests: 100}
+	for _, adm := range []string{"all", "second-hit"} {
+		for _, p := range []string{"none", "cache-salt"} {
+			run := reports.Run{Policy: p, Admission: adm, HostWAF: &reports.WAF{Value: 1}}
+			for s := int64(1); s <= 5; s++ {
+				run.Timeline = append(run.Timeline, reports.Point{PayloadBytes: s << 30, Requests: reports.I64(20 * s),
+					HitRatio: reports.F64(float64(s) / 10), WAF: reports.F64(1), CumWAF: reports.F64(1)})
+			}
+			r.Runs = append(r.Runs, run)
+		}
+	}
+	files, err := All(r, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 4 || filepath.Base(files[2]) != "hit-ratio-over-time.png" {
+		t.Fatalf("wrote %v", files)
+	}
+	r.Trace = nil
+	if files, _ = All(r, t.TempDir()); len(files) != 2 {
+		t.Fatalf("without a trace: %v", files)
 	}
 }

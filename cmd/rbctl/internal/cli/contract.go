@@ -122,6 +122,7 @@ var flagRules = map[string]flagRule{
 	"op":             {Kind: ruleFraction, Min: 0, Max: 0.9},
 	"theta":          {Kind: ruleFloat, Min: 0, Max: 10},
 	"rate":           {Kind: ruleFloat, Min: 0, Max: 1e9, Zero: "closed loop"},
+	"speed":          {Kind: ruleFloat, Min: 0, Max: 1e9, Zero: "as fast as possible"},
 	"warmup":         {Kind: ruleFloat, Min: 0, Max: 1000},
 	"measure":        {Kind: ruleFloat, Min: 0, Max: 1000, OpenMin: true},
 
@@ -172,7 +173,7 @@ var flagRules = map[string]flagRule{
 	"prefix-chunks":                intRule(1, 256),
 	"unique-chunks":                intRule(0, 255),
 	"chunk-size":                   sizeRule(4096),
-	"rbctl cluster-bench/requests": intRule(1, 1<<24),
+	"rbctl cluster-bench/requests": {Kind: ruleInt, Min: 1, Max: 1 << 24, Zero: "1200, or the whole trace"},
 	"rbctl cluster-bench/ru":       sizeRule(4096),
 	"interval":                     durRule(0, false, "back to back"),
 

@@ -26,11 +26,12 @@ func (w *Workload) Register(fs *pflag.FlagSet, defaultModel string) {
 		models = append(models, fmt.Sprintf("%s (%d KiB/token)", m.Name, m.BytesPerToken()>>10))
 	}
 	s := &w.Spec
-	fs.StringVar(&s.Kind, "workload", "kv", "kv, sequential, uniform, zipf, or trace:FILE (.jsonl or .csv; docs/bench.md)")
+	fs.StringVar(&s.Kind, "workload", "kv", "kv, sequential, uniform, zipf, trace:FILE (.jsonl or .csv) or mooncake:FILE (a Mooncake request trace; docs/bench.md)")
 	fs.StringVar(&s.Preset, "preset", "multi-tenant", "kv tenants when no --tenant is given: multi-tenant (chat/rag/agent with different lifetimes), chat, "+
 		"or workers:N (N equal tenants worker0:kv..., one per stress-runner worker)")
 	fs.StringArrayVar(&s.Tenants, "tenant", nil, "kv tenant SALT:k=v,... (w, prefixes, prefix, theta, sessions, turns, prompt, output, ttl); repeatable")
 	fs.StringVar(&s.Model, "model", defaultModel, "model preset for KV bytes per token: "+strings.Join(models, ", "))
+	fs.StringVar(&s.ModelConfig, "model-config", "", "a Hugging Face config.json to size the KV cache by instead of --model (MLA models too)")
 	flagcheck.SizeVar(fs, &s.BytesPerToken, "bytes-per-token", "", "override the model's KV bytes per token (e.g. 128K)")
 	fs.IntVar(&s.ChunkTokens, "chunk-tokens", 256, "tokens per cached chunk (LMCache chunk_size)")
 	fs.IntVar(&s.MaxContext, "max-context", 32768, "kv: a conversation ends when its context would exceed this many tokens")
@@ -51,6 +52,9 @@ func (w *Workload) Register(fs *pflag.FlagSet, defaultModel string) {
 	fs.Float64Var(&s.Rate, "rate", 0, "arrival rate in requests/s (Poisson); 0 = closed loop")
 	fs.StringVar(&w.WriteTrace, "write-trace", "", "write the generated ops (--requests of them) as a trace file (.jsonl or .csv) and exit")
 	fs.IntVar(&s.TraceLoops, "trace-loops", 1, "trace: replay the trace this many times")
+	fs.StringVar(&s.SaltBy, "salt-by", "root", "mooncake: each request's cache_salt: none, root (its first block: one salt per conversation) or hash:N (the root in N buckets)")
+	fs.Float64Var(&s.Speed, "speed", 0, "mooncake: replay the trace's timestamps this many times faster (0: as fast as possible)")
+	fs.StringVar(&s.Admission, "admission", "all", "which missed chunks are stored: all, second-hit[:W], tinylfu[:W] or prefix-depth:N; simulate compares a comma-separated list (docs/bench.md)")
 }
 
 // budgetsValue is --budgets, parsed when set so that a malformed spec is refused with the

@@ -1,0 +1,87 @@
+package flagsets
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rbctl/rbctl/p2p/clusterbench"
+	"github.com/rbctl/rbctl/units"
+)
+
+// ClusterBench is rbctl cluster-bench's flags (clusterbench.Options).
+type ClusterBench struct {
+	O                                 clusterbench.Options
+	JSON                              bool
+	modes                             []string
+	chunk, devSize, ru, directory, rt string
+}
+
+// Register defines the cluster-bench flags on fs.
+func (c *ClusterBench) Register(f *pflag.FlagSet) {
+	c.O = clusterbench.Defaults()
+	o := &c.O
+	f.IntVar(&o.Nodes, "nodes", o.Nodes, "cache nodes, each an engine on its own emulated FDP SSD, on loopback")
+	f.IntVar(&o.Requests, "requests", 0, "requests in all, spread over the nodes by --route (0: 1200, or the whole --workload trace)")
+	f.IntVar(&o.Tenants, "tenants", o.Tenants, "tenants (cache_salt values), each with its own shared prefix")
+	f.IntVar(&o.PrefixChunks, "prefix-chunks", o.PrefixChunks, "chunks of each tenant's shared prefix (system prompt, RAG document)")
+	f.IntVar(&o.UniqueChunks, "unique-chunks", o.UniqueChunks, "chunks unique to each request")
+	f.StringVar(&c.chunk, "chunk-size", "256K", "payload bytes of one KV chunk (a multiple of 4K; a trace's chunks too, scaled down from a model's)")
+	f.StringVar(&c.devSize, "device-size", "256M", "emulated SSD size per node")
+	f.StringVar(&c.ru, "ru", "4M", "reclaim unit size of the emulated SSDs")
+	f.IntVar(&o.Handles, "handles", o.Handles, "placement handles (RUHs) per emulated SSD")
+	f.Float64Var(&o.OP, "op", o.OP, "over-provisioning of the emulated SSDs")
+	f.StringVar(&o.Policy, "placement", o.Policy, "placement policy of every node (as bench --placement)")
+	f.StringSliceVar(&c.modes, "modes", []string{"off", "shared", "shared-replica-handle", "fetch-only"}, "modes to run, each on fresh devices: off, shared, shared-replica-handle, fetch-only")
+	f.StringVar(&c.directory, "directory", "static", "how a node finds the peer holding a key: static (every peer is asked) or gossip (memberlist and Bloom digests, p2p/cluster)")
+	f.DurationVar(&o.Interval, "interval", 0, "pause between requests (0: back to back)")
+	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the tenant choice and of random routing")
+	f.StringVar(&o.Dir, "dir", "", "directory for the device images, removed after each mode (default: the system temp dir)")
+	f.BoolVar(&c.JSON, "json", false, "print JSON")
+	f.StringVar(&o.Workload, "workload", "", "replay a request trace instead of the tenants: mooncake:FILE (docs/p2p-cluster.md)")
+	f.IntVar(&o.ChunkTokens, "chunk-tokens", 256, "trace: tokens per chunk (divides the trace's 512-token blocks)")
+	f.StringVar(&o.SaltBy, "salt-by", "root", "trace: each request's cache_salt: none, root or hash:N (as bench)")
+	f.StringVar(&c.rt, "route", "round-robin", "which node serves a request: round-robin, session (a conversation's, or tenant's, requests on one node) or random")
+}
+
+// Options checks the flags and returns the bench's options.
+func (c *ClusterBench) Options() (clusterbench.Options, error) {
+	o := c.O
+	switch c.directory {
+	case "static", "gossip":
+		o.Gossip = c.directory == "gossip"
+	default:
+		return o, fmt.Errorf("--directory %q is not static or gossip", c.directory)
+	}
+	o.Modes = nil
+	for _, m := range c.modes {
+		mode, err := clusterbench.ParseMode(m)
+		if err != nil {
+			return o, fmt.Errorf("--modes: %w", err)
+		}
+		o.Modes = append(o.Modes, mode)
+	}
+	for _, s := range []struct {
+		flag, v string
+		dst     *int64
+	}{{"device-size", c.devSize, &o.DeviceBytes}, {"ru", c.ru, &o.RUBytes}} {
+		n, err := units.ParseSize(s.v)
+		if err != nil {
+			return o, fmt.Errorf("--%s: %w", s.flag, err)
+		}
+		*s.dst = n
+	}
+	n, err := units.ParseSize(c.chunk)
+	if err != nil || n > 1<<30 {
+		return o, fmt.Errorf("--chunk-size %q is not a size up to 1G", c.chunk)
+	}
+	o.ChunkBytes = int(n)
+	if o.Route, err = clusterbench.ParseRoute(c.rt); err != nil {
+		return o, fmt.Errorf("--route: %w", err)
+	}
+	if o.Dir == "" {
+		o.Dir = os.TempDir()
+	}
+	return o, nil
+}
