@@ -88,8 +88,9 @@ func TestServeRemoteAcrossProcesses(t *testing.T) {
 		return runRbctl(t, dir, 30*time.Second, append([]string{"remote"}, args...)...)
 	}
 	for _, h := range []string{"00ff", "01ff"} {
-		if code, _, se := remote(append([]string{"put", "--server", ctlA, "-"}, "--model", "m", "--hash", h, "--salt", "t")...); code != 0 {
-			t.Fatalf("remote put: exit %d: %s", code, se)
+		// The confirmation is the command's output: stdout, nothing on stderr.
+		if code, so, se := remote(append([]string{"put", "--server", ctlA, "-"}, "--model", "m", "--hash", h, "--salt", "t")...); code != 0 || so != "stored 8 bytes\n" || se != "" {
+			t.Fatalf("remote put: exit %d, stdout %q, stderr %q", code, so, se)
 		}
 	}
 	if code, so, se := remote(append([]string{"get", "--server", ctlB}, key...)...); code != 0 || so != "payload\n" {
@@ -110,6 +111,14 @@ func TestServeRemoteAcrossProcesses(t *testing.T) {
 	}
 	if code, _, se := remote("put", "--server", ctlA, "--model", "m", "--hash", "02ff", big); code != 0 {
 		t.Fatalf("remote put big: exit %d: %s", code, se)
+	}
+	// One byte over the node's announced max_payload_bytes: refused, nothing stored.
+	over := filepath.Join(dir, "over.bin")
+	if err := os.WriteFile(over, make([]byte, 60<<10+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, se := remote("put", "--server", ctlA, "--model", "m", "--hash", "03ff", over); code == 0 || !strings.Contains(se, "larger than") {
+		t.Fatalf("remote put over the node's limit: exit %d: %s", code, se)
 	}
 	proxy.SetBandwidth(16 << 10)
 	got := make(chan int, 1)
