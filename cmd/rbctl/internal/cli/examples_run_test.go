@@ -102,17 +102,8 @@ func TestEveryExampleRuns(t *testing.T) {
 	var servers []*exec.Cmd
 	stopServers := func() {
 		for _, c := range servers {
-			_ = c.Process.Signal(os.Interrupt)
-			done := make(chan error, 1)
-			go func() { done <- c.Wait() }()
-			select {
-			case <-done:
-				if code := c.ProcessState.ExitCode(); code != 0 && code != exitInterrupted {
-					t.Errorf("%s: exit %d after SIGINT", strings.Join(c.Args, " "), code)
-				}
-			case <-time.After(30 * time.Second):
-				_ = c.Process.Kill()
-				t.Errorf("%s did not stop on SIGINT", strings.Join(c.Args, " "))
+			if code := interruptAndWait(t, c); code != 0 && code != exitInterrupted {
+				t.Errorf("%s: exit %d after SIGINT", strings.Join(c.Args, " "), code)
 			}
 		}
 		servers = nil

@@ -138,18 +138,7 @@ func TestPutStopsOnCtrlCWhileWaitingForInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond) // the open of the FIFO blocks
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second): // generous: only catches "never stops"
-		cmd.Process.Kill()
-		t.Fatal("put did not stop on SIGINT while waiting for input")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+	if code := interruptAndWait(t, cmd); code != exitInterrupted {
 		t.Errorf("exit %d, want %d", code, exitInterrupted)
 	}
 	if d := diffSnapshots(before, snapshot(t, dir)); len(d) > 0 {
