@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/rbctl/rbctl/fdp"
+	"github.com/rbctl/rbctl/units"
 )
 
 // Section is one part of a report for a person: lines of text, then a table when Header
@@ -170,15 +171,4 @@ func eventsSection(name string, ev *fdp.EventsLog) Section {
 }
 
 // human is n bytes in binary units with two decimals ("1.00 MiB").
-func human(n uint64) string {
-	const u = "KMGTPE"
-	if n < 1024 {
-		return strconv.FormatUint(n, 10) + " B"
-	}
-	v, i := float64(n), -1
-	for v >= 1024 && i < len(u)-1 {
-		v /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.2f %ciB", v, u[i])
-}
+func human(n uint64) string { return units.FormatSizePrec(int64(min(n, 1<<63-1)), 2) }

@@ -170,9 +170,9 @@ func (s Spec) String() string {
 		p = "mem"
 	}
 	str := fmt.Sprintf("%s%s?size=%s&ru=%s&ruhs=%d&rg=%d&op=%g&iso=%s&gc=%s&lba=%d",
-		Prefix, p, FormatSize(s.Size), FormatSize(s.RUSize), s.RUHs, s.RGs, s.OP, s.isoString(), s.GC, s.LBASize)
+		Prefix, p, byteunits.FormatSpec(s.Size), byteunits.FormatSpec(s.RUSize), s.RUHs, s.RGs, s.OP, s.isoString(), s.GC, s.LBASize)
 	if s.MappingUnit != int64(s.LBASize) {
-		str += "&mu=" + FormatSize(s.MappingUnit)
+		str += "&mu=" + byteunits.FormatSpec(s.MappingUnit)
 	}
 	return str
 }
@@ -218,17 +218,4 @@ func parseIsolation(v string) (ftl.Isolation, []ftl.Isolation, error) {
 		list = append(list, i)
 	}
 	return list[0], list, nil
-}
-
-// FormatSize renders a byte count with the largest exact binary suffix.
-func FormatSize(n int64) string {
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
-		if n >= u.m && n%u.m == 0 {
-			return strconv.FormatInt(n/u.m, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/rbctl/rbctl/units"
 )
 
 // ErrCannotReclaim marks a configuration in which garbage collection can run out of room
@@ -57,8 +59,8 @@ func (e *InfeasibleError) Error() string {
 		group = " per reclaim group"
 	}
 	s := fmt.Sprintf("garbage collection needs %d spare RUs%s (%s); %s has %s (%s, %s RUs, op %g)",
-		f.NeedRUs(), group, strings.Join(parts, " + "), e.What, trimFloat(f.SpareRUs()), exactBytes(c.LogicalBytes),
-		exactBytes(c.RUBytes), c.OP)
+		f.NeedRUs(), group, strings.Join(parts, " + "), e.What, trimFloat(f.SpareRUs()), units.FormatExact(c.LogicalBytes),
+		units.FormatExact(c.RUBytes), c.OP)
 	if e.MinOP == 0 && e.MaxRUBytes == 0 && e.MaxHandles == 0 {
 		s += ": this geometry cannot hold its open RUs (docs/ftl.md, Feasibility)"
 	}
@@ -131,16 +133,3 @@ func (c Config) maxFeasibleHandles() (int, bool) {
 }
 
 func trimFloat(v float64) string { return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64) }
-
-// exactBytes renders n in the largest binary unit that divides it ("512 MiB", "4097 B").
-func exactBytes(n int64) string {
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.m && n%u.m == 0 {
-			return strconv.FormatInt(n/u.m, 10) + " " + u.s
-		}
-	}
-	return strconv.FormatInt(n, 10) + " B"
-}

@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/rbctl/rbctl/units"
 )
 
 // Identity is what Identify Controller and Identify Namespace say, with nvme-cli's JSON
@@ -137,16 +139,10 @@ func (j *Identity) Rows() [][]string {
 
 // SizeText is n bytes for a person: "256.00 MiB (268435456 bytes)", or "512 B".
 func SizeText(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
+	if n < 1024 {
+		return units.FormatSizePrec(n, 2)
 	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return fmt.Sprintf("%.2f %s (%d bytes)", f, units[i], n)
+	return fmt.Sprintf("%s (%d bytes)", units.FormatSizePrec(n, 2), n)
 }
 
 // TransportName names a transport for output: "io_uring URING_CMD", "ioctl", or its type.

@@ -11,11 +11,11 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/devices/safety"
-	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/reports/cachereport"
 	"github.com/rbctl/rbctl/sim"
+	"github.com/rbctl/rbctl/units"
 	"github.com/rbctl/rbctl/workloads"
 )
 
@@ -157,7 +157,7 @@ func runHints(has func(string) bool, err error) []string {
 			fixes = append(fixes, op+strconv.FormatFloat(math.Round(ie.MinOP*100)/100, 'f', -1, 64))
 		}
 		if ie.MaxRUBytes > 0 && (where != "" || has("ru")) {
-			fixes = append(fixes, "a smaller "+ru+" (at most "+emu.FormatSize(ie.MaxRUBytes)+")")
+			fixes = append(fixes, "a smaller "+ru+" (at most "+units.FormatSpec(ie.MaxRUBytes)+")")
 		}
 		if ie.MaxHandles > 0 && (where != "" || has("handles")) {
 			fixes = append(fixes, "fewer "+handles+" (at most "+strconv.Itoa(ie.MaxHandles)+")")
@@ -169,9 +169,9 @@ func runHints(has func(string) bool, err error) []string {
 			return []string{"use " + fixes[0] + where}
 		}
 	case errors.As(err, &me) && me.ModelDominates && has("unit"):
-		return []string{"use a bigger --unit (" + emu.FormatSize(2*me.FTL.MappingUnit) + " or more; slots round up to it) or a smaller --device-size"}
+		return []string{"use a bigger --unit (" + units.FormatSpec(2*me.FTL.MappingUnit) + " or more; slots round up to it) or a smaller --device-size"}
 	case errors.As(err, &me) && has("device-size"):
-		return []string{"use a smaller --device-size (about " + emu.FormatSize(me.FitsBytes) + " fits)"}
+		return []string{"use a smaller --device-size (about " + units.FormatSpec(me.FitsBytes) + " fits)"}
 	}
 	return nil
 }

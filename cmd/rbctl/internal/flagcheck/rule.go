@@ -72,7 +72,7 @@ func (r Rule) RangeText() string {
 		case r.Kind == Duration:
 			return (time.Duration(v * float64(time.Second))).String()
 		case r.Kind == Size:
-			return BytesExact(int64(v))
+			return units.FormatExact(int64(v))
 		case v >= 1<<20 && v == math.Trunc(v) && r.Kind == Int:
 			return "2^" + strconv.Itoa(int(math.Round(math.Log2(v))))
 		}
@@ -107,19 +107,6 @@ func (r Rule) RangeText() string {
 		s += " (or 0: " + r.Zero + ")"
 	}
 	return s
-}
-
-// BytesExact renders n in the largest binary unit that divides it ("64 KiB", "4097 B").
-func BytesExact(n int64) string {
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.m && n%u.m == 0 {
-			return strconv.FormatInt(n/u.m, 10) + " " + u.s
-		}
-	}
-	return strconv.FormatInt(n, 10) + " B"
 }
 
 // Check checks f's value against the rule; the error names the flag and the range.

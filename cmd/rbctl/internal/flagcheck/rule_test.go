@@ -72,9 +72,6 @@ func TestRangeText(t *testing.T) {
 			t.Errorf("RangeText(%+v) = %q, want %q", *r, got, want)
 		}
 	}
-	if BytesExact(3<<30) != "3 GiB" || BytesExact(4097) != "4097 B" {
-		t.Error("BytesExact")
-	}
 }
 
 func tree() *cobra.Command {
