@@ -1,13 +1,19 @@
+// Package faultdev wraps any blockdev.Device with rules that inject faults into the
+// operations they select — EIO, short and torn transfers, ENOSPC, silent read corruption,
+// latency — so the engine's recovery, the torture harness and the NVMe paths are tested
+// against a device that misbehaves the way real ones do (docs/reliability.md, "Fault
+// injection"). Nothing here is used outside tests and benchmarks' fault runs.
 package faultdev
 
 import (
 	"errors"
 	"fmt"
-	"github.com/rbctl/rbctl/blockdev"
 	"math/rand/v2"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 // Device wraps a blockdev.Device and injects faults on the operations its rules select, in the
