@@ -2,7 +2,8 @@
 // operations they select — EIO, short and torn transfers, ENOSPC, silent read corruption,
 // latency — so the engine's recovery, the torture harness and the NVMe paths are tested
 // against a device that misbehaves the way real ones do (docs/reliability.md, "Fault
-// injection"). Nothing here is used outside tests and benchmarks' fault runs.
+// injection"). Its users: the engine test suite (engine/enginetest) and the writer that rbctl
+// torture kills (fault cycles); no command runs it on a real device.
 package faultdev
 
 import (
