@@ -132,7 +132,7 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := EmulatorFTL(sp).CheckFeasible("this emulated device", emuTunable); err != nil {
+		if err := sp.FTLConfig().CheckFeasible("this emulated device", emuTunable); err != nil {
 			return nil, err
 		}
 	}

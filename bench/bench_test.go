@@ -111,7 +111,8 @@ func TestRunRefusesInfeasibleEmulatorFirst(t *testing.T) {
 	}
 }
 
-// The feasibility check of an emulated device uses the configuration its model runs.
+// The feasibility check of an emulated device (sp.FTLConfig) is the configuration its model
+// runs: emu.New builds the same model.
 func TestEmulatorFTLMatches(t *testing.T) {
 	for _, spec := range []string{"emu:mem?size=64M&ru=1M&ruhs=4&op=0.2", "emu:mem?size=96M&ru=2M&ruhs=8&rg=2&op=0.3&iso=persistent",
 		"emu:mem?size=64M&ru=1M&ruhs=2&op=0.1&iso=persistent,initial&lba=512"} {
@@ -125,7 +126,7 @@ func TestEmulatorFTLMatches(t *testing.T) {
 		}
 		st := c.ModelStats()
 		c.Close()
-		m, err := ftl.New(EmulatorFTL(sp))
+		m, err := ftl.New(sp.FTLConfig())
 		if err != nil {
 			t.Fatal(err)
 		}

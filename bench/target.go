@@ -11,7 +11,6 @@ import (
 	"github.com/rbctl/rbctl/devices/safety"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/fdp"
-	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/nvme"
 	"github.com/rbctl/rbctl/reports"
 )
@@ -212,11 +211,4 @@ func prepareFile(path string, create int64, force bool) error {
 		return fh.Close()
 	}
 	return err
-}
-
-// EmulatorFTL is the FTL model configuration an emulated SSD of spec sp runs (as emu.New
-// builds it; TestEmulatorFTLMatches keeps the two together).
-func EmulatorFTL(sp emu.Spec) ftl.Config {
-	return ftl.Config{MappingUnit: sp.MappingUnit, LogicalBytes: sp.Size, OP: sp.OP, RUBytes: sp.RUSize, ReclaimGroups: sp.RGs,
-		Handles: sp.RUHs, Isolation: sp.Isolation, HandleIsolation: sp.HandleIsolation, GC: sp.GC}
 }

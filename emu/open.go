@@ -82,9 +82,11 @@ func (c *Controller) Reset() error {
 	return c.save()
 }
 
-// newModel builds the FTL model of a device.
-func newModel(sp Spec) (*ftl.Model, error) {
-	fc := ftl.Config{
+// FTLConfig is the FTL model configuration a device of this spec runs: what newModel builds,
+// and what a caller that models the device without opening it (bench's feasibility check)
+// must use.
+func (sp Spec) FTLConfig() ftl.Config {
+	return ftl.Config{
 		MappingUnit:     sp.MappingUnit,
 		LogicalBytes:    sp.Size,
 		OP:              sp.OP,
@@ -95,6 +97,11 @@ func newModel(sp Spec) (*ftl.Model, error) {
 		HandleIsolation: sp.HandleIsolation,
 		GC:              sp.GC,
 	}
+}
+
+// newModel builds the FTL model of a device.
+func newModel(sp Spec) (*ftl.Model, error) {
+	fc := sp.FTLConfig()
 	if n, err := fc.MemoryBytes(); err == nil {
 		if err := memlimit.Check("the FTL model of the emulated device", n); err != nil {
 			return nil, err
