@@ -133,7 +133,7 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 			return nil, err
 		}
 		if err := sp.FTLConfig().CheckFeasible("this emulated device", emuTunable); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", path, &emu.SpecError{Err: err}) // its fixes are spec parameters
 		}
 	}
 	made := missingFiles(paths) // --create makes these; a bench refused before it runs removes them

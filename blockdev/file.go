@@ -44,6 +44,17 @@ var _ Device = (*File)(nil)
 // ErrEmptyFile: a regular file of size 0 cannot hold a cache.
 var ErrEmptyFile = errors.New("file is empty")
 
+var (
+	// ErrNotRegular: only a regular file can be created or extended (a device has its own
+	// size).
+	ErrNotRegular = errors.New("only a regular file can be created or extended")
+	// ErrNoDirect: the file's filesystem refuses O_DIRECT (tmpfs).
+	ErrNoDirect = errors.New("the filesystem refuses O_DIRECT")
+	// ErrNeedsPassthrough: a character device (NVMe generic /dev/ngXnY) is driven by the
+	// NVMe passthrough engine only; it also wraps ErrNotSupported.
+	ErrNeedsPassthrough = errors.New("a character device needs the passthrough engine")
+)
+
 // DataFileMode is the permission of every data file rbctl creates: KV-cache contents are
 // readable by their owner only (a user who wants more runs chmod).
 const DataFileMode = 0o600
@@ -68,7 +79,7 @@ func CreateFile(path string, size int64) error {
 		return err
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("create %s: not a regular file (only a regular file can be created or extended; a block device has its own size)", path)
+		return fmt.Errorf("create %s: not a regular file (%w; a block device has its own size)", path, ErrNotRegular)
 	}
 	if err := LockFD(int(f.Fd()), path, true); err != nil {
 		return err
@@ -118,7 +129,7 @@ func OpenFile(path string, opt FileOptions) (*File, error) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG, unix.S_IFBLK:
 	case unix.S_IFCHR:
-		return nil, fmt.Errorf("open %s: %w: a character device (NVMe generic /dev/ngXnY?) needs the passthrough engine", path, ErrNotSupported)
+		return nil, fmt.Errorf("open %s: %w: %w (NVMe generic /dev/ngXnY?)", path, ErrNotSupported, ErrNeedsPassthrough)
 	default:
 		return nil, fmt.Errorf("open %s: not a regular file or block device", path)
 	}
@@ -138,7 +149,7 @@ func OpenFile(path string, opt FileOptions) (*File, error) {
 		case errors.Is(err, unix.EBUSY):
 			return nil, fmt.Errorf("open %s: device is busy (mounted, or held by another program); unmount it first: %w", path, err)
 		case errors.Is(err, unix.EINVAL) && opt.Direct:
-			return nil, fmt.Errorf("open %s: the filesystem refuses O_DIRECT (tmpfs?); put the file on another filesystem or open it without O_DIRECT: %w", path, err)
+			return nil, fmt.Errorf("open %s: %w (tmpfs?); put the file on another filesystem or open it without O_DIRECT: %w", path, ErrNoDirect, err)
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

@@ -20,7 +20,7 @@ import (
 
 // ErrNotRegular: only a regular file can be created or extended (a device has its own size,
 // an emu: device the size its spec gives).
-var ErrNotRegular = errors.New("only a regular file can be created or extended")
+var ErrNotRegular = blockdev.ErrNotRegular
 
 // FormatOptions describe one format.
 type FormatOptions struct {

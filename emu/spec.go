@@ -19,6 +19,14 @@ const Prefix = "emu:"
 // ErrSpec: the device spec is malformed or describes an impossible device.
 var ErrSpec = errors.New("emu: invalid device spec")
 
+// SpecError is an error of a device the spec describes whose fix lies in the spec's
+// parameters (op=, ru=, ruhs=) rather than in a command's flags; errors.Is finds ErrSpec
+// and, through Err, the cause.
+type SpecError struct{ Err error }
+
+func (e *SpecError) Error() string   { return e.Err.Error() }
+func (e *SpecError) Unwrap() []error { return []error{ErrSpec, e.Err} }
+
 // Spec describes an emulated FDP SSD. The string form (docs/emulator.md) is
 //
 //	emu:PATH?size=4G&ru=64M&ruhs=8&rg=1&op=0.07&iso=persistent&gc=greedy&lba=4096

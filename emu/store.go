@@ -44,6 +44,10 @@ type dataFile struct {
 // to read (blockdev.LockFD), before anything is read from it or from PATH.fdp. Only Create
 // makes a missing file (blockdev.DataFileMode); otherwise a missing or empty data file
 // means there is no device, an error wrapping fs.ErrNotExist.
+// ErrNoDevice (with fs.ErrNotExist): an emu: spec names a data file that does not exist or
+// is empty; only creating the device (a format, or serving it) makes one.
+var ErrNoDevice = errors.New("no emulated device there")
+
 func openDataFile(path string, opt OpenOptions) (*dataFile, error) {
 	flags := os.O_RDWR
 	if opt.ReadOnly {
@@ -58,7 +62,7 @@ func openDataFile(path string, opt OpenOptions) (*dataFile, error) {
 		}
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("emu: %s: %w; `rbctl format` or `rbctl emu serve` creates the device", path, fs.ErrNotExist)
+		return nil, fmt.Errorf("emu: %s: %w (%w)", path, ErrNoDevice, fs.ErrNotExist)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("emu: open data file: %w", err)
@@ -82,7 +86,7 @@ func openDataFile(path string, opt OpenOptions) (*dataFile, error) {
 	}
 	if st.Size() == 0 && !create {
 		f.Close()
-		return nil, fmt.Errorf("emu: %s is empty: %w; `rbctl format` or `rbctl emu serve` creates the device", path, fs.ErrNotExist)
+		return nil, fmt.Errorf("emu: %s is empty: %w (%w)", path, ErrNoDevice, fs.ErrNotExist)
 	}
 	return &dataFile{f: f, path: path, size: st.Size()}, nil
 }

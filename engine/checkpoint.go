@@ -231,8 +231,8 @@ func (e *Engine) writeCheckpointLocked(forced bool, start time.Time) error {
 		return err
 	}
 	if int64(len(payload)) > e.layout.PayloadCap {
-		return fmt.Errorf("%w: %d entries need %d bytes, the container holds %d (meta_total_bytes %d); reformat with a larger meta_total_bytes or use the compact format",
-			ErrCheckpointTooBig, len(sn.ents), len(payload), e.layout.PayloadCap, e.layout.MetaTotalBytes)
+		return fieldErr(ErrCheckpointTooBig, []string{"meta_total_bytes"}, "%d entries need %d bytes, the container holds %d (meta_total_bytes %d); reformat with a larger meta_total_bytes or use the compact format",
+			len(sn.ents), len(payload), e.layout.PayloadCap, e.layout.MetaTotalBytes)
 	}
 	seq := sn.seq
 	off := e.layout.ContainerOffsetFor(seq)

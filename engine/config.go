@@ -52,7 +52,11 @@ func defaultConfig() Config {
 }
 
 func cfgErr(field, format string, a ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, a...))
+	var fields []string
+	if f := configField(field); f != "" {
+		fields = []string{f}
+	}
+	return fieldErr(ErrConfig, fields, "%s: %s", field, fmt.Sprintf(format, a...))
 }
 
 func (c Config) validate() error {

@@ -59,7 +59,7 @@ func detect(dev blockdev.Device) (Detection, error) {
 	if off, ok := slotHeaderAtDataBase(dev, size); ok {
 		return none, fmt.Errorf("%w (%w): no metadata container found at %d candidate offsets, but a slot header sits at offset %d, where a metadata region of that size ends: the checkpoints are gone and the slots remain; the key records in the slot headers can rebuild the index", ErrNoCheckpoint, ErrCorrupt, tried, off)
 	}
-	return none, fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted (rbctl format)?", ErrNoCheckpoint, tried)
+	return none, fmt.Errorf("%w: no metadata container with a valid header and CRC found at %d candidate offsets; is the device formatted?", ErrNoCheckpoint, tried)
 }
 
 // damagedContainer finds a container header that decodes (magic, version, length) at the
@@ -191,7 +191,7 @@ func tryContainer(dev blockdev.Device, ba, off, size int64) (*ckptState, bool) {
 // layoutDiff names the first layout field where a detected config differs from cfg.
 func layoutDiff(got, want Config) error {
 	mis := func(field string, g, w any) error {
-		return fmt.Errorf("%w: the device was formatted with %s %v but the config has %v; open with %s %v (or reformat)", ErrLayoutMismatch, field, g, w, field, g)
+		return fieldErr(ErrLayoutMismatch, []string{field}, "the device was formatted with %s %v but the config has %v; open with %s %v (or reformat)", field, g, w, field, g)
 	}
 	switch {
 	case got.BlockAlign != want.BlockAlign:

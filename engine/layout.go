@@ -1,7 +1,5 @@
 package engine
 
-import "fmt"
-
 // The on-disk geometry: a metadata region of two alternating checkpoint containers, then
 // fixed-size slots, each a header block followed by the payload (docs/format.md). The
 // arithmetic here is the one implementation; the simulator lays out its model with it.
@@ -44,11 +42,11 @@ func computeLayout(c Config, devSize int64) (Layout, error) {
 		DataBase:        c.MetaTotalBytes,
 	}
 	if c.MetaTotalBytes >= capy {
-		return l, fmt.Errorf("%w: metadata region (meta_total_bytes %d) is not below the capacity %d; use a larger device or a smaller meta_total_bytes", ErrDeviceTooSmall, c.MetaTotalBytes, capy)
+		return l, fieldErr(ErrDeviceTooSmall, []string{"meta_total_bytes", "capacity_bytes"}, "metadata region (meta_total_bytes %d) is not below the capacity %d; use a larger device or a smaller meta_total_bytes", c.MetaTotalBytes, capy)
 	}
 	l.MaxSlots = (capy - c.MetaTotalBytes) / c.SlotBytes
 	if l.MaxSlots <= 0 {
-		return l, fmt.Errorf("%w: no room for a single %d-byte slot after the %d-byte metadata region (capacity %d); use a larger device or a smaller slot_bytes", ErrDeviceTooSmall, c.SlotBytes, c.MetaTotalBytes, capy)
+		return l, fieldErr(ErrDeviceTooSmall, []string{"slot_bytes", "meta_total_bytes", "capacity_bytes"}, "no room for a single %d-byte slot after the %d-byte metadata region (capacity %d); use a larger device or a smaller slot_bytes", c.SlotBytes, c.MetaTotalBytes, capy)
 	}
 	if l.MaxSlots > 1<<31-2 {
 		return l, cfgErr("SlotBytes (slot_bytes)", "%d slots exceed the index limit of 2^31-2; use larger slots or a smaller capacity_bytes", l.MaxSlots)

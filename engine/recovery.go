@@ -100,7 +100,7 @@ func readContainers(dev blockdev.Device, cfg Config) ([2]ContainerInfo, error) {
 func (e *Engine) checkLayout(st *ckptState) error {
 	c := e.cfg
 	mis := func(field string, got, want any) error {
-		return fmt.Errorf("%w: %s is %v on the device but %v in the config; open with %s %v (or reformat)", ErrLayoutMismatch, field, got, want, field, got)
+		return fieldErr(ErrLayoutMismatch, []string{field}, "%s is %v on the device but %v in the config; open with %s %v (or reformat)", field, got, want, field, got)
 	}
 	if st.version != 1 {
 		return fmt.Errorf("%w: checkpoint state version %d", ErrBadVersion, st.version)
@@ -124,7 +124,7 @@ func (e *Engine) checkLayout(st *ckptState) error {
 		return mis("namespace", ns, c.Namespace)
 	}
 	if st.nextSlot < 0 || st.nextSlot > e.layout.MaxSlots {
-		return fmt.Errorf("%w: next_slot %d outside [0, %d] (max_slots); the checkpoint belongs to a larger device or capacity_bytes", ErrLayoutMismatch, st.nextSlot, e.layout.MaxSlots)
+		return fieldErr(ErrLayoutMismatch, []string{"capacity_bytes"}, "next_slot %d outside [0, %d] (max_slots); the checkpoint belongs to a larger device or capacity_bytes", st.nextSlot, e.layout.MaxSlots)
 	}
 	return nil
 }
@@ -262,7 +262,7 @@ func (e *Engine) applyCheckpoint(st *ckptState, sel Selection, opts OpenOptions)
 		return err
 	}
 	if !st.hasNS && sel.NamespaceSource == "slot headers" && sel.Namespace != cfg.Namespace {
-		return fmt.Errorf("%w: the slot headers of the checkpoint's entries carry %s-namespace identities but the config has namespace %s; open it with namespace %s", ErrLayoutMismatch, sel.Namespace, cfg.Namespace, sel.Namespace)
+		return fieldErr(ErrLayoutMismatch, []string{"namespace"}, "the slot headers of the checkpoint's entries carry %s-namespace identities but the config has namespace %s; open it with namespace %s", sel.Namespace, cfg.Namespace, sel.Namespace)
 	}
 	if e.cfg.DevicePath == "" && st.hasDevPath {
 		e.cfg.DevicePath = st.devicePath

@@ -118,6 +118,9 @@ type Config struct {
 // Errors returned by New and the write path. Test with errors.Is.
 var (
 	ErrConfig     = errors.New("ftl: invalid configuration")
+	// ErrNoSpare (with ErrConfig): the physical space cannot hold the logical space plus
+	// the GC reserve; more over-provisioning or smaller RUs fix it.
+	ErrNoSpare = errors.New("too little over-provisioning")
 	ErrOutOfRange = errors.New("ftl: logical range outside the device")
 	ErrBadHandle  = errors.New("ftl: no such reclaim unit handle")
 	ErrBadGroup   = errors.New("ftl: no such reclaim group")
@@ -152,8 +155,8 @@ func (c Config) resolve() (resolved, error) {
 	// at run time, as a device would.)
 	needPerGroup := (r.logicalUnits+int64(r.ReclaimGroups)-1)/int64(r.ReclaimGroups) + int64(r.reserve)*r.unitsPerRU
 	if r.rusPerGroup*r.unitsPerRU < needPerGroup {
-		return resolved{}, fmt.Errorf("%w: physical space per reclaim group (%d RUs of %d bytes) cannot hold its share of the logical space plus a reserve of %d RUs; raise the over-provisioning or use smaller RUs",
-			ErrConfig, r.rusPerGroup, c.RUBytes, r.reserve)
+		return resolved{}, fmt.Errorf("%w (%w): physical space per reclaim group (%d RUs of %d bytes) cannot hold its share of the logical space plus a reserve of %d RUs; raise the over-provisioning or use smaller RUs",
+			ErrConfig, ErrNoSpare, r.rusPerGroup, c.RUBytes, r.reserve)
 	}
 	return r, nil
 }

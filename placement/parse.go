@@ -10,6 +10,10 @@ import (
 // ErrSpec is wrapped by every Parse error.
 var ErrSpec = errors.New("placement: bad policy")
 
+// ErrOracleOnly (with ErrSpec): an oracle:* reference names no placement policy a device
+// runs; only the simulator, which replays the op stream, evaluates it.
+var ErrOracleOnly = errors.New("placement: an oracle is not a policy")
+
 // Known lists the policy names Parse accepts (compositions join one data policy to
 // metadata-class with '+').
 func Known() []string {
@@ -129,7 +133,7 @@ func parseData(raw string, n, handles int, meta bool) (Policy, error) {
 		return NewCacheSaltPinned(n, pins)
 	}
 	if strings.HasPrefix(p, "oracle") {
-		return nil, fmt.Errorf("%w: %q is a future-knowledge reference, not a policy: only rbctl simulate runs it (it replays the op stream twice)", ErrSpec, p)
+		return nil, fmt.Errorf("%w (%w): %q is a future-knowledge reference, not a policy: only the simulator runs it (it replays the op stream twice)", ErrSpec, ErrOracleOnly, p)
 	}
 	if p == "static" {
 		return nil, fmt.Errorf("%w: static needs a handle index, as in static:1", ErrSpec)

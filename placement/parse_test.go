@@ -64,7 +64,7 @@ func TestParse(t *testing.T) {
 		{"metadata-class+", 4, "", "empty component"},
 		{"x", 4, "", "unknown policy 'x'; known: none, static:N, round-robin"},
 		{"cache-salt", 0, "", "device has none"},
-		{"oracle:lifetime", 8, "", "only rbctl simulate runs it"},
+		{"oracle:lifetime", 8, "", "only the simulator runs it"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.spec, func(t *testing.T) {

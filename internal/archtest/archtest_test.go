@@ -228,6 +228,45 @@ func TestLibraryErrorsNameNoFlag(t *testing.T) {
 	report(t, "library error strings naming a flag", v)
 }
 
+// commandName matches an rbctl command in a message ("rbctl format", "rbctl recover").
+var commandName = regexp.MustCompile(`rbctl (format|inspect|recover|put|get|ls|rm|bench|simulate|serve|remote|emu|fdp|fdp-status|torture|identify|nvme|cluster-bench)\b`)
+
+// (f) Nor does it name a command: what to run next is the CLI's hint.
+func TestLibraryErrorsNameNoCommand(t *testing.T) {
+	var v []string
+	for _, f := range sources(t) {
+		if !isLibrary(f.dir) {
+			continue
+		}
+		for _, msg := range errorLiterals(f.fset, f.ast) {
+			if commandName.MatchString(msg.text) {
+				v = append(v, f.path+":"+strconv.Itoa(msg.line)+": "+strconv.Quote(msg.text))
+			}
+		}
+	}
+	report(t, "library error strings naming an rbctl command", v)
+}
+
+// (g) The CLI's hints find what an error is by its type (errors.Is/As), never by reading
+// its message: hints.go calls no Error().
+func TestHintsReadNoMessage(t *testing.T) {
+	var v []string
+	for _, f := range sources(t) {
+		if f.path != cliDir+"/hints.go" {
+			continue
+		}
+		ast.Inspect(f.ast, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok {
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Error" && len(call.Args) == 0 {
+					v = append(v, f.path+":"+strconv.Itoa(f.fset.Position(call.Pos()).Line)+": .Error()")
+				}
+			}
+			return true
+		})
+	}
+	report(t, "hints reading an error's message", v)
+}
+
 type literal struct {
 	text string
 	line int

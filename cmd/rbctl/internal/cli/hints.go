@@ -11,8 +11,10 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/devices/safety"
+	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports/cachereport"
 	"github.com/rbctl/rbctl/sim"
 	"github.com/rbctl/rbctl/units"
@@ -37,22 +39,16 @@ var engineFields = []struct {
 	{"namespace", "namespace", false},
 }
 
-var engineErrs = []error{engine.ErrConfig, engine.ErrLayoutMismatch, engine.ErrDeviceTooSmall,
-	engine.ErrNoCheckpoint, engine.ErrCheckpointTooBig}
-
 // flagHints returns the hints for err on cmd, each naming a flag cmd has.
 func flagHints(cmd *cobra.Command, err error) []string {
 	has := func(flag string) bool { return cmd.Flags().Lookup(flag) != nil }
-	msg := err.Error()
 	var hints []string
-	for _, e := range engineErrs {
-		if !errors.Is(err, e) {
-			continue
-		}
+	var fe *engine.FieldError
+	if errors.As(err, &fe) {
 		var named []string
 		for _, f := range engineFields {
 			switch {
-			case !strings.Contains(msg, f.field):
+			case !fe.Has(f.field):
 			case has(f.flag):
 				named = append(named, f.field+" is --"+f.flag)
 			case f.layout:
@@ -62,19 +58,18 @@ func flagHints(cmd *cobra.Command, err error) []string {
 		if len(named) > 0 {
 			hints = append(hints, strings.Join(named, ", "))
 		}
-		break
 	}
 	switch {
 	case errors.Is(err, engine.ErrNoCheckpoint) && errors.Is(err, engine.ErrCorrupt):
 		hints = append(hints, "rbctl recover --scan rebuilds it from the slot headers (with --dry-run: what it would rebuild)")
-	case errors.Is(err, engine.ErrNoCheckpoint) && cmd.Name() != "format" && !strings.Contains(msg, "rbctl format"):
+	case errors.Is(err, engine.ErrNoCheckpoint) && cmd.Name() != "format":
 		hints = append(hints, "format it first (rbctl format)")
 	}
-	if errors.Is(err, ftl.ErrConfig) && strings.Contains(msg, "over-provisioning") {
+	if errors.Is(err, ftl.ErrNoSpare) {
 		switch {
 		case has("op"):
 			hints = append(hints, "--op sets the over-provisioning")
-		case strings.Contains(msg, "emu"):
+		case errors.Is(err, emu.ErrSpec):
 			hints = append(hints, "op= in the emu: spec sets the over-provisioning")
 		}
 	}
@@ -102,17 +97,23 @@ func flagHints(cmd *cobra.Command, err error) []string {
 			hints = append(hints, "rbctl format --create SIZE makes and formats one")
 		}
 	}
-	if strings.Contains(msg, "refuses O_DIRECT") && has("direct") {
+	if errors.Is(err, placement.ErrOracleOnly) {
+		hints = append(hints, "rbctl simulate runs the oracle:* references")
+	}
+	if errors.Is(err, emu.ErrNoDevice) && cmd.Name() != "format" {
+		hints = append(hints, "rbctl format or rbctl emu serve creates it")
+	}
+	if errors.Is(err, blockdev.ErrNoDirect) && has("direct") {
 		hints = append(hints, "--direct=false opens it without O_DIRECT")
 	}
-	if strings.Contains(msg, "only a regular file can be created") {
+	if errors.Is(err, blockdev.ErrNotRegular) {
 		for _, f := range []string{"create", "size"} {
 			if has(f) {
 				hints = append(hints, "--"+f+" is for regular files")
 			}
 		}
 	}
-	if errors.Is(err, blockdev.ErrNotSupported) && strings.Contains(msg, "passthrough engine") && has("io-engine") {
+	if errors.Is(err, blockdev.ErrNeedsPassthrough) && has("io-engine") {
 		hints = append(hints, "use --io-engine passthru")
 	}
 	return hints
@@ -149,7 +150,7 @@ func runHints(has func(string) bool, err error) []string {
 	switch {
 	case errors.As(err, &ie):
 		op, ru, handles, where := "--op ", "--ru", "--handles", ""
-		if strings.Contains(ie.What, "emulated device") || strings.Contains(ie.What, "emu:") {
+		if errors.Is(err, emu.ErrSpec) {
 			op, ru, handles, where = "op=", "ru=", "ruhs=", " in the emu: spec"
 		}
 		var fixes []string

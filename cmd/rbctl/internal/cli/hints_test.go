@@ -33,17 +33,19 @@ func TestFlagHints(t *testing.T) {
 		want    string // "" = no hint
 		notWant string
 	}{
-		{format, fmt.Errorf("%w: metadata region (meta_total_bytes 1) too big; a smaller meta_total_bytes", engine.ErrDeviceTooSmall),
+		{format, &engine.FieldError{Kind: engine.ErrDeviceTooSmall, Fields: []string{"meta_total_bytes"}, Detail: "metadata region (meta_total_bytes 1) too big"},
 			"; meta_total_bytes is --meta-bytes", "slot-bytes"},
-		{format, fmt.Errorf("%w: SlotBytes (slot_bytes): 12345", engine.ErrConfig), "; slot_bytes is --slot-bytes", ""},
-		{get, fmt.Errorf("%w: a larger meta_total_bytes", engine.ErrCheckpointTooBig), "; meta_total_bytes is rbctl format's --meta-bytes", ""},
-		{get, fmt.Errorf("%w: open it with namespace legacy", engine.ErrLayoutMismatch), "", "--"}, // get has no --namespace
+		{format, &engine.FieldError{Kind: engine.ErrConfig, Fields: []string{"slot_bytes"}, Detail: "SlotBytes (slot_bytes): 12345"}, "; slot_bytes is --slot-bytes", ""},
+		{get, fmt.Errorf("shard 1: %w", &engine.FieldError{Kind: engine.ErrCheckpointTooBig, Fields: []string{"meta_total_bytes"}, Detail: "a larger meta_total_bytes"}), "; meta_total_bytes is rbctl format's --meta-bytes", ""},
+		{get, &engine.FieldError{Kind: engine.ErrLayoutMismatch, Fields: []string{"namespace"}, Detail: "open it with namespace legacy"}, "", "--"}, // get has no --namespace
 		{get, fmt.Errorf("%w on the device: container 0: x; container 1: y", engine.ErrNoCheckpoint), "; format it first (rbctl format)", ""},
 		{format, fmt.Errorf("%w on the device", engine.ErrNoCheckpoint), "", "format it first"},
-		{sim, fmt.Errorf("%w: raise the over-provisioning", ftl.ErrConfig), "; --op sets the over-provisioning", ""},
-		{get, fmt.Errorf("%w: raise the over-provisioning", ftl.ErrConfig), "", "--op"},
+		{sim, fmt.Errorf("%w (%w): raise the over-provisioning", ftl.ErrConfig, ftl.ErrNoSpare), "; --op sets the over-provisioning", ""},
+		{sim, fmt.Errorf("%w: raise the over-provisioning", ftl.ErrConfig), "", "--op"}, // typed, not read from the text
+		{get, fmt.Errorf("%w (%w): raise the over-provisioning", ftl.ErrConfig, ftl.ErrNoSpare), "", "--op"},
 		{sim, fmt.Errorf("bench: %w", workloads.CheckRegion(100, 10)), "; --region sets the region size", ""},
-		{sim, fmt.Errorf("slot_bytes is wrong"), "", "--"}, // not an engine error: no field mapping
+		{sim, fmt.Errorf("slot_bytes is wrong"), "", "--"},                                    // not an engine error: no field mapping
+		{format, fmt.Errorf("%w: slot_bytes named in text only", engine.ErrConfig), "", "--"}, // the fields are typed, not read from the text
 		{rec, fmt.Errorf("c.img: %w: in doubt", cachereport.ErrRefused), "c.img: nothing written: in doubt; pass --force to write it anyway (--dry-run lists what would be dropped)", ""},
 		{get, fmt.Errorf("c.img: %w: in doubt", cachereport.ErrRefused), "", "--force"},
 	} {
