@@ -117,10 +117,10 @@ type Config struct {
 
 // Errors returned by New and the write path. Test with errors.Is.
 var (
-	ErrConfig     = errors.New("ftl: invalid configuration")
+	ErrConfig = errors.New("ftl: invalid configuration")
 	// ErrNoSpare (with ErrConfig): the physical space cannot hold the logical space plus
 	// the GC reserve; more over-provisioning or smaller RUs fix it.
-	ErrNoSpare = errors.New("too little over-provisioning")
+	ErrNoSpare    = errors.New("too little over-provisioning")
 	ErrOutOfRange = errors.New("ftl: logical range outside the device")
 	ErrBadHandle  = errors.New("ftl: no such reclaim unit handle")
 	ErrBadGroup   = errors.New("ftl: no such reclaim group")
