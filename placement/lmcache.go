@@ -65,15 +65,16 @@ func foldCase(s string) string {
 }
 
 // LocalRank is the local rank packed in the low byte of an LMCache kv_rank.
-func LocalRank(kvRank uint32) int { return int(kvRank & 0xFF) }
+func LocalRank(kvRank uint64) int { return int(kvRank & 0xFF) }
 
 // LocalWorldSize is the local world size packed in bits 8..15 of an LMCache kv_rank.
-func LocalWorldSize(kvRank uint32) int { return int(kvRank >> 8 & 0xFF) }
+func LocalWorldSize(kvRank uint64) int { return int(kvRank >> 8 & 0xFF) }
 
 // PackKVRank packs world size, global rank, local world size and local rank the way LMCache
-// does: ws<<24 | gr<<16 | lws<<8 | lr.
-func PackKVRank(worldSize, globalRank, localWorldSize, localRank uint8) uint32 {
-	return uint32(worldSize)<<24 | uint32(globalRank)<<16 | uint32(localWorldSize)<<8 | uint32(localRank)
+// does: ws<<24 | gr<<16 | lws<<8 | lr, without masking (a world of 256 or more carries into
+// bit 32 and up, as in LMCache).
+func PackKVRank(worldSize, globalRank, localWorldSize, localRank uint32) uint64 {
+	return uint64(worldSize)<<24 | uint64(globalRank)<<16 | uint64(localWorldSize)<<8 | uint64(localRank)
 }
 
 // MaxLocalRanks bounds cache_salt_rank's ranks=N (a local rank is one byte).
@@ -158,7 +159,7 @@ func (p *saltBuckets) Place(w Write) Handle {
 }
 
 // assign gives k the next pool handle if the pool and k's bucket have room.
-func (p *saltBuckets) assign(k bucketRank, kvRank uint32) Handle {
+func (p *saltBuckets) assign(k bucketRank, kvRank uint64) Handle {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	snap := *p.snap.Load()

@@ -47,7 +47,7 @@ func TestCacheSaltPrefixAssignments(t *testing.T) {
 	p := mustParse(t, "cache_salt_prefix:handles=2/0", 4) // pool: handle 2 first, then 0
 	writes := []struct {
 		salt string
-		rank uint32
+		rank uint64
 		want Handle
 	}{
 		{"RAG:app1", PackKVRank(2, 0, 2, 0), 2},
@@ -103,7 +103,7 @@ func TestCacheSaltRankTP(t *testing.T) {
 			for si, salt := range salts {
 				for lr := range tc.tp {
 					// Global rank = local rank on one node; world = local world = TP.
-					w := Write{CacheSalt: salt, KVRank: PackKVRank(uint8(tc.tp), uint8(lr), uint8(tc.tp), uint8(lr)), Size: 4096}
+					w := Write{CacheSalt: salt, KVRank: PackKVRank(uint32(tc.tp), uint32(lr), uint32(tc.tp), uint32(lr)), Size: 4096}
 					got := p.Place(w)
 					if got != tc.want[si][lr] {
 						t.Errorf("salt %q local rank %d on %d, want %d", salt, lr, got, tc.want[si][lr])
@@ -141,7 +141,7 @@ func TestCacheSaltRankQuota(t *testing.T) {
 	p := mustParse(t, "cache_salt_rank:ranks=2", 8)
 	got := []Handle{}
 	for lr := range 4 {
-		got = append(got, p.Place(Write{CacheSalt: "rag:a", KVRank: PackKVRank(4, uint8(lr), 4, uint8(lr))}))
+		got = append(got, p.Place(Write{CacheSalt: "rag:a", KVRank: PackKVRank(4, uint32(lr), 4, uint32(lr))}))
 	}
 	got = append(got, p.Place(Write{CacheSalt: "chat:a", KVRank: PackKVRank(4, 3, 4, 3)}))
 	if want := []Handle{0, 1, N, N, 2}; fmt.Sprint(got) != fmt.Sprint(want) {
@@ -190,7 +190,7 @@ func TestSaltBucketsConcurrent(t *testing.T) {
 			wg.Go(func() {
 				for i := range 500 {
 					salt := fmt.Sprintf("t%d:x", (i+g)%5)
-					lr := uint8(i % 3)
+					lr := uint32(i % 3)
 					h := p.Place(Write{CacheSalt: salt, KVRank: PackKVRank(3, lr, 3, lr)})
 					k := fmt.Sprint((i+g)%5, "/", lr)
 					if spec == "cache_salt_prefix" {
@@ -250,7 +250,7 @@ func FuzzSaltBuckets(f *testing.F) {
 			if i%2 == 1 {
 				salt, kr = s2+fmt.Sprint(i%3), r2^uint32(i)
 			}
-			h := p.Place(Write{CacheSalt: salt, KVRank: kr})
+			h := p.Place(Write{CacheSalt: salt, KVRank: uint64(kr)})
 			b, ok := SaltBucket(salt)
 			if !ok {
 				if h != N {
@@ -260,7 +260,7 @@ func FuzzSaltBuckets(f *testing.F) {
 			}
 			k := key{b, -1}
 			if perRank {
-				k.lr = LocalRank(kr)
+				k.lr = LocalRank(uint64(kr))
 			}
 			if prev, ok := got[k]; ok && prev != h && prev != N {
 				t.Fatalf("%v moved %d → %d", k, prev, h)

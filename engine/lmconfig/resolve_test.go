@@ -106,7 +106,7 @@ func TestResolvedRankPolicyOnDevice(t *testing.T) {
 	var got []string
 	for _, salt := range []string{"rag:a", "chat:b", "Rag:c", "plain"} {
 		for lr := range 4 {
-			h := p.Policy.Place(placement.Write{CacheSalt: salt, KVRank: placement.PackKVRank(4, uint8(lr), 4, uint8(lr))})
+			h := p.Policy.Place(placement.Write{CacheSalt: salt, KVRank: placement.PackKVRank(4, uint32(lr), 4, uint32(lr))})
 			pid := "-"
 			if h != placement.None {
 				pid = fmt.Sprint(device[h])
