@@ -120,7 +120,7 @@ func perTP(s *source, m map[string]any) ([]Device, error) {
 			return nil, fieldErr(field, "duplicate device path %q (ranks %s and %s); each TP rank needs its own device", p, other, k)
 		}
 		seen[p] = k
-		out = append(out, Device{Rank: r, Path: p})
+		out = append(out, Device{Rank: r, TP: true, Path: p})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
 	for i := 1; i < len(out); i++ {
