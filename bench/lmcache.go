@@ -102,7 +102,7 @@ func (l *LMCache) policy(s *shard) (placement.Policy, placement.Handle, bool, er
 			pids[i] = uint16(i)
 		}
 	}
-	pl, err := f.Resolve(pids, 0)
+	pl, err := f.Resolve(pids, -1) // cache_salt_rank: the node's GPU count
 	if err != nil {
 		return nil, placement.None, false, fmt.Errorf("%s on %s: %w", l.File, s.name, err)
 	}
