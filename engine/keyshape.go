@@ -295,3 +295,14 @@ func fmtRank64(r uint64) string {
 	}
 	return "0x" + s
 }
+
+// Native returns the key in the native-connector spelling of its ObjectKey (false for keys
+// of no object shape and models holding '@'). FromNative of it gives k back only for keys
+// in the canonical object-group shape, the one FromNative writes.
+func (k Key) Native() (string, bool) {
+	p, ok := k.Parts()
+	if !ok || strings.IndexByte(p.Model, '@') >= 0 {
+		return "", false
+	}
+	return nativeString(p), true
+}

@@ -103,6 +103,9 @@ func TestFromNative(t *testing.T) {
 		if err != nil || k.String() != c.raw || k.Identity() != objectIdentity(c.raw) {
 			t.Errorf("FromNative(%q) = %q %v, want %q", c.native, k.String(), err, c.raw)
 		}
+		if n, ok := k.Native(); !ok || n != c.native {
+			t.Errorf("Native(%q) = %q %v, want %q", c.raw, n, ok, c.native)
+		}
 	}
 	for _, bad := range []string{
 		"m@0x00000001@0@00ff",       // raw-block spelling, not native
