@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/rbctl/rbctl/blockdev"
@@ -24,6 +25,9 @@ type Backend struct {
 	// Ranks > 1 spreads the chunks over kv ranks KVRank..KVRank+Ranks-1 by chunk hash (a
 	// tensor-parallel model for a cache routed by kv_rank: each rank's chunks on its device).
 	Ranks int
+	// RankSet, when set, is the ranks to spread the chunks over instead (the TP ranks of an
+	// LMCache config's per_tp_device_paths, which need not be 0..N-1).
+	RankSet []uint64
 	// Legacy builds LMCache's legacy keys (model@world_size@worker_id@hash@half, identity
 	// the chunk hash; they carry no cache_salt) for an engine in the legacy namespace.
 	Legacy bool
@@ -122,15 +126,20 @@ func (b *Backend) keys(ks []workloads.Key) []engine.Key {
 		if int(k.Tenant) < len(b.salts) {
 			salt = b.salts[k.Tenant]
 		}
-		rank := b.KVRank
-		if b.Ranks > 1 {
-			rank += uint32(k.Hash % uint64(b.Ranks))
+		rank := uint64(b.KVRank)
+		world := uint64(max(b.Ranks, 1))
+		switch {
+		case len(b.RankSet) > 0:
+			rank = b.RankSet[k.Hash%uint64(len(b.RankSet))]
+			world = max(world, slices.Max(b.RankSet)+1)
+		case b.Ranks > 1:
+			rank += k.Hash % uint64(b.Ranks)
 		}
 		if b.Legacy {
-			out[i] = engine.LegacyKey(fmt.Sprintf("%s@%d@%d@%x@half", b.Model, max(b.Ranks, 1), rank, k.Hash), k.Hash)
+			out[i] = engine.LegacyKey(fmt.Sprintf("%s@%d@%d@%x@half", b.Model, world, rank, k.Hash), k.Hash)
 			continue
 		}
-		out[i] = engine.ObjectKey(b.Model, rank, h[:], salt)
+		out[i] = engine.ObjectKey(b.Model, uint32(rank), h[:], salt) // ranks of a bench are small
 	}
 	return out
 }

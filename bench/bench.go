@@ -36,6 +36,9 @@ type Options struct {
 	Devices []blockdev.Device
 	Paths   []string
 	ShardBy string // sharded.Route: hash (default) or kv-rank
+	// ShardRanks, with kv-rank routing, is the TP rank each device serves (sharded.Options.Ranks;
+	// an LMCache config's per_tp_device_paths): the workload's chunks carry these ranks.
+	ShardRanks []uint64
 	// LMCache, when set, takes the devices, I/O settings, engine layout and a first
 	// placement run from an LMCache config (lmcache.go); no device may be given besides.
 	LMCache *LMCache

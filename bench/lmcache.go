@@ -55,12 +55,19 @@ func (l *LMCache) apply(o *Options) error {
 	if o.Device != nil || o.Path != "" || len(o.Devices) > 0 || len(o.Paths) > 0 {
 		return ErrDevicesTwice
 	}
+	perTP := false
 	for _, d := range l.Config.Devices {
 		o.Paths = append(o.Paths, d.Path)
+		o.ShardRanks = append(o.ShardRanks, uint64(d.Rank))
+		perTP = perTP || d.TP
+	}
+	if !perTP {
+		o.ShardRanks = nil // device_path: one device, every rank
 	}
 	oo := l.Config.OpenOptions()
 	o.IOEngine, o.QueueDepth = oo.IOEngine, oo.QueueDepth
-	if len(o.Paths) > 1 {
+	if len(o.Paths) > 1 || o.ShardRanks != nil {
+		// per_tp_device_paths: worker r's keys on the device of rank r, as LMCache routes them
 		o.ShardBy = string(sharded.RouteKVRank)
 	}
 	o.Policies = append([]string{l.Name()}, o.Policies...)
@@ -95,7 +102,7 @@ func (l *LMCache) policy(s *shard) (placement.Policy, placement.Handle, bool, er
 			pids[i] = uint16(i)
 		}
 	}
-	pl, err := f.Resolve(pids, 0)
+	pl, err := f.Resolve(pids, -1) // cache_salt_rank: the node's GPU count
 	if err != nil {
 		return nil, placement.None, false, fmt.Errorf("%s on %s: %w", l.File, s.name, err)
 	}

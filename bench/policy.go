@@ -96,7 +96,11 @@ func (p *planned) report() *reports.Report {
 	if len(p.shards) > 1 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("one cache sharded over %d devices by %s; each device has its own engine and shadow model", len(p.shards), p.route))
 		if p.route == sharded.RouteKVRank {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("kv-rank: the workload's chunks carry kv ranks 0..%d by chunk hash (a TP-%d model), rank r on device r", len(p.shards)-1, len(p.shards)))
+			if r := p.o.ShardRanks; r != nil {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("kv-rank: the workload's chunks carry the configured TP ranks %v by chunk hash, each on its rank's device (per_tp_device_paths)", r))
+			} else {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("kv-rank: the workload's chunks carry kv ranks 0..%d by chunk hash (a TP-%d model), rank r on device r", len(p.shards)-1, len(p.shards)))
+			}
 		}
 	}
 	if o.LMCache != nil {
@@ -190,7 +194,7 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 		policies[i], shs[i], devs[i] = policy, sh, sh
 	}
 	rec := newRecorder(n)
-	cache, err := sharded.Format(devs, p.shards[0].ecfg, sharded.Options{Route: p.route, Observe: rec.observe,
+	cache, err := sharded.Format(devs, p.shards[0].ecfg, sharded.Options{Route: p.route, Ranks: p.o.ShardRanks, Observe: rec.observe,
 		Config: func(i int, _ engine.Config) engine.Config {
 			c := p.shards[i].ecfg
 			c.Placer = policies[i]
@@ -220,6 +224,7 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 	be = NewShardedBackend(cache, o.Workload.Model, gen.Salts(), gen.ChunkBytes())
 	if p.route == sharded.RouteKVRank {
 		be.Ranks = n
+		be.RankSet = p.o.ShardRanks
 	}
 	be.Legacy = o.LMCache != nil && o.LMCache.legacy()
 	dc, err := o.Workload.Driver(p.src, p.shards[0].fc.RUBytes, p.shards[0].ecfg.SlotBytes)

@@ -46,7 +46,7 @@ func FormatLMCache(ctx context.Context, r io.Reader, force bool) (*cachereport.F
 				if od.FDP == nil {
 					return fmt.Errorf("rank %d: %w (%v)", d.Rank, ErrNoFDP, od.NoFDP)
 				}
-				p, err := cfg.FDP.Resolve(od.FDP.PIDs(), 0)
+				p, err := cfg.FDP.Resolve(od.FDP.PIDs(), -1) // cache_salt_rank: the node's GPU count
 				if err != nil {
 					return fmt.Errorf("rank %d: %w", d.Rank, err)
 				}

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -152,11 +153,13 @@ func FuzzKeyCodec(f *testing.F) {
 			t.Fatalf("compact key round trip of %q: %q %v", s, got, ok)
 		}
 		k := RawKey(s)
-		if p, ok := k.Parts(); ok && pyQuote(p.Model) == strings.SplitN(s, "@", 2)[0] && strings.ToLower(s) == s && !strings.HasSuffix(s, "@") {
+		if p, ok := k.Parts(); ok && p.Shape != ShapeNative && pyQuote(p.Model) == strings.SplitN(s, "@", 2)[0] && strings.ToLower(s) == s && !strings.HasSuffix(s, "@") {
 			// a key of LMCache's shape (canonical quoting, lower-case hex, no empty salt field:
 			// LMCache appends "@salt" only for a non-empty salt) re-encodes exactly
-			if re := ObjectKey(p.Model, p.KVRank, p.ChunkHash, p.CacheSalt); re.String() != s && fmtRank(p.KVRank) == strings.Split(s, "@")[1] {
-				t.Fatalf("%q re-encodes as %q", s, re.String())
+			f := strings.Split(s, "@")
+			canonical := fmtRank64(p.KVRank) == f[1] && (p.Shape == ShapeRawBlock || strconv.FormatUint(p.Group, 16) == f[2])
+			if re, err := ObjectKeyOf(p); canonical && p.Model != "" && len(p.ChunkHash) > 0 && (err != nil || re.String() != s) {
+				t.Fatalf("%q re-encodes as %q (%v)", s, re.String(), err)
 			}
 		}
 		_, _ = ParseKey(s, NamespaceLegacy)
@@ -168,13 +171,14 @@ func FuzzKeyCodec(f *testing.F) {
 // FuzzModelRank: the allocation-free model/kv-rank split the engine gives placement agrees
 // with Parts on every key Parts accepts, and says nothing for keys it rejects as unquotable.
 func FuzzModelRank(f *testing.F) {
-	for _, s := range []string{"m@0x1f@ab@salt", "my%2Fmodel@0x00000000@00ff", "m@0x@00", "a@b@c@d@e", "%zz@0x1@00", "@0x0@"} {
+	for _, s := range []string{"m@0x1f@ab@salt", "my%2Fmodel@0x00000000@00ff", "m@0x@00", "a@b@c@d@e", "%zz@0x1@00", "@0x0@",
+		"m@0x100030803@0@00ff@s", "m@00000001@a@00ff@s", "m@0x00000000@10@00ff"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, enc string) {
 		k := Key{enc: enc, ns: NamespaceObject}
 		model, rank := k.modelRank()
-		if p, ok := k.Parts(); ok && (p.Model != model || p.KVRank != rank) {
+		if p, ok := k.Parts(); ok && (p.Model != model || p.KVRank != rank) || !ok && (model != "" || rank != 0) {
 			t.Fatalf("%q: modelRank %q/%d, Parts %q/%d", enc, model, rank, p.Model, p.KVRank)
 		}
 	})

@@ -83,61 +83,20 @@ func (k Key) Namespace() Namespace { return k.ns }
 // IsZero reports whether k is the zero Key.
 func (k Key) IsZero() bool { return k.enc == "" && k.id == 0 }
 
-// ObjectParts is an object key split into its fields.
-type ObjectParts struct {
-	Model     string // unquoted
-	KVRank    uint32
-	ChunkHash []byte
-	CacheSalt string
-}
-
-// Parts parses an object key of LMCache's shape (3 or 4 '@' fields, rank in hex). Keys of
-// other shapes (newer object-group keys, "-SEP-" forks) return false: they stay opaque.
-func (k Key) Parts() (ObjectParts, bool) {
-	f := strings.Split(k.enc, "@")
-	if len(f) != 3 && len(f) != 4 {
-		return ObjectParts{}, false
-	}
-	model, err := pyUnquote(f[0])
-	if err != nil {
-		return ObjectParts{}, false
-	}
-	r := f[1]
-	if !strings.HasPrefix(r, "0x") || len(r) < 3 {
-		return ObjectParts{}, false
-	}
-	rank, err := strconv.ParseUint(r[2:], 16, 32)
-	if err != nil {
-		return ObjectParts{}, false
-	}
-	h, err := hex.DecodeString(f[2])
-	if err != nil {
-		return ObjectParts{}, false
-	}
-	p := ObjectParts{Model: model, KVRank: uint32(rank), ChunkHash: h}
-	if len(f) == 4 {
-		p.CacheSalt = f[3]
-	}
-	return p, true
-}
-
 // Model returns the unquoted model name when the key parses.
 func (k Key) Model() (string, bool) { p, ok := k.Parts(); return p.Model, ok }
 
 // KVRank returns the kv rank when the key parses.
-func (k Key) KVRank() (uint32, bool) { p, ok := k.Parts(); return p.KVRank, ok }
+func (k Key) KVRank() (uint64, bool) { p, ok := k.Parts(); return p.KVRank, ok }
 
-// CacheSalt returns the cache salt ("" when none or unparseable).
+// CacheSalt returns the cache salt ("" when none, for legacy keys and keys of no object
+// shape; the four-field rule is splitKey's).
 func (k Key) CacheSalt() string {
 	if k.ns == NamespaceLegacy {
 		return ""
 	}
-	// Fast path: the salt is the 4th field.
-	n := strings.Count(k.enc, "@")
-	if n != 3 {
-		return ""
-	}
-	return k.enc[strings.LastIndexByte(k.enc, '@')+1:]
+	f, _ := splitKey(k.enc)
+	return f.salt
 }
 
 func objectIdentity(s string) uint64 {
@@ -284,8 +243,10 @@ const MaxKeyBytes = 65535
 
 // CheckKey validates an encoded key against its namespace's grammar, for keys that come from
 // a user rather than from a device: valid UTF-8, no control characters, at most MaxKeyBytes,
-// and for the object namespace LMCache's shape (quote(model)@0xRANK@HASH[@salt], or the newer
-// quote(model)@0xRANK@GROUP@HASH@salt with hex fields); for legacy, a chunk hash ParseKey reads.
+// and for the object namespace one of LMCache's shapes (KeyShape: quote(model)@0xRANK@HASH[@salt],
+// quote(model)@0xRANK@GROUP@HASH[@salt], model@RANK@GROUP@HASH[@salt]; RANK and GROUP hex up
+// to int64, HASH even-length hex) with a model, a hash and no empty salt field; for legacy,
+// a chunk hash ParseKey reads.
 func CheckKey(encoded string, ns Namespace) error {
 	switch {
 	case encoded == "":
@@ -302,22 +263,17 @@ func CheckKey(encoded string, ns Namespace) error {
 	}
 	switch ns {
 	case NamespaceObject, "":
-		k := RawKey(encoded)
-		if p, ok := k.Parts(); ok {
-			if p.Model == "" || len(p.ChunkHash) == 0 {
-				return fmt.Errorf("%w: object key %q has an empty model or chunk hash", ErrKeyFormat, encoded)
-			}
-			if f := strings.Split(encoded, "@"); len(f) == 4 && f[3] == "" {
-				return fmt.Errorf("%w: object key %q ends in an empty cache_salt (leave out the last '@')", ErrKeyFormat, encoded)
-			}
-			return nil
+		p, ok := RawKey(encoded).Parts()
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: object key %q is not one of LMCache's shapes: quote(model)@0xRANK@[GROUP@]HASH[@salt] "+
+				"(raw-block codec) or model@RANK@GROUP@HASH[@salt] (native connectors); RANK and GROUP hex up to 2^63-1, HASH even-length hex", ErrKeyFormat, encoded)
+		case p.Model == "" || len(p.ChunkHash) == 0:
+			return fmt.Errorf("%w: object key %q has an empty model or chunk hash", ErrKeyFormat, encoded)
+		case strings.HasSuffix(encoded, "@"):
+			return fmt.Errorf("%w: object key %q ends in an empty cache_salt (leave out the last '@')", ErrKeyFormat, encoded)
 		}
-		f := strings.Split(encoded, "@")
-		if len(f) == 5 && f[0] != "" && isHexField(strings.TrimPrefix(f[1], "0x")) && strings.HasPrefix(f[1], "0x") &&
-			isHexField(f[2]) && isHexField(f[3]) && f[4] != "" {
-			return nil
-		}
-		return fmt.Errorf("%w: object key %q is not model@0xRANK@HASH[@salt] (model percent-quoted, RANK and HASH hex)", ErrKeyFormat, encoded)
+		return nil
 	case NamespaceLegacy:
 		_, err := ParseKey(encoded, ns)
 		return err

@@ -36,7 +36,7 @@ func TestObjectKeyMatchesLMCacheGolden(t *testing.T) {
 			t.Errorf("ObjectKey(%q) = %q %#x, want %q %#x", g.model, k.String(), k.Identity(), g.enc, g.id)
 		}
 		p, ok := k.Parts()
-		if !ok || p.Model != g.model || p.KVRank != g.rank || p.CacheSalt != g.salt || string(p.ChunkHash) != string(g.hash) {
+		if !ok || p.Model != g.model || p.KVRank != uint64(g.rank) || p.CacheSalt != g.salt || string(p.ChunkHash) != string(g.hash) {
 			t.Errorf("Parts(%q) = %+v %v", g.enc, p, ok)
 		}
 		if k.CacheSalt() != g.salt {
@@ -53,7 +53,7 @@ func TestParseKeyToleratesUnknownShapes(t *testing.T) {
 		name, enc string
 		parses    bool
 	}{
-		{"object-group variant", "m@0x00000000@1f@abcd@salt", false},
+		{"object-group variant", "m@0x00000000@1f@abcd@salt", true},
 		{"-SEP- fork", "org-SEP-model@0x00000000@abcd", true},
 		{"opaque", "anything at all", false},
 		{"salt with @ stays opaque", "m@0x00000000@ab@s@t", false},

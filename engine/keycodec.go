@@ -9,8 +9,11 @@ import (
 //
 // kind 0 (raw):    0x00, uvarint len, bytes
 // kind 1 (object): 0x01, uvarint prefixID, u8 hashLen, hash bytes, uvarint saltID+1 (0 = none)
-// where prefix = everything up to and including the second '@' ("quote(model)@0x........@"),
-// hash = the lower-case hex field decoded, salt = the remainder after the next '@' (no '@').
+// where prefix = everything before the chunk-hash field (for LMCache's shapes, KeyShape:
+// "quote(model)@0x........@", "quote(model)@0x........@GROUP@", "model@RANK@GROUP@"; for other
+// keys everything up to and including the second '@'), hash = the lower-case hex field
+// decoded, salt = the remainder after the next '@' (no '@'). Decoding concatenates, so a
+// record reads back the same whichever prefix the writer chose.
 
 type interner struct {
 	ids  map[string]uint32
@@ -29,8 +32,20 @@ func (in *interner) id(s string) uint32 {
 	return v
 }
 
-// splitObject splits enc into prefix, hash hex and salt when the compact form reproduces it.
+// splitObject splits enc into prefix, hash hex and salt when the compact form reproduces it:
+// for a key of one of LMCache's shapes (splitKey) the prefix runs up to its hash field
+// (model@0xRANK@ or model@RANK@GROUP@), otherwise up to the second '@'.
 func splitObject(enc string) (prefix, hexs, salt string, hasSalt, ok bool) {
+	if f, isKey := splitKey(enc); isKey {
+		n := len(f.hash)
+		if f.hasSalt {
+			n += 1 + len(f.salt)
+		}
+		if f.hash != "" && len(f.hash) <= 2*255 && lowerHex(f.hash) && (!f.hasSalt || f.salt != "") {
+			return enc[:len(enc)-n], f.hash, f.salt, f.hasSalt, true
+		}
+		return "", "", "", false, false
+	}
 	p1 := strings.IndexByte(enc, '@')
 	if p1 < 0 {
 		return

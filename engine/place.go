@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/rbctl/rbctl/placement"
@@ -30,35 +29,23 @@ func writeFor(k Key, size int) placement.Write {
 }
 
 // modelRank returns an object key's model and kv rank without allocating (the model is
-// unquoted only when it holds an escape); "", 0 for keys of other shapes.
-func (k Key) modelRank() (string, uint32) {
+// unquoted only when it holds an escape); "", 0 for keys of no object shape.
+func (k Key) modelRank() (string, uint64) {
 	if k.ns != NamespaceObject {
 		return "", 0
 	}
-	s := k.enc
-	i := strings.IndexByte(s, '@')
-	if i < 0 {
+	f, ok := splitKey(k.enc)
+	if !ok {
 		return "", 0
 	}
-	rest := s[i+1:]
-	j := strings.IndexByte(rest, '@')
-	if j < 0 || !strings.HasPrefix(rest[:j], "0x") || j < 3 {
-		return "", 0
-	}
-	if n := strings.Count(rest[j+1:], "@"); n > 1 {
-		return "", 0
-	}
-	rank, err := strconv.ParseUint(rest[2:j], 16, 32)
-	if err != nil {
-		return "", 0
-	}
-	model := s[:i]
-	if strings.IndexByte(model, '%') >= 0 {
+	model := f.model
+	if f.shape != ShapeNative && strings.IndexByte(model, '%') >= 0 {
+		var err error
 		if model, err = pyUnquote(model); err != nil {
 			return "", 0
 		}
 	}
-	return model, uint32(rank)
+	return model, f.rankVal
 }
 
 // checkHandle refuses a handle the device or the slot record cannot hold: below None,

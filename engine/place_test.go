@@ -151,7 +151,7 @@ func TestHandleFlowsPolicyToDevice(t *testing.T) {
 					t.Fatalf("key %d: EntryMeta.Handle %d (found %v), policy answered %d", i, m.Handle, ok, ans.data[i])
 				}
 				w := ans.writes[i]
-				if w.Model != "m/x" || w.KVRank != uint32(i%3) || w.CacheSalt != fmt.Sprint("salt", i%4) || w.Identity != k.Identity() ||
+				if w.Model != "m/x" || w.KVRank != uint64(i%3) || w.CacheSalt != fmt.Sprint("salt", i%4) || w.Identity != k.Identity() ||
 					w.Namespace != string(engine.NamespaceObject) || w.Key != k.String() || w.ChunkIndex != -1 || w.Size != 1 || w.Metadata {
 					t.Fatalf("key %d described as %+v", i, w)
 				}

@@ -43,7 +43,7 @@ func BenchmarkPlace(b *testing.B) {
 			c0 := cpuTime()
 			for i := range b.N {
 				w.CacheSalt = ss[i&63]
-				w.KVRank = PackKVRank(2, uint8(i&1), 2, uint8(i&1)) // TP 2
+				w.KVRank = PackKVRank(2, uint32(i&1), 2, uint32(i&1)) // TP 2
 				w.Identity = uint64(i) * 0x9e3779b97f4a7c15
 				w.Metadata = i&1023 == 0
 				sink += p.Place(w)

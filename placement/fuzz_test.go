@@ -15,7 +15,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for i := range 20 {
-			w := Write{CacheSalt: spec[:i%(len(spec)+1)], KVRank: PackKVRank(8, uint8(i), uint8(i%9), uint8(i%11)), Identity: uint64(i), Metadata: i%3 == 0, Size: i}
+			w := Write{CacheSalt: spec[:i%(len(spec)+1)], KVRank: PackKVRank(8, uint32(i), uint32(i%9), uint32(i%11)), Identity: uint64(i), Metadata: i%3 == 0, Size: i}
 			Observe(p, w.Identity, Lookup)
 			if h := p.Place(w); h != None && (h < 0 || int(h) >= handles) {
 				t.Fatalf("%q with %d handles placed on %d", spec, handles, h)

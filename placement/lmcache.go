@@ -6,36 +6,37 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/cases"
 )
 
 // LMCache's two FDP data-placement policies (its MP raw_block adapter,
 // fdp_data_placement_policy = cache_salt_prefix | cache_salt_rank), with its semantics:
 //
-//   - A salt's bucket is the text before its first ':' compared without case ("RAG:app1",
-//     "rag:app2" and "rag:" share bucket "rag"). A salt without ':' or with an empty prefix
-//     (":x", "") has no bucket and its writes carry no directive (None).
+//   - A salt's bucket is the text before its first ':' under Python's str.casefold, full
+//     Unicode case folding ("RAG:app1", "rag:app2" and "rag:" share bucket "rag";
+//     "Straße:" and "STRASSE:" share "strasse"). A salt without ':' or with an empty
+//     prefix (":x", "") has no bucket and its writes carry no directive (None).
 //   - cache_salt_prefix: each bucket gets the next unused handle of the pool in first-seen
 //     order and keeps it; once the pool is used up, new buckets store with no directive.
 //   - cache_salt_rank: the same buckets, split further by the key's local rank (kv_rank &
 //     0xFF; LMCache packs kv_rank as ws<<24 | gr<<16 | lws<<8 | lr). Each new (bucket,
 //     local rank) pair takes the next unused handle of the one shared pool, in first-seen
-//     order, and a bucket holds at most LocalRanks handles (LMCache: the node's visible GPU
-//     count). A further rank of a full bucket, and any new pair once the pool is used up,
-//     stores with no directive.
+//     order, and a bucket holds at most as many handles as the node has GPUs (LMCache's
+//     adapter counts torch's visible devices; NodeGPUs here, or gpus=N). With 0 GPUs no
+//     write is placed. A further rank of a full bucket, and any new pair once the pool is
+//     used up, stores with no directive.
 //
 // The pool is the list of handles the policy may give out, in order: LMCache's
 // fdp_placement_ids after the device mapped them to handle indices (engine/lmconfig does
 // that from the device's RUH status), or handles 0..n-1 when Parse builds it from a bare
 // spec. Assignments live in memory; a new process assigns afresh (as LMCache does).
 
-// SaltBucket returns the FDP bucket of a cache salt: the text before the first ':' with
-// its case folded, and false when the salt has no ':' or an empty prefix. Each rune is
-// folded on its own, to the lower case of its upper case ("K", "k" and the Kelvin sign all
-// give "k"; "ς" gives "σ"), as Python's str.casefold, which LMCache uses, does for every
-// rune it folds to one rune; casefold also folds a few runes to several (ß → ss), which
-// this does not.
+// SaltBucket returns the FDP bucket of a cache salt: the text before the first ':' folded
+// as Python's str.casefold folds it (full Unicode case folding: "ß" and "ẞ" give "ss",
+// the Kelvin sign "k", final sigma "σ"), and false when the salt has no ':' or an empty
+// prefix.
 func SaltBucket(salt string) (string, bool) {
 	i := strings.IndexByte(salt, ':')
 	if i <= 0 {
@@ -44,36 +45,55 @@ func SaltBucket(salt string) (string, bool) {
 	return foldCase(salt[:i]), true
 }
 
-// foldCase folds s without allocating when it is already folded ASCII.
+// folder is Unicode full case folding (stateless: safe for concurrent use).
+var folder = cases.Fold()
+
+// foldCase is str.casefold: x/text's full case folding, except that Cherokee capitals
+// (U+13A0..U+13F5) stay as they are — CaseFolding.txt folds Cherokee to the capitals, which
+// casefold follows and x/text does not (checked over every code point against Python 3.11:
+// these 86 are the only difference). ASCII already folded returns s without allocating.
 func foldCase(s string) string {
 	folded := true
+	cherokee := false
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= utf8.RuneSelf || ('A' <= c && c <= 'Z') {
+		c := s[i]
+		if c >= utf8.RuneSelf {
 			folded = false
+			cherokee = cherokee || strings.ContainsFunc(s[i:], func(r rune) bool { return r >= 0x13A0 && r <= 0x13F5 })
 			break
+		}
+		if 'A' <= c && c <= 'Z' {
+			folded = false
 		}
 	}
 	if folded {
 		return s
 	}
+	if !cherokee {
+		return folder.String(s)
+	}
 	var b strings.Builder
-	b.Grow(len(s))
 	for _, r := range s {
-		b.WriteRune(unicode.ToLower(unicode.ToUpper(r)))
+		if r >= 0x13A0 && r <= 0x13F5 {
+			b.WriteRune(r)
+		} else {
+			b.WriteString(folder.String(string(r)))
+		}
 	}
 	return b.String()
 }
 
 // LocalRank is the local rank packed in the low byte of an LMCache kv_rank.
-func LocalRank(kvRank uint32) int { return int(kvRank & 0xFF) }
+func LocalRank(kvRank uint64) int { return int(kvRank & 0xFF) }
 
 // LocalWorldSize is the local world size packed in bits 8..15 of an LMCache kv_rank.
-func LocalWorldSize(kvRank uint32) int { return int(kvRank >> 8 & 0xFF) }
+func LocalWorldSize(kvRank uint64) int { return int(kvRank >> 8 & 0xFF) }
 
 // PackKVRank packs world size, global rank, local world size and local rank the way LMCache
-// does: ws<<24 | gr<<16 | lws<<8 | lr.
-func PackKVRank(worldSize, globalRank, localWorldSize, localRank uint8) uint32 {
-	return uint32(worldSize)<<24 | uint32(globalRank)<<16 | uint32(localWorldSize)<<8 | uint32(localRank)
+// does: ws<<24 | gr<<16 | lws<<8 | lr, without masking (a world of 256 or more carries into
+// bit 32 and up, as in LMCache).
+func PackKVRank(worldSize, globalRank, localWorldSize, localRank uint32) uint64 {
+	return uint64(worldSize)<<24 | uint64(globalRank)<<16 | uint64(localWorldSize)<<8 | uint64(localRank)
 }
 
 // MaxLocalRanks bounds cache_salt_rank's ranks=N (a local rank is one byte).
@@ -82,7 +102,7 @@ const MaxLocalRanks = 256
 // saltBuckets is the state both LMCache policies share: the pool and what was given out.
 type saltBuckets struct {
 	pool      []Handle
-	ranks     int  // cache_salt_rank: handles per bucket (0: the key's local world size)
+	ranks     int  // cache_salt_rank: handles per bucket, the node's GPU count (0: none placed)
 	perRank   bool // cache_salt_rank rather than cache_salt_prefix
 	canonical bool // pool is 0..len-1 (Name omits it)
 
@@ -101,11 +121,11 @@ type bucketRank struct {
 // in that order). An empty pool places everything with no directive.
 func NewCacheSaltPrefix(pool []Handle) Policy { return newSaltBuckets(pool, false, 0) }
 
-// NewCacheSaltLocalRank returns LMCache's cache_salt_rank over the pool with at most
-// localRanks handles per bucket; localRanks 0 takes the bound from each key's kv_rank (its
-// local world size, 1 when the key packs none).
-func NewCacheSaltLocalRank(pool []Handle, localRanks int) Policy {
-	return newSaltBuckets(pool, true, min(max(localRanks, 0), MaxLocalRanks))
+// NewCacheSaltLocalRank returns LMCache's cache_salt_rank over the pool with at most gpus
+// handles per bucket: LMCache's quota is the node's visible GPU count (NodeGPUs), and with
+// 0 GPUs it places nothing.
+func NewCacheSaltLocalRank(pool []Handle, gpus int) Policy {
+	return newSaltBuckets(pool, true, min(max(gpus, 0), MaxLocalRanks))
 }
 
 func newSaltBuckets(pool []Handle, perRank bool, ranks int) *saltBuckets {
@@ -123,10 +143,7 @@ func newSaltBuckets(pool []Handle, perRank bool, ranks int) *saltBuckets {
 func (p *saltBuckets) Name() string {
 	var b strings.Builder
 	if p.perRank {
-		b.WriteString("cache_salt_rank")
-		if p.ranks > 0 {
-			b.WriteString(":ranks=" + strconv.Itoa(p.ranks))
-		}
+		b.WriteString("cache_salt_rank:gpus=" + strconv.Itoa(p.ranks))
 	} else {
 		b.WriteString("cache_salt_prefix")
 	}
@@ -154,11 +171,11 @@ func (p *saltBuckets) Place(w Write) Handle {
 	if h, ok := (*p.snap.Load())[k]; ok {
 		return h
 	}
-	return p.assign(k, w.KVRank)
+	return p.assign(k)
 }
 
 // assign gives k the next pool handle if the pool and k's bucket have room.
-func (p *saltBuckets) assign(k bucketRank, kvRank uint32) Handle {
+func (p *saltBuckets) assign(k bucketRank) Handle {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	snap := *p.snap.Load()
@@ -170,11 +187,7 @@ func (p *saltBuckets) assign(k bucketRank, kvRank uint32) Handle {
 		return None
 	}
 	if p.perRank {
-		quota := p.ranks
-		if quota == 0 {
-			quota = max(LocalWorldSize(kvRank), 1)
-		}
-		if p.perBucket[k.bucket] >= quota {
+		if p.perBucket[k.bucket] >= p.ranks {
 			p.fallbacks.Add(1)
 			return None
 		}
@@ -208,7 +221,8 @@ func (p *saltBuckets) HandleLabels() map[int]string {
 }
 
 // parseSaltBuckets reads the options of cache_salt_prefix / cache_salt_rank
-// (":ranks=N", ":handles=H/H/...", in any order) for a policy with n data handles.
+// (":gpus=N" or its older name ":ranks=N", ":handles=H/H/...", in any order) for a policy
+// with n data handles. cache_salt_rank without gpus= takes the node's count (NodeGPUs).
 func parseSaltBuckets(raw string, perRank bool, n int) (Policy, error) {
 	name := "cache_salt_prefix"
 	if perRank {
@@ -219,7 +233,7 @@ func parseSaltBuckets(raw string, perRank bool, n int) (Policy, error) {
 	ranks, seenRanks, seenHandles := 0, false, false
 	for rest != "" {
 		if rest[0] != ':' {
-			return nil, fmt.Errorf("%w: %q: want %s[:ranks=N][:handles=H/H/...]", ErrSpec, raw, name)
+			return nil, fmt.Errorf("%w: %q: want %s[:gpus=N][:handles=H/H/...]", ErrSpec, raw, name)
 		}
 		opt := rest[1:]
 		if i := strings.IndexByte(opt, ':'); i >= 0 {
@@ -229,17 +243,17 @@ func parseSaltBuckets(raw string, perRank bool, n int) (Policy, error) {
 		}
 		key, val, _ := strings.Cut(opt, "=")
 		switch strings.ToLower(key) {
-		case "ranks":
+		case "gpus", "ranks":
 			if !perRank {
-				return nil, fmt.Errorf("%w: %q: ranks= belongs to cache_salt_rank", ErrSpec, raw)
+				return nil, fmt.Errorf("%w: %q: gpus= belongs to cache_salt_rank", ErrSpec, raw)
 			}
 			if seenRanks {
-				return nil, fmt.Errorf("%w: %q: ranks= given twice", ErrSpec, raw)
+				return nil, fmt.Errorf("%w: %q: gpus= (ranks=) given twice", ErrSpec, raw)
 			}
 			seenRanks = true
 			r, err := strconv.Atoi(val)
-			if err != nil || r < 1 || r > MaxLocalRanks {
-				return nil, fmt.Errorf("%w: %q: ranks must be 1..%d local ranks per bucket", ErrSpec, raw, MaxLocalRanks)
+			if err != nil || r < 0 || r > MaxLocalRanks {
+				return nil, fmt.Errorf("%w: %q: gpus must be the node's GPU count, 0..%d (the handles a bucket may hold)", ErrSpec, raw, MaxLocalRanks)
 			}
 			ranks = r
 		case "handles":
@@ -252,7 +266,7 @@ func parseSaltBuckets(raw string, perRank bool, n int) (Policy, error) {
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("%w: %q: unknown option %q; want ranks=N or handles=H/H/...", ErrSpec, raw, key)
+			return nil, fmt.Errorf("%w: %q: unknown option %q; want gpus=N or handles=H/H/...", ErrSpec, raw, key)
 		}
 	}
 	if !seenHandles {
@@ -262,6 +276,12 @@ func parseSaltBuckets(raw string, perRank bool, n int) (Policy, error) {
 		}
 	}
 	if perRank {
+		if !seenRanks {
+			var err error
+			if ranks, err = NodeGPUs(); err != nil {
+				return nil, err
+			}
+		}
 		return NewCacheSaltLocalRank(pool, ranks), nil
 	}
 	return NewCacheSaltPrefix(pool), nil

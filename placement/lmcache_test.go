@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -47,7 +48,7 @@ func TestCacheSaltPrefixAssignments(t *testing.T) {
 	p := mustParse(t, "cache_salt_prefix:handles=2/0", 4) // pool: handle 2 first, then 0
 	writes := []struct {
 		salt string
-		rank uint32
+		rank uint64
 		want Handle
 	}{
 		{"RAG:app1", PackKVRank(2, 0, 2, 0), 2},
@@ -82,7 +83,7 @@ func TestCacheSaltPrefixAssignments(t *testing.T) {
 // TestCacheSaltRankTP: LMCache's cache_salt_rank for TP 1/2/4/8 keys. Salts are visited in
 // order, each with every local rank 0..TP-1; the pool is 12 handles (1..12, as
 // fdp_placement_ids [1..12] on a device whose handle i has PID i) and the per-bucket bound is
-// the keys' local world size.
+// the node's GPU count, here the TP size (one GPU per rank).
 func TestCacheSaltRankTP(t *testing.T) {
 	salts := []string{"rag:a", "chat:x", "RAG:b", "nosalt", "batch:z"}
 	cases := []struct {
@@ -97,13 +98,14 @@ func TestCacheSaltRankTP(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("TP%d", tc.tp), func(t *testing.T) {
+			t.Setenv(GPUsEnv, fmt.Sprint(tc.tp))
 			p := mustParse(t, "cache_salt_rank:handles=1/2/3/4/5/6/7/8/9/10/11/12", 13)
 			perBucket := map[string]map[Handle]bool{}
 			owner := map[Handle]string{}
 			for si, salt := range salts {
 				for lr := range tc.tp {
 					// Global rank = local rank on one node; world = local world = TP.
-					w := Write{CacheSalt: salt, KVRank: PackKVRank(uint8(tc.tp), uint8(lr), uint8(tc.tp), uint8(lr)), Size: 4096}
+					w := Write{CacheSalt: salt, KVRank: PackKVRank(uint32(tc.tp), uint32(lr), uint32(tc.tp), uint32(lr)), Size: 4096}
 					got := p.Place(w)
 					if got != tc.want[si][lr] {
 						t.Errorf("salt %q local rank %d on %d, want %d", salt, lr, got, tc.want[si][lr])
@@ -141,31 +143,67 @@ func TestCacheSaltRankQuota(t *testing.T) {
 	p := mustParse(t, "cache_salt_rank:ranks=2", 8)
 	got := []Handle{}
 	for lr := range 4 {
-		got = append(got, p.Place(Write{CacheSalt: "rag:a", KVRank: PackKVRank(4, uint8(lr), 4, uint8(lr))}))
+		got = append(got, p.Place(Write{CacheSalt: "rag:a", KVRank: PackKVRank(4, uint32(lr), 4, uint32(lr))}))
 	}
 	got = append(got, p.Place(Write{CacheSalt: "chat:a", KVRank: PackKVRank(4, 3, 4, 3)}))
 	if want := []Handle{0, 1, N, N, 2}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("ranks=2 placements %v, want %v", got, want)
 	}
 
+	// The quota is the node's GPU count, not what the keys pack: with 1 GPU a bucket holds
+	// one handle whatever local world size its keys carry; with 0 GPUs nothing is placed
+	// (LMCache's adapter with no visible CUDA device).
+	t.Setenv(GPUsEnv, "1")
 	q := mustParse(t, "cache_salt_rank", 8)
 	got = []Handle{
-		q.Place(Write{CacheSalt: "rag:a", KVRank: 0}), // kv_rank 0: local rank 0, no local world size → 1
-		q.Place(Write{CacheSalt: "rag:a", KVRank: 1}), // local rank 1, bucket full
-		q.Place(Write{CacheSalt: "rag:b", KVRank: 0}), // same bucket, rank 0 already has a handle
-		q.Place(Write{CacheSalt: "x:y", KVRank: 3}),   // a new bucket: local rank 3 takes the next handle
+		q.Place(Write{CacheSalt: "rag:a", KVRank: PackKVRank(8, 0, 8, 0)}),
+		q.Place(Write{CacheSalt: "rag:a", KVRank: PackKVRank(8, 1, 8, 1)}), // bucket full at 1 GPU
+		q.Place(Write{CacheSalt: "rag:b", KVRank: PackKVRank(8, 0, 8, 0)}), // same bucket, rank 0 has a handle
+		q.Place(Write{CacheSalt: "x:y", KVRank: 3}),                        // a new bucket: local rank 3 takes the next handle
+		// kv_rank of a 256-GPU world, past 32 bits: local rank 3 of bucket "big"
+		q.Place(Write{CacheSalt: "big:y", KVRank: PackKVRank(256, 3, 8, 3)}),
 	}
-	if want := []Handle{0, N, 0, 1}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("unpacked kv ranks %v, want %v", got, want)
+	if want := []Handle{0, N, 0, 1, 2}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("1 GPU: %v, want %v", got, want)
 	}
-	want := map[int]string{0: "bucket rag rank 0", 1: "bucket x rank 3"}
+	want := map[int]string{0: "bucket rag rank 0", 1: "bucket x rank 3", 2: "bucket big rank 3"}
 	if l := Labels(q); fmt.Sprint(l) != fmt.Sprint(want) {
 		t.Errorf("labels %v, want %v", l, want)
+	}
+	t.Setenv(GPUsEnv, "0")
+	z := mustParse(t, "cache_salt_rank", 8)
+	if h := z.Place(Write{CacheSalt: "rag:a", KVRank: PackKVRank(2, 0, 2, 0)}); h != N || z.Name() != "cache_salt_rank:gpus=0" {
+		t.Errorf("0 GPUs: handle %d (%s), want no directive", h, z.Name())
+	}
+	t.Setenv(GPUsEnv, "two")
+	if _, err := Parse("cache_salt_rank", 8); err == nil || !strings.Contains(err.Error(), GPUsEnv) {
+		t.Errorf("RBCTL_GPUS=two: %v", err)
+	}
+}
+
+// Buckets fold as Python's str.casefold: full Unicode folding, Cherokee as CaseFolding.txt.
+// Expected values from Python 3.11's casefold.
+func TestSaltBucketCasefold(t *testing.T) {
+	for _, c := range []struct{ salt, bucket string }{
+		{"Straße:x", "strasse"}, {"STRASSE:y", "strasse"}, {"ẞ:z", "ss"},
+		{"RAG:app1", "rag"}, {"rag:", "rag"}, {"\u212a:1", "k"}, {"ΣΑΣ:1", "σασ"}, {"ς:1", "σ"},
+		{"ﬁle:1", "file"}, {"İ:1", "i\u0307"}, {"ǅ:1", "ǆ"},
+		{"\u13a0:1", "\u13a0"}, {"\uab70:1", "\u13a0"}, {"\u13f8x:1", "\u13f0x"},
+	} {
+		b, ok := SaltBucket(c.salt)
+		if !ok || b != c.bucket {
+			t.Errorf("SaltBucket(%q) = %q %v, want %q", c.salt, b, ok, c.bucket)
+		}
+	}
+	p := mustParse(t, "cache_salt_prefix", 4)
+	if a, b := p.Place(Write{CacheSalt: "Straße:u1"}), p.Place(Write{CacheSalt: "STRASSE:u2"}); a != 0 || b != 0 {
+		t.Errorf("Straße: and STRASSE: on %d and %d, want one bucket on 0", a, b)
 	}
 }
 
 // TestCacheSaltRankWithMetadataClass: the metadata handle is outside the pool.
 func TestCacheSaltRankWithMetadataClass(t *testing.T) {
+	t.Setenv(GPUsEnv, "2")
 	p := mustParse(t, "metadata-class+cache_salt_rank", 3)
 	got := []Handle{
 		p.Place(Write{CacheSalt: "a:1", KVRank: PackKVRank(2, 0, 2, 0)}),
@@ -181,6 +219,7 @@ func TestCacheSaltRankWithMetadataClass(t *testing.T) {
 // TestSaltBucketsConcurrent: racing writers agree on one handle per (bucket, rank), no
 // handle is given twice, and the pool bound holds.
 func TestSaltBucketsConcurrent(t *testing.T) {
+	t.Setenv(GPUsEnv, "3")
 	for _, spec := range []string{"cache_salt_prefix", "cache_salt_rank"} {
 		p := mustParse(t, spec, 6)
 		var mu sync.Mutex
@@ -190,7 +229,7 @@ func TestSaltBucketsConcurrent(t *testing.T) {
 			wg.Go(func() {
 				for i := range 500 {
 					salt := fmt.Sprintf("t%d:x", (i+g)%5)
-					lr := uint8(i % 3)
+					lr := uint32(i % 3)
 					h := p.Place(Write{CacheSalt: salt, KVRank: PackKVRank(3, lr, 3, lr)})
 					k := fmt.Sprint((i+g)%5, "/", lr)
 					if spec == "cache_salt_prefix" {
@@ -250,7 +289,7 @@ func FuzzSaltBuckets(f *testing.F) {
 			if i%2 == 1 {
 				salt, kr = s2+fmt.Sprint(i%3), r2^uint32(i)
 			}
-			h := p.Place(Write{CacheSalt: salt, KVRank: kr})
+			h := p.Place(Write{CacheSalt: salt, KVRank: uint64(kr)})
 			b, ok := SaltBucket(salt)
 			if !ok {
 				if h != N {
@@ -260,7 +299,7 @@ func FuzzSaltBuckets(f *testing.F) {
 			}
 			k := key{b, -1}
 			if perRank {
-				k.lr = LocalRank(kr)
+				k.lr = LocalRank(uint64(kr))
 			}
 			if prev, ok := got[k]; ok && prev != h && prev != N {
 				t.Fatalf("%v moved %d → %d", k, prev, h)

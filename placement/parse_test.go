@@ -7,6 +7,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
+	t.Setenv(GPUsEnv, "3")
 	cases := []struct {
 		spec    string
 		handles int
@@ -34,20 +35,21 @@ func TestParse(t *testing.T) {
 		{"CACHE_SALT_PREFIX", 4, "cache_salt_prefix", ""},
 		{"cache_salt_prefix:handles=0/1/2/3", 4, "cache_salt_prefix", ""},
 		{"cache_salt_prefix:handles=3/1", 4, "cache_salt_prefix:handles=3/1", ""},
-		{"cache_salt_rank", 8, "cache_salt_rank", ""},
-		{"cache_salt_rank:ranks=4", 8, "cache_salt_rank:ranks=4", ""},
-		{"cache_salt_rank:handles=7/6:ranks=2", 8, "cache_salt_rank:ranks=2:handles=7/6", ""},
-		{"metadata-class+cache_salt_rank:ranks=8", 9, "metadata-class+cache_salt_rank:ranks=8", ""},
+		{"cache_salt_rank", 8, "cache_salt_rank:gpus=3", ""}, // RBCTL_GPUS=3 (TestParse sets it)
+		{"cache_salt_rank:ranks=4", 8, "cache_salt_rank:gpus=4", ""},
+		{"cache_salt_rank:gpus=0", 8, "cache_salt_rank:gpus=0", ""},
+		{"cache_salt_rank:handles=7/6:ranks=2", 8, "cache_salt_rank:gpus=2:handles=7/6", ""},
+		{"metadata-class+cache_salt_rank:gpus=8", 9, "metadata-class+cache_salt_rank:gpus=8", ""},
 		{"metadata-class+cache_salt_prefix:handles=3", 4, "", "handle 3, but the policy has 3 data handles"},
 		{"cache_salt_prefix:handles=4", 4, "", "handle 4, but the policy has 4 data handles"},
 		{"cache_salt_prefix:handles=1/1", 4, "", "handle 1 listed twice"},
 		{"cache_salt_prefix:handles=x", 4, "", `handle "x" is not an integer`},
-		{"cache_salt_prefix:ranks=2", 4, "", "ranks= belongs to cache_salt_rank"},
-		{"cache_salt_rank:ranks=0", 4, "", "ranks must be 1..256"},
-		{"cache_salt_rank:ranks=257", 4, "", "ranks must be 1..256"},
-		{"cache_salt_rank:ranks=2:ranks=2", 4, "", "ranks= given twice"},
+		{"cache_salt_prefix:ranks=2", 4, "", "gpus= belongs to cache_salt_rank"},
+		{"cache_salt_rank:gpus=-1", 4, "", "gpus must be the node's GPU count, 0..256"},
+		{"cache_salt_rank:ranks=257", 4, "", "gpus must be the node's GPU count, 0..256"},
+		{"cache_salt_rank:ranks=2:gpus=2", 4, "", "given twice"},
 		{"cache_salt_rank:lanes=2", 4, "", `unknown option "lanes"`},
-		{"cache_salt_rankx", 4, "", "want cache_salt_rank[:ranks=N]"},
+		{"cache_salt_rankx", 4, "", "want cache_salt_rank[:gpus=N]"},
 		{"cache_salt_prefix", 0, "", "device has none"},
 		{"hotness", 2, "hotness", ""},
 		{"metadata-class", 2, "metadata-class", ""},

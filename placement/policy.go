@@ -12,7 +12,7 @@ const None Handle = -1
 type Write struct {
 	Namespace  string // key namespace (e.g. LMCache's fmt / "vllm")
 	Model      string // model name
-	KVRank     uint32 // tensor-parallel / kv rank
+	KVRank     uint64 // LMCache kv_rank: ws<<24 | gr<<16 | lws<<8 | lr, unmasked (up to 2^63-1)
 	CacheSalt  string // tenant or request-class salt ("" when none)
 	Key        string // the full key, if the caller has it as text (optional)
 	Identity   uint64 // 64-bit key identity (hash of the key); hotness is keyed by it

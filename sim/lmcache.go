@@ -49,7 +49,7 @@ func (l *LMCache) policy(handles int) (placement.Policy, bool, error) {
 	for i := range pids {
 		pids[i] = uint16(i)
 	}
-	p, err := l.FDP.Resolve(pids, 0)
+	p, err := l.FDP.Resolve(pids, -1) // cache_salt_rank: the node's GPU count
 	if err != nil {
 		return nil, false, fmt.Errorf("LMCache config on a model with placement identifiers 0..%d: %w", handles-1, err)
 	}

@@ -37,6 +37,9 @@ func build(s *source) (Config, []Warning, error) {
 	if err != nil {
 		return c, nil, err
 	}
+	if err := variantLayout(s); err != nil {
+		return c, nil, err
+	}
 	if l.capacity < 0 {
 		warns = append(warns, Warning{Field: s.field("capacity_bytes"), Message: "negative: read as 0, the whole device, as LMCache does"})
 		l.capacity = 0
@@ -120,7 +123,7 @@ func perTP(s *source, m map[string]any) ([]Device, error) {
 			return nil, fieldErr(field, "duplicate device path %q (ranks %s and %s); each TP rank needs its own device", p, other, k)
 		}
 		seen[p] = k
-		out = append(out, Device{Rank: r, Path: p})
+		out = append(out, Device{Rank: r, TP: true, Path: p})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
 	for i := 1; i < len(out); i++ {
@@ -409,4 +412,40 @@ func isASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// variantLayout reads the keys of LMCache variants whose layout or checkpoint format rbctl
+// does not implement (docs/compat.md, "Keys of other LMCache versions"). Each is honoured
+// when its value leaves the layout as rbctl lays it out, and refused with the reason
+// otherwise: never only warned about, since a cache rbctl lays out differently from the
+// program that wrote it loses data on the first write.
+func variantLayout(s *source) error {
+	off, err := s.integer("base_offset_bytes", 0)
+	if err != nil {
+		return err
+	}
+	if off != 0 {
+		return fieldErr(s.field("base_offset_bytes"), "%d: the cache of this LMCache variant starts at that offset (metadata and slots in a window of the device); "+
+			"rbctl lays a cache out from byte 0, so it would read no checkpoint and write over the bytes before the window. Only 0 is supported "+
+			"(give rbctl a partition or device that starts at the window)", off)
+	}
+	useFDP, err := s.boolean("use_fdp", false)
+	if err != nil {
+		return err
+	}
+	if useFDP {
+		return fieldErr(s.field("use_fdp"), "this LMCache variant's FDP (fdp_ruh_ids, fdp_metadata_ruh_ids, fdp_metadata_mode per_ruh) reserves meta_total_bytes once per metadata "+
+			"reclaim unit handle, so its slots start at another offset than rbctl's; rbctl implements LMCache's own FDP keys (fdp_enabled, fdp_placement_ids, "+
+			"meta_checkpoint_placement_id) and refuses this layout")
+	}
+	for _, k := range []string{"fdp_ruh_ids", "fdp_data_ruh_ids", "fdp_metadata_ruh_ids", "fdp_directive_type", "fdp_metadata_mode"} {
+		s.get(k) // without use_fdp they change nothing (the variant reads them only with FDP on)
+	}
+	for _, k := range []string{"meta_full_checkpoint_interval_sec", "meta_full_checkpoint_max_deltas"} {
+		if s.has(k) {
+			return fieldErr(s.field(k), "belongs to LMCache's base+delta checkpoints (LMCD delta records after a full base, PRs #3225/#3226); "+
+				"rbctl reads and writes only full checkpoints and would take the base for the newest state, losing every key of the deltas")
+		}
+	}
+	return nil
 }

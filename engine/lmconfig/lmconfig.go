@@ -72,6 +72,7 @@ type Config struct {
 // Device is one cache device of the file.
 type Device struct {
 	Rank   int    // TP rank (0 for device_path)
+	TP     bool   // from per_tp_device_paths: only worker Rank's keys belong on it
 	Path   string // the device path as configured
 	Engine engine.Config
 }

@@ -210,6 +210,13 @@ func TestLoadErrors(t *testing.T) {
 		{`{"extra_config":{"rust_raw_block.slot_bytes":8192,"rust_raw_block.per_tp_device_paths":{"0":"/a","1":"/a"}}}`, `extra_config["rust_raw_block.per_tp_device_paths"]`, `duplicate device path "/a"`},
 		{`{"extra_config":{"rust_raw_block.slot_bytes":8192,"rust_raw_block.per_tp_device_paths":{"x":"/a"}}}`, `extra_config["rust_raw_block.per_tp_device_paths"]`, `key "x" is not a TP rank`},
 		{`{"extra_config":{"rust_raw_block.slot_bytes":8192,"rust_raw_block.per_tp_device_paths":{"0":"/a","00":"/b"}}}`, `extra_config["rust_raw_block.per_tp_device_paths"]`, "rank 0 listed twice"},
+		// Layout keys of other LMCache variants: refused with the reason, never only warned.
+		{`{` + base + `,"base_offset_bytes":1048576}`, "base_offset_bytes", "rbctl lays a cache out from byte 0"},
+		{`{` + base + `,"base_offset_bytes":"4096"}`, "base_offset_bytes", "must be an integer"},
+		{`{"extra_config":{"rust_raw_block.device_path":"d","rust_raw_block.slot_bytes":8192,"rust_raw_block.base_offset_bytes":4096}}`, `extra_config["rust_raw_block.base_offset_bytes"]`, "Only 0 is supported"},
+		{`{` + base + `,"use_fdp":true,"fdp_ruh_ids":[1,2]}`, "use_fdp", "reserves meta_total_bytes once per metadata"},
+		{`{` + base + `,"meta_full_checkpoint_interval_sec":600}`, "meta_full_checkpoint_interval_sec", "rbctl reads and writes only full checkpoints"},
+		{`{` + base + `,"meta_full_checkpoint_max_deltas":1024}`, "meta_full_checkpoint_max_deltas", "base+delta checkpoints"},
 		{`{"extra_config":{"rust_raw_block.slot_bytes":8192,"rust_raw_block.per_tp_device_paths":{"0":""}}}`, `extra_config["rust_raw_block.per_tp_device_paths"]`, "rank 0: the device path must be a non-empty string"},
 	}
 	for _, tc := range cases {
@@ -244,6 +251,14 @@ func TestLoadInput(t *testing.T) {
 
 // TestLoadWarnings: unknown keys, keys LMCache has but rbctl does not apply, and legacy
 // settings outside extra_config come back as warnings, sorted by field.
+// Variant keys that leave the layout as rbctl lays it out are honoured, with no warning.
+func TestLoadVariantKeysThatKeepTheLayout(t *testing.T) {
+	c, w := load(t, `{"device_path":"d","slot_bytes":8192,"base_offset_bytes":0,"use_fdp":false,"fdp_ruh_ids":[1],"fdp_metadata_mode":"per_ruh"}`)
+	if len(w) != 0 || len(c.Devices) != 1 || c.Devices[0].Engine.SlotBytes != 8192 {
+		t.Fatalf("config %+v, warnings %v", c, w)
+	}
+}
+
 func TestLoadWarnings(t *testing.T) {
 	_, w := load(t, `{"device_path":"d","slot_bytes":8192,"slot_byte":1,"eviction":{"eviction_policy":"LRU"},"capacity_bytes":-1,"zz":null}`)
 	got := fmt.Sprint(w)
@@ -255,8 +270,8 @@ func TestLoadWarnings(t *testing.T) {
 	if len(w) != 4 {
 		t.Errorf("%d warnings, want 4: %s", len(w), got)
 	}
-	_, w = load(t, `{"chunk_size":256,"local_cpu":true,"extra_config":{"rust_raw_block.device_path":"d","rust_raw_block.slot_bytes":8192,"rust_raw_block.use_fdp":true,"p2p_host":"h"}}`)
-	want := `[chunk_size: LMCache engine setting outside extra_config; not read (rbctl reads rust_raw_block.* keys) local_cpu: LMCache engine setting outside extra_config; not read (rbctl reads rust_raw_block.* keys) extra_config["rust_raw_block.use_fdp"]: unknown raw-block key; ignored]`
+	_, w = load(t, `{"chunk_size":256,"local_cpu":true,"extra_config":{"rust_raw_block.device_path":"d","rust_raw_block.slot_bytes":8192,"rust_raw_block.latency_log_path":"l.jsonl","p2p_host":"h"}}`)
+	want := `[chunk_size: LMCache engine setting outside extra_config; not read (rbctl reads rust_raw_block.* keys) local_cpu: LMCache engine setting outside extra_config; not read (rbctl reads rust_raw_block.* keys) extra_config["rust_raw_block.latency_log_path"]: unknown raw-block key; ignored]`
 	if fmt.Sprint(w) != want {
 		t.Errorf("legacy warnings\n%v\nwant\n%s", w, want)
 	}

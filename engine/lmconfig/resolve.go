@@ -35,9 +35,11 @@ func (p Placement) Apply(c *engine.Config) {
 // identifier devicePIDs[i] (fdp.Discovery.PIDs: the RUH status order), with LMCache's
 // checks at FDP discovery: the device reports identifiers, at least one non-zero; the
 // metadata identifier and every configured data identifier are among them; some data
-// identifier remains. localRanks bounds cache_salt_rank's handles per bucket (LMCache: the
-// node's visible GPU count); 0 takes it from each key's kv_rank (its local world size).
-func (f FDP) Resolve(devicePIDs []uint16, localRanks int) (Placement, error) {
+// identifier remains. gpus bounds cache_salt_rank's handles per bucket, as LMCache's quota
+// is the node's visible GPU count (0: that policy places nothing); a negative gpus takes
+// the node's count (placement.NodeGPUs: RBCTL_GPUS, CUDA_VISIBLE_DEVICES, the driver).
+func (f FDP) Resolve(devicePIDs []uint16, gpus int) (Placement, error) {
+	localRanks := gpus
 	p := Placement{MetadataHandle: placement.None}
 	index := map[uint16]int{}
 	var nonzero []uint16
@@ -90,8 +92,15 @@ func (f FDP) Resolve(devicePIDs []uint16, localRanks int) (Placement, error) {
 	case PolicyCacheSaltPrefix:
 		p.Policy = placement.NewCacheSaltPrefix(p.Pool)
 	case PolicyCacheSaltRank:
-		if localRanks < 0 || localRanks > placement.MaxLocalRanks {
-			return p, fmt.Errorf("%w: %d local ranks; want 0..%d", ErrConfig, localRanks, placement.MaxLocalRanks)
+		if localRanks < 0 {
+			n, err := placement.NodeGPUs()
+			if err != nil {
+				return p, fmt.Errorf("%w: cache_salt_rank: %w", ErrConfig, err)
+			}
+			localRanks = n
+		}
+		if localRanks > placement.MaxLocalRanks {
+			return p, fmt.Errorf("%w: %d GPUs; want 0..%d", ErrConfig, localRanks, placement.MaxLocalRanks)
 		}
 		p.Policy = placement.NewCacheSaltLocalRank(p.Pool, localRanks)
 	}

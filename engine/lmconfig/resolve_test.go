@@ -35,7 +35,7 @@ func TestResolve(t *testing.T) {
 	}{
 		{"defaults", `,"fdp_enabled":true`, "[9 4 2 7]", "[1 2 3 4]", placement.None, "cache_salt_prefix:handles=1/2/3/4", true, ""},
 		{"metadata excluded", `,"fdp_enabled":true,"meta_checkpoint_placement_id":4`, "[9 2 7]", "[1 3 4]", 2, "cache_salt_prefix:handles=1/3/4", true, ""},
-		{"configured ids in their order", `,"fdp_enabled":true,"fdp_placement_ids":[7,9],"fdp_data_placement_policy":"cache_salt_rank","fdp_slot_reuse_policy":"none"`, "[7 9]", "[4 1]", placement.None, "cache_salt_rank:handles=4/1", false, ""},
+		{"configured ids in their order", `,"fdp_enabled":true,"fdp_placement_ids":[7,9],"fdp_data_placement_policy":"cache_salt_rank","fdp_slot_reuse_policy":"none"`, "[7 9]", "[4 1]", placement.None, "cache_salt_rank:gpus=0:handles=4/1", false, ""},
 		{"policy none", `,"fdp_enabled":true,"fdp_data_placement_policy":"none"`, "[9 4 2 7]", "[1 2 3 4]", placement.None, "<nil>", true, ""},
 		{"metadata only, FDP off", `,"meta_checkpoint_placement_id":7`, "[]", "[]", 4, "<nil>", false, ""},
 		{"id not on device", `,"fdp_enabled":true,"fdp_placement_ids":[9,5]`, "", "", 0, "", false, "fdp_placement_ids: 5 is not reported by the device (non-zero identifiers [9, 4, 2, 7])"},
@@ -106,7 +106,7 @@ func TestResolvedRankPolicyOnDevice(t *testing.T) {
 	var got []string
 	for _, salt := range []string{"rag:a", "chat:b", "Rag:c", "plain"} {
 		for lr := range 4 {
-			h := p.Policy.Place(placement.Write{CacheSalt: salt, KVRank: placement.PackKVRank(4, uint8(lr), 4, uint8(lr))})
+			h := p.Policy.Place(placement.Write{CacheSalt: salt, KVRank: placement.PackKVRank(4, uint32(lr), 4, uint32(lr))})
 			pid := "-"
 			if h != placement.None {
 				pid = fmt.Sprint(device[h])

@@ -12,17 +12,22 @@ import (
 // The batched calls: split the keys per shard, run each shard's part (concurrently when
 // more than one shard has keys), put the results back in the caller's order.
 
-// split returns, per shard, the indexes of keys routed to it (nil for one shard: all keys).
-func (c *Cache) split(keys []engine.Key) [][]int {
-	if len(c.shards) == 1 {
-		return nil
+// split returns, per shard, the indexes of keys routed to it (nil for one shard without a
+// rank map: all keys), and the indexes of keys no shard serves (ErrNoShard).
+func (c *Cache) split(keys []engine.Key) (parts [][]int, none []int) {
+	if len(c.shards) == 1 && c.rankShard == nil {
+		return nil, nil
 	}
-	parts := make([][]int, len(c.shards))
+	parts = make([][]int, len(c.shards))
 	for i, k := range keys {
-		s := ShardOf(c.route, k, len(c.shards))
+		s, ok := c.shardOf(k)
+		if !ok {
+			none = append(none, i)
+			continue
+		}
 		parts[s] = append(parts[s], i)
 	}
-	return parts
+	return parts, none
 }
 
 // run calls f for every shard with keys: f(shard, idx) with idx nil meaning every key.
@@ -98,8 +103,9 @@ func (c *Cache) PutManyMeta(keys []engine.Key, payloads [][]byte, metas []*engin
 		return c.shards[0].PutManyMeta(keys, payloads, metas) // the engine's own argument error
 	}
 	res := engine.PutResult{Results: make([]bool, len(keys))}
-	parts := c.split(keys)
-	errs := make([]error, len(c.shards))
+	parts, none := c.split(keys)
+	errs := make([]error, len(c.shards), len(c.shards)+1)
+	errs = append(errs, c.noShard(keys, none))
 	var mu sync.Mutex
 	run(parts, func(s int, idx []int) {
 		t0 := time.Now()
@@ -135,8 +141,10 @@ func (c *Cache) LoadManyInto(keys []engine.Key, bufs [][]byte) ([]bool, error) {
 		return c.shards[0].LoadManyInto(keys, bufs)
 	}
 	out := make([]bool, len(keys))
-	errs := make([]error, len(c.shards))
-	run(c.split(keys), func(s int, idx []int) {
+	parts, none := c.split(keys)
+	errs := make([]error, len(c.shards), len(c.shards)+1)
+	errs = append(errs, c.noShard(keys, none))
+	run(parts, func(s int, idx []int) {
 		t0 := time.Now()
 		kk := pick(keys, idx)
 		ok, err := c.shards[s].LoadManyInto(kk, pick(bufs, idx))
@@ -163,7 +171,8 @@ func (c *Cache) LoadManyInto(keys []engine.Key, bufs [][]byte) ([]bool, error) {
 // ExistsMany is engine.ExistsMany over the shards.
 func (c *Cache) ExistsMany(keys []engine.Key, lock bool) []bool {
 	out := make([]bool, len(keys))
-	run(c.split(keys), func(s int, idx []int) {
+	parts, _ := c.split(keys) // a key no shard serves is a miss
+	run(parts, func(s int, idx []int) {
 		t0 := time.Now()
 		hit := c.shards[s].ExistsMany(pick(keys, idx), lock)
 		for j, h := range hit {
@@ -178,7 +187,7 @@ func (c *Cache) ExistsMany(keys []engine.Key, lock bool) []bool {
 // hits of keys, locked when lock is set. Each shard finds its own leading hits; the prefix
 // ends at the first key any shard missed, and locks taken past it are released.
 func (c *Cache) MetadataPrefix(keys []engine.Key, lock bool) []engine.EntryMeta {
-	parts := c.split(keys)
+	parts, none := c.split(keys)
 	if parts == nil {
 		t0 := time.Now()
 		m := c.shards[0].MetadataPrefix(keys, lock)
@@ -192,6 +201,9 @@ func (c *Cache) MetadataPrefix(keys []engine.Key, lock bool) []engine.EntryMeta 
 		c.emit(s, OpMetadata, len(idx), len(got[s]), 0, t0, nil)
 	})
 	end := len(keys)
+	if len(none) > 0 { // a key no shard serves is a miss: the prefix ends there
+		end = none[0]
+	}
 	for s, idx := range parts {
 		if len(got[s]) < len(idx) {
 			end = min(end, idx[len(got[s])])
@@ -216,7 +228,8 @@ func (c *Cache) MetadataPrefix(keys []engine.Key, lock bool) []engine.EntryMeta 
 
 // UnlockMany is engine.UnlockMany over the shards.
 func (c *Cache) UnlockMany(keys []engine.Key) {
-	run(c.split(keys), func(s int, idx []int) {
+	parts, _ := c.split(keys)
+	run(parts, func(s int, idx []int) {
 		t0 := time.Now()
 		kk := pick(keys, idx)
 		c.shards[s].UnlockMany(kk)
@@ -227,7 +240,8 @@ func (c *Cache) UnlockMany(keys []engine.Key) {
 // DeleteMany is engine.DeleteMany over the shards.
 func (c *Cache) DeleteMany(keys []engine.Key, force bool) []bool {
 	out := make([]bool, len(keys))
-	run(c.split(keys), func(s int, idx []int) {
+	parts, _ := c.split(keys) // a key no shard serves is not there to delete
+	run(parts, func(s int, idx []int) {
 		t0 := time.Now()
 		r := c.shards[s].DeleteMany(pick(keys, idx), force)
 		for j, v := range r {
@@ -240,7 +254,11 @@ func (c *Cache) DeleteMany(keys []engine.Key, force bool) []bool {
 
 // Lookup returns one key's metadata from its shard.
 func (c *Cache) Lookup(k engine.Key) (engine.EntryMeta, bool) {
-	return c.shards[c.ShardOf(k)].Lookup(k)
+	s, ok := c.shardOf(k)
+	if !ok {
+		return engine.EntryMeta{}, false
+	}
+	return c.shards[s].Lookup(k)
 }
 
 // Entries calls fn for each indexed entry of every shard, shard by shard, until fn

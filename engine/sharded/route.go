@@ -40,40 +40,38 @@ func ParseRoute(s string) (Route, error) {
 	return "", fmt.Errorf("unknown shard route %q (hash or kv-rank)", s)
 }
 
-// ShardOf returns the shard of k among n shards under route r (0 when n <= 1).
+// ShardOf returns the shard of k among n shards under route r (0 when n <= 1): under
+// RouteKVRank, the key's rank mod n (Cache routes by its rank map instead when it has one,
+// Options.Ranks).
 func ShardOf(r Route, k engine.Key, n int) int {
 	if n <= 1 {
 		return 0
 	}
 	if r == RouteKVRank {
 		if rank, ok := Rank(k); ok {
-			return int(uint64(rank) % uint64(n))
+			return int(rank % uint64(n))
 		}
 	}
 	hi, _ := bits.Mul64(mix(k.Identity()), uint64(n))
 	return int(hi)
 }
 
-// Rank returns the worker a key belongs to: the kv_rank of an object key
-// (quote(model)@0xRANK@hash[@salt], or the newer five-field shape), the worker_id of a
-// legacy key (model@world_size@worker_id@hash@dtype...).
-func Rank(k engine.Key) (uint32, bool) {
+// Rank returns the worker a key belongs to: the kv_rank of an object key (any of LMCache's
+// shapes, engine.KeyShape; up to 2^63-1), the worker_id of a legacy key
+// (model@world_size@worker_id@hash@dtype...).
+func Rank(k engine.Key) (uint64, bool) {
 	if r, ok := k.KVRank(); ok {
 		return r, true
+	}
+	if k.Namespace() != engine.NamespaceLegacy {
+		return 0, false
 	}
 	f := strings.SplitN(k.String(), "@", 4)
 	if len(f) < 3 {
 		return 0, false
 	}
-	if k.Namespace() == engine.NamespaceLegacy {
-		v, err := strconv.ParseUint(f[2], 10, 32)
-		return uint32(v), err == nil
-	}
-	if strings.HasPrefix(f[1], "0x") {
-		v, err := strconv.ParseUint(f[1][2:], 16, 32)
-		return uint32(v), err == nil
-	}
-	return 0, false
+	v, err := strconv.ParseUint(f[2], 10, 63)
+	return v, err == nil
 }
 
 // mix is splitmix64's finaliser.

@@ -18,9 +18,11 @@ import (
 
 // Cache is an open cache over one engine per device. Safe for concurrent use.
 type Cache struct {
-	shards  []*engine.Engine
-	route   Route
-	observe func(Event)
+	shards    []*engine.Engine
+	route     Route
+	observe   func(Event)
+	rankShard map[uint64]int // Options.Ranks: rank → shard; nil routes rank mod N
+	ranks     []uint64
 }
 
 // Options configures a Cache.
@@ -32,6 +34,12 @@ type Options struct {
 	// Observe, when set, is called after each shard's part of every batched call, on the
 	// goroutine that ran it (bench measures each device from these).
 	Observe func(Event)
+	// Ranks, with RouteKVRank, is the rank each shard serves, in shard order (LMCache's
+	// per_tp_device_paths: {"0": c.img, "2": d.img} is shards [c.img, d.img] with Ranks
+	// [0, 2]): a key goes to the shard of its rank (Rank), and a key whose rank no shard
+	// serves fails with ErrNoShard, as LMCache has no device for that worker. Ranks are
+	// distinct, one per shard. Without Ranks a key goes to shard rank mod N.
+	Ranks []uint64
 	// AllowMisrouted lets Open go on when a shard holds keys the route sends elsewhere
 	// (devices given in another order or number than at format); inspection only.
 	AllowMisrouted bool
@@ -72,6 +80,9 @@ type Event struct {
 
 // ErrMisrouted: a shard holds keys the route sends to another shard.
 var ErrMisrouted = errors.New("keys on the wrong shard")
+
+// ErrNoShard: a key's rank has no shard (Options.Ranks lists no device for it).
+var ErrNoShard = errors.New("no device for the key's rank")
 
 // ShardError is an error of one shard; match with errors.As (a batched call's error may
 // join several).
@@ -131,7 +142,39 @@ func New(engines []*engine.Engine, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{shards: engines, route: r, observe: opts.Observe}, nil
+	c := &Cache{shards: engines, route: r, observe: opts.Observe}
+	if opts.Ranks != nil {
+		if err := checkRanks(opts, len(engines)); err != nil {
+			return nil, err
+		}
+		c.ranks = append([]uint64(nil), opts.Ranks...)
+		c.rankShard = make(map[uint64]int, len(opts.Ranks))
+		for i, r := range opts.Ranks {
+			c.rankShard[r] = i
+		}
+	}
+	return c, nil
+}
+
+// checkRanks validates Options.Ranks for n shards.
+func checkRanks(opts Options, n int) error {
+	if opts.Ranks == nil {
+		return nil
+	}
+	if r, _ := ParseRoute(string(opts.Route)); r != RouteKVRank {
+		return fmt.Errorf("%w: shard ranks need the kv-rank route, not %s", engine.ErrConfig, r)
+	}
+	if len(opts.Ranks) != n {
+		return fmt.Errorf("%w: %d shard ranks for %d devices; give one rank per device", engine.ErrConfig, len(opts.Ranks), n)
+	}
+	seen := map[uint64]bool{}
+	for _, r := range opts.Ranks {
+		if seen[r] {
+			return fmt.Errorf("%w: rank %d served by two devices", engine.ErrConfig, r)
+		}
+		seen[r] = true
+	}
+	return nil
 }
 
 // Format formats every device in parallel (engine.Format with the shard's config) and
@@ -147,7 +190,7 @@ func Format(devs []blockdev.Device, cfg engine.Config, opts Options) (*Cache, er
 // ErrMisrouted: the devices were given in another order or number than at format.
 func Open(devs []blockdev.Device, cfg engine.Config, opts Options) (*Cache, error) {
 	c, err := build(devs, cfg, opts, engine.Open)
-	if err != nil || opts.AllowMisrouted || c.Len() == 1 {
+	if err != nil || opts.AllowMisrouted || (c.Len() == 1 && c.rankShard == nil) {
 		return c, err
 	}
 	if err := c.checkRoutes(); err != nil {
@@ -162,6 +205,10 @@ func build(devs []blockdev.Device, cfg engine.Config, opts Options, mk func(bloc
 		return nil, fmt.Errorf("%w: no device", engine.ErrConfig)
 	}
 	if _, err := ParseRoute(string(opts.Route)); err != nil {
+		closeAll(devs)
+		return nil, err
+	}
+	if err := checkRanks(opts, len(devs)); err != nil {
 		closeAll(devs)
 		return nil, err
 	}
@@ -222,7 +269,7 @@ func (c *Cache) checkRoutes() error {
 			defer wg.Done()
 			bad, to := 0, -1
 			e.Entries(func(k engine.Key, _ engine.EntryMeta) bool {
-				if s := ShardOf(c.route, k, len(c.shards)); s != i {
+				if s, ok := c.shardOf(k); !ok || s != i {
 					bad++
 					to = s
 				}
@@ -247,8 +294,48 @@ func (c *Cache) Shard(i int) *engine.Engine { return c.shards[i] }
 // Route returns the routing in use.
 func (c *Cache) Route() Route { return c.route }
 
-// ShardOf returns the shard k is routed to.
-func (c *Cache) ShardOf(k engine.Key) int { return ShardOf(c.route, k, len(c.shards)) }
+// ShardOf returns the shard k is routed to, -1 when its rank has no shard (Options.Ranks).
+func (c *Cache) ShardOf(k engine.Key) int {
+	s, ok := c.shardOf(k)
+	if !ok {
+		return -1
+	}
+	return s
+}
+
+// Ranks returns the rank each shard serves (Options.Ranks), nil when keys go to rank mod N.
+func (c *Cache) Ranks() []uint64 { return append([]uint64(nil), c.ranks...) }
+
+// shardOf routes k: through the rank map when there is one (false when the key's rank has
+// no shard, or the key has no rank), else ShardOf.
+func (c *Cache) shardOf(k engine.Key) (int, bool) {
+	if c.rankShard == nil {
+		return ShardOf(c.route, k, len(c.shards)), true
+	}
+	r, ok := Rank(k)
+	if !ok {
+		return -1, false
+	}
+	s, ok := c.rankShard[r]
+	if !ok {
+		return -1, false
+	}
+	return s, true
+}
+
+// noShard is the error of keys whose rank has no shard.
+func (c *Cache) noShard(keys []engine.Key, idx []int) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	k := keys[idx[0]]
+	r, ok := Rank(k)
+	what := "has no rank"
+	if ok {
+		what = fmt.Sprintf("has rank %d", r)
+	}
+	return fmt.Errorf("%w: %d keys (the first, %q, %s); the devices serve ranks %v", ErrNoShard, len(idx), k.String(), what, c.ranks)
+}
 
 // Slots is the total slot count of every shard.
 func (c *Cache) Slots() int64 {

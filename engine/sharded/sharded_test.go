@@ -493,3 +493,64 @@ func TestRegisterMemoryOnEveryShard(t *testing.T) {
 		t.Fatalf("RegisterMemory on memory devices: %v, want a ShardError wrapping ErrNotSupported", err)
 	}
 }
+
+// per_tp_device_paths {"0": c.img, "2": d.img} as LMCache routes it: worker 2's keys on
+// d.img (shard 1), worker 0's on c.img, and worker 1, which has no device, is an error (it
+// went to shard 1 by rank mod 2 before). Reopened with the same ranks, nothing is misrouted.
+func TestRankMapRoutesLikePerTPDevicePaths(t *testing.T) {
+	devs := mems(2)
+	c := format(t, asDevs(devs), sharded.Options{Route: sharded.RouteKVRank, Ranks: []uint64{0, 2}})
+	keys := []engine.Key{key(1, 0), key(2, 2), key(3, 1), key(4, 2), key(5, 0)}
+	data := [][]byte{payload(1), payload(2), payload(3), payload(4), payload(5)}
+	res, err := c.PutMany(keys, data)
+	if !errors.Is(err, sharded.ErrNoShard) {
+		t.Fatalf("put of worker 1's key: %v, want ErrNoShard", err)
+	}
+	if want := []bool{true, true, false, true, true}; !reflect.DeepEqual(res.Results, want) {
+		t.Fatalf("results %v, want %v", res.Results, want)
+	}
+	for i, want := range []int{0, 1, -1, 1, 0} {
+		if got := c.ShardOf(keys[i]); got != want {
+			t.Errorf("key %q → shard %d, want %d", keys[i].String(), got, want)
+		}
+	}
+	if m, ok := c.Shard(1).Lookup(keys[1]); !ok || m.Size != len(data[1]) {
+		t.Errorf("worker 2's key is not on d.img (shard 1)")
+	}
+	legacy, err := engine.ParseKey("m@3@2@00ab@half", engine.NamespaceLegacy)
+	if err != nil || c.ShardOf(legacy) != 1 {
+		t.Errorf("legacy key of worker 2 → shard %d %v, want 1", c.ShardOf(legacy), err)
+	}
+	bufs := make([][]byte, len(keys))
+	for i := range bufs {
+		bufs[i] = make([]byte, len(data[i]))
+	}
+	ok, err := c.LoadManyInto(keys, bufs)
+	if !errors.Is(err, sharded.ErrNoShard) || !reflect.DeepEqual(ok, []bool{true, true, false, true, true}) || !bytes.Equal(bufs[1], data[1]) {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	if got := c.ExistsMany(keys, false); !reflect.DeepEqual(got, []bool{true, true, false, true, true}) {
+		t.Errorf("exists %v", got)
+	}
+	if got := c.MetadataPrefix(keys, false); len(got) != 2 {
+		t.Errorf("metadata prefix of %d keys, want 2 (worker 1's key ends it)", len(got))
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	re := func() []blockdev.Device { return []blockdev.Device{devs[0].Reopen(), devs[1].Reopen()} }
+	c2, err := sharded.Open(re(), testConfig(), sharded.Options{Route: sharded.RouteKVRank, Ranks: []uint64{0, 2}})
+	if err != nil {
+		t.Fatalf("reopen with the same ranks: %v", err)
+	}
+	c2.CloseNoCheckpoint()
+	if _, err := sharded.Open(re(), testConfig(), sharded.Options{Route: sharded.RouteKVRank, Ranks: []uint64{0, 1}}); !errors.Is(err, sharded.ErrMisrouted) {
+		t.Errorf("reopen with rank 1 for d.img: %v, want ErrMisrouted", err)
+	}
+	if _, err := sharded.Open(re(), testConfig(), sharded.Options{Route: sharded.RouteKVRank, Ranks: []uint64{0, 0}}); !errors.Is(err, engine.ErrConfig) {
+		t.Errorf("a rank served twice: %v", err)
+	}
+	if _, err := sharded.Open(re(), testConfig(), sharded.Options{Route: sharded.RouteHash, Ranks: []uint64{0, 2}}); !errors.Is(err, engine.ErrConfig) {
+		t.Errorf("ranks without kv-rank routing: %v", err)
+	}
+}

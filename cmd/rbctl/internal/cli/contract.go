@@ -144,6 +144,7 @@ var flagRules = map[string]flagRule{
 	"enable-conf-idx":    {Kind: ruleAny},
 	"placement-handle":   {Kind: ruleAny},
 	"rank":               {Kind: ruleAny},
+	"group":              {Kind: ruleAny}, // object_group_id: up to 2^63-1, checked with the key
 	"lid":                {Kind: ruleAny},
 	"lsi":                {Kind: ruleAny},
 	"lsp":                {Kind: ruleAny},

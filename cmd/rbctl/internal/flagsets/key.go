@@ -8,31 +8,56 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
-// Key builds a key from --key or --model/--rank/--hash/--salt.
+// Key builds a key from --key, --native-key or --model/--rank/--group/--hash/--salt.
 type Key struct {
-	Key, Model, Hash, Salt string
-	Rank                   uint32
+	Key, Native, Model, Hash, Salt string
+	Rank                           uint64
+	Group                          uint64
+	// HasGroup: --group was given (group 0 included): the key is built in the object-group
+	// shape, quote(model)@0xRANK@GROUP@HASH[@salt], as LMCache's current raw-block codec
+	// writes it; without it, in the shape before object groups (LMCache key_codec @3f45a9ad).
+	HasGroup bool
+
+	group *pflag.Flag
 }
 
 // Add defines the key flags on cmd.
 func (k *Key) Add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&k.Key, "key", "", "encoded key as stored (e.g. my%2Fmodel@0x00000000@<hex>@salt)")
+	cmd.Flags().StringVar(&k.Key, "key", "", "encoded key as stored, byte for byte (e.g. my%2Fmodel@0x00000000@<hex>@salt, or m@0x00000000@1@<hex>)")
+	cmd.Flags().StringVar(&k.Native, "native-key", "", "key in LMCache's native-connector spelling, model@RANK(%08x)@GROUP(%x)@HASH[@salt]: names the raw-block key of the same ObjectKey")
 	cmd.Flags().StringVar(&k.Model, "model", "", "model name (object key)")
-	cmd.Flags().Uint32Var(&k.Rank, "rank", 0, "kv rank (object key)")
+	cmd.Flags().Uint64Var(&k.Rank, "rank", 0, "kv rank (object key; LMCache packs ws<<24|gr<<16|lws<<8|lr, up to 2^63-1)")
+	cmd.Flags().Uint64Var(&k.Group, "group", 0, "object_group_id: build the key in the object-group shape model@0xRANK@GROUP@HASH[@salt] (group 0 too)")
 	cmd.Flags().StringVar(&k.Hash, "hash", "", "chunk hash in hex (object key)")
 	cmd.Flags().StringVar(&k.Salt, "salt", "", "cache_salt (object key, optional)")
+	k.group = cmd.Flags().Lookup("group")
 }
 
-const errBoth = "give either --key or --model/--rank/--hash/--salt, not both"
+const errBoth = "give one of --key, --native-key or --model/--rank/--group/--hash/--salt, not both"
+
+func (k *Key) structured() bool {
+	if k.group != nil && k.group.Changed {
+		k.HasGroup = true
+	}
+	return k.Model != "" || k.Hash != "" || k.Salt != "" || k.HasGroup
+}
 
 // Precheck runs the checks that do not need the cache's namespace, before any device is
 // opened: a key that can never be valid is refused without touching anything.
 func (k *Key) Precheck() error {
+	if k.Native != "" {
+		if k.Key != "" || k.structured() {
+			return errors.New(errBoth)
+		}
+		_, err := k.Build(engine.NamespaceObject)
+		return err
+	}
 	if k.Key == "" {
 		_, err := k.Build(engine.NamespaceObject)
 		return err
@@ -49,7 +74,7 @@ func (k *Key) Precheck() error {
 	if len(k.Key) > engine.MaxKeyBytes {
 		return fmt.Errorf("--key: %d bytes, longer than %d", len(k.Key), engine.MaxKeyBytes)
 	}
-	if k.Model != "" || k.Hash != "" || k.Salt != "" {
+	if k.structured() {
 		return errors.New(errBoth)
 	}
 	return nil
@@ -57,17 +82,26 @@ func (k *Key) Precheck() error {
 
 // Build is the key the flags name in namespace ns.
 func (k *Key) Build(ns engine.Namespace) (engine.Key, error) {
-	structured := k.Model != "" || k.Hash != "" || k.Salt != ""
+	structured := k.structured()
 	switch {
-	case k.Key != "" && structured:
+	case (k.Key != "" || k.Native != "") && structured, k.Key != "" && k.Native != "":
 		return engine.Key{}, errors.New(errBoth)
+	case k.Native != "":
+		if ns != engine.NamespaceObject {
+			return engine.Key{}, errors.New("--native-key names an object-namespace key; this cache uses the legacy namespace, pass --key")
+		}
+		key, err := engine.FromNative(k.Native)
+		if err != nil {
+			return engine.Key{}, fmt.Errorf("--native-key: %s", cachereport.Escape(err.Error()))
+		}
+		return key, nil
 	case k.Key != "":
 		if err := engine.CheckKey(k.Key, ns); err != nil {
 			return engine.Key{}, fmt.Errorf("--key: %s", cachereport.Escape(err.Error()))
 		}
 		return engine.ParseKey(k.Key, ns)
 	case !structured:
-		return engine.Key{}, errors.New("no key given: pass --key, or --model and --hash (with --rank, --salt)")
+		return engine.Key{}, errors.New("no key given: pass --key, --native-key, or --model and --hash (with --rank, --group, --salt)")
 	case ns != engine.NamespaceObject:
 		return engine.Key{}, errors.New("--model/--hash build object-namespace keys; this cache uses the legacy namespace, pass --key")
 	case k.Model == "" || k.Hash == "":
@@ -80,9 +114,20 @@ func (k *Key) Build(ns engine.Namespace) (engine.Key, error) {
 	if err := engine.CheckSalt(k.Salt); err != nil {
 		return engine.Key{}, fmt.Errorf("--salt: %s", cachereport.Escape(err.Error()))
 	}
-	key := engine.ObjectKey(k.Model, k.Rank, h, k.Salt)
-	if err := engine.CheckKey(key.String(), ns); err != nil {
-		return engine.Key{}, fmt.Errorf("--model/--hash/--salt: %s", cachereport.Escape(err.Error()))
+	if k.Rank > engine.MaxKVRank || k.Group > engine.MaxKVRank {
+		return engine.Key{}, fmt.Errorf("--rank/--group: at most %d (LMCache carries them as int64)", int64(engine.MaxKVRank))
+	}
+	p := engine.ObjectParts{Shape: engine.ShapeRawBlock, Model: k.Model, KVRank: k.Rank, ChunkHash: h, CacheSalt: k.Salt}
+	if k.HasGroup {
+		p.Shape, p.Group = engine.ShapeRawBlockGroup, k.Group
+	}
+	key, err := engine.ObjectKeyOf(p)
+	if err != nil {
+		msg := err.Error()
+		if !k.HasGroup {
+			msg += " (pass --group 0)"
+		}
+		return engine.Key{}, fmt.Errorf("--model/--hash/--salt: %s", cachereport.Escape(msg))
 	}
 	return key, nil
 }

@@ -1,0 +1,75 @@
+package resp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ServeConn runs one client connection until it quits, sends something malformed, stays
+// idle longer than idle (0: no limit), or ctx ends. Requests are read and answered in
+// order; replies are flushed when no further request is already buffered, so a pipelined
+// batch costs one write. It closes c.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) error {
+	defer c.Close()
+	s.clients.Add(1)
+	defer s.clients.Add(-1)
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	rd := NewReader(c, s.Limits)
+	w := bufio.NewWriterSize(c, 64<<10)
+	r := reply{w: w}
+	ss := &session{id: s.nextID.Add(1)}
+	for {
+		if idle > 0 && rd.Buffered() == 0 {
+			c.SetReadDeadline(time.Now().Add(idle))
+		}
+		args, err := rd.Next()
+		if err != nil {
+			if errors.Is(err, ErrProtocol) {
+				r.err("ERR " + err.Error())
+				w.Flush()
+				return err
+			}
+			w.Flush()
+			if err == io.EOF || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		s.dispatch(ss, args, r)
+		if ss.quit {
+			return w.Flush()
+		}
+		if rd.Buffered() == 0 {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Serve accepts connections on l until ctx ends or l fails, each served by ServeConn on its
+// own goroutine; it waits for them before it returns.
+func (s *Server) Serve(ctx context.Context, l net.Listener, idle time.Duration) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "use of closed") {
+				return ctx.Err()
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); s.ServeConn(ctx, c, idle) }()
+	}
+}

@@ -1,0 +1,80 @@
+package resp
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/engine"
+)
+
+func engineOn(t *testing.T, img string, format bool) *engine.Engine {
+	t.Helper()
+	dev, err := blockdev.OpenFile(img, blockdev.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := engine.DefaultConfig()
+	cfg.SlotBytes, cfg.MetaTotalBytes, cfg.Periodic = 64<<10, 1<<20, false
+	open := engine.Open
+	if format {
+		open = engine.Format
+	}
+	e, err := open(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// A chunk SET through RESP under LMCache's native key is the raw-block entry of the same
+// ObjectKey: after a restart the engine reads it under my%2Fmodel@0x00000001@0@deadbeef@tenant
+// (what `rbctl get --key` and LMCache's raw-block adapter name), byte for byte. Values
+// larger than a slot's payload are refused and store nothing; other keys are refused.
+func TestEngineStoreSharesEntriesWithTheRawBlockCodec(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	e := engineOn(t, img, true)
+	c, err := net.Dial("tcp", serve(t, &Server{Store: EngineStore{e}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := make([]byte, 1000)
+	for i := range val {
+		val[i] = byte(i * 7)
+	}
+	exchange(t, c, cmd("SET", key, string(val)), "+OK\r\n")
+	exchange(t, c, cmd("GET", key), "$1000\r\n"+string(val)+"\r\n")
+	exchange(t, c, cmd("EXISTS", key), ":1\r\n")
+	exchange(t, c, cmd("SET", "my/model@00000001@0@00ff", strings.Repeat("x", 64<<10-4096+1)),
+		"-ERR value of 61441 bytes is larger than a slot's payload (61440 bytes); nothing stored\r\n")
+	exchange(t, c, cmd("EXISTS", "my/model@00000001@0@00ff"), ":0\r\n")
+	exchange(t, c, cmd("SET", "key:1", "v"), "-ERR key refused: "+engine.CheckKey("key:1", engine.NamespaceObject).Error()+"\r\n")
+	exchange(t, c, cmd("SCAN", "0"), "*2\r\n$1\r\n0\r\n*1\r\n$"+strconv.Itoa(len(key))+"\r\n"+key+"\r\n")
+	exchange(t, c, cmd("DBSIZE"), ":1\r\n")
+	c.Close()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = engineOn(t, img, false)
+	defer e.Close()
+	k, err := engine.ParseKey("my%2Fmodel@0x00000001@0@deadbeef@tenant", engine.NamespaceObject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(val))
+	ok, err := e.LoadManyInto([]engine.Key{k}, [][]byte{buf})
+	if err != nil || !ok[0] || !bytes.Equal(buf, val) {
+		t.Fatalf("raw-block key after restart: %v %v", ok, err)
+	}
+}
