@@ -9,7 +9,7 @@
 # downloads only, through a private apt configuration (scripts/vmtest/guest-apt.sh), never
 # here: installing from them would pull a newer libc6 and dpkg onto the host.
 set -uo pipefail
-pkgs=(fio nvme-cli linux-image-amd64 busybox-static cpio util-linux e2fsprogs kmod xz-utils mmdebstrap)
+pkgs=(fio nvme-cli linux-image-amd64 busybox-static cpio util-linux e2fsprogs kmod xz-utils mmdebstrap redis-tools python3-redis)
 # qemu-system-x86 at this version or newer, from bookworm-backports.
 QEMU_MIN=1:10.0
 BPO_LIST=/etc/apt/sources.list.d/rbctl-bookworm-backports.sources
