@@ -116,7 +116,7 @@ func (n *Node) storeReplicas(keys []engine.Key, payloads [][]byte) {
 	}
 	stored := make([]bool, len(keys))
 	n.replicas.begin(ids)
-	res, err := n.eng.PutMany(keys, payloads)
+	res, err := n.putMany(keys, payloads)
 	for _, i := range res.Stored {
 		stored[i] = true
 		n.c.replicas.Add(1)

@@ -49,6 +49,10 @@ type Options struct {
 	// every use (false, the default: fetched chunks are stored as replicas).
 	FetchOnly bool
 
+	// Eviction is how a full cache makes room for a put or a replica: EvictNone (the zero
+	// value: the write is refused), EvictLRU or EvictFIFO (evict.go).
+	Eviction Eviction
+
 	// Data-plane budget: concurrent connections, bytes of chunk buffers in flight, and how
 	// long a transfer waits for a buffer before it is refused as busy (dataplane.ServerConfig).
 	DataMaxConns         int
@@ -96,6 +100,9 @@ func (o *Options) defaults() error {
 	}
 	if o.BackoffMax < o.BackoffBase {
 		o.BackoffMax = o.BackoffBase
+	}
+	if _, err := ParseEviction(string(o.Eviction)); err != nil {
+		return err
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -1,0 +1,102 @@
+package flagsets
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/engine/sharded"
+	"github.com/rbctl/rbctl/p2p/node"
+)
+
+// Node is the flags of `rbctl serve` that shape the node's cache: how it checkpoints, how
+// it evicts, how several devices are routed.
+type Node struct {
+	CheckpointInterval time.Duration
+	Eviction           string
+	ShardBy            string
+	AllowMisrouted     bool
+}
+
+// Add defines --checkpoint-interval, --eviction, --shard-by and --allow-misrouted.
+func (f *Node) Add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.DurationVar(&f.CheckpointInterval, "checkpoint-interval", 10*time.Second,
+		"checkpoint the index this often while it changes (idle or not): a put acknowledged more than twice this (plus one checkpoint's duration) before a crash survives it")
+	fs.StringVar(&f.Eviction, "eviction", "lru", "what a full cache drops to store a put or a replica: lru (least recently stored, hit or leased), fifo, or none (refuse the write); leased keys are never dropped")
+	fs.StringVar(&f.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
+	fs.BoolVar(&f.AllowMisrouted, "allow-misrouted", false, "serve devices whose keys the route sends elsewhere (one shard of a larger cache alone, or devices out of format order)")
+}
+
+// Check validates the flags and sets opts' eviction.
+func (f *Node) Check(opts *node.Options) error {
+	if f.CheckpointInterval < 10*time.Millisecond {
+		return fmt.Errorf("--checkpoint-interval %v: must be at least 10ms", f.CheckpointInterval)
+	}
+	ev, err := node.ParseEviction(f.Eviction)
+	if err != nil {
+		return fmt.Errorf("--eviction: %w", err)
+	}
+	if _, err := sharded.ParseRoute(f.ShardBy); err != nil {
+		return fmt.Errorf("--shard-by: %w", err)
+	}
+	opts.Eviction = ev
+	return nil
+}
+
+// Durable is the engine-config tweak of a node: periodic checkpoints every interval,
+// forced (idle or not) once the oldest unsaved change is one interval old, so an
+// acknowledged write is in a checkpoint at most 2 intervals + one checkpoint after it.
+func (f *Node) Durable(cfg *engine.Config) {
+	cfg.Periodic = true
+	cfg.CheckpointInterval = f.CheckpointInterval
+	cfg.ForceAfter = f.CheckpointInterval
+	cfg.IdleQuiet = min(cfg.IdleQuiet, f.CheckpointInterval/2)
+}
+
+// OpenCache opens the devices of one cache (one engine each, through d.OpenEngine with pf's
+// policy and tweak, then f.Durable) as a sharded cache routed by --shard-by, and refuses
+// devices whose keys belong elsewhere (sharded.Cache.CheckRoutes) unless --allow-misrouted.
+func (f *Node) OpenCache(d *Device, pf *Placement, paths []string, tweak func(*engine.Config)) (*sharded.Cache, error) {
+	route, _ := sharded.ParseRoute(f.ShardBy)
+	engs := make([]*engine.Engine, 0, len(paths))
+	fail := func(err error) (*sharded.Cache, error) {
+		for _, e := range engs {
+			e.CloseNoCheckpoint()
+		}
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if seen[p] {
+			return fail(fmt.Errorf("%s is given twice", p))
+		}
+		seen[p] = true
+		e, err := d.OpenEngine(pf, p, false, func(cfg *engine.Config) {
+			if tweak != nil {
+				tweak(cfg)
+			}
+			f.Durable(cfg)
+		})
+		if err != nil {
+			return fail(err)
+		}
+		engs = append(engs, e)
+	}
+	c, err := sharded.New(engs, sharded.Options{Route: route})
+	if err != nil {
+		return fail(err)
+	}
+	if !f.AllowMisrouted {
+		if err := c.CheckRoutes(); err != nil {
+			if errors.Is(err, sharded.ErrMisrouted) {
+				err = fmt.Errorf("%w (--allow-misrouted serves it anyway)", err)
+			}
+			return fail(err)
+		}
+	}
+	return c, nil
+}
