@@ -133,7 +133,7 @@ func (n *Node) deadline(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h
 // local keys to the directory.
 func (n *Node) Start(control, data net.Listener) {
 	n.mu.Lock()
-	n.ctlAddr, n.dataAddr = control.Addr().String(), data.Addr().String()
+	n.ctlAddr, n.dataAddr = advertise(control.Addr().String(), data.Addr().String(), n.opts.Advertise)
 	if n.opts.Name == "" {
 		n.opts.Name = n.ctlAddr
 	}
@@ -199,7 +199,8 @@ func Serve(ctx context.Context, c *sharded.Cache, listen, dataListen string, opt
 		return err
 	}
 	if opts.JoinDirectory != nil {
-		self := p2p.Peer{Name: opts.Name, Control: ctl.Addr().String(), Data: dl.Addr().String()}
+		self := p2p.Peer{Name: opts.Name}
+		self.Control, self.Data = advertise(ctl.Addr().String(), dl.Addr().String(), opts.Advertise)
 		d, leave, err := opts.JoinDirectory(ctx, self)
 		if err != nil {
 			ctl.Close()

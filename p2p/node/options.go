@@ -14,6 +14,10 @@ import (
 // Options configure a node. Zero fields take the defaults documented on each.
 type Options struct {
 	Name string // node name reported in stats and to peers (default: the control address)
+	// Advertise is the HOST:PORT peers dial for the control plane (the data plane: the same
+	// host at its bound port); "" advertises the bound addresses, an unspecified host
+	// (0.0.0.0, ::) replaced by the outbound interface's address (advertise.go).
+	Advertise string
 
 	// Directory says which peers may hold a key; nil serves the local cache only (no peer
 	// fetch on a miss).

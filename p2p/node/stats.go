@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,9 @@ func (n *Node) Stats() Stats {
 	m["evicted"], m["evicted_replicas"], m["evict_pinned_skips"] = n.evict.stats()
 	m["single_flight_waits"] = c.flightWaits.Load()
 	n.cacheStats(m)
+	if ds, ok := n.opts.Directory.(interface{ DirectoryStats() map[string]int64 }); ok {
+		maps.Copy(m, ds.DirectoryStats()) // membership: members, member/NAME/state, ...
+	}
 	lat := map[string]float64{}
 	for name, l := range map[string]*latency{"peer_fetch": n.peerLat, "local_load": n.localLat} {
 		cnt, p50, p99 := l.quantiles()

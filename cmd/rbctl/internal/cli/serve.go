@@ -27,6 +27,7 @@ func newServeCmd() *cobra.Command {
 	var cl cluster.Config
 	var gossip string
 	var nf flagsets.Node
+	var mf flagsets.Membership
 	cmd := &cobra.Command{
 		Use:   "serve DEV [DEV...]",
 		Short: "Serve a cache (several DEVs: the shards of one) to clients and peers (gRPC control plane, TCP data plane) until interrupted",
@@ -39,16 +40,19 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			if cl.BindAddr, cl.BindPort, err = cluster.SplitBind(gossip); err != nil {
+				return err
+			}
+			if err := mf.Apply(&cl, &opts, args, opts.Logger); err != nil {
+				return err
+			}
 			if len(peers) > 0 {
 				opts.Directory = node.StaticPeers(peers)
 			} else if cl.Cluster != "none" {
-				if cl.BindAddr, cl.BindPort, err = cluster.SplitBind(gossip); err != nil {
-					return err
-				}
 				opts.JoinDirectory = cluster.JoinFunc(cl, 5*time.Second)
 			}
 			opts.SeparateReplicas, opts.ReplicaHandle = replica >= 0, placement.Handle(replica)
-			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			dev.Cache = dev.cache.Cache
 			e, err := nf.OpenCache(&dev.Device, &pf.Placement, args, node.PlacementHook(&opts))
 			if err != nil {
@@ -77,12 +81,13 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&opts.LookupTimeout, "peer-timeout", 2*time.Second, "deadline of one peer lookup-and-lock; a timeout is a miss")
 	f.DurationVar(&opts.FetchTimeout, "fetch-timeout", 10*time.Second, "deadline of one data-plane transfer; a timeout is a miss")
 	f.StringVar(&cl.Cluster, "cluster", "default", "cluster to join when --peers is not given (gossip membership and key digests, p2p/cluster; none: serve alone)")
-	f.StringVar(&cl.Name, "node-name", "", "this node's name in the cluster (default HOST-PORT)")
+	f.StringVar(&cl.Name, "node-name", "", "this node's name in the cluster (default: the host name and a random part, kept across restarts in $XDG_STATE_HOME/rbctl/nodes/)")
 	f.StringSliceVar(&cl.Seeds, "join", nil, "gossip addresses (HOST:PORT) of members to join; without them nodes on this machine find each other through a registry directory")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "HOST:PORT the gossip membership listens on (UDP and TCP; port 0: any)")
 	f.BoolVar(&asJSON, "json", false, "print the bound addresses as JSON")
 	dev.add(cmd)
 	nf.Add(cmd)
+	mf.Add(cmd)
 	pf.add(cmd, "the node's writes")
 	dev.cache.addNamespace(cmd)
 	return cmd

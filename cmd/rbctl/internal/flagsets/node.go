@@ -1,14 +1,21 @@
 package flagsets
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
+	"github.com/rbctl/rbctl/p2p/cluster"
 	"github.com/rbctl/rbctl/p2p/node"
 )
 
@@ -99,4 +106,75 @@ func (f *Node) OpenCache(d *Device, pf *Placement, paths []string, tweak func(*e
 		}
 	}
 	return c, nil
+}
+
+// Membership is the flags that say how a node shows itself to the cluster: --advertise.
+type Membership struct {
+	Advertise string
+}
+
+// Add defines --advertise.
+func (f *Membership) Add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.Advertise, "advertise", "", "HOST:PORT peers dial for the control plane (data plane: the same host); default the --listen address, or the outbound interface's address when listening on 0.0.0.0 or ::")
+}
+
+// Apply checks --advertise and fills what the cluster member announces: the node's
+// advertised address, the gossip address others use when gossip listens on every
+// address, a default node name kept across restarts (cluster.PersistentName, in the state
+// directory, one per device list), and the log of membership events.
+func (f *Membership) Apply(cl *cluster.Config, opts *node.Options, devs []string, log *slog.Logger) error {
+	if f.Advertise != "" {
+		h, p, err := net.SplitHostPort(f.Advertise)
+		if err != nil || h == "" || p == "0" {
+			return fmt.Errorf("--advertise %q: want HOST:PORT with a host and a port", f.Advertise)
+		}
+		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
+			return fmt.Errorf("--advertise %q: %s is no address a peer can dial", f.Advertise, h)
+		}
+	}
+	opts.Advertise = f.Advertise
+	cl.Events = log
+	if ip := net.ParseIP(cl.BindAddr); ip != nil && ip.IsUnspecified() && cl.AdvertiseAddr == "" {
+		host, _, _ := net.SplitHostPort(node.Dialable(net.JoinHostPort(cl.BindAddr, "0")))
+		if f.Advertise != "" {
+			h, _, _ := net.SplitHostPort(f.Advertise)
+			if ips, err := net.LookupIP(h); err == nil && len(ips) > 0 {
+				host = ips[0].String()
+			}
+		}
+		cl.AdvertiseAddr = host
+	}
+	if cl.Name == "" {
+		name, err := cluster.PersistentName(nameFile(devs), hostname())
+		if err != nil {
+			log.Warn("node name not kept across restarts", "name", name, "err", err)
+		}
+		cl.Name = name
+	}
+	opts.Name = cl.Name
+	return nil
+}
+
+// nameFile is where the node name of a device list is kept: $XDG_STATE_HOME/rbctl/nodes/
+// (else ~/.local/state/..., else /var/lib/rbctl/nodes/), one file per list of absolute paths.
+func nameFile(devs []string) string {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			dir = filepath.Join(home, ".local", "state")
+		} else {
+			dir = "/var/lib"
+		}
+	}
+	h := sha256.New()
+	for _, d := range devs {
+		abs, _ := filepath.Abs(d)
+		h.Write([]byte(abs + "\x00"))
+	}
+	return filepath.Join(dir, "rbctl", "nodes", hex.EncodeToString(h.Sum(nil))[:16])
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
