@@ -202,3 +202,39 @@ func TestNodeOverTwoDevices(t *testing.T) {
 		t.Fatalf("newest key: %s", ch.Source)
 	}
 }
+
+// Of two holders the faster serves once both were measured, though the slow one is listed
+// first; with the fast one dead the slow one still serves (failover).
+func TestPeerChoicePrefersTheFasterHolder(t *testing.T) {
+	oa := fastOptions("slow", nil)
+	oa.TamperData = func(uint32, []byte) { time.Sleep(100 * time.Millisecond) }
+	slow := startNode(t, newEngine(t, nil), oa)
+	fast := startNode(t, newEngine(t, nil), fastOptions("fast", nil))
+	cs, cf := dial(t, slow), dial(t, fast)
+	for i := range 12 {
+		put(t, cs, i, 4000)
+		put(t, cf, i, 4000)
+	}
+	ob := fastOptions("b", NewStaticDirectory(slow.Peer(), fast.Peer()))
+	ob.FetchOnly = true // every get fetches
+	b := startNode(t, newEngine(t, nil), ob)
+	cb := dial(t, b)
+	from := map[string]int{}
+	for i := range 10 {
+		ch := get(t, cb, i)
+		if ch.Source != p2ppb.Source_SOURCE_PEER {
+			t.Fatalf("get %d: %s", i, ch.Source)
+		}
+		if i >= 2 {
+			from[ch.Peer]++
+		}
+	}
+	t.Logf("gets 3-10 served by %v", from)
+	if from[fast.Peer().Name] != 8 {
+		t.Fatalf("after measuring both, gets came from %v; want all 8 from the fast holder", from)
+	}
+	fast.Close()
+	if ch := get(t, cb, 10); ch.Source != p2ppb.Source_SOURCE_PEER || ch.Peer != slow.Peer().Name {
+		t.Fatalf("with the fast holder dead: %s from %q", ch.Source, ch.Peer)
+	}
+}
