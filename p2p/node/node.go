@@ -45,6 +45,7 @@ type Node struct {
 
 	c                 counters
 	peerLat, localLat *latency
+	metrics           *metrics
 
 	mu       sync.Mutex
 	ctlAddr  string
@@ -93,6 +94,8 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	if opts.Eviction != EvictNone {
 		n.evict = newEvictor(c.Len(), opts.Eviction)
 	}
+	n.metrics = newMetrics(n)
+	n.peerLat.hist, n.localLat.hist = n.metrics.peerHist, n.metrics.locHist
 	var err error
 	n.data, err = dataplane.NewServer(n, dataplane.ServerConfig{
 		MaxChunk: n.maxChunk, MaxConns: opts.DataMaxConns, MaxInflightBytes: opts.DataMaxInflightBytes,
@@ -147,6 +150,7 @@ func (n *Node) Start(control, data net.Listener) {
 		return true
 	})
 	n.wg.Go(func() { n.grpc.Serve(control) })
+	n.wg.Go(n.metrics.poll)
 	n.wg.Go(func() { n.data.Serve(data) })
 }
 
@@ -173,6 +177,7 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	close(n.metrics.stop)
 	n.grpc.Stop()
 	n.data.Close()
 	n.wg.Wait()
@@ -217,6 +222,14 @@ func Serve(ctx context.Context, c *sharded.Cache, listen, dataListen string, opt
 		return err
 	}
 	n.Start(ctl, dl)
+	if opts.MetricsListen != "" {
+		stop, err := n.serveMetrics(ctx, opts.MetricsListen)
+		if err != nil {
+			n.Close()
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		defer stop()
+	}
 	if ready != nil {
 		ready(n.Peer())
 	}

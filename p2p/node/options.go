@@ -67,6 +67,11 @@ type Options struct {
 	// checksum was taken: a corrupting peer.
 	TamperData func(index uint32, payload []byte)
 
+	// MetricsListen, when set, is the HOST:PORT where Serve answers GET /metrics in the
+	// Prometheus text format (metrics.go): the Stats counters, checkpoint age, latency
+	// histograms.
+	MetricsListen string
+
 	Logger *slog.Logger // default: discard
 
 	replicas *replicas // set by PlacementHook

@@ -45,8 +45,9 @@ func (n *Node) cacheStats(m map[string]int64) {
 
 // latency is a concurrent histogram of durations in microseconds.
 type latency struct {
-	mu sync.Mutex
-	h  *hdrhistogram.Histogram
+	mu   sync.Mutex
+	h    *hdrhistogram.Histogram
+	hist interface{ Observe(float64) } // the Prometheus histogram of the same durations
 }
 
 func newLatency() *latency { return &latency{h: hdrhistogram.New(1, 60e6, 3)} }
@@ -55,6 +56,9 @@ func (l *latency) record(d time.Duration) {
 	l.mu.Lock()
 	l.h.RecordValue(max(1, d.Microseconds()))
 	l.mu.Unlock()
+	if l.hist != nil {
+		l.hist.Observe(d.Seconds())
+	}
 }
 
 // quantiles returns count, p50 and p99 in microseconds.

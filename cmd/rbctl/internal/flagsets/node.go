@@ -26,15 +26,18 @@ type Node struct {
 	Eviction           string
 	ShardBy            string
 	AllowMisrouted     bool
+	MetricsListen      string
 }
 
-// Add defines --checkpoint-interval, --eviction, --shard-by and --allow-misrouted.
+// Add defines --checkpoint-interval, --eviction, --shard-by, --metrics-listen and
+// --allow-misrouted.
 func (f *Node) Add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.DurationVar(&f.CheckpointInterval, "checkpoint-interval", 10*time.Second,
 		"checkpoint the index this often while it changes (idle or not): a put acknowledged more than twice this (plus one checkpoint's duration) before a crash survives it")
 	fs.StringVar(&f.Eviction, "eviction", "lru", "what a full cache drops to store a put or a replica: lru (least recently stored, hit or leased), fifo, or none (refuse the write); leased keys are never dropped")
 	fs.StringVar(&f.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
+	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "HOST:PORT to serve Prometheus metrics at /metrics (the remote stats counters, checkpoint age, latency histograms); empty: none")
 	fs.BoolVar(&f.AllowMisrouted, "allow-misrouted", false, "serve devices whose keys the route sends elsewhere (one shard of a larger cache alone, or devices out of format order)")
 }
 
@@ -50,7 +53,12 @@ func (f *Node) Check(opts *node.Options) error {
 	if _, err := sharded.ParseRoute(f.ShardBy); err != nil {
 		return fmt.Errorf("--shard-by: %w", err)
 	}
-	opts.Eviction = ev
+	if f.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(f.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen %q: want HOST:PORT", f.MetricsListen)
+		}
+	}
+	opts.Eviction, opts.MetricsListen = ev, f.MetricsListen
 	return nil
 }
 
