@@ -59,10 +59,10 @@ func WriteStats(w io.Writer, s *p2ppb.StatsResponse) error {
 			devs[i][m[2]] = v
 			continue
 		}
-		rows = append(rows, []string{k, strconv.FormatInt(v, 10)})
+		rows = append(rows, []string{cachereport.Escape(k), strconv.FormatInt(v, 10)})
 	}
 	for k, v := range s.LatencyUs {
-		rows = append(rows, []string{k, strconv.FormatFloat(v, 'f', 0, 64) + " us"})
+		rows = append(rows, []string{cachereport.Escape(k), strconv.FormatFloat(v, 'f', 0, 64) + " us"})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i][0] < rows[j][0] })
 	if _, err := fmt.Fprintf(w, "node %s\n", cachereport.Escape(s.Node)); err != nil {
@@ -82,7 +82,12 @@ func WriteStats(w io.Writer, s *p2ppb.StatsResponse) error {
 		fields := []string{"slots_total", "slots_used", "engine_puts", "engine_put_failed", "checkpoints", "checkpoints_forced", "checkpoint_errors", "dirty_ops"}
 		t := reports.NewTable(w)
 		t.Header(append([]string{"device"}, fields...))
-		for i := range len(devs) {
+		idx := make([]int, 0, len(devs))
+		for i := range devs {
+			idx = append(idx, i)
+		}
+		sort.Ints(idx)
+		for _, i := range idx {
 			row := []string{strconv.Itoa(i)}
 			for _, f := range fields {
 				row = append(row, strconv.FormatInt(devs[i][f], 10))

@@ -48,3 +48,23 @@ func TestRenderDevicesAndMembers(t *testing.T) {
 		t.Fatalf("raw counters left in\n%s", out)
 	}
 }
+
+// Counter names come from the node: whatever they are, rendering neither fails nor passes
+// a control character through.
+func FuzzWriteStats(f *testing.F) {
+	f.Add("member/b/state", int64(2), "dev0_slots_used")
+	f.Add("member//", int64(-1), "dev99999999999999999999_x")
+	f.Add("a\x1b[2J", int64(7), "member/\x07/filter_age_ms")
+	f.Fuzz(func(t *testing.T, k1 string, v int64, k2 string) {
+		var b strings.Builder
+		err := WriteStats(&b, &p2ppb.StatsResponse{Node: k2, Counters: map[string]int64{k1: v, k2: v, "member/" + k1 + "/state": v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range b.String() {
+			if r < 0x20 && r != '\n' {
+				t.Fatalf("control character %q in output for %q, %q", r, k1, k2)
+			}
+		}
+	})
+}
