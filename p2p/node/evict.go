@@ -16,17 +16,22 @@ const (
 	EvictNone Eviction = ""     // no eviction: a write to a full cache is refused
 	EvictLRU  Eviction = "lru"  // least recently stored, hit or leased first
 	EvictFIFO Eviction = "fifo" // oldest stored first; hits do not refresh
+	// EvictRegion drops whole regions: a region is one cache_salt's consecutive stores on a
+	// shard, Options.RegionSlots of them (a reclaim unit's worth with cache-salt placement);
+	// the least recently stored-to or hit region goes first, all of it, as bench's
+	// --eviction region does (CacheLib's region eviction).
+	EvictRegion Eviction = "region"
 )
 
-// ParseEviction accepts lru, fifo and none ("" too).
+// ParseEviction accepts lru, fifo, region and none ("" too).
 func ParseEviction(s string) (Eviction, error) {
 	switch s {
 	case "", "none":
 		return EvictNone, nil
-	case string(EvictLRU), string(EvictFIFO):
+	case string(EvictLRU), string(EvictFIFO), string(EvictRegion):
 		return Eviction(s), nil
 	}
-	return "", fmt.Errorf("eviction %q is not lru, fifo or none", s)
+	return "", fmt.Errorf("eviction %q is not lru, fifo, region or none", s)
 }
 
 // putRounds bounds how often a write refused for room evicts again and retries (a
@@ -39,7 +44,8 @@ const putRounds = 4
 // refused by DeleteMany and stays, so a leased chunk is never evicted. A nil evictor
 // evicts nothing.
 type evictor struct {
-	mode Eviction
+	mode        Eviction
+	regionSlots int
 
 	mu     sync.Mutex
 	shards []recency
@@ -48,16 +54,55 @@ type evictor struct {
 }
 
 type recency struct {
-	l *list.List               // of engine.Key
-	m map[string]*list.Element // by encoded key
+	l *list.List               // of engine.Key (lru, fifo) or *region (region)
+	m map[string]*list.Element // by encoded key: its element (lru, fifo) or its region's
+	// open is each cache_salt's region taking its stores (region mode).
+	open map[string]*region
 }
 
-func newEvictor(shards int, mode Eviction) *evictor {
-	ev := &evictor{mode: mode, shards: make([]recency, shards)}
+// region is one salt's run of consecutive stores (region mode).
+type region struct {
+	salt    string
+	members []engine.Key // in store order; those whose m entry no longer names this region left it
+	live    int
+	self    *list.Element
+}
+
+func newEvictor(shards int, mode Eviction, regionSlots int) *evictor {
+	ev := &evictor{mode: mode, regionSlots: max(regionSlots, 1), shards: make([]recency, shards)}
 	for i := range ev.shards {
-		ev.shards[i] = recency{l: list.New(), m: map[string]*list.Element{}}
+		ev.shards[i] = recency{l: list.New(), m: map[string]*list.Element{}, open: map[string]*region{}}
 	}
 	return ev
+}
+
+// join adds k to its salt's open region on shard r (a new region when there is none or
+// it is full), which becomes the most recent.
+func (ev *evictor) join(r *recency, k engine.Key) {
+	salt := k.CacheSalt()
+	g := r.open[salt]
+	if g == nil || len(g.members) >= ev.regionSlots {
+		g = &region{salt: salt}
+		g.self = r.l.PushFront(g)
+		r.open[salt] = g
+	}
+	g.members = append(g.members, k)
+	g.live++
+	r.m[k.String()] = g.self
+	r.l.MoveToFront(g.self)
+}
+
+// leave takes k out of its region; an empty region that takes no more stores goes.
+func (r *recency) leave(k engine.Key) {
+	e, ok := r.m[k.String()]
+	if !ok {
+		return
+	}
+	delete(r.m, k.String())
+	g := e.Value.(*region)
+	if g.live--; g.live == 0 && r.open[g.salt] != g {
+		r.l.Remove(g.self)
+	}
 }
 
 // seed adds a key found in the cache at start, as the least recent so far.
@@ -68,7 +113,11 @@ func (ev *evictor) seed(s int, k engine.Key) {
 	ev.mu.Lock()
 	r := &ev.shards[s]
 	if _, ok := r.m[k.String()]; !ok {
-		r.m[k.String()] = r.l.PushBack(k)
+		if ev.mode == EvictRegion {
+			ev.join(r, k)
+		} else {
+			r.m[k.String()] = r.l.PushBack(k)
+		}
 	}
 	ev.mu.Unlock()
 }
@@ -80,11 +129,13 @@ func (ev *evictor) touch(s int, k engine.Key) {
 	}
 	ev.mu.Lock()
 	r := &ev.shards[s]
-	if e, ok := r.m[k.String()]; ok {
-		if ev.mode == EvictLRU {
-			r.l.MoveToFront(e)
-		}
-	} else {
+	switch e, ok := r.m[k.String()]; {
+	case ok && ev.mode != EvictFIFO:
+		r.l.MoveToFront(e) // the key, or its region
+	case ok:
+	case ev.mode == EvictRegion:
+		ev.join(r, k)
+	default:
 		r.m[k.String()] = r.l.PushFront(k)
 	}
 	ev.mu.Unlock()
@@ -95,7 +146,11 @@ func (ev *evictor) forget(s int, k engine.Key) {
 		return
 	}
 	ev.mu.Lock()
-	ev.shards[s].remove(k)
+	if ev.mode == EvictRegion {
+		ev.shards[s].leave(k)
+	} else {
+		ev.shards[s].remove(k)
+	}
 	ev.mu.Unlock()
 }
 
@@ -127,6 +182,10 @@ func (n *Node) makeRoom(keys []engine.Key) []engine.Key {
 		u := n.cache.Shard(s).Usage()
 		want -= u.SlotsTotal - u.SlotsUsed - u.SlotsInflight
 		r := &ev.shards[s]
+		if ev.mode == EvictRegion {
+			out = n.evictRegions(s, r, want, out)
+			continue
+		}
 		for e := r.l.Back(); e != nil && want > 0; {
 			prev := e.Prev()
 			k := e.Value.(engine.Key)
@@ -146,6 +205,54 @@ func (n *Node) makeRoom(keys []engine.Key) []engine.Key {
 			}
 			e = prev
 		}
+	}
+	return out
+}
+
+// evictRegions evicts whole regions of shard s, least recent first, until want slots are
+// free; a region with a pinned member is skipped whole (and counted once per pass).
+func (n *Node) evictRegions(s int, r *recency, want int64, out []engine.Key) []engine.Key {
+	ev, eng := n.evict, n.cache.Shard(s)
+	for e := r.l.Back(); e != nil && want > 0; {
+		prev := e.Prev()
+		g := e.Value.(*region)
+		var live []engine.Key
+		pinned := false
+		for _, k := range g.members {
+			if r.m[k.String()] != g.self {
+				continue // left the region
+			}
+			live = append(live, k)
+			if m, ok := eng.Lookup(k); ok && m.Locks > 0 {
+				pinned = true
+			}
+		}
+		if pinned {
+			ev.pinnedSkips++
+			e = prev
+			continue
+		}
+		if r.open[g.salt] == g {
+			delete(r.open, g.salt) // the salt's next store opens a new region
+		}
+		var del []bool
+		if len(live) > 0 {
+			del = eng.DeleteMany(live, false)
+		}
+		for i, ok := range del {
+			k := live[i]
+			if ok {
+				out = append(out, k)
+				ev.evicted++
+				if n.replicas.is(k.Identity()) {
+					ev.evictedReplicas++
+				}
+				want--
+			}
+			r.leave(k) // evicted, pinned since the check (kept, untracked), or gone
+		}
+		r.l.Remove(g.self) // a no-op when its last member's leave took it off already
+		e = prev
 	}
 	return out
 }

@@ -238,3 +238,50 @@ func TestPeerChoicePrefersTheFasterHolder(t *testing.T) {
 		t.Fatalf("with the fast holder dead: %s from %q", ch.Source, ch.Peer)
 	}
 }
+
+// Region eviction drops the least recent region whole: one salt's consecutive stores; a
+// region with a leased member is skipped whole.
+func TestRegionEviction(t *testing.T) {
+	e := smallEngine(t, 64)
+	o := fastOptions("a", nil)
+	o.Eviction, o.RegionSlots = EvictRegion, 8
+	n := startNode(t, e, o)
+	key := func(i int) engine.Key { return engine.ObjectKey("m", 0, hashOf(i), []string{"A", "B"}[i%2]) }
+	putK := func(i int) {
+		t.Helper()
+		if r, err := n.Put([]engine.Key{key(i)}, [][]byte{payloadN(i, 1000)}); err != nil || len(r.Stored) != 1 {
+			t.Fatalf("put %d: %v %v", i, r, err)
+		}
+	}
+	has := func(i int) bool { _, ok := e.Lookup(key(i)); return ok }
+	for i := range 64 { // A's regions: 0,2..14 | 16..30 | ...; B's: 1,3..15 | ...
+		putK(i)
+	}
+	putK(64) // full: the least recent region, A's first, goes whole
+	for i := range 65 {
+		if want := !(i%2 == 0 && i < 16); has(i) != want {
+			t.Fatalf("key %d present %v after one eviction", i, has(i))
+		}
+	}
+	if s := n.Stats().Counters; s["evicted"] != 8 {
+		t.Fatalf("evicted %d, want one region of 8", s["evicted"])
+	}
+	for i := 65; i < 72; i++ { // the 7 slots the region freed: no eviction
+		putK(i)
+	}
+	if s := n.Stats().Counters; s["evicted"] != 8 {
+		t.Fatalf("evicted %d while slots were free", s["evicted"])
+	}
+	// Key 1 pinned: B's first region (now the least recent) is skipped, A's second goes.
+	if m := e.MetadataPrefix([]engine.Key{key(1)}, true); len(m) != 1 {
+		t.Fatal("lock key 1")
+	}
+	putK(72)
+	if !has(1) || has(16) || has(30) || !has(3) {
+		t.Fatalf("after an eviction with key 1 pinned: 1 %v 3 %v 16 %v 30 %v", has(1), has(3), has(16), has(30))
+	}
+	if s := n.Stats().Counters; s["evicted"] != 16 || s["evict_pinned_skips"] == 0 {
+		t.Fatalf("counters %v", s)
+	}
+	e.UnlockMany([]engine.Key{key(1)})
+}

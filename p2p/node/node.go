@@ -92,7 +92,7 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 		peerLat: newLatency(), localLat: newLatency(), flights: newFlights(),
 	}
 	if opts.Eviction != EvictNone {
-		n.evict = newEvictor(c.Len(), opts.Eviction)
+		n.evict = newEvictor(c.Len(), opts.Eviction, opts.RegionSlots)
 	}
 	n.metrics = newMetrics(n)
 	n.peerLat.hist, n.localLat.hist = n.metrics.peerHist, n.metrics.locHist

@@ -54,8 +54,11 @@ type Options struct {
 	FetchOnly bool
 
 	// Eviction is how a full cache makes room for a put or a replica: EvictNone (the zero
-	// value: the write is refused), EvictLRU or EvictFIFO (evict.go).
+	// value: the write is refused), EvictLRU, EvictFIFO or EvictRegion (evict.go).
 	Eviction Eviction
+	// RegionSlots is the size of an EvictRegion region in slots (a reclaim unit's bytes over
+	// the slot's); required for EvictRegion.
+	RegionSlots int
 
 	// Data-plane budget: concurrent connections, bytes of chunk buffers in flight, and how
 	// long a transfer waits for a buffer before it is refused as busy (dataplane.ServerConfig).
@@ -112,6 +115,9 @@ func (o *Options) defaults() error {
 	}
 	if _, err := ParseEviction(string(o.Eviction)); err != nil {
 		return err
+	}
+	if o.Eviction == EvictRegion && o.RegionSlots < 1 {
+		return fmt.Errorf("node: region eviction with regions of %d slots", o.RegionSlots)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/p2p/cluster"
@@ -27,6 +28,9 @@ type Node struct {
 	ShardBy            string
 	AllowMisrouted     bool
 	MetricsListen      string
+	RegionBytes        int64
+
+	opts *node.Options // what Check filled; OpenCache adds the region size in slots
 }
 
 // Add defines --checkpoint-interval, --eviction, --shard-by, --metrics-listen and
@@ -35,7 +39,8 @@ func (f *Node) Add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.DurationVar(&f.CheckpointInterval, "checkpoint-interval", 10*time.Second,
 		"checkpoint the index this often while it changes (idle or not): a put acknowledged more than twice this (plus one checkpoint's duration) before a crash survives it")
-	fs.StringVar(&f.Eviction, "eviction", "lru", "what a full cache drops to store a put or a replica: lru (least recently stored, hit or leased), fifo, or none (refuse the write); leased keys are never dropped")
+	fs.StringVar(&f.Eviction, "eviction", "lru", "what a full cache drops to store a put or a replica: lru (least recently stored, hit or leased), fifo, region (whole regions of one cache_salt's consecutive stores, least recent first) or none (refuse the write); leased keys are never dropped")
+	flagcheck.SizeVar(fs, &f.RegionBytes, "region", "", "region size for --eviction region (default 16 MiB; give the device's reclaim unit size)")
 	fs.StringVar(&f.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "HOST:PORT to serve Prometheus metrics at /metrics (the remote stats counters, checkpoint age, latency histograms); empty: none")
 	fs.BoolVar(&f.AllowMisrouted, "allow-misrouted", false, "serve devices whose keys the route sends elsewhere (one shard of a larger cache alone, or devices out of format order)")
@@ -58,7 +63,11 @@ func (f *Node) Check(opts *node.Options) error {
 			return fmt.Errorf("--metrics-listen %q: want HOST:PORT", f.MetricsListen)
 		}
 	}
+	if f.RegionBytes != 0 && ev != node.EvictRegion {
+		return fmt.Errorf("--region is for --eviction region, not %s", f.Eviction)
+	}
 	opts.Eviction, opts.MetricsListen = ev, f.MetricsListen
+	f.opts = opts
 	return nil
 }
 
@@ -111,6 +120,16 @@ func (f *Node) OpenCache(d *Device, pf *Placement, paths []string, tweak func(*e
 				err = fmt.Errorf("%w (--allow-misrouted serves it anyway)", err)
 			}
 			return fail(err)
+		}
+	}
+	if f.opts != nil && f.opts.Eviction == node.EvictRegion {
+		region := f.RegionBytes
+		if region == 0 {
+			region = 16 << 20
+		}
+		slot := engs[0].Config().SlotBytes
+		if f.opts.RegionSlots = int(region / slot); f.opts.RegionSlots < 1 {
+			return fail(fmt.Errorf("--region %d: below one slot of %d bytes", region, slot))
 		}
 	}
 	return c, nil
