@@ -257,6 +257,52 @@ func closeAll(devs []blockdev.Device) {
 	}
 }
 
+// CheckRoutes fails with ErrMisrouted when a shard holds keys the route sends elsewhere
+// (Open runs it; a caller that adopted engines with New runs it itself). On a cache of one
+// device it tells, under hash routing, a device that looks like one shard of a larger
+// cache: at least ShardEvidence keys, all of which hash routing over some N in 2..8
+// sends to the same shard (chance for the keys of a cache of its own: under N·N^−K).
+func (c *Cache) CheckRoutes() error {
+	if len(c.shards) > 1 {
+		return c.checkRoutes()
+	}
+	if c.route != RouteHash {
+		return nil
+	}
+	e := c.shards[0]
+	type seen struct {
+		shard int
+		mixed bool
+	}
+	var by [9]seen
+	keys := 0
+	e.Entries(func(k engine.Key, _ engine.EntryMeta) bool {
+		for n := 2; n < len(by); n++ {
+			s := ShardOf(RouteHash, k, n)
+			if keys == 0 {
+				by[n].shard = s
+			} else if s != by[n].shard {
+				by[n].mixed = true
+			}
+		}
+		keys++
+		return true
+	})
+	if keys < ShardEvidence {
+		return nil
+	}
+	for n := 2; n < len(by); n++ {
+		if !by[n].mixed {
+			return c.shardErr(0, fmt.Errorf("%w: all %d keys are the ones hash routing over %d devices sends to shard %d: "+
+				"this device is one shard of a larger cache; open it with the others, in format order", ErrMisrouted, keys, n, by[n].shard))
+		}
+	}
+	return nil
+}
+
+// ShardEvidence is how many keys CheckRoutes needs before it calls a lone device a shard.
+const ShardEvidence = 16
+
 // checkRoutes fails when a shard holds a key the route sends elsewhere. It walks every
 // shard's entries once, the shards in parallel (engine.Entries reads an index a chunk at a
 // time, so memory stays small however many keys there are).

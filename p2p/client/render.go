@@ -3,8 +3,10 @@ package client
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/rbctl/rbctl/p2p/p2ppb"
 	"github.com/rbctl/rbctl/reports"
@@ -35,14 +37,32 @@ func WriteList(w io.Writer, r *p2ppb.ListResponse) error {
 	return nil
 }
 
-// WriteStats renders a node's counters and latency percentiles, sorted by name.
+// WriteStats renders a node's counters and latency percentiles, sorted by name, then a
+// row per device (counters devN_NAME) and per cluster member (member/NAME/FIELD).
 func WriteStats(w io.Writer, s *p2ppb.StatsResponse) error {
 	var rows [][]string
+	devs := map[int]map[string]int64{}
+	members := map[string]map[string]int64{}
 	for k, v := range s.Counters {
-		rows = append(rows, []string{k, strconv.FormatInt(v, 10)})
+		if name, field, ok := memberCounter(k); ok {
+			if members[name] == nil {
+				members[name] = map[string]int64{}
+			}
+			members[name][field] = v
+			continue
+		}
+		if m := devCounter.FindStringSubmatch(k); m != nil {
+			i, _ := strconv.Atoi(m[1])
+			if devs[i] == nil {
+				devs[i] = map[string]int64{}
+			}
+			devs[i][m[2]] = v
+			continue
+		}
+		rows = append(rows, []string{cachereport.Escape(k), strconv.FormatInt(v, 10)})
 	}
 	for k, v := range s.LatencyUs {
-		rows = append(rows, []string{k, strconv.FormatFloat(v, 'f', 0, 64) + " us"})
+		rows = append(rows, []string{cachereport.Escape(k), strconv.FormatFloat(v, 'f', 0, 64) + " us"})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i][0] < rows[j][0] })
 	if _, err := fmt.Fprintf(w, "node %s\n", cachereport.Escape(s.Node)); err != nil {
@@ -55,5 +75,74 @@ func WriteStats(w io.Writer, s *p2ppb.StatsResponse) error {
 			return err
 		}
 	}
-	return t.Render()
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if len(devs) > 0 {
+		fields := []string{"slots_total", "slots_used", "engine_puts", "engine_put_failed", "checkpoints", "checkpoints_forced", "checkpoint_errors", "dirty_ops"}
+		t := reports.NewTable(w)
+		t.Header(append([]string{"device"}, fields...))
+		idx := make([]int, 0, len(devs))
+		for i := range devs {
+			idx = append(idx, i)
+		}
+		sort.Ints(idx)
+		for _, i := range idx {
+			row := []string{strconv.Itoa(i)}
+			for _, f := range fields {
+				row = append(row, strconv.FormatInt(devs[i][f], 10))
+			}
+			if err := t.Append(row); err != nil {
+				return err
+			}
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+	}
+	if len(members) > 0 {
+		names := make([]string, 0, len(members))
+		for n := range members {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		t := reports.NewTable(w)
+		t.Header([]string{"member", "state", "filter_bytes", "filter_age"})
+		for _, n := range names {
+			m := members[n]
+			state, age := memberStates[m["state"]], "-"
+			if state == "" {
+				state = strconv.FormatInt(m["state"], 10)
+			}
+			if a, ok := m["filter_age_ms"]; ok && a >= 0 {
+				age = strconv.FormatInt(a, 10) + " ms"
+			}
+			if f, ok := m["failed_ms"]; ok {
+				state += " for " + strconv.FormatInt(f, 10) + " ms"
+			}
+			if err := t.Append([]string{cachereport.Escape(n), state, strconv.FormatInt(m["filter_bytes"], 10), age}); err != nil {
+				return err
+			}
+		}
+		return t.Render()
+	}
+	return nil
+}
+
+var devCounter = regexp.MustCompile(`^dev(\d+)_(.+)$`)
+
+// memberStates name cluster.StateAlive, StateSuspect and StateFailed.
+var memberStates = map[int64]string{0: "alive", 1: "suspect", 2: "failed (rejoining)"}
+
+// memberCounter splits member/NAME/FIELD.
+func memberCounter(k string) (name, field string, ok bool) {
+	rest, ok := strings.CutPrefix(k, "member/")
+	if !ok {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+1:], true
 }

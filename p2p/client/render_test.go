@@ -28,3 +28,43 @@ func TestRenderEscapesAndMarksTruncation(t *testing.T) {
 		t.Fatalf("stats output:\n%s", out)
 	}
 }
+
+// Devices and members get rows of their own; the rest stays a counter table.
+func TestRenderDevicesAndMembers(t *testing.T) {
+	var b strings.Builder
+	err := WriteStats(&b, &p2ppb.StatsResponse{Node: "a", Counters: map[string]int64{
+		"members": 2, "dev0_slots_used": 5, "dev1_slots_used": 7, "member/b-1/state": 0, "member/b-1/filter_age_ms": 120,
+		"member/b-1/filter_bytes": 1024, "member/c\x1b/state": 2, "member/c\x1b/failed_ms": 900}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"members", "device", "b-1", "alive", "120 ms", "failed (rejoining) for 900 ms", `c\x1b`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "dev0_slots_used") || strings.Contains(out, "member/") || strings.Contains(out, "\x1b") {
+		t.Fatalf("raw counters left in\n%s", out)
+	}
+}
+
+// Counter names come from the node: whatever they are, rendering neither fails nor passes
+// a control character through.
+func FuzzWriteStats(f *testing.F) {
+	f.Add("member/b/state", int64(2), "dev0_slots_used")
+	f.Add("member//", int64(-1), "dev99999999999999999999_x")
+	f.Add("a\x1b[2J", int64(7), "member/\x07/filter_age_ms")
+	f.Fuzz(func(t *testing.T, k1 string, v int64, k2 string) {
+		var b strings.Builder
+		err := WriteStats(&b, &p2ppb.StatsResponse{Node: k2, Counters: map[string]int64{k1: v, k2: v, "member/" + k1 + "/state": v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range b.String() {
+			if r < 0x20 && r != '\n' {
+				t.Fatalf("control character %q in output for %q, %q", r, k1, k2)
+			}
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"sync"
@@ -37,6 +38,11 @@ type Cluster struct {
 	members map[string]member
 	remotes map[string]*remote
 	failed  map[string]failed
+
+	// smu guards when members were last suspected or declared failed, as memberlist's
+	// log says (explain.go); never held while calling memberlist.
+	smu                   sync.Mutex
+	suspected, failedMark map[string]time.Time
 
 	jobs    chan job
 	stop    chan struct{}
@@ -70,10 +76,15 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, mc: cfg.memberlistConfig(), meta: meta, epoch: uint64(time.Now().UnixNano()),
+	c := &Cluster{cfg: cfg, meta: meta, epoch: uint64(time.Now().UnixNano()),
 		local: local, wantEvery: 4 * cfg.PublishInterval,
 		members: map[string]member{}, remotes: map[string]*remote{}, failed: map[string]failed{},
+		suspected: map[string]time.Time{}, failedMark: map[string]time.Time{},
 		jobs: make(chan job, 256), stop: make(chan struct{})}
+	if cfg.loggerDefaulted {
+		c.cfg.Logger = c.memberlistLogger()
+	}
+	c.mc = c.cfg.memberlistConfig()
 	if !cfg.NoRegistry && len(cfg.Seeds) == 0 {
 		dir := cfg.RegistryDir
 		if dir == "" {
@@ -84,14 +95,18 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 	}
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
-		BindAddrs: []string{cfg.BindAddr}, BindPort: cfg.BindPort, Logger: cfg.Logger})
+		BindAddrs: []string{cfg.BindAddr}, BindPort: cfg.BindPort, Logger: c.cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("gossip listener on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
+	}
+	if c.mc.AdvertiseAddr != "" && c.mc.AdvertisePort == 0 {
+		c.mc.AdvertisePort = nt.GetAutoBindPort() // an advertised host at the port bound
 	}
 	c.transport = newCountingTransport(nt, cfg.Dial, &c.traffic)
 	c.mc.Transport = c.transport
 	c.mc.Delegate = (*delegate)(c)
 	c.mc.Events = (*delegate)(c)
+	c.mc.Conflict = (*delegate)(c)
 	if c.ml, err = memberlist.Create(c.mc); err != nil {
 		c.transport.Shutdown()
 		return nil, fmt.Errorf("gossip member %s: %w", cfg.Name, err)
@@ -195,7 +210,12 @@ func (c *Cluster) joinFirst(ctx context.Context) error {
 	select {
 	case err := <-done:
 		if err != nil && len(c.cfg.Seeds) > 0 {
-			return fmt.Errorf("no seed of %v answered: %w", c.cfg.Seeds, err)
+			if c.cfg.Events == nil {
+				return fmt.Errorf("no seed of %v answered: %w", c.cfg.Seeds, err)
+			}
+			// A node that explains itself starts alone and keeps joining (reconnector).
+			c.event(slog.LevelWarn, "no seed answered; serving alone and joining again", "seeds", c.cfg.Seeds,
+				"every", c.cfg.ReconnectInterval, "err", err)
 		}
 		return nil
 	case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"math"
 	"time"
 
@@ -63,6 +64,12 @@ type Config struct {
 	Dial      DialFunc // dials memberlist's TCP streams; net.DialTimeout
 	SecretKey []byte   // 16, 24 or 32 bytes: encrypt gossip (AES-GCM); none
 	Logger    *log.Logger
+	// Events receives membership changes: joins, leaves, members declared dead or
+	// suspected, name conflicts, seeds that did not answer (explain.go); nil: none. Without
+	// a Logger, memberlist's warnings go here too.
+	Events *slog.Logger
+
+	loggerDefaulted bool
 }
 
 const (
@@ -119,6 +126,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = log.New(io.Discard, "", 0)
+		c.loggerDefaulted = true
 	}
 	return c, nil
 }

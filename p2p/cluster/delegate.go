@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -88,8 +89,14 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	}
 	d.mu.Lock()
 	d.members[n.Name] = m
+	_, back := d.failed[n.Name]
 	delete(d.failed, n.Name)
 	d.mu.Unlock()
+	d.smu.Lock()
+	delete(d.suspected, n.Name)
+	delete(d.failedMark, n.Name)
+	d.smu.Unlock()
+	d.c().event(slog.LevelInfo, "member joined", "name", n.Name, "gossip", n.Address(), "control", m.peer.Control, "returned", back)
 	d.c().enqueue(job{to: n.Name})
 }
 
@@ -98,14 +105,21 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	if n.Name == d.cfg.Name {
 		return
 	}
+	// Dead, not left: memberlist logged its verdict just before (memberlistLog).
+	dead := n.State == memberlist.StateDead || d.c().noted(d.failedMark, n.Name, time.Minute)
 	d.mu.Lock()
 	m, had := d.members[n.Name]
 	delete(d.members, n.Name)
 	delete(d.remotes, n.Name)
-	if had && n.State == memberlist.StateDead {
+	if had && dead {
 		d.failed[n.Name] = failed{addr: m.addr, since: time.Now()}
 	}
 	d.mu.Unlock()
+	if dead {
+		d.c().event(slog.LevelWarn, "member dropped: declared dead by the failure detector; joining it again", "name", n.Name, "gossip", n.Address())
+	} else {
+		d.c().event(slog.LevelInfo, "member left", "name", n.Name, "gossip", n.Address())
+	}
 }
 
 func (d *delegate) NotifyUpdate(n *memberlist.Node) {

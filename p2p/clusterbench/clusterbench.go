@@ -206,13 +206,12 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	return out, nil
 }
 
-// member is one node of a run: its device, engine, node and eviction order.
+// member is one node of a run: its device, engine and node (which evicts, LRU).
 type member struct {
 	gossip *cluster.Cluster
 	dev    *devices.Opened
 	eng    *engine.Engine
 	node   *node.Node
-	lru    *lru
 	m      NodeResult
 }
 
@@ -311,7 +310,7 @@ func startMembers(o Options, mode Mode, dir string) ([]*member, error) {
 		}
 	}()
 	for i := range ms {
-		ms[i] = &member{lru: newLRU()}
+		ms[i] = &member{}
 		var err error
 		if ctl[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			return ms, err
@@ -336,7 +335,7 @@ func startMembers(o Options, mode Mode, dir string) ([]*member, error) {
 		if dev.FDP == nil {
 			return ms, fmt.Errorf("%s: no FDP view (%v)", spec, dev.NoFDP)
 		}
-		opts := node.Options{Name: peers[i].Name, LookupTimeout: 2 * time.Second, FetchTimeout: 5 * time.Second}
+		opts := node.Options{Name: peers[i].Name, LookupTimeout: 2 * time.Second, FetchTimeout: 5 * time.Second, Eviction: node.EvictLRU}
 		if mode != Off {
 			others := append(append([]p2p.Peer{}, peers[:i]...), peers[i+1:]...)
 			opts.Directory = node.NewStaticDirectory(others...)

@@ -23,7 +23,7 @@ type NodeResult struct {
 	Computed    int64  `json:"computed"`     // chunks missed everywhere, computed and put
 	Recomputed  int64  `json:"recomputed"`   // hits after the first miss (recomputed, not stored again)
 	NotStored   int64  `json:"not_stored"`   // computed chunks the cache refused
-	Evicted     int64  `json:"evicted"`      // keys evicted (LRU) to make room
+	Evicted     int64  `json:"evicted"`      // keys the node evicted (LRU) to make room
 	WrongChunks int64  `json:"wrong_chunks"` // payloads that differed from the computed bytes (must be 0)
 
 	PeerBytesIn  int64 `json:"peer_bytes_in"`   // bytes fetched from peers
@@ -70,6 +70,7 @@ type Result struct {
 func (m *NodeResult) fromNode(s node.Stats) {
 	c := s.Counters
 	m.PeerBytesIn, m.ServedBytes, m.ReplicaBytes = c["peer_bytes_in"], c["served_bytes"], c["replica_bytes"]
+	m.Evicted = c["evicted"]
 	m.PeerTimeouts, m.Checksum = c["peer_timeouts"], c["peer_checksum_errors"]
 	m.PeerErrors = c["peer_errors"] + c["peer_refused"]
 	m.PeerLookups, m.EmptyLookups = c["peer_lookups"], c["peer_lookup_empty"]

@@ -3,7 +3,6 @@ package clusterbench
 import (
 	"bytes"
 	"cmp"
-	"container/list"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -132,9 +131,8 @@ func payload(k engine.Key, n int) []byte {
 }
 
 // serve runs one request on mb: get the chunks, use the leading prefix of hits, compute
-// and store the rest (evicting the least recently used keys to make room).
+// and store the rest (the node evicts its least recently used keys to make room).
 func serve(ctx context.Context, mb *member, keys []engine.Key, localOnly bool, chunk int) error {
-	makeRoom(mb, 2*len(keys))
 	res, err := mb.node.Get(ctx, keys, localOnly)
 	if err != nil {
 		return err
@@ -149,7 +147,6 @@ func serve(ctx context.Context, mb *member, keys []engine.Key, localOnly bool, c
 				mb.m.WrongChunks++
 				prefix = false // a wrong chunk is never used
 			}
-			mb.lru.touch(keys[i])
 		}
 		switch {
 		case prefix && r.Source == node.Local:
@@ -175,53 +172,6 @@ func serve(ctx context.Context, mb *member, keys []engine.Key, localOnly bool, c
 	if err != nil {
 		return err
 	}
-	for _, j := range pr.Stored {
-		mb.lru.touch(ks[j])
-	}
 	mb.m.NotStored += int64(len(ks) - len(pr.Stored))
 	return nil
-}
-
-// makeRoom evicts least recently used keys until need slots are free.
-func makeRoom(mb *member, need int) {
-	for {
-		u := mb.eng.Usage()
-		if u.SlotsTotal-u.SlotsUsed-u.SlotsInflight >= int64(need) {
-			return
-		}
-		k, ok := mb.lru.oldest()
-		if !ok {
-			return
-		}
-		mb.node.Delete([]engine.Key{k}, false)
-		mb.m.Evicted++
-	}
-}
-
-// lru orders keys by last use; replicas a node stored after a peer fetch enter it when the
-// request that fetched them touches them.
-type lru struct {
-	l *list.List
-	m map[uint64]*list.Element
-}
-
-func newLRU() *lru { return &lru{l: list.New(), m: map[uint64]*list.Element{}} }
-
-func (c *lru) touch(k engine.Key) {
-	if e, ok := c.m[k.Identity()]; ok {
-		c.l.MoveToFront(e)
-		return
-	}
-	c.m[k.Identity()] = c.l.PushFront(k)
-}
-
-func (c *lru) oldest() (engine.Key, bool) {
-	e := c.l.Back()
-	if e == nil {
-		return engine.Key{}, false
-	}
-	c.l.Remove(e)
-	k := e.Value.(engine.Key)
-	delete(c.m, k.Identity())
-	return k, true
 }

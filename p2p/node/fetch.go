@@ -16,11 +16,11 @@ import (
 )
 
 // fetchMissing fills out[i] for the missing indexes from peers: the candidates of the first
-// missing key are asked for every missing key (a sequence's chunks usually live together);
-// what a peer lacks goes to the next candidate.
+// missing key, fastest first (choose), are asked for every missing key (a sequence's chunks
+// usually live together); what a peer lacks or fails to send goes to the next candidate.
 func (n *Node) fetchMissing(ctx context.Context, keys []engine.Key, missing []int, out []Result) {
 	tried := 0
-	for _, peer := range n.opts.Directory.Candidates(keys[missing[0]].Identity()) {
+	for _, peer := range n.choose(n.opts.Directory.Candidates(keys[missing[0]].Identity())) {
 		if tried == n.opts.MaxCandidates || len(missing) == 0 || ctx.Err() != nil {
 			return
 		}
@@ -97,6 +97,7 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) 
 		return nil
 	}
 	n.peerLat.record(time.Since(start))
+	r.observe(time.Since(start), len(payloads))
 	for _, p := range payloads {
 		n.c.peerChunks.Add(1)
 		n.c.peerBytes.Add(int64(len(p)))
@@ -116,7 +117,7 @@ func (n *Node) storeReplicas(keys []engine.Key, payloads [][]byte) {
 	}
 	stored := make([]bool, len(keys))
 	n.replicas.begin(ids)
-	res, err := n.eng.PutMany(keys, payloads)
+	res, err := n.putMany(keys, payloads)
 	for _, i := range res.Stored {
 		stored[i] = true
 		n.c.replicas.Add(1)

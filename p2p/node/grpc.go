@@ -24,7 +24,7 @@ func rpcErr(err error) error {
 }
 
 func (n *Node) keys(ks []*p2ppb.ObjectKey, max int) ([]engine.Key, error) {
-	k, err := keysOf(ks, n.eng.Config().Namespace, max)
+	k, err := keysOf(ks, n.cache.Shard(0).Config().Namespace, max)
 	if err != nil {
 		return nil, rpcErr(err)
 	}
@@ -51,6 +51,9 @@ func (n *Node) lookupAndLock(ctx context.Context, req *p2ppb.LookupAndLockReques
 		// The requester gave up while we locked: nobody will use or unlock this lease.
 		n.leases.unlock(l.id)
 		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	for _, k := range l.keys { // a peer's use is a use
+		n.evict.touch(n.cache.ShardOf(k), k)
 	}
 	resp.LeaseId = l.id
 	resp.Hits = make([]*p2ppb.Hit, len(l.hits))

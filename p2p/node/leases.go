@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/engine/sharded"
 )
 
 // A lease pins the leading hits of one LookupAndLock (engine locks: MetadataPrefix with
@@ -20,7 +21,7 @@ type lease struct {
 }
 
 type leaseTable struct {
-	eng *engine.Engine
+	eng *sharded.Cache
 
 	mu     sync.Mutex
 	m      map[uint64]*lease
@@ -29,7 +30,7 @@ type leaseTable struct {
 	granted, released, expired atomic.Int64
 }
 
-func newLeaseTable(eng *engine.Engine) *leaseTable {
+func newLeaseTable(eng *sharded.Cache) *leaseTable {
 	return &leaseTable{eng: eng, m: map[uint64]*lease{}}
 }
 

@@ -20,18 +20,22 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/dataplane"
 	"github.com/rbctl/rbctl/p2p/p2ppb"
 	"github.com/rbctl/rbctl/placement"
 )
 
-// Node serves one engine. The engine stays the caller's: Close releases what the node
-// holds (leases, connections) but does not close the engine.
+// Node serves one cache: one engine, or a sharded cache over several devices. The cache
+// stays the caller's: Close releases what the node holds (leases, connections) but does
+// not close the cache.
 type Node struct {
-	eng      *engine.Engine
+	cache    *sharded.Cache
 	opts     Options
-	maxChunk int // the engine's largest payload
+	maxChunk int // the smallest largest payload of the shards
+	evict    *evictor
+	flights  *flights
 
 	leases   *leaseTable
 	peers    *peerPool
@@ -41,6 +45,7 @@ type Node struct {
 
 	c                 counters
 	peerLat, localLat *latency
+	metrics           *metrics
 
 	mu       sync.Mutex
 	ctlAddr  string
@@ -51,26 +56,46 @@ type Node struct {
 
 // New builds a node over an open engine; Start serves it.
 func New(eng *engine.Engine, opts Options) (*Node, error) {
+	c, err := sharded.New([]*engine.Engine{eng}, sharded.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return NewSharded(c, opts)
+}
+
+// NewSharded builds a node over an open cache of one or more shards; Start serves it.
+func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	if opts.SeparateReplicas {
-		if opts.replicas == nil {
-			return nil, errors.New("node: a replica handle needs PlacementHook applied before the engine opened")
+	maxChunk := 0
+	for i := range c.Len() {
+		e := c.Shard(i)
+		if opts.SeparateReplicas {
+			if opts.replicas == nil {
+				return nil, errors.New("node: a replica handle needs PlacementHook applied before the engine opened")
+			}
+			if h := e.Device().Info().Handles; opts.ReplicaHandle != placement.None && int(opts.ReplicaHandle) >= h {
+				return nil, fmt.Errorf("node: replica handle %d, device %d has %d placement handles", opts.ReplicaHandle, i, h)
+			}
 		}
-		if h := eng.Device().Info().Handles; opts.ReplicaHandle != placement.None && int(opts.ReplicaHandle) >= h {
-			return nil, fmt.Errorf("node: replica handle %d, the device has %d placement handles", opts.ReplicaHandle, h)
+		if m := e.Layout().PayloadBytes(); i == 0 || int(m) < maxChunk {
+			maxChunk = int(m)
 		}
 	}
 	if opts.replicas == nil {
 		opts.replicas = newReplicas()
 	}
-	cfg := eng.Config()
 	n := &Node{
-		eng: eng, opts: opts, maxChunk: int(cfg.SlotBytes) - cfg.HeaderBytes,
-		leases: newLeaseTable(eng), peers: newPeerPool(&opts), replicas: opts.replicas,
-		peerLat: newLatency(), localLat: newLatency(),
+		cache: c, opts: opts, maxChunk: maxChunk,
+		leases: newLeaseTable(c), peers: newPeerPool(&opts), replicas: opts.replicas,
+		peerLat: newLatency(), localLat: newLatency(), flights: newFlights(),
 	}
+	if opts.Eviction != EvictNone {
+		n.evict = newEvictor(c.Len(), opts.Eviction, opts.RegionSlots)
+	}
+	n.metrics = newMetrics(n)
+	n.peerLat.hist, n.localLat.hist = n.metrics.peerHist, n.metrics.locHist
 	var err error
 	n.data, err = dataplane.NewServer(n, dataplane.ServerConfig{
 		MaxChunk: n.maxChunk, MaxConns: opts.DataMaxConns, MaxInflightBytes: opts.DataMaxInflightBytes,
@@ -111,15 +136,21 @@ func (n *Node) deadline(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h
 // local keys to the directory.
 func (n *Node) Start(control, data net.Listener) {
 	n.mu.Lock()
-	n.ctlAddr, n.dataAddr = control.Addr().String(), data.Addr().String()
+	n.ctlAddr, n.dataAddr = advertise(control.Addr().String(), data.Addr().String(), n.opts.Advertise)
 	if n.opts.Name == "" {
 		n.opts.Name = n.ctlAddr
 	}
 	n.mu.Unlock()
-	if d := n.opts.Directory; d != nil {
-		n.eng.Entries(func(k engine.Key, _ engine.EntryMeta) bool { d.Admitted(k.Identity()); return true })
-	}
+	d := n.opts.Directory
+	n.cache.Entries(func(s int, k engine.Key, _ engine.EntryMeta) bool {
+		if d != nil {
+			d.Admitted(k.Identity())
+		}
+		n.evict.seed(s, k)
+		return true
+	})
 	n.wg.Go(func() { n.grpc.Serve(control) })
+	n.wg.Go(n.metrics.poll)
 	n.wg.Go(func() { n.data.Serve(data) })
 }
 
@@ -146,6 +177,7 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	close(n.metrics.stop)
 	n.grpc.Stop()
 	n.data.Close()
 	n.wg.Wait()
@@ -156,7 +188,7 @@ func (n *Node) Close() error {
 
 // Serve listens on listen and dataListen (host:0 for any port), serves until ctx is done,
 // then closes the node. ready, when set, is called with the bound addresses.
-func Serve(ctx context.Context, eng *engine.Engine, listen, dataListen string, opts Options, ready func(p2p.Peer)) error {
+func Serve(ctx context.Context, c *sharded.Cache, listen, dataListen string, opts Options, ready func(p2p.Peer)) error {
 	var lc net.ListenConfig
 	ctl, err := lc.Listen(ctx, "tcp", listen)
 	if err != nil {
@@ -172,7 +204,8 @@ func Serve(ctx context.Context, eng *engine.Engine, listen, dataListen string, o
 		return err
 	}
 	if opts.JoinDirectory != nil {
-		self := p2p.Peer{Name: opts.Name, Control: ctl.Addr().String(), Data: dl.Addr().String()}
+		self := p2p.Peer{Name: opts.Name}
+		self.Control, self.Data = advertise(ctl.Addr().String(), dl.Addr().String(), opts.Advertise)
 		d, leave, err := opts.JoinDirectory(ctx, self)
 		if err != nil {
 			ctl.Close()
@@ -182,13 +215,21 @@ func Serve(ctx context.Context, eng *engine.Engine, listen, dataListen string, o
 		defer leave.Close() // after the node has closed
 		opts.Directory = d
 	}
-	n, err := New(eng, opts)
+	n, err := NewSharded(c, opts)
 	if err != nil {
 		ctl.Close()
 		dl.Close()
 		return err
 	}
 	n.Start(ctl, dl)
+	if opts.MetricsListen != "" {
+		stop, err := n.serveMetrics(ctx, opts.MetricsListen)
+		if err != nil {
+			n.Close()
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		defer stop()
+	}
 	if ready != nil {
 		ready(n.Peer())
 	}
@@ -196,9 +237,10 @@ func Serve(ctx context.Context, eng *engine.Engine, listen, dataListen string, o
 	return n.Close()
 }
 
-// Put stores payloads under keys; Results and Stored as engine.PutMany.
+// Put stores payloads under keys; Results and Stored as engine.PutMany. With eviction a
+// full cache first drops its least recently used unpinned keys.
 func (n *Node) Put(keys []engine.Key, payloads [][]byte) (engine.PutResult, error) {
-	res, err := n.eng.PutMany(keys, payloads)
+	res, err := n.putMany(keys, payloads)
 	n.c.puts.Add(int64(len(res.Stored)))
 	for _, i := range res.Stored {
 		n.c.putBytes.Add(int64(len(payloads[i])))
@@ -212,10 +254,19 @@ func (n *Node) Put(keys []engine.Key, payloads [][]byte) (engine.PutResult, erro
 	return res, err
 }
 
+// admitted records a key this node stored: the directory tells the others, the eviction
+// order takes it as the most recent.
 func (n *Node) admitted(k engine.Key) {
 	if d := n.opts.Directory; d != nil {
 		d.Admitted(k.Identity())
 	}
+	n.evict.touch(n.cache.ShardOf(k), k)
+}
+
+// dropped records a key that left the cache (deleted or evicted).
+func (n *Node) dropped(k engine.Key) {
+	n.evict.forget(n.cache.ShardOf(k), k)
+	n.evicted(k)
 }
 
 // Source says where a Get found a chunk.
@@ -245,27 +296,28 @@ func (n *Node) Get(ctx context.Context, keys []engine.Key, localOnly bool) ([]Re
 	bufs := make([][]byte, len(keys))
 	var pinned []engine.Key
 	for i, k := range keys {
-		if m := n.eng.MetadataPrefix(keys[i:i+1], true); len(m) == 1 {
+		if m := n.cache.MetadataPrefix(keys[i:i+1], true); len(m) == 1 {
 			bufs[i] = make([]byte, m[0].Size)
 			pinned = append(pinned, k)
 		}
 	}
 	start := time.Now()
-	got, err := n.eng.LoadManyInto(keys, nonNil(bufs))
+	got, err := n.cache.LoadManyInto(keys, nonNil(bufs))
 	if len(pinned) > 0 { // a batch with nothing to load is not a load
 		n.localLat.record(time.Since(start))
 	}
-	n.eng.UnlockMany(pinned)
+	n.cache.UnlockMany(pinned)
 	for i := range keys {
 		if got[i] && bufs[i] != nil {
 			out[i] = Result{Source: Local, Payload: bufs[i]}
 			n.c.localHits.Add(1)
+			n.evict.touch(n.cache.ShardOf(keys[i]), keys[i])
 		} else {
 			missing = append(missing, i)
 		}
 	}
 	if len(missing) > 0 && !localOnly && n.opts.Directory != nil && ctx.Err() == nil && !n.isClosed() {
-		n.fetchMissing(ctx, keys, missing, out)
+		n.fetchShared(ctx, keys, missing, out)
 	}
 	for _, r := range out {
 		if r.Source == Miss {
@@ -289,14 +341,11 @@ func nonNil(bufs [][]byte) [][]byte {
 
 // Delete removes keys (force: even pinned ones).
 func (n *Node) Delete(keys []engine.Key, force bool) []bool {
-	del := n.eng.DeleteMany(keys, force)
+	del := n.cache.DeleteMany(keys, force)
 	for i, ok := range del {
 		if ok {
 			n.c.deletes.Add(1)
-			n.replicas.forget(keys[i].Identity())
-			if d := n.opts.Directory; d != nil {
-				d.Evicted(keys[i].Identity())
-			}
+			n.dropped(keys[i])
 		}
 	}
 	return del
@@ -315,7 +364,7 @@ func (n *Node) List(salt string, max int) ([]Entry, bool) {
 		max = n.opts.MaxListKeys
 	}
 	var all []Entry
-	n.eng.Entries(func(k engine.Key, m engine.EntryMeta) bool {
+	n.cache.Entries(func(_ int, k engine.Key, m engine.EntryMeta) bool {
 		if salt == "" || k.CacheSalt() == salt {
 			all = append(all, Entry{Key: k, Meta: m, Replica: n.replicas.is(k.Identity())})
 		}
@@ -342,7 +391,7 @@ func (n *Node) ReadChunk(id uint64, index uint32, buf []byte) ([]byte, uint32, d
 		return nil, 0, dataplane.StatusReadErr
 	}
 	p := buf[:m.Size]
-	got, err := n.eng.LoadManyInto(l.keys[index:index+1], [][]byte{p})
+	got, err := n.cache.LoadManyInto(l.keys[index:index+1], [][]byte{p})
 	if err != nil || !got[0] {
 		return nil, 0, dataplane.StatusReadErr
 	}

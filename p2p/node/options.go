@@ -14,6 +14,10 @@ import (
 // Options configure a node. Zero fields take the defaults documented on each.
 type Options struct {
 	Name string // node name reported in stats and to peers (default: the control address)
+	// Advertise is the HOST:PORT peers dial for the control plane (the data plane: the same
+	// host at its bound port); "" advertises the bound addresses, an unspecified host
+	// (0.0.0.0, ::) replaced by the outbound interface's address (advertise.go).
+	Advertise string
 
 	// Directory says which peers may hold a key; nil serves the local cache only (no peer
 	// fetch on a miss).
@@ -49,6 +53,13 @@ type Options struct {
 	// every use (false, the default: fetched chunks are stored as replicas).
 	FetchOnly bool
 
+	// Eviction is how a full cache makes room for a put or a replica: EvictNone (the zero
+	// value: the write is refused), EvictLRU, EvictFIFO or EvictRegion (evict.go).
+	Eviction Eviction
+	// RegionSlots is the size of an EvictRegion region in slots (a reclaim unit's bytes over
+	// the slot's); required for EvictRegion.
+	RegionSlots int
+
 	// Data-plane budget: concurrent connections, bytes of chunk buffers in flight, and how
 	// long a transfer waits for a buffer before it is refused as busy (dataplane.ServerConfig).
 	DataMaxConns         int
@@ -58,6 +69,11 @@ type Options struct {
 	// TamperData (tests only) changes the bytes of chunks this node serves after their
 	// checksum was taken: a corrupting peer.
 	TamperData func(index uint32, payload []byte)
+
+	// MetricsListen, when set, is the HOST:PORT where Serve answers GET /metrics in the
+	// Prometheus text format (metrics.go): the Stats counters, checkpoint age, latency
+	// histograms.
+	MetricsListen string
 
 	Logger *slog.Logger // default: discard
 
@@ -96,6 +112,12 @@ func (o *Options) defaults() error {
 	}
 	if o.BackoffMax < o.BackoffBase {
 		o.BackoffMax = o.BackoffBase
+	}
+	if _, err := ParseEviction(string(o.Eviction)); err != nil {
+		return err
+	}
+	if o.Eviction == EvictRegion && o.RegionSlots < 1 {
+		return fmt.Errorf("node: region eviction with regions of %d slots", o.RegionSlots)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -32,6 +32,7 @@ type remote struct {
 	idle     []*dataplane.Conn
 	failures int
 	retryAt  time.Time
+	latency  time.Duration // recent fetch time per chunk (choice.go); 0: never measured
 }
 
 type peerPool struct {

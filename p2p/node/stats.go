@@ -1,11 +1,16 @@
 package node
 
 import (
+	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/engine/sharded"
 )
 
 // counters are the node's cumulative counts; names in Stats are documented in docs/p2p.md.
@@ -16,13 +21,33 @@ type counters struct {
 	peerTimeouts, peerRefused, peerChecksum atomic.Int64
 	peerErrors, peerChunks, peerBytes       atomic.Int64
 	replicas, replicaBytes, replicaFailed   atomic.Int64
-	unlockFailed                            atomic.Int64
+	unlockFailed, flightWaits               atomic.Int64
+}
+
+// cacheStats adds the cache's own figures: slots and checkpoints in all, and per device as
+// dev<i>_<name> when the cache has several.
+func (n *Node) cacheStats(m map[string]int64) {
+	add := func(prefix string, u engine.Usage, s engine.Stats) {
+		m[prefix+"slots_total"], m[prefix+"slots_used"] = u.SlotsTotal, u.SlotsUsed
+		m[prefix+"engine_puts"], m[prefix+"engine_put_failed"] = s.Puts, s.PutFailed
+		m[prefix+"checkpoints"], m[prefix+"checkpoints_forced"] = s.Checkpoints, s.CheckpointsForced
+		m[prefix+"checkpoint_errors"], m[prefix+"dirty_ops"] = s.CheckpointErrors, s.DirtyOps
+	}
+	us, ss := n.cache.UsageByShard(), n.cache.StatsByShard()
+	add("", sharded.SumUsage(us), sharded.SumStats(ss))
+	m["devices"] = int64(len(us))
+	if len(us) > 1 {
+		for i := range us {
+			add(fmt.Sprintf("dev%d_", i), us[i], ss[i])
+		}
+	}
 }
 
 // latency is a concurrent histogram of durations in microseconds.
 type latency struct {
-	mu sync.Mutex
-	h  *hdrhistogram.Histogram
+	mu   sync.Mutex
+	h    *hdrhistogram.Histogram
+	hist interface{ Observe(float64) } // the Prometheus histogram of the same durations
 }
 
 func newLatency() *latency { return &latency{h: hdrhistogram.New(1, 60e6, 3)} }
@@ -31,6 +56,9 @@ func (l *latency) record(d time.Duration) {
 	l.mu.Lock()
 	l.h.RecordValue(max(1, d.Microseconds()))
 	l.mu.Unlock()
+	if l.hist != nil {
+		l.hist.Observe(d.Seconds())
+	}
 }
 
 // quantiles returns count, p50 and p99 in microseconds.
@@ -66,6 +94,12 @@ func (n *Node) Stats() Stats {
 		"served_chunks": dp.Chunks, "served_bytes": dp.Bytes, "served_busy": dp.Busy, "served_failed": dp.Failed,
 		"data_conns": dp.Conns, "data_conns_refused": dp.ConnsRefused, "data_bad_frames": dp.BadFrames,
 		"max_payload_bytes": int64(n.maxChunk), // a setting, not a count: what Put accepts
+	}
+	m["evicted"], m["evicted_replicas"], m["evict_pinned_skips"] = n.evict.stats()
+	m["single_flight_waits"] = c.flightWaits.Load()
+	n.cacheStats(m)
+	if ds, ok := n.opts.Directory.(interface{ DirectoryStats() map[string]int64 }); ok {
+		maps.Copy(m, ds.DirectoryStats()) // membership: members, member/NAME/state, ...
 	}
 	lat := map[string]float64{}
 	for name, l := range map[string]*latency{"peer_fetch": n.peerLat, "local_load": n.localLat} {

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
-	"github.com/rbctl/rbctl/engine"
 )
 
 // rbDevFlags are the device-opening flags every engine command takes, and its --namespace.
@@ -30,17 +29,6 @@ type rbPlaceFlag struct{ flagsets.Placement }
 
 func (f *rbPlaceFlag) add(cmd *cobra.Command, what string) { f.Add(cmd, what) }
 func (f *rbPlaceFlag) check() error                        { return f.Check() }
-
-// rbOpenEnginePlaced opens the cache on path (flagsets.Device.OpenEngine) with the
-// --namespace serve registered; the model argument is unused.
-func rbOpenEnginePlaced(f *rbDevFlags, pf *rbPlaceFlag, _, path string, readOnly bool, tweak func(*engine.Config)) (*engine.Engine, error) {
-	f.Cache = f.cache.Cache
-	var p *flagsets.Placement
-	if pf != nil {
-		p = &pf.Placement
-	}
-	return f.OpenEngine(p, path, readOnly, tweak)
-}
 
 // show prints v as JSON when asJSON, else as text.
 func show(cmd *cobra.Command, asJSON bool, v any, text func(io.Writer) error) error {

@@ -49,7 +49,7 @@ func runRbctl(t *testing.T, dir string, timeout time.Duration, args ...string) (
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), envAsMain+"=1", "TMPDIR="+dir)
+	cmd.Env = append(os.Environ(), envAsMain+"=1", "TMPDIR="+dir, "XDG_STATE_HOME="+dir) // serve keeps its node name there
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	cmd.Stdin = strings.NewReader("payload\n")

@@ -102,8 +102,8 @@ var examples = map[string][]string{
 		"nvme connect -t tcp -a 127.0.0.1 -s 4420 -n nqn.2026-11.io.rbctl:emu   # on the same host",
 	},
 	"rbctl serve": {
-		"rbctl serve /var/tmp/a.img --listen 127.0.0.1:7470",
-		"rbctl serve /var/tmp/b.img --listen 127.0.0.1:7480 --peers 127.0.0.1:7470   # fetches a's chunks on a miss",
+		"rbctl serve /var/tmp/a.img /var/tmp/b.img --listen 127.0.0.1:7470   # one node over the two-device cache bench made",
+		"rbctl serve /var/tmp/cache.img --listen 127.0.0.1:7480 --peers 127.0.0.1:7470   # fetches the first node's chunks on a miss",
 	},
 	"rbctl remote":                {"rbctl remote stats --server 127.0.0.1:7470"},
 	"rbctl remote put":            {"echo hello | rbctl remote put --server 127.0.0.1:7470 --model my/model --hash 00ff --salt tenant -"},

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/cluster"
 	"github.com/rbctl/rbctl/p2p/node"
@@ -24,35 +26,44 @@ func newServeCmd() *cobra.Command {
 	opts := node.Options{}
 	var cl cluster.Config
 	var gossip string
+	var nf flagsets.Node
+	var mf flagsets.Membership
 	cmd := &cobra.Command{
-		Use:   "serve DEV",
-		Short: "Serve a cache to clients and peers (gRPC control plane, TCP data plane) until interrupted",
-		Args:  cobra.ExactArgs(1),
+		Use:   "serve DEV [DEV...]",
+		Short: "Serve a cache (several DEVs: the shards of one) to clients and peers (gRPC control plane, TCP data plane) until interrupted",
+		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := pf.check()
+			if err == nil {
+				err = nf.Check(&opts)
+			}
 			if err != nil {
+				return err
+			}
+			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			if cl.BindAddr, cl.BindPort, err = cluster.SplitBind(gossip); err != nil {
+				return err
+			}
+			if err := mf.Apply(&cl, &opts, args, opts.Logger); err != nil {
 				return err
 			}
 			if len(peers) > 0 {
 				opts.Directory = node.StaticPeers(peers)
 			} else if cl.Cluster != "none" {
-				if cl.BindAddr, cl.BindPort, err = cluster.SplitBind(gossip); err != nil {
-					return err
-				}
 				opts.JoinDirectory = cluster.JoinFunc(cl, 5*time.Second)
 			}
 			opts.SeparateReplicas, opts.ReplicaHandle = replica >= 0, placement.Handle(replica)
-			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			e, err := rbOpenEnginePlaced(&dev, &pf, "", args[0], false, node.PlacementHook(&opts))
+			dev.Cache = dev.cache.Cache
+			e, err := nf.OpenCache(&dev.Device, &pf.Placement, args, node.PlacementHook(&opts))
 			if err != nil {
 				return err
 			}
 			ready := func(p p2p.Peer) {
 				if asJSON {
-					printJSON(cmd.OutOrStdout(), map[string]string{"device": args[0], "control": p.Control, "data": p.Data})
+					printJSON(cmd.OutOrStdout(), map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data})
 					return
 				}
-				cmd.Printf("serving %s: control %s, data %s\n", rbEscape(args[0]), p.Control, p.Data)
+				cmd.Printf("serving %s: control %s, data %s\n", rbEscape(strings.Join(args, " ")), p.Control, p.Data)
 			}
 			err = node.Serve(cmd.Context(), e, listen, dataListen, opts, ready)
 			if cerr := e.Close(); err == nil { // with its final checkpoint
@@ -70,11 +81,13 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&opts.LookupTimeout, "peer-timeout", 2*time.Second, "deadline of one peer lookup-and-lock; a timeout is a miss")
 	f.DurationVar(&opts.FetchTimeout, "fetch-timeout", 10*time.Second, "deadline of one data-plane transfer; a timeout is a miss")
 	f.StringVar(&cl.Cluster, "cluster", "default", "cluster to join when --peers is not given (gossip membership and key digests, p2p/cluster; none: serve alone)")
-	f.StringVar(&cl.Name, "node-name", "", "this node's name in the cluster (default HOST-PORT)")
+	f.StringVar(&cl.Name, "node-name", "", "this node's name in the cluster (default: the host name and a random part, kept across restarts in $XDG_STATE_HOME/rbctl/nodes/)")
 	f.StringSliceVar(&cl.Seeds, "join", nil, "gossip addresses (HOST:PORT) of members to join; without them nodes on this machine find each other through a registry directory")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "HOST:PORT the gossip membership listens on (UDP and TCP; port 0: any)")
 	f.BoolVar(&asJSON, "json", false, "print the bound addresses as JSON")
 	dev.add(cmd)
+	nf.Add(cmd)
+	mf.Add(cmd)
 	pf.add(cmd, "the node's writes")
 	dev.cache.addNamespace(cmd)
 	return cmd

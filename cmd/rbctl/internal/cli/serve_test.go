@@ -27,13 +27,15 @@ func startServeCmd(t *testing.T, dir string, cmd *exec.Cmd) (*exec.Cmd, string, 
 	t.Helper()
 	args := cmd.Args
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), envAsMain+"=1", "TMPDIR="+dir, "XDG_RUNTIME_DIR="+dir) // the cluster registry stays the test's
+	cmd.Env = append(os.Environ(), envAsMain+"=1", "TMPDIR="+dir, "XDG_RUNTIME_DIR="+dir, "XDG_STATE_HOME="+dir) // the cluster registry stays the test's
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	if cmd.Stderr == nil { // a caller that reads the log brings its own writer
+		cmd.Stderr = &stderr
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
