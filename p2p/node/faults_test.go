@@ -57,8 +57,11 @@ func TestKeyOf(t *testing.T) {
 		{"encoded and fields", &p2ppb.ObjectKey{Encoded: good.String(), ModelName: "x"}, engine.NamespaceObject, ""},
 		{"no hash", &p2ppb.ObjectKey{ModelName: "m"}, engine.NamespaceObject, ""},
 		{"negative rank", &p2ppb.ObjectKey{ModelName: "m", ChunkHash: []byte{1}, KvRank: -1}, engine.NamespaceObject, ""},
-		{"rank above 32 bits", &p2ppb.ObjectKey{ModelName: "m", ChunkHash: []byte{1}, KvRank: 1 << 32}, engine.NamespaceObject, ""},
-		{"object group", &p2ppb.ObjectKey{ModelName: "m", ChunkHash: []byte{1}, ObjectGroupId: 3}, engine.NamespaceObject, ""},
+		// LMCache packs ranks unmasked (a world of 256+ is 9+ hex digits) and names groups
+		// in its newer shape: both are keys LMCache writes.
+		{"rank above 32 bits", &p2ppb.ObjectKey{ModelName: "m", ChunkHash: []byte{1}, KvRank: 1 << 32}, engine.NamespaceObject, "m@0x100000000@01"},
+		{"object group", &p2ppb.ObjectKey{ModelName: "m", ChunkHash: []byte{1}, ObjectGroupId: 0x1f, CacheSalt: "s"}, engine.NamespaceObject, "m@0x00000000@1f@01@s"},
+		{"negative group", &p2ppb.ObjectKey{ModelName: "m", ChunkHash: []byte{1}, ObjectGroupId: -1}, engine.NamespaceObject, ""},
 		{"salt with @", &p2ppb.ObjectKey{ModelName: "m", ChunkHash: []byte{1}, CacheSalt: "a@b"}, engine.NamespaceObject, ""},
 		{"fields on a legacy cache", &p2ppb.ObjectKey{ModelName: "m", ChunkHash: []byte{1}}, engine.NamespaceLegacy, ""},
 		{"control character", &p2ppb.ObjectKey{Encoded: "m@0x00000000@00\x1b"}, engine.NamespaceObject, ""},

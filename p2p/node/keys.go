@@ -34,16 +34,23 @@ func keyOf(k *p2ppb.ObjectKey, ns engine.Namespace) (engine.Key, error) {
 		return engine.Key{}, fmt.Errorf("%w: the cache uses the %s namespace; send the encoded key", errKey, ns)
 	case k.ModelName == "" || len(k.ChunkHash) == 0:
 		return engine.Key{}, fmt.Errorf("%w: model_name and chunk_hash are required", errKey)
-	case k.KvRank < 0 || k.KvRank > 0xFFFFFFFF:
-		return engine.Key{}, fmt.Errorf("%w: kv_rank %d outside 0..2^32-1", errKey, k.KvRank)
-	case k.ObjectGroupId != 0:
-		return engine.Key{}, fmt.Errorf("%w: object_group_id %d: the raw-block key codec has no object groups", errKey, k.ObjectGroupId)
+	case k.KvRank < 0:
+		return engine.Key{}, fmt.Errorf("%w: kv_rank %d is negative", errKey, k.KvRank)
+	case k.ObjectGroupId < 0:
+		return engine.Key{}, fmt.Errorf("%w: object_group_id %d is negative", errKey, k.ObjectGroupId)
 	}
 	if err := engine.CheckSalt(k.CacheSalt); err != nil {
 		return engine.Key{}, fmt.Errorf("%w: %v", errKey, err)
 	}
-	key := engine.ObjectKey(k.ModelName, uint32(k.KvRank), k.ChunkHash, k.CacheSalt)
-	if err := engine.CheckKey(key.String(), ns); err != nil {
+	// Group 0 keeps the shape without the group field (what every older client meant);
+	// a group names LMCache's newer shape, and ranks take LMCache's full int64 packing.
+	shape := engine.ShapeRawBlock
+	if k.ObjectGroupId != 0 {
+		shape = engine.ShapeRawBlockGroup
+	}
+	key, err := engine.ObjectKeyOf(engine.ObjectParts{Shape: shape, Model: k.ModelName, KVRank: uint64(k.KvRank),
+		Group: uint64(k.ObjectGroupId), ChunkHash: k.ChunkHash, CacheSalt: k.CacheSalt})
+	if err != nil {
 		return engine.Key{}, fmt.Errorf("%w: %v", errKey, err)
 	}
 	return key, nil

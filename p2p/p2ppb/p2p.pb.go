@@ -86,10 +86,10 @@ func (Source) EnumDescriptor() ([]byte, []int) {
 type ObjectKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ModelName     string                 `protobuf:"bytes,1,opt,name=model_name,json=modelName,proto3" json:"model_name,omitempty"`
-	KvRank        int64                  `protobuf:"varint,2,opt,name=kv_rank,json=kvRank,proto3" json:"kv_rank,omitempty"` // ws<<24 | gr<<16 | lws<<8 | lr, as LMCache packs it; 0..2^32-1
+	KvRank        int64                  `protobuf:"varint,2,opt,name=kv_rank,json=kvRank,proto3" json:"kv_rank,omitempty"` // ws<<24 | gr<<16 | lws<<8 | lr, as LMCache packs it (unmasked: 0..2^63-1)
 	ChunkHash     []byte                 `protobuf:"bytes,3,opt,name=chunk_hash,json=chunkHash,proto3" json:"chunk_hash,omitempty"`
 	CacheSalt     string                 `protobuf:"bytes,4,opt,name=cache_salt,json=cacheSalt,proto3" json:"cache_salt,omitempty"`
-	ObjectGroupId int64                  `protobuf:"varint,5,opt,name=object_group_id,json=objectGroupId,proto3" json:"object_group_id,omitempty"` // reserved by LMCache's newer key shape; must be 0 here
+	ObjectGroupId int64                  `protobuf:"varint,5,opt,name=object_group_id,json=objectGroupId,proto3" json:"object_group_id,omitempty"` // LMCache's newer key shape; 0: the shape without the group field
 	Encoded       string                 `protobuf:"bytes,6,opt,name=encoded,proto3" json:"encoded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
