@@ -230,6 +230,14 @@ func Serve(ctx context.Context, c *sharded.Cache, listen, dataListen string, opt
 		}
 		defer stop()
 	}
+	for _, fe := range opts.FrontEnds {
+		stop, err := fe(ctx, n)
+		if err != nil {
+			n.Close()
+			return err
+		}
+		defer stop()
+	}
 	if ready != nil {
 		ready(n.Peer())
 	}
@@ -400,4 +408,19 @@ func (n *Node) ReadChunk(id uint64, index uint32, buf []byte) ([]byte, uint32, d
 		crc = dataplane.Checksum(p)
 	}
 	return p, crc, dataplane.StatusOK
+}
+
+// Exists says which keys this node holds (locally; no peer is asked).
+func (n *Node) Exists(keys []engine.Key) []bool { return n.cache.ExistsMany(keys, false) }
+
+// Usage is the cache's slot usage over all its devices.
+func (n *Node) Usage() engine.Usage { return n.cache.Usage() }
+
+// MaxPayload is the largest payload Put takes (the smallest of the shards').
+func (n *Node) MaxPayload() int { return n.maxChunk }
+
+// Entries calls fn for every key the node holds until it returns false (engine.Entries'
+// semantics under concurrent writes).
+func (n *Node) Entries(fn func(k engine.Key) bool) {
+	n.cache.Entries(func(_ int, k engine.Key, _ engine.EntryMeta) bool { return fn(k) })
 }

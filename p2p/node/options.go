@@ -74,6 +74,9 @@ type Options struct {
 	// Prometheus text format (metrics.go): the Stats counters, checkpoint age, latency
 	// histograms.
 	MetricsListen string
+	// FrontEnds serve the node to other protocols' clients (rbctl serve --resp: Redis);
+	// Serve starts each once the node runs and stops it before the node closes.
+	FrontEnds []FrontEnd
 
 	Logger *slog.Logger // default: discard
 
@@ -124,3 +127,6 @@ func (o *Options) defaults() error {
 	}
 	return nil
 }
+
+// FrontEnd starts serving n to another protocol's clients and returns how to stop it.
+type FrontEnd func(ctx context.Context, n *Node) (stop func(), err error)

@@ -85,10 +85,18 @@ func (s EngineStore) Len() int64 { return s.E.Usage().SlotsUsed }
 // the native spelling GET takes; entries RESP cannot name (keys of other shapes, written
 // through the raw-block codec in another spelling) are skipped.
 func (s EngineStore) Scan(cursor uint64, count int) ([]string, uint64) {
+	return scanKeys(func(fn func(engine.Key) bool) {
+		s.E.Entries(func(k engine.Key, _ engine.EntryMeta) bool { return fn(k) })
+	}, cursor, count)
+}
+
+// scanKeys is SCAN over a walk of the keys: the cursor is a position in the walk (each call
+// skips the entries before it, O(entries)); count entries are visited per call.
+func scanKeys(walk func(func(engine.Key) bool), cursor uint64, count int) ([]string, uint64) {
 	var out []string
 	var i uint64
 	more := false
-	s.E.Entries(func(k engine.Key, _ engine.EntryMeta) bool {
+	walk(func(k engine.Key) bool {
 		if i >= cursor+uint64(count) {
 			more = true
 			return false

@@ -18,6 +18,7 @@ import (
 	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/p2p/cluster"
 	"github.com/rbctl/rbctl/p2p/node"
+	"github.com/rbctl/rbctl/p2p/resp"
 )
 
 // Node is the flags of `rbctl serve` that shape the node's cache: how it checkpoints, how
@@ -28,8 +29,10 @@ type Node struct {
 	ShardBy            string
 	AllowMisrouted     bool
 	MetricsListen      string
+	RESP               string // HOST:PORT of the Redis-protocol front-end ("": none)
 	RegionBytes        int64
 
+	cmd  *cobra.Command
 	opts *node.Options // what Check filled; OpenCache adds the region size in slots
 }
 
@@ -43,6 +46,8 @@ func (f *Node) Add(cmd *cobra.Command) {
 	flagcheck.SizeVar(fs, &f.RegionBytes, "region", "", "region size for --eviction region (default 16 MiB; give the device's reclaim unit size)")
 	fs.StringVar(&f.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "HOST:PORT to serve Prometheus metrics at /metrics (the remote stats counters, checkpoint age, latency histograms); empty: none")
+	fs.StringVar(&f.RESP, "resp", "", "HOST:PORT of a Redis-protocol (RESP2) front-end for LMCache's resp L2 adapter, redis-cli and redis-py: GET/SET/EXISTS/DEL/MGET/MSET/SCAN/INFO... on the same cache, keys in LMCache's native spelling (docs/resp.md); empty: none")
+	f.cmd = cmd
 	fs.BoolVar(&f.AllowMisrouted, "allow-misrouted", false, "serve devices whose keys the route sends elsewhere (one shard of a larger cache alone, or devices out of format order)")
 }
 
@@ -65,6 +70,13 @@ func (f *Node) Check(opts *node.Options) error {
 	}
 	if f.RegionBytes != 0 && ev != node.EvictRegion {
 		return fmt.Errorf("--region is for --eviction region, not %s", f.Eviction)
+	}
+	if f.RESP != "" {
+		if _, _, err := net.SplitHostPort(f.RESP); err != nil {
+			return fmt.Errorf("--resp %q: want HOST:PORT", f.RESP)
+		}
+		opts.FrontEnds = append(opts.FrontEnds, resp.FrontEnd(resp.FrontEndOptions{Listen: f.RESP, Version: "rbctl",
+			Ready: func(addr string) { fmt.Fprintf(f.cmd.ErrOrStderr(), "RESP (Redis protocol) on %s\n", addr) }}))
 	}
 	opts.Eviction, opts.MetricsListen = ev, f.MetricsListen
 	f.opts = opts

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freeAddr is a loopback address no one listened on a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestServeRESPWithRedisCli: two nodes with --resp; redis-cli (a client no one here wrote)
+// SETs a binary chunk in LMCache's native key spelling on a and GETs it byte-exact from b,
+// which fetches it from a over P2P; a value over a slot's payload gets -ERR and stores
+// nothing; after the nodes stop, rbctl get --native-key reads the chunk from a's device.
+func TestServeRESPWithRedisCli(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("needs redis-cli (Debian redis-tools; make setup installs it)")
+	}
+	dir := t.TempDir()
+	for _, dev := range []string{"a.img", "b.img"} {
+		mustRbctl(t, dir, "format", "--create", "16M", "--slot-bytes", "256K", dev)
+	}
+	ra, rb := freeAddr(t), freeAddr(t)
+	srvA, ctlA, _ := startServe(t, dir, filepath.Join(dir, "a.img"), "--cluster", "none", "--resp", ra)
+	srvB, ctlB, _ := startServe(t, dir, filepath.Join(dir, "b.img"), "--peers", ctlA, "--resp", rb)
+	redis := func(addr string, stdin []byte, args ...string) (string, error) {
+		h, p, _ := net.SplitHostPort(addr)
+		cmd := exec.Command(cli, append([]string{"-h", h, "-p", p}, args...)...)
+		cmd.Stdin = bytes.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	waitUp := func(addr string) {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if out, _ := redis(addr, nil, "PING"); strings.TrimSpace(out) == "PONG" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("RESP on %s never answered PING", addr)
+			}
+		}
+	}
+	waitUp(ra)
+	waitUp(rb)
+	key := "my/model@00000000@0@00ff@tenant"
+	val := make([]byte, 200<<10)
+	rand.Read(val)
+	val[0], val[1], val[2] = 0, '\r', '\n' // binary, with what RESP frames with
+	if out, err := redis(ra, val, "-x", "SET", key); err != nil || strings.TrimSpace(out) != "OK" {
+		t.Fatalf("SET: %v %q", err, out)
+	}
+	if out, _ := redis(ra, nil, "EXISTS", key, "my/model@00000000@0@01ff@tenant"); strings.TrimSpace(out) != "1" {
+		t.Errorf("EXISTS of one stored, one absent: %q", out)
+	}
+	// GET on b: a miss there, fetched from a. redis-cli prints the raw bulk plus a newline.
+	h, p, _ := net.SplitHostPort(rb)
+	got, err := exec.Command(cli, "-h", h, "-p", p, "--raw", "GET", key).Output()
+	if err != nil || !bytes.Equal(bytes.TrimSuffix(got, []byte("\n")), val) {
+		t.Fatalf("GET on b: %v, %d bytes, byte-exact %v", err, len(got), bytes.Equal(bytes.TrimSuffix(got, []byte("\n")), val))
+	}
+	code, so, _ := runRbctl(t, dir, 30*time.Second, "remote", "stats", "--server", ctlB, "--json")
+	var st struct{ Counters map[string]int64 }
+	if code != 0 || json.Unmarshal([]byte(so), &st) != nil || st.Counters["peer_hits"] != 1 || st.Counters["replicas_stored"] != 1 {
+		t.Errorf("b's stats after the RESP GET: exit %d, %v", code, st.Counters)
+	}
+	// Over a slot's payload (256 KiB - 4 KiB): -ERR, nothing stored; a key LMCache does not write: -ERR.
+	big := make([]byte, 253<<10)
+	if out, _ := redis(ra, big, "-x", "SET", "my/model@00000000@0@02ff"); !strings.Contains(out, "ERR") {
+		t.Errorf("SET over a slot: %q", out)
+	}
+	if out, _ := redis(ra, nil, "SET", "plain-redis-key", "v"); !strings.Contains(out, "ERR") {
+		t.Errorf("SET of a non-LMCache key: %q", out)
+	}
+	if out, _ := redis(ra, nil, "DBSIZE"); strings.TrimSpace(out) != "1" {
+		t.Errorf("DBSIZE after the refusals: %q", out)
+	}
+	for _, s := range []*exec.Cmd{srvA, srvB} {
+		if c := interruptAndWait(t, s); c != 0 && c != exitInterrupted {
+			t.Errorf("serve: exit %d after SIGINT", c)
+		}
+	}
+	code, so, se := runRbctl(t, dir, 30*time.Second, "get", "a.img", "--native-key", key)
+	if code != 0 || so != string(val) {
+		t.Errorf("rbctl get --native-key after serve: exit %d, %d bytes, %s", code, len(so), se)
+	}
+}
