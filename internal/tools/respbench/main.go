@@ -1,0 +1,260 @@
+// Command respbench measures a RESP server's SET and GET throughput of large values against
+// a reference server in the same run (make bench-resp: rbctl serve --resp against
+// valkey-server): the same client, the same keys — LMCache's native key spelling, which
+// rbctl takes and valkey stores as any string — the same values, rounds alternating which
+// server goes first. It reports each round, the median ratio (target / reference) per
+// operation and value size, and each server's CPU seconds per GB moved (from
+// /proc/PID/stat, when -pid and -ref-pid are given). Every GET is checked: length and the
+// value's first and last bytes, which encode the key.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+type target struct {
+	name, addr string
+	pid        int
+}
+
+func main() {
+	var t, ref target
+	flag.StringVar(&t.addr, "addr", "127.0.0.1:6390", "the server measured (rbctl serve --resp)")
+	flag.IntVar(&t.pid, "pid", 0, "its process id, for CPU per GB (0: not measured)")
+	flag.StringVar(&ref.addr, "ref", "127.0.0.1:6391", "the reference server (valkey-server)")
+	flag.IntVar(&ref.pid, "ref-pid", 0, "its process id, for CPU per GB (0: not measured)")
+	sizes := flag.String("sizes", "256K,1M", "value sizes")
+	clients := flag.Int("clients", 16, "connections")
+	pipeline := flag.Int("pipeline", 4, "requests in flight per connection")
+	total := flag.Int64("bytes", 1<<30, "bytes SET (then GET) per size, round and server")
+	rounds := flag.Int("rounds", 3, "rounds per size")
+	flag.Parse()
+	t.name, ref.name = "rbctl", "valkey"
+	if *clients < 1 || *pipeline < 1 || *rounds < 1 || *total < 1 {
+		fail(errors.New("-clients, -pipeline, -rounds and -bytes must be positive"))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	for _, s := range strings.Split(*sizes, ",") {
+		size, err := parseSize(s)
+		if err != nil {
+			fail(err)
+		}
+		n := int(max(*total/int64(size), int64(*clients)))
+		ratios := map[string][]float64{}
+		cpu := map[string][]float64{}
+		for r := 0; r < *rounds; r++ {
+			order := []target{t, ref}
+			if r%2 == 1 {
+				order = []target{ref, t}
+			}
+			rate := map[string]float64{}
+			for ti, tg := range order {
+				id := 0xaa + 0x11*((ti+r)%2) // hex, so that the key's hash field stays hex
+				prefix := fmt.Sprintf("%02x%02x%04x", id, r, (size>>10)&0xffff)
+				for _, op := range []string{"SET", "GET"} {
+					c0 := cpuTicks(tg.pid)
+					gbps, err := phase(ctx, tg.addr, op, prefix, n, size, *clients, *pipeline)
+					if err != nil {
+						fail(fmt.Errorf("%s %s %s round %d: %w", tg.name, op, s, r+1, err))
+					}
+					rate[tg.name+op] = gbps
+					if c1 := cpuTicks(tg.pid); c0 >= 0 && c1 >= 0 {
+						secs := float64(c1-c0) / 100 // USER_HZ
+						cpu[tg.name+op] = append(cpu[tg.name+op], secs/(float64(n)*float64(size)/1e9))
+					}
+					fmt.Printf("  size %s round %d %-6s %s: %.2f GB/s\n", s, r+1, tg.name, op, gbps)
+				}
+			}
+			for _, op := range []string{"SET", "GET"} {
+				ratios[op] = append(ratios[op], rate[t.name+op]/rate[ref.name+op])
+			}
+		}
+		for _, op := range []string{"SET", "GET"} {
+			fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio rbctl/valkey median %.2f (rounds %s); CPU s/GB rbctl %s, valkey %s\n",
+				op, s, *clients, *pipeline, median(ratios[op]), list(ratios[op]), medianOr(cpu[t.name+op]), medianOr(cpu[ref.name+op]))
+		}
+	}
+}
+
+// phase runs n requests of op (SET then GET use the same keys) over clients connections,
+// pipeline requests in flight on each, and returns GB/s of values moved.
+func phase(ctx context.Context, addr, op, prefix string, n, size, clients, pipeline int) (float64, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := client(ctx, addr, op, prefix, c, clients, n, size, pipeline); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return float64(n) * float64(size) / time.Since(start).Seconds() / 1e9, nil
+}
+
+// key is LMCache's native spelling of chunk i: model@rank@group@hash@salt.
+func key(prefix string, i int) string {
+	return fmt.Sprintf("bench/model@00000000@0@%s%08x@bench", prefix, i)
+}
+
+// value is size bytes whose first and last 8 bytes hold i.
+func fill(v []byte, i int) {
+	binary.LittleEndian.PutUint64(v, uint64(i))
+	binary.LittleEndian.PutUint64(v[len(v)-8:], uint64(i))
+}
+
+func client(ctx context.Context, addr, op, prefix string, c, clients, n, size, pipeline int) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	context.AfterFunc(ctx, func() { conn.Close() })
+	w := bufio.NewWriterSize(conn, 1<<20)
+	r := bufio.NewReaderSize(conn, 1<<20)
+	val := make([]byte, size)
+	var mine []int
+	for i := c; i < n; i += clients {
+		mine = append(mine, i)
+	}
+	sent, got := 0, 0
+	for got < len(mine) {
+		for sent < len(mine) && sent-got < pipeline {
+			i := mine[sent]
+			k := key(prefix, i)
+			if op == "SET" {
+				fill(val, i)
+				fmt.Fprintf(w, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n", len(k), k, size)
+				w.Write(val)
+				w.WriteString("\r\n")
+			} else {
+				fmt.Fprintf(w, "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", len(k), k)
+			}
+			sent++
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if err := reply(r, op, mine[got], size, val); err != nil {
+			return err
+		}
+		got++
+	}
+	return nil
+}
+
+// reply reads one reply and checks it: +OK for SET, the value of chunk i for GET.
+func reply(r *bufio.Reader, op string, i, size int, buf []byte) error {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if op == "SET" {
+		if line != "+OK" {
+			return fmt.Errorf("SET of chunk %d: %q", i, line)
+		}
+		return nil
+	}
+	if !strings.HasPrefix(line, "$") {
+		return fmt.Errorf("GET of chunk %d: %q", i, line)
+	}
+	l, err := strconv.Atoi(line[1:])
+	if err != nil || l != size {
+		return fmt.Errorf("GET of chunk %d: %q, want $%d", i, line, size)
+	}
+	if _, err := io.ReadFull(r, buf[:size]); err != nil {
+		return err
+	}
+	if binary.LittleEndian.Uint64(buf) != uint64(i) || binary.LittleEndian.Uint64(buf[size-8:]) != uint64(i) {
+		return fmt.Errorf("GET of chunk %d: another chunk's bytes", i)
+	}
+	_, err = r.Discard(2)
+	return err
+}
+
+// cpuTicks is the CPU time (user + system, clock ticks) of pid, or -1.
+func cpuTicks(pid int) int64 {
+	if pid <= 0 {
+		return -1
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return -1
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
+}
+
+func parseSize(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "K")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n*mult < 16 {
+		return 0, fmt.Errorf("size %q: want e.g. 256K or 1M (at least 16 bytes)", s)
+	}
+	return n * mult, nil
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianOr(v []float64) string {
+	if len(v) == 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.3f", median(v))
+}
+
+func list(v []float64) string {
+	p := make([]string, len(v))
+	for i, x := range v {
+		p[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(p, " ")
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "respbench:", err)
+	os.Exit(1)
+}

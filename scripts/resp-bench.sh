@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# make bench-resp: rbctl serve --resp against valkey-server (in memory: --save '' --appendonly
+# no) on this machine in the same run, 256 KiB and 1 MiB values, 16 clients with 4 requests in
+# flight each (internal/tools/respbench). rbctl's cache is a file in $BENCH_DIR (default
+# /var/tmp) opened with O_DIRECT through io_uring; valkey keeps everything in RAM. Measures, does
+# not assert. Knobs: BENCH_DIR, BENCH_BYTES (per size, round and server; default 1 GiB),
+# BENCH_ROUNDS (3), BENCH_CLIENTS (16), BENCH_PIPELINE (4).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VALKEY=$(command -v valkey-server || command -v redis-server || true)
+if [ -z "$VALKEY" ]; then
+	echo "bench-resp: needs valkey-server (Debian bookworm-backports: apt-get install -t bookworm-backports valkey-server)" >&2
+	exit 1
+fi
+dir=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rbctl-resp-bench.XXXXXX")
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+go build -o "$dir/rbctl" ./cmd/rbctl
+go build -o "$dir/respbench" ./internal/tools/respbench
+bytes=${BENCH_BYTES:-1073741824}
+# A slot (1 MiB + 4 KiB) per value of one round at the smallest size (256 KiB), so that a GET
+# never finds its chunk evicted; a sparse file.
+"$dir/rbctl" format --create "$(((bytes / 262144 + 256) * 1052672))" --slot-bytes 1028K "$dir/cache.img" >/dev/null
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+rp=$(free_port); vp=$(free_port); cp=$(free_port)
+"$dir/rbctl" serve "$dir/cache.img" --listen "127.0.0.1:$cp" --cluster none --resp "127.0.0.1:$rp" >"$dir/serve.log" 2>&1 &
+pids+=($!); rpid=$!
+"$VALKEY" --port "$vp" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --proto-max-bulk-len 2mb >"$dir/valkey.log" 2>&1 &
+pids+=($!); vpid=$!
+for p in $rp $vp; do
+	for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
+done
+echo "bench-resp: rbctl $(git describe --always --dirty 2>/dev/null) serve --resp on $dir/cache.img vs $("$VALKEY" --version | head -1)"
+"$dir/respbench" -addr "127.0.0.1:$rp" -pid "$rpid" -ref "127.0.0.1:$vp" -ref-pid "$vpid" \
+	-bytes "$bytes" -rounds "${BENCH_ROUNDS:-3}" -clients "${BENCH_CLIENTS:-16}" -pipeline "${BENCH_PIPELINE:-4}"
