@@ -16,13 +16,7 @@ import (
 // a miss, eviction and metrics around it; this is the engine part.
 type EngineStore struct{ E *engine.Engine }
 
-func (s EngineStore) key(k []byte) (engine.Key, error) {
-	key, err := engine.FromNative(string(k))
-	if err != nil {
-		return engine.Key{}, fmt.Errorf("%w: %v", ErrKey, err)
-	}
-	return key, nil
-}
+func (s EngineStore) key(k []byte) (engine.Key, error) { return storeKey(k) }
 
 func (s EngineStore) Get(k []byte) ([]byte, bool, error) {
 	key, err := s.key(k)
@@ -52,14 +46,11 @@ func (s EngineStore) Set(k, v []byte) error {
 	if len(v) == 0 {
 		return fmt.Errorf("an empty value cannot be stored (a slot holds 1 byte or more)")
 	}
-	res, err := s.E.PutMany([]engine.Key{key}, [][]byte{v})
-	if err != nil {
-		return err
-	}
-	if !res.Results[0] {
-		return fmt.Errorf("not stored (no free slot, or the key is being written)")
-	}
-	return nil
+	keys := []engine.Key{key}
+	return putOrPresent(func() (bool, error) {
+		res, err := s.E.PutMany(keys, [][]byte{v})
+		return err == nil && res.Results[0], err
+	}, func() bool { return s.E.ExistsMany(keys, false)[0] })
 }
 
 func (s EngineStore) Exists(k []byte) (bool, error) {
@@ -102,10 +93,8 @@ func scanKeys(walk func(func(engine.Key) bool), cursor uint64, count int) ([]str
 			return false
 		}
 		if i >= cursor {
-			if n, ok := k.Native(); ok {
-				if back, err := engine.FromNative(n); err == nil && back == k {
-					out = append(out, n)
-				}
+			if n, ok := respName(k); ok {
+				out = append(out, n)
 			}
 		}
 		i++

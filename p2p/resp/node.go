@@ -51,14 +51,11 @@ func (s NodeStore) Set(k, v []byte) error {
 	if len(v) == 0 {
 		return errors.New("an empty value cannot be stored (a slot holds 1 byte or more)")
 	}
-	res, err := s.N.Put([]engine.Key{key}, [][]byte{v})
-	if err != nil {
-		return err
-	}
-	if !res.Results[0] {
-		return errors.New("not stored (no slot could be freed, or the key is being written)")
-	}
-	return nil
+	keys := []engine.Key{key}
+	return putOrPresent(func() (bool, error) {
+		res, err := s.N.Put(keys, [][]byte{v})
+		return err == nil && res.Results[0], err
+	}, func() bool { return s.N.Exists(keys)[0] })
 }
 
 func (s NodeStore) Exists(k []byte) (bool, error) {

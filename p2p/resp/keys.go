@@ -1,0 +1,73 @@
+package resp
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rbctl/rbctl/engine"
+)
+
+// GenericModel is the model name under which a key that is not in LMCache's native spelling
+// is stored (the generic namespace, docs/resp.md): its bytes, hex-encoded, are the chunk hash
+// of the object key `rbctl.resp.generic@0x00000000@HEX` — reversible for any bytes (binary
+// keys too), a key of its own that no LMCache chunk shares, and unplaced (no cache_salt).
+const GenericModel = "rbctl.resp.generic"
+
+// MaxGenericKey bounds a generic key (its hex doubles it; the slot header's key record must
+// hold the encoded key for recover --scan).
+const MaxGenericKey = 1024
+
+// storeKey maps a RESP key to the engine key it is stored under: a key in LMCache's native
+// spelling to the raw-block key of the same ObjectKey (one entry whichever codec wrote it),
+// any other key of 1..MaxGenericKey bytes into the generic namespace.
+func storeKey(k []byte) (engine.Key, error) {
+	if key, err := engine.FromNative(string(k)); err == nil {
+		return key, nil
+	}
+	if len(k) == 0 || len(k) > MaxGenericKey {
+		return engine.Key{}, fmt.Errorf("%w: a key that is not LMCache's native spelling must have 1..%d bytes, not %d", ErrKey, MaxGenericKey, len(k))
+	}
+	key := engine.ObjectKey(GenericModel, 0, k, "")
+	if err := engine.CheckKey(key.String(), engine.NamespaceObject); err != nil {
+		return engine.Key{}, fmt.Errorf("%w: %v", ErrKey, err)
+	}
+	return key, nil
+}
+
+// respName is the RESP key an engine key is listed under: its native spelling, the bytes of
+// a generic key, or false for keys RESP cannot name (written through the raw-block codec in
+// a shape the native spelling does not map back to).
+func respName(k engine.Key) (string, bool) {
+	p, ok := k.Parts()
+	if ok && p.Model == GenericModel && p.Shape == engine.ShapeRawBlock && p.KVRank == 0 && p.CacheSalt == "" {
+		return string(p.ChunkHash), true
+	}
+	if n, ok := k.Native(); ok {
+		if back, err := engine.FromNative(n); err == nil && back == k {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+// putOrPresent answers a SET: OK once the key is stored, by this put or by another (a key
+// names one immutable chunk, so a concurrent SET of the same key stores what this one would);
+// a put refused because another write of the key is in flight is retried until one of the
+// two holds, for up to a second, so OK is never said of a write that could still fail.
+func putOrPresent(put func() (bool, error), present func() bool) error {
+	for pause, waited := 50*time.Microsecond, time.Duration(0); ; pause = min(2*pause, 20*time.Millisecond) {
+		ok, err := put()
+		if err != nil {
+			return err
+		}
+		if ok || present() {
+			return nil
+		}
+		if waited >= time.Second {
+			return errors.New("not stored (no slot could be freed, or another write of the key did not finish)")
+		}
+		time.Sleep(pause)
+		waited += pause
+	}
+}
