@@ -46,7 +46,7 @@ func (f *Node) Add(cmd *cobra.Command) {
 	flagcheck.SizeVar(fs, &f.RegionBytes, "region", "", "region size for --eviction region (default 16 MiB; give the device's reclaim unit size)")
 	fs.StringVar(&f.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "HOST:PORT to serve Prometheus metrics at /metrics (the remote stats counters, checkpoint age, latency histograms); empty: none")
-	fs.StringVar(&f.RESP, "resp", "", "HOST:PORT of a Redis-protocol (RESP2) front-end for LMCache's resp L2 adapter, redis-cli and redis-py: GET/SET/EXISTS/DEL/MGET/MSET/SCAN/INFO... on the same cache, keys in LMCache's native spelling (docs/resp.md); empty: none")
+	fs.StringVar(&f.RESP, "resp", "", "HOST:PORT of a Redis-protocol (RESP2) front-end for LMCache's resp L2 adapter, redis-cli and redis-py: GET/SET/EXISTS/DEL/MGET/MSET/SCAN/INFO... on the same cache; a key in LMCache's native spelling is the raw-block key's entry, any other a generic one (docs/resp.md); empty: none")
 	f.cmd = cmd
 	fs.BoolVar(&f.AllowMisrouted, "allow-misrouted", false, "serve devices whose keys the route sends elsewhere (one shard of a larger cache alone, or devices out of format order)")
 }
