@@ -142,3 +142,45 @@ func TestUringTailResubmitted(t *testing.T) {
 		})
 	}
 }
+
+// TestUringTailFixedSplit: a tail write whose Buf and Tail both lie inside registered buffers
+// goes out as two WRITE_FIXED SQEs (no WRITEV), lands whole, and reports N for both; one
+// whose Tail is not registered stays one WRITEV.
+func TestUringTailFixedSplit(t *testing.T) {
+	d := openUringOrSkip(t, uringTestFile(t, 1<<20), UringOptions{QueueDepth: 4, Rings: 1})
+	arena, payloads := uringAlloc(t, 4*4096), uringAlloc(t, 2*(60<<10))
+	if err := d.RegisterBuffers([][]byte{arena, payloads}); err != nil {
+		t.Skipf("RegisterBuffers: %v", err)
+	}
+	loose := uringAlloc(t, 60<<10)
+	uringPattern(arena, 3)
+	uringPattern(payloads, 4)
+	uringPattern(loose, 5)
+	ops := []Op{
+		{Write: true, Off: 0, Buf: arena[:4096], Tail: payloads[:60<<10], Handle: NoPlacement},
+		{Write: true, Off: 64 << 10, Buf: arena[4096:8192], Tail: loose, Handle: NoPlacement},
+		{Write: true, Off: 128 << 10, Buf: arena[8192:12288], Tail: payloads[60<<10:], Handle: NoPlacement},
+		{Write: true, Off: 192 << 10, Buf: arena[12288:], Handle: NoPlacement},
+	}
+	if err := d.Submit(ops); err != nil {
+		t.Fatal(err)
+	}
+	for i, op := range ops {
+		if op.N != op.Len() || op.Err != nil {
+			t.Fatalf("op %d: N=%d of %d, err %v", i, op.N, op.Len(), op.Err)
+		}
+	}
+	s := d.Stats()
+	if s.SplitTails != 2 || s.VectoredOps != 1 || s.FixedOps != 5 || s.PlainOps != 0 {
+		t.Fatalf("%+v: want 2 split tails (4 fixed SQEs), 1 WRITEV, 1 more fixed write", s)
+	}
+	for i, op := range ops {
+		got := uringAlloc(t, op.Len())
+		if err := ReadAt(d, got, op.Off); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[:len(op.Buf)], op.Buf) || !bytes.Equal(got[len(op.Buf):], op.Tail) {
+			t.Fatalf("op %d: bytes differ after the write", i)
+		}
+	}
+}

@@ -191,7 +191,7 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 				line += fmt.Sprintf(" %s failed;", toolNames[t])
 				continue
 			}
-			line += fmt.Sprintf(" %s %.2f GB/s %.3f CPU-s/GB qd %.1f;", toolNames[t], got[t].bw/1e9, got[t].cpuPerGB, got[t].depth)
+			line += fmt.Sprintf(" %s %.2f GB/s %.3f CPU-s/GB qd %.1f %s;", toolNames[t], got[t].bw/1e9, got[t].cpuPerGB, got[t].depth, got[t].disk)
 		}
 		fmt.Println(strings.TrimSuffix(line, ";"))
 	}
@@ -235,6 +235,13 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 		er := roundRatios(all, toolEngine, eref)
 		rows = append(rows, row{name: fmt.Sprintf("%s %s", name, sizeName(bs)), ratio: median(er)})
 		printRow(name, bs, c.qd, num(eref, false), num(toolEngine, false), er)
+		if dr := roundRatios(all, toolEngine, toolDevice); len(dr) > 1 {
+			// The engine against the device row of the same rounds: what the engine adds to
+			// the device path (checksum, index, header), the disk's swings mostly paired out.
+			lo, hi, cov, _ := medianCI(dr)
+			fmt.Printf("  vs device row: %s ÷ %s %s median %.2f ci%.0f=%.2f-%.2f (rounds: %s)\n", name, rw, sizeName(bs),
+				median(dr), 100*math.Floor(100*cov)/100, lo, hi, fmtList(dr))
+		}
 		if c.fio != "" {
 			vs := ""
 			if !write {

@@ -52,7 +52,7 @@ type engineStats struct {
 	slots    int64
 	holesGiB float64
 	// SQEs of the whole run (fill included) that used a registered buffer, and that did not.
-	fixedOps, plainOps, vectoredOps int64
+	fixedOps, plainOps, vectoredOps, splitTails int64
 }
 
 // engineCfg is the engine configuration of a row: defaults, slot_bytes = bs, the metadata
@@ -62,6 +62,7 @@ func engineCfg(c config, d blockdev.Device, bs int) engine.Config {
 	cfg.SlotBytes = int64(bs)
 	cfg.MetaTotalBytes = engine.MetaBytesFor(d.Info().Size, cfg.SlotBytes, cfg.BlockAlign, cfg.CheckpointFormat)
 	cfg.DeallocateOnDelete = c.dealloc
+	cfg.PayloadChecksum = cfg.PayloadChecksum && c.checksum
 	return cfg
 }
 
@@ -84,6 +85,7 @@ func submitterPayloads(c config, s, payload, bs int) (out [][]byte, free func(),
 	if err != nil {
 		return nil, nil, err
 	}
+	smallPages(c, mem)
 	out = make([][]byte, c.batch)
 	rng := rand.NewChaCha8([32]byte{byte(s), byte(bs >> 12)})
 	for i := range out {
@@ -200,12 +202,16 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 	}
 	closed := false
 	var pools [][]byte // load buffers, freed once the engine (and its rings) are closed
+	var frees []func() // put payloads, likewise
 	defer func() {
 		if !closed {
 			e.Close()
 		}
 		for _, p := range pools {
 			blockdev.Free(p)
+		}
+		for _, f := range frees {
+			f()
 		}
 	}()
 	lay := e.Layout()
@@ -242,10 +248,33 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 			if err != nil {
 				return result{}, es, err
 			}
+			smallPages(c, p)
 			pools = append(pools, p)
 		}
 		if c.register {
 			if err := e.RegisterMemory(pools); err != nil {
+				return result{}, es, err
+			}
+		}
+	}
+	// Put payloads: one pool per submitter, registered with the engine (RegisterMemory) as a
+	// caller's pinned pool would be unless -engine-register=false: the device then writes each
+	// slot as two fixed writes (header, payload) instead of one WRITEV that pins the payload's
+	// pages for every put.
+	var putPayloads [][][]byte
+	if write {
+		var mems [][]byte
+		for s := range c.submitters {
+			p, free, err := submitterPayloads(c, s, es.payload, bs)
+			if err != nil {
+				return result{}, es, err
+			}
+			frees = append(frees, free)
+			putPayloads = append(putPayloads, p)
+			mems = append(mems, p[0][:len(p)*es.payload:len(p)*es.payload])
+		}
+		if c.register && c.vectored {
+			if err := e.RegisterMemory(mems); err != nil {
 				return result{}, es, err
 			}
 		}
@@ -255,12 +284,7 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 		go func() {
 			defer wg.Done()
 			if write {
-				payloads, free, err := submitterPayloads(c, s, es.payload, bs)
-				if err != nil {
-					fail(err)
-					return
-				}
-				defer free()
+				payloads := putPayloads[s]
 				next, oldest := quota, 0
 				for !stop.Load() {
 					e.DeleteMany(engineKeys(s, oldest, c.batch), false)
@@ -303,10 +327,13 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 			}
 		}()
 	}
+	statPath := diskStatPath(c.file)
 	time.Sleep(c.ramp)
 	b0, t0, cpu0, o0 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	f0 := failed.Load()
+	d0, ok0 := readDiskStat(statPath)
 	time.Sleep(c.runtime)
+	d1, ok1 := readDiskStat(statPath)
 	b1, t1, cpu1, o1 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	es.failed = failed.Load() - f0
 	stop.Store(true)
@@ -315,7 +342,7 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 	closeErr := e.Close() // drains the deallocate queue
 	es.st = e.Stats()
 	us := d.Stats()
-	es.fixedOps, es.plainOps, es.vectoredOps = us.FixedOps, us.PlainOps, us.VectoredOps
+	es.fixedOps, es.plainOps, es.vectoredOps, es.splitTails = us.FixedOps, us.PlainOps, us.VectoredOps, us.SplitTails
 	if firstErr == nil {
 		firstErr = closeErr
 	}
@@ -332,6 +359,9 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 		es.holesGiB = float64(holes) / (1 << 30)
 	}
 	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds(), depth: meanDepth(o0, o1)}
+	if ok0 && ok1 {
+		r.disk = diffDisk(d0, d1, write, b1-b0)
+	}
 	if b1 > b0 {
 		r.cpuPerGB = (cpu1 - cpu0) / (float64(b1-b0) / 1e9)
 	}
@@ -400,17 +430,19 @@ func (es *engineStats) add(o engineStats, rounds int) {
 	es.fixedOps += o.fixedOps
 	es.plainOps += o.plainOps
 	es.vectoredOps += o.vectoredOps
+	es.splitTails += o.splitTails
 }
 
 // detail is the engine counters' part of an engine row's detail line (summed over rounds).
 func (es *engineStats) detail(write, registered bool) string {
 	s := fmt.Sprintf("slots %d, payload %d B; failed ops %d (measured)", es.slots, es.payload, es.failed)
 	if write {
-		s += fmt.Sprintf("; puts %d, written without a copy (vectored) %d", es.st.Puts, es.st.PutsVectored)
+		s += fmt.Sprintf("; puts %d, written without a copy (vectored) %d, payloads registered (RegisterMemory): %v", es.st.Puts, es.st.PutsVectored, registered)
 		s += fmt.Sprintf("; deallocated %d slots in %d calls (%d ranges), %d canceled by reuse, %d errors; %.2f GiB of holes refilled per run",
 			es.st.DeallocatedSlots, es.st.DeallocateCalls, es.st.DeallocateRanges, es.st.DeallocatesCanceled, es.st.DeallocateErrors, es.holesGiB)
 	} else {
 		s += fmt.Sprintf("; checksum errors %d; load buffers registered (RegisterMemory): %v", es.st.ChecksumErrors, registered)
 	}
-	return s + fmt.Sprintf("; staging-pool misses %d; SQEs fixed %d, plain %d, vectored (WRITEV) %d", es.st.BufferPoolMisses, es.fixedOps, es.plainOps, es.vectoredOps)
+	return s + fmt.Sprintf("; staging-pool misses %d; SQEs fixed %d, plain %d, vectored (WRITEV) %d; slot writes as two fixed writes %d",
+		es.st.BufferPoolMisses, es.fixedOps, es.plainOps, es.vectoredOps, es.splitTails)
 }
