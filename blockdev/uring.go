@@ -60,7 +60,7 @@ type UringDevice struct {
 	streams   WriteStreams // the block device's write streams (Max 0: none used)
 	streamErr error        // why there are none (nil when streams are in use)
 
-	fixedOps, plainOps, vectoredOps, resubmits, splitTails atomic.Int64
+	fixedOps, plainOps, vectoredOps, resubmits atomic.Int64
 
 	regMu  sync.Mutex                        // serialises RegisterBuffers
 	regs   atomic.Pointer[uring.BufferTable] // immutable once published
@@ -225,15 +225,11 @@ type UringStats struct {
 	PlainOps    int64 // READ / WRITE
 	VectoredOps int64 // WRITEV: an op's Buf and Tail in one request
 	Resubmits   int64 // SQEs issued for the remainder of a short (or >1 GiB) transfer
-	// SplitTails counts writes with a Tail sent as two fixed writes (Buf, then Tail) because
-	// both lay inside registered buffers; their SQEs are counted in FixedOps.
-	SplitTails int64
 }
 
 // Stats returns the device's SQE counters.
 func (d *UringDevice) Stats() UringStats {
-	return UringStats{FixedOps: d.fixedOps.Load(), PlainOps: d.plainOps.Load(), VectoredOps: d.vectoredOps.Load(),
-		Resubmits: d.resubmits.Load(), SplitTails: d.splitTails.Load()}
+	return UringStats{FixedOps: d.fixedOps.Load(), PlainOps: d.plainOps.Load(), VectoredOps: d.vectoredOps.Load(), Resubmits: d.resubmits.Load()}
 }
 
 // Occupancy sums the rings' occupancy integrals (uring.Executor.Occupancy): over a window
@@ -381,9 +377,7 @@ func (b *uringBatch) Complete(i int, c uring.CQE) bool {
 
 // VectoredWrites implements VectoredWriter: a write with a Tail is one IORING_OP_WRITEV
 // (the header from the staging arena, the payload from the caller's memory). WRITEV takes
-// no registered buffers, so the kernel pins the pages of such a write for its duration;
-// when Buf and Tail both lie inside registered buffers the write goes out as two
-// WRITE_FIXED SQEs instead (splitFixedTails), which pin nothing.
+// no registered buffers, so the kernel pins the pages of such a write for its duration.
 func (d *UringDevice) VectoredWrites() bool { return true }
 
 // Submit implements Device.
@@ -424,95 +418,6 @@ func (d *UringDevice) Submit(ops []Op) error {
 		items = append(items, int32(i))
 	}
 	regs := d.regs.Load()
-	if tails && regs != nil {
-		if run, runItems, parent, n := splitFixedTails(ops, items, regs); n > 0 {
-			d.splitTails.Add(int64(n))
-			err := d.run(run, runItems, regs, hasTail(run, runItems))
-			for k, i := range parent { // fold the halves back into their op
-				ops[i].N += run[k].N
-				if ops[i].Err == nil {
-					ops[i].Err = run[k].Err
-				}
-			}
-			if err != nil {
-				return err
-			}
-			return firstOpErr(ops)
-		}
-	}
-	if err := d.run(ops, items, regs, tails); err != nil {
-		return err
-	}
-	return firstOpErr(ops)
-}
-
-// splitFixedTails rewrites the ops of items for a registered buffer table: a write with a
-// Tail whose Buf and Tail each lie inside a registered buffer becomes two ops, Buf at Off and
-// Tail right after it, which Prep sends as WRITE_FIXED (no page pinning, unlike WRITEV). The
-// two are adjacent in the batch, so they go to the kernel in the same io_uring_enter and the
-// block layer can merge them into one request. Every other op is copied as it is. run[k]
-// belongs to ops[parent[k]]; runItems indexes run; n is the number of ops split (0: run is
-// not built, use ops).
-func splitFixedTails(ops []Op, items []int32, regs *uring.BufferTable) (run []Op, runItems []int32, parent []int32, n int) {
-	for _, i := range items {
-		if splittable(&ops[i], regs) {
-			n++
-		}
-	}
-	if n == 0 {
-		return nil, nil, nil, 0
-	}
-	run = make([]Op, 0, len(items)+n)
-	parent = make([]int32, 0, len(items)+n)
-	for _, i := range items {
-		op := ops[i]
-		if splittable(&op, regs) {
-			head, tail := op, op
-			head.Tail = nil
-			tail.Buf, tail.Tail, tail.Off = op.Tail, nil, op.Off+int64(len(op.Buf))
-			run = append(run, head, tail)
-			parent = append(parent, i, i)
-			continue
-		}
-		run = append(run, op)
-		parent = append(parent, i)
-	}
-	runItems = make([]int32, len(run))
-	for k := range runItems {
-		runItems[k] = int32(k)
-	}
-	return run, runItems, parent, n
-}
-
-func splittable(op *Op, regs *uring.BufferTable) bool {
-	if !op.Write || len(op.Tail) == 0 || len(op.Buf) == 0 {
-		return false
-	}
-	_, okBuf := regs.Lookup(op.Buf)
-	_, okTail := regs.Lookup(op.Tail)
-	return okBuf && okTail
-}
-
-func hasTail(ops []Op, items []int32) bool {
-	for _, i := range items {
-		if len(ops[i].Tail) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func firstOpErr(ops []Op) error {
-	for i := range ops {
-		if ops[i].Err != nil {
-			return ops[i].Err
-		}
-	}
-	return nil
-}
-
-// run issues the ops of items on one ring, or splits them over all rings.
-func (d *UringDevice) run(ops []Op, items []int32, regs *uring.BufferTable, tails bool) error {
 	depth := d.execs[0].Depth()
 	if len(d.execs) == 1 || len(items) <= depth {
 		e := d.execs[int(d.rr.Add(1))%len(d.execs)]
@@ -521,6 +426,11 @@ func (d *UringDevice) run(ops []Op, items []int32, regs *uring.BufferTable, tail
 		}
 	} else if err := d.runSplit(ops, items, regs, tails); err != nil {
 		return err
+	}
+	for i := range ops {
+		if ops[i].Err != nil {
+			return ops[i].Err
+		}
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ type engineStats struct {
 	slots    int64
 	holesGiB float64
 	// SQEs of the whole run (fill included) that used a registered buffer, and that did not.
-	fixedOps, plainOps, vectoredOps, splitTails int64
+	fixedOps, plainOps, vectoredOps int64
 }
 
 // engineCfg is the engine configuration of a row: defaults, slot_bytes = bs, the metadata
@@ -80,10 +80,10 @@ func engineQuota(c config, lay engine.Layout, bs int) (int, error) {
 // position, in one aligned buffer outside the Go heap (as a caller's pinned staging pool
 // is): PutMany writes them without copying (engine "zero-copy puts") unless -engine-vectored
 // is off. free releases the buffer once the engine has closed.
-func submitterPayloads(c config, s, payload, bs int) (out [][]byte, free func(), err error) {
-	mem, err := blockdev.Alloc(c.batch * payload)
+func submitterPayloads(c config, s, payload, bs int) (out [][]byte, mem []byte, free func(), err error) {
+	mem, err = blockdev.Alloc(c.batch * payload)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	smallPages(c, mem)
 	out = make([][]byte, c.batch)
@@ -92,7 +92,7 @@ func submitterPayloads(c config, s, payload, bs int) (out [][]byte, free func(),
 		out[i] = mem[i*payload : (i+1)*payload : (i+1)*payload]
 		rng.Read(out[i])
 	}
-	return out, func() { blockdev.Free(mem) }, nil
+	return out, mem, func() { blockdev.Free(mem) }, nil
 }
 
 // copyingDevice hides the device's vectored writes (-engine-vectored=false): the engine
@@ -122,7 +122,7 @@ func fillEngine(c config, e *engine.Engine, quota, payload, bs int, stop *atomic
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			payloads, free, err := submitterPayloads(c, s, payload, bs)
+			payloads, _, free, err := submitterPayloads(c, s, payload, bs)
 			if err != nil {
 				errOnce.Do(func() { firstErr = err })
 				stop.Store(true)
@@ -257,26 +257,19 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 			}
 		}
 	}
-	// Put payloads: one pool per submitter, registered with the engine (RegisterMemory) as a
-	// caller's pinned pool would be unless -engine-register=false: the device then writes each
-	// slot as two fixed writes (header, payload) instead of one WRITEV that pins the payload's
-	// pages for every put.
+	// Put payloads: one aligned pool per submitter (submitterPayloads), freed after Close.
+	// They are not registered: the device would send each slot as two WRITE_FIXED SQEs
+	// (header, payload), which on the loop device over tmpfs made 13–17 requests per MiB
+	// instead of 4 and lost in every pair (docs/io_uring.md, "engine-put 64 KiB").
 	var putPayloads [][][]byte
 	if write {
-		var mems [][]byte
 		for s := range c.submitters {
-			p, free, err := submitterPayloads(c, s, es.payload, bs)
+			p, _, free, err := submitterPayloads(c, s, es.payload, bs)
 			if err != nil {
 				return result{}, es, err
 			}
 			frees = append(frees, free)
 			putPayloads = append(putPayloads, p)
-			mems = append(mems, p[0][:len(p)*es.payload:len(p)*es.payload])
-		}
-		if c.register && c.vectored {
-			if err := e.RegisterMemory(mems); err != nil {
-				return result{}, es, err
-			}
 		}
 	}
 	for s := 0; s < c.submitters; s++ {
@@ -342,7 +335,7 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 	closeErr := e.Close() // drains the deallocate queue
 	es.st = e.Stats()
 	us := d.Stats()
-	es.fixedOps, es.plainOps, es.vectoredOps, es.splitTails = us.FixedOps, us.PlainOps, us.VectoredOps, us.SplitTails
+	es.fixedOps, es.plainOps, es.vectoredOps = us.FixedOps, us.PlainOps, us.VectoredOps
 	if firstErr == nil {
 		firstErr = closeErr
 	}
@@ -430,19 +423,17 @@ func (es *engineStats) add(o engineStats, rounds int) {
 	es.fixedOps += o.fixedOps
 	es.plainOps += o.plainOps
 	es.vectoredOps += o.vectoredOps
-	es.splitTails += o.splitTails
 }
 
 // detail is the engine counters' part of an engine row's detail line (summed over rounds).
 func (es *engineStats) detail(write, registered bool) string {
 	s := fmt.Sprintf("slots %d, payload %d B; failed ops %d (measured)", es.slots, es.payload, es.failed)
 	if write {
-		s += fmt.Sprintf("; puts %d, written without a copy (vectored) %d, payloads registered (RegisterMemory): %v", es.st.Puts, es.st.PutsVectored, registered)
+		s += fmt.Sprintf("; puts %d, written without a copy (vectored) %d", es.st.Puts, es.st.PutsVectored)
 		s += fmt.Sprintf("; deallocated %d slots in %d calls (%d ranges), %d canceled by reuse, %d errors; %.2f GiB of holes refilled per run",
 			es.st.DeallocatedSlots, es.st.DeallocateCalls, es.st.DeallocateRanges, es.st.DeallocatesCanceled, es.st.DeallocateErrors, es.holesGiB)
 	} else {
 		s += fmt.Sprintf("; checksum errors %d; load buffers registered (RegisterMemory): %v", es.st.ChecksumErrors, registered)
 	}
-	return s + fmt.Sprintf("; staging-pool misses %d; SQEs fixed %d, plain %d, vectored (WRITEV) %d; slot writes as two fixed writes %d",
-		es.st.BufferPoolMisses, es.fixedOps, es.plainOps, es.vectoredOps, es.splitTails)
+	return s + fmt.Sprintf("; staging-pool misses %d; SQEs fixed %d, plain %d, vectored (WRITEV) %d", es.st.BufferPoolMisses, es.fixedOps, es.plainOps, es.vectoredOps)
 }
