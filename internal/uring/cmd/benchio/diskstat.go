@@ -78,39 +78,42 @@ func readDiskStat(path string) (diskCounters, bool) {
 	return c, err == nil
 }
 
-// diskDelta is what the disk received during one measured window, per MiB the tool moved.
+// diskDelta is what the disk received during one measured window. Requests per MiB and
+// merges per MiB are per MiB the disk received (its own sector count), so they do not depend
+// on how exactly the window lines up with the tool's; bytesRatio compares the disk's bytes
+// with the tool's: 1 when every byte the tool moved reached the disk once (below 1: a cache
+// answered; above: extra writes). For fio the window is only approximately fio's own
+// (started from outside), so its bytesRatio is approximate.
 type diskDelta struct {
 	ok            bool
-	reqPerMiB     float64 // completed requests (reads or writes, the run's direction) per MiB moved
+	reqPerMiB     float64 // completed requests (reads or writes, the run's direction) per MiB the disk moved
 	kibPerReq     float64 // mean request size, KiB
-	mergesPerMiB  float64 // requests merged into others (block-layer merges) per MiB moved
-	discardPerMiB float64 // discard requests per MiB moved
+	mergesPerMiB  float64 // requests merged into others (block-layer merges) per MiB the disk moved
+	discardPerMiB float64 // discard requests per MiB the disk moved
+	bytesRatio    float64 // disk bytes ÷ tool bytes
 	flushes       uint64
 }
 
 func diffDisk(a, b diskCounters, write bool, bytes int64) diskDelta {
-	if bytes <= 0 {
-		return diskDelta{}
-	}
 	ios, merges, sectors := b.readIOs-a.readIOs, b.readMerges-a.readMerges, b.readSectors-a.readSectors
 	if write {
 		ios, merges, sectors = b.writeIOs-a.writeIOs, b.writeMerges-a.writeMerges, b.writeSectors-a.writeSectors
 	}
-	mib := float64(bytes) / (1 << 20)
-	d := diskDelta{ok: true, reqPerMiB: float64(ios) / mib, mergesPerMiB: float64(merges) / mib,
-		discardPerMiB: float64(b.discardIOs-a.discardIOs) / mib, flushes: b.flushIOs - a.flushIOs}
-	if ios > 0 {
-		d.kibPerReq = float64(sectors) / 2 / float64(ios)
+	if bytes <= 0 || sectors == 0 {
+		return diskDelta{}
 	}
-	return d
+	mib := float64(sectors) / 2048
+	return diskDelta{ok: true, reqPerMiB: float64(ios) / mib, kibPerReq: float64(sectors) / 2 / float64(max(ios, 1)),
+		mergesPerMiB: float64(merges) / mib, discardPerMiB: float64(b.discardIOs-a.discardIOs) / mib,
+		bytesRatio: float64(sectors) * 512 / float64(bytes), flushes: b.flushIOs - a.flushIOs}
 }
 
 func (d diskDelta) String() string {
 	if !d.ok {
 		return "disk n/a"
 	}
-	s := fmt.Sprintf("disk %.2f req/MiB %.0f KiB/req %.2f merges/MiB", d.reqPerMiB, d.kibPerReq, d.mergesPerMiB)
-	if d.discardPerMiB > 0 {
+	s := fmt.Sprintf("disk %.2f req/MiB %.0f KiB/req %.2f merges/MiB bytes %.2f", d.reqPerMiB, d.kibPerReq, d.mergesPerMiB, d.bytesRatio)
+	if d.discardPerMiB > 0.005 {
 		s += fmt.Sprintf(" %.2f discards/MiB", d.discardPerMiB)
 	}
 	if d.flushes > 0 {

@@ -95,18 +95,14 @@ func submitterPayloads(c config, s, payload, bs int) (out [][]byte, mem []byte, 
 	return out, mem, func() { blockdev.Free(mem) }, nil
 }
 
-// copyingDevice hides the device's vectored writes (-engine-vectored=false): the engine
-// copies every payload behind its header, as it did before zero-copy puts.
-type copyingDevice struct{ *blockdev.UringDevice }
-
-func (copyingDevice) VectoredWrites() bool { return false }
-
-// engineDevice is what the engine runs on: d, or d without vectored writes.
-func engineDevice(c config, d *blockdev.UringDevice) blockdev.Device {
-	if c.vectored {
+// engineDevice is what the engine runs on: d, without vectored writes under
+// -engine-vectored=false (the engine copies every payload behind its header, as it did before
+// zero-copy puts), recording its writes into log when log is not nil (replay.go).
+func engineDevice(c config, d *blockdev.UringDevice, log *writeLog) blockdev.Device {
+	if c.vectored && log == nil {
 		return d
 	}
-	return copyingDevice{d}
+	return benchDevice{UringDevice: d, copying: !c.vectored, log: log}
 }
 
 // fillEngine stores every submitter's first quota keys, the submitters running concurrently.
@@ -156,7 +152,7 @@ func prepareLoads(c config, bs int) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Format(engineDevice(c, d), engineCfg(c, d, bs))
+	e, err := engine.Format(engineDevice(c, d, nil), engineCfg(c, d, bs))
 	if err != nil {
 		d.Close()
 		return err
@@ -180,7 +176,8 @@ func prepareLoads(c config, bs int) error {
 // engineRun measures one engine round. A put round formats and fills the file first (the
 // other tools' writes overwrite it between rounds); a load round opens the cache
 // prepareLoads made.
-func engineRun(c config, bs int, write bool) (result, engineStats, error) {
+// With log not nil, the writes of the measured window are recorded into it (replacing what it held).
+func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats, error) {
 	var es engineStats
 	uopt, err := uringOptions(c)
 	if err != nil {
@@ -195,7 +192,7 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 	if write {
 		open = engine.Format
 	}
-	e, err := open(engineDevice(c, d), cfg)
+	e, err := open(engineDevice(c, d, log), cfg)
 	if err != nil {
 		d.Close()
 		return result{}, es, err
@@ -325,7 +322,16 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 	b0, t0, cpu0, o0 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	f0 := failed.Load()
 	d0, ok0 := readDiskStat(statPath)
+	if log != nil {
+		log.mu.Lock()
+		log.offs, log.lens = log.offs[:0], log.lens[:0]
+		log.mu.Unlock()
+		log.on.Store(true)
+	}
 	time.Sleep(c.runtime)
+	if log != nil {
+		log.on.Store(false)
+	}
 	d1, ok1 := readDiskStat(statPath)
 	b1, t1, cpu1, o1 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	es.failed = failed.Load() - f0

@@ -81,7 +81,7 @@ func main() {
 	flag.BoolVar(&c.checksum, "engine-checksum", true, "engine rows with payload checksums (false: for diagnosis only; the format's default is on)")
 	flag.BoolVar(&c.dealloc, "engine-deallocate", true, "engine rows with DeallocateOnDelete (false: for comparison)")
 	fioMem := flag.String("fio-mem", "auto", "fio's buffer memory: shmhuge (huge pages, as rbctl's buffers), malloc (4 KiB pages; rbctl's buffers then too), auto (shmhuge when enough huge pages are free)")
-	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed), for diagnosis")
+	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed,fio-replay), for diagnosis")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -192,6 +192,7 @@ func sizeName(n int) string {
 type fioJob struct {
 	bs, offset, align int
 	write, fixed      bool
+	iolog             string // replay these writes instead (--read_iolog; replay.go)
 }
 
 // payloadJob reads what an engine load of a bs-byte slot reads: the payload after the
@@ -210,17 +211,26 @@ func fioRun(c config, j fioJob) (result, error) {
 		rw = "randwrite"
 	}
 	args := []string{
-		"--name=benchio", "--filename=" + c.file, "--ioengine=io_uring", "--direct=1",
-		"--rw=" + rw, "--bs=" + strconv.Itoa(j.bs), "--iodepth=" + strconv.Itoa(c.qd), "--numjobs=1",
-		"--time_based", fmt.Sprintf("--runtime=%dms", c.runtime.Milliseconds()),
+		"--name=benchio", "--ioengine=io_uring", "--direct=1",
+		"--bs=" + strconv.Itoa(j.bs), "--iodepth=" + strconv.Itoa(c.qd), "--numjobs=1",
+		fmt.Sprintf("--runtime=%dms", c.runtime.Milliseconds()),
 		fmt.Sprintf("--ramp_time=%dms", c.ramp.Milliseconds()),
-		"--norandommap", "--randrepeat=0", "--output-format=json", "--mem=" + c.fioMem,
+		"--output-format=json", "--mem=" + c.fioMem,
+	}
+	if j.iolog != "" {
+		// The log names the file; fio refuses --registerfiles with a replayed file set.
+		args = append(args, "--read_iolog="+j.iolog, "--replay_no_stall=1")
+		if j.fixed {
+			args = append(args, "--fixedbufs")
+		}
+	} else {
+		args = append(args, "--filename="+c.file, "--rw="+rw, "--time_based", "--norandommap", "--randrepeat=0")
+		if j.fixed {
+			args = append(args, "--fixedbufs", "--registerfiles")
+		}
 	}
 	if j.align > 0 {
 		args = append(args, "--offset="+strconv.Itoa(j.offset), "--blockalign="+strconv.Itoa(j.align))
-	}
-	if j.fixed {
-		args = append(args, "--fixedbufs", "--registerfiles")
 	}
 	// The disk's counters are read inside fio's measured window, as closely as a process
 	// started from here can tell: from ramp+50 ms after the start to 50 ms before the end.

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+func TestParseDiskStat(t *testing.T) {
+	c, err := parseDiskStat("  389897    22963 139594429   826500   577133   208460 497609771  4305778        0   404372  5212422    98393       69 201023160    70744    41082     9399\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := diskCounters{readIOs: 389897, readMerges: 22963, readSectors: 139594429, writeIOs: 577133, writeMerges: 208460,
+		writeSectors: 497609771, discardIOs: 98393, discardSectors: 201023160, flushIOs: 41082}
+	if c != want {
+		t.Fatalf("got %+v, want %+v", c, want)
+	}
+	if _, err := parseDiskStat("1 2 3"); err == nil {
+		t.Error("a short line parsed")
+	}
+	if _, err := parseDiskStat("1 2 3 4 5 6 7 8 9 10 x"); err == nil {
+		t.Error("a non-number parsed")
+	}
+}
+
+// 64 MiB written by the tool, 1024 requests of 64 KiB with 512 merges reached the disk.
+func TestDiffDisk(t *testing.T) {
+	a := diskCounters{writeIOs: 10, writeMerges: 5, writeSectors: 100}
+	b := diskCounters{writeIOs: 10 + 1024, writeMerges: 5 + 512, writeSectors: 100 + 64<<11}
+	d := diffDisk(a, b, true, 64<<20)
+	if !d.ok || d.reqPerMiB != 16 || d.kibPerReq != 64 || d.mergesPerMiB != 8 || d.bytesRatio != 1 {
+		t.Fatalf("%+v", d)
+	}
+	if d := diffDisk(a, b, false, 64<<20); d.ok {
+		t.Errorf("reads counted for a write window: %+v", d)
+	}
+	if d := diffDisk(a, b, true, 32<<20); math.Abs(d.bytesRatio-2) > 1e-9 {
+		t.Errorf("bytes ratio %v, want 2", d.bytesRatio)
+	}
+}
+
+func TestFioBufferHugePages(t *testing.T) {
+	if n := fioBufferHugePages(32, 1<<20); n != 17 {
+		t.Errorf("qd 32 × 1 MiB: %d huge pages, want 17", n)
+	}
+	if n := fioBufferHugePages(32, 64<<10); n != 2 {
+		t.Errorf("qd 32 × 64 KiB: %d huge pages, want 2", n)
+	}
+	if n := parseMeminfo("MemTotal: 1 kB\nHugePages_Free:       7\n", "HugePages_Free"); n != 7 {
+		t.Errorf("parseMeminfo: %d", n)
+	}
+}
