@@ -11,7 +11,9 @@
 # run of the same round), median_ciNN its distribution-free confidence interval. The engine
 # rows engine-put / engine-get (engine.PutMany / LoadManyInto on the same file, slot_bytes =
 # bs, DeallocateOnDelete on, load buffers registered with RegisterMemory) follow each device
-# row; every row has a detail line. A summary line ends the run. docs/io_uring.md explains it.
+# row; engine-put is compared with fio-replay (fio writing the engine's recorded offsets and
+# lengths). Every run also reports what reached the disk (requests, merges per MiB). Every
+# row has a detail line. A summary line ends the run. docs/io_uring.md explains it.
 # Knobs (environment): BENCH_DIR (default /var/tmp), BENCH_SIZE (2G), BENCH_RUNTIME (1s per
 # run), BENCH_RAMP (0.3s), BENCH_QD (32), BENCH_BS (1M,64K), BENCH_ROUNDS (8), BENCH_KEEP=1 to
 # keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch, -rings, -fixed,
@@ -21,7 +23,7 @@
 # Buffers: rbctl's come from huge pages (blockdev.Alloc), so fio gets huge pages too
 # (--mem=shmhuge): as root the script reserves the few fio needs in /proc/sys/vm/nr_hugepages
 # and gives them back at exit (BENCH_HUGEPAGES=0: do not; then both sides use 4 KiB pages).
-# Default run: about 6 minutes.
+# Default run: about 10 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BENCH_DIR:-/var/tmp}

@@ -2,7 +2,11 @@ package main
 
 import (
 	"math"
+	"os"
+	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/blockdev"
 )
 
 func TestParseDiskStat(t *testing.T) {
@@ -48,5 +52,25 @@ func TestFioBufferHugePages(t *testing.T) {
 	}
 	if n := parseMeminfo("MemTotal: 1 kB\nHugePages_Free:       7\n", "HugePages_Free"); n != 7 {
 		t.Errorf("parseMeminfo: %d", n)
+	}
+}
+
+// The replay log repeats the recorded writes until it holds the bytes asked for.
+func TestWriteIologRepeats(t *testing.T) {
+	var l writeLog
+	l.on.Store(true)
+	l.add([]blockdev.Op{{Write: true, Off: 4096, Buf: make([]byte, 8192)}, {Off: 0, Buf: make([]byte, 4096)}})
+	path, err := l.writeIolog("/dev/x", 3*8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(path)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "fio version 2 iolog\n/dev/x add\n/dev/x open\n" + strings.Repeat("/dev/x write 4096 8192\n", 3) + "/dev/x close\n"
+	if string(b) != want {
+		t.Fatalf("got\n%s\nwant\n%s", b, want)
 	}
 }
