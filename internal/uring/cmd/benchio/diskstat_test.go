@@ -44,11 +44,11 @@ func TestDiffDisk(t *testing.T) {
 }
 
 func TestFioBufferHugePages(t *testing.T) {
-	if n := fioBufferHugePages(32, 1<<20); n != 17 {
-		t.Errorf("qd 32 × 1 MiB: %d huge pages, want 17", n)
+	if n := fioBufferHugePages(32, 1<<20); n != 18 {
+		t.Errorf("qd 32 × 1 MiB: %d huge pages, want 18", n)
 	}
-	if n := fioBufferHugePages(32, 64<<10); n != 2 {
-		t.Errorf("qd 32 × 64 KiB: %d huge pages, want 2", n)
+	if n := fioBufferHugePages(32, 64<<10); n != 3 {
+		t.Errorf("qd 32 × 64 KiB: %d huge pages, want 3", n)
 	}
 	if n := parseMeminfo("MemTotal: 1 kB\nHugePages_Free:       7\n", "HugePages_Free"); n != 7 {
 		t.Errorf("parseMeminfo: %d", n)

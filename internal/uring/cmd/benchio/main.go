@@ -235,8 +235,8 @@ func fioRun(c config, j fioJob) (result, error) {
 	// The disk's counters are read inside fio's measured window, as closely as a process
 	// started from here can tell: from ramp+50 ms after the start to 50 ms before the end.
 	cmd := exec.Command(c.fio, args...)
-	var stdout strings.Builder
-	cmd.Stdout = &stdout
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	statPath := diskStatPath(c.file)
 	if err := cmd.Start(); err != nil {
 		return result{}, err
@@ -251,7 +251,11 @@ func fioRun(c config, j fioJob) (result, error) {
 	err := cmd.Wait()
 	out := []byte(stdout.String())
 	if err != nil {
-		return result{}, fmt.Errorf("%v: %s", err, out)
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 400 {
+			msg = msg[:400] + "..."
+		}
+		return result{}, fmt.Errorf("%v: %s", err, msg)
 	}
 	// fio may print warnings before the JSON document.
 	if i := strings.IndexByte(string(out), '{'); i > 0 {
