@@ -80,10 +80,10 @@ func engineQuota(c config, lay engine.Layout, bs int) (int, error) {
 // position, in one aligned buffer outside the Go heap (as a caller's pinned staging pool
 // is): PutMany writes them without copying (engine "zero-copy puts") unless -engine-vectored
 // is off. free releases the buffer once the engine has closed.
-func submitterPayloads(c config, s, payload, bs int) (out [][]byte, mem []byte, free func(), err error) {
-	mem, err = blockdev.Alloc(c.batch * payload)
+func submitterPayloads(c config, s, payload, bs int) (out [][]byte, free func(), err error) {
+	mem, err := blockdev.Alloc(c.batch * payload)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	smallPages(c, mem)
 	out = make([][]byte, c.batch)
@@ -92,7 +92,7 @@ func submitterPayloads(c config, s, payload, bs int) (out [][]byte, mem []byte, 
 		out[i] = mem[i*payload : (i+1)*payload : (i+1)*payload]
 		rng.Read(out[i])
 	}
-	return out, mem, func() { blockdev.Free(mem) }, nil
+	return out, func() { blockdev.Free(mem) }, nil
 }
 
 // engineDevice is what the engine runs on: d, without vectored writes under
@@ -118,7 +118,7 @@ func fillEngine(c config, e *engine.Engine, quota, payload, bs int, stop *atomic
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			payloads, _, free, err := submitterPayloads(c, s, payload, bs)
+			payloads, free, err := submitterPayloads(c, s, payload, bs)
 			if err != nil {
 				errOnce.Do(func() { firstErr = err })
 				stop.Store(true)
@@ -254,14 +254,14 @@ func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats
 			}
 		}
 	}
-	// Put payloads: one aligned pool per submitter (submitterPayloads), freed after Close.
-	// They are not registered: the device would send each slot as two WRITE_FIXED SQEs
-	// (header, payload), which on the loop device over tmpfs made 13–17 requests per MiB
-	// instead of 4 and lost in every pair (docs/io_uring.md, "engine-put 64 KiB").
+	// Put payloads: one aligned pool per submitter (submitterPayloads), allocated before the
+	// submitters start and freed after Close. They are not registered: a put is one WRITEV,
+	// which takes no registered buffers (two WRITE_FIXED per put were tried and lost:
+	// docs/io_uring.md, "Equal work").
 	var putPayloads [][][]byte
 	if write {
 		for s := range c.submitters {
-			p, _, free, err := submitterPayloads(c, s, es.payload, bs)
+			p, free, err := submitterPayloads(c, s, es.payload, bs)
 			if err != nil {
 				return result{}, es, err
 			}
