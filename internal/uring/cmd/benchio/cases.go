@@ -27,10 +27,13 @@ const (
 	// bs-aligned block), so the engine's payload reads are compared with the same transfers.
 	toolFioPayload
 	toolFioPayloadFixed
+	// For engine-put: fio replaying the writes of the engine's last measured window
+	// (replay.go), the same offsets and lengths in the same order.
+	toolFioReplay
 	nTools
 )
 
-var toolNames = [nTools]string{"fio", "fio-fixed", "rbctl", "engine", "fio-payload", "fio-payload-fixed"}
+var toolNames = [nTools]string{"fio", "fio-fixed", "rbctl", "engine", "fio-payload", "fio-payload-fixed", "fio-replay"}
 
 // runOrder is the order of n tools in round r: row r of a Williams design (rows r mod n of
 // the square whose first row is 0, 1, n-1, 2, n-2, ...; for odd n the rows n..2n-1 are
@@ -128,6 +131,9 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 		if !write && c.fio != "" {
 			tools = append(tools, toolFioPayload, toolFioPayloadFixed)
 		}
+		if write && c.fio != "" {
+			tools = append(tools, toolFioReplay)
+		}
 	}
 	if len(c.tools) > 0 { // -tools: a subset, for diagnosis
 		tools = slices.DeleteFunc(tools, func(t int) bool { return !slices.Contains(c.tools, toolNames[t]) })
@@ -138,6 +144,16 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 			fmt.Fprintf(os.Stderr, "benchio: engine %s bs=%s: preparing the cache: %v\n", rw, sizeName(bs), err)
 			failed = true
 			engineReady = false
+		}
+	}
+	// fio-replay replays the engine's last measured writes: one engine run before the rounds
+	// records the first log, every engine round replaces it.
+	var wlog *writeLog
+	if slices.Contains(tools, toolFioReplay) {
+		wlog = &writeLog{}
+		if _, _, err := engineRun(c, bs, true, wlog); err != nil {
+			fmt.Fprintf(os.Stderr, "benchio: engine %s bs=%s: recording writes for fio-replay: %v\n", rw, sizeName(bs), err)
+			failed = true
 		}
 	}
 	var (
@@ -167,6 +183,8 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 				got[t], err = fioRun(c, fioJob{bs: bs, write: write, fixed: t == toolFioFixed})
 			case toolFioPayload, toolFioPayloadFixed:
 				got[t], err = fioRun(c, payloadJob(bs, t == toolFioPayloadFixed))
+			case toolFioReplay:
+				got[t], err = fioReplay(c, bs, wlog)
 			case toolDevice:
 				got[t], err = rbctlRun(c, bs, write)
 			case toolEngine:
@@ -174,7 +192,7 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 					continue
 				}
 				var st engineStats
-				got[t], st, err = engineRun(c, bs, write)
+				got[t], st, err = engineRun(c, bs, write, wlog)
 				es.add(st, rounds)
 				engPayload = st.payload
 			}
@@ -191,7 +209,7 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 				line += fmt.Sprintf(" %s failed;", toolNames[t])
 				continue
 			}
-			line += fmt.Sprintf(" %s %.2f GB/s %.3f CPU-s/GB qd %.1f;", toolNames[t], got[t].bw/1e9, got[t].cpuPerGB, got[t].depth)
+			line += fmt.Sprintf(" %s %.2f GB/s %.3f CPU-s/GB qd %.1f %s;", toolNames[t], got[t].bw/1e9, got[t].cpuPerGB, got[t].depth, got[t].disk)
 		}
 		fmt.Println(strings.TrimSuffix(line, ";"))
 	}
@@ -232,11 +250,28 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 			pair = [2]int{toolFioPayload, toolFioPayloadFixed}
 		}
 		eref := reference(all, pair[0], pair[1])
+		if write && ran(toolFioReplay) { // fio writing what the engine wrote
+			eref = toolFioReplay
+		}
 		er := roundRatios(all, toolEngine, eref)
 		rows = append(rows, row{name: fmt.Sprintf("%s %s", name, sizeName(bs)), ratio: median(er)})
 		printRow(name, bs, c.qd, num(eref, false), num(toolEngine, false), er)
+		if dr := roundRatios(all, toolEngine, toolDevice); len(dr) > 1 {
+			// The engine against the device row of the same rounds: what the engine adds to
+			// the device path (checksum, index, header), the disk's swings mostly paired out.
+			lo, hi, cov, _ := medianCI(dr)
+			fmt.Printf("  vs device row: %s ÷ %s %s median %.2f ci%.0f=%.2f-%.2f (rounds: %s)\n", name, rw, sizeName(bs),
+				median(dr), 100*math.Floor(100*cov)/100, lo, hi, fmtList(dr))
+		}
 		if c.fio != "" {
 			vs := ""
+			if write && eref == toolFioReplay {
+				vs = fmt.Sprintf("; reference fio-replay: fio writing the engine's recorded offsets and lengths (%s GB/s, CPU s/GB %s, mean in flight %s)",
+					num(toolFioReplay, false), num(toolFioReplay, true), depthOf(all, toolFioReplay))
+				if wb := roundRatios(all, toolEngine, ref); len(wb) > 0 {
+					vs += fmt.Sprintf("; against fio's random writes (%s) %.2f", toolNames[ref], median(wb))
+				}
+			}
 			if !write {
 				vs = fmt.Sprintf("; reference %s: fio reading %d bytes at %d into each %s block, the bytes a load reads (fio %s/%s GB/s)",
 					toolNames[eref], engPayload, bs-engPayload, sizeName(bs), num(pair[0], false), num(pair[1], false))

@@ -62,6 +62,7 @@ func engineCfg(c config, d blockdev.Device, bs int) engine.Config {
 	cfg.SlotBytes = int64(bs)
 	cfg.MetaTotalBytes = engine.MetaBytesFor(d.Info().Size, cfg.SlotBytes, cfg.BlockAlign, cfg.CheckpointFormat)
 	cfg.DeallocateOnDelete = c.dealloc
+	cfg.PayloadChecksum = cfg.PayloadChecksum && c.checksum
 	return cfg
 }
 
@@ -84,6 +85,7 @@ func submitterPayloads(c config, s, payload, bs int) (out [][]byte, free func(),
 	if err != nil {
 		return nil, nil, err
 	}
+	smallPages(c, mem)
 	out = make([][]byte, c.batch)
 	rng := rand.NewChaCha8([32]byte{byte(s), byte(bs >> 12)})
 	for i := range out {
@@ -93,18 +95,14 @@ func submitterPayloads(c config, s, payload, bs int) (out [][]byte, free func(),
 	return out, func() { blockdev.Free(mem) }, nil
 }
 
-// copyingDevice hides the device's vectored writes (-engine-vectored=false): the engine
-// copies every payload behind its header, as it did before zero-copy puts.
-type copyingDevice struct{ *blockdev.UringDevice }
-
-func (copyingDevice) VectoredWrites() bool { return false }
-
-// engineDevice is what the engine runs on: d, or d without vectored writes.
-func engineDevice(c config, d *blockdev.UringDevice) blockdev.Device {
-	if c.vectored {
+// engineDevice is what the engine runs on: d, without vectored writes under
+// -engine-vectored=false (the engine copies every payload behind its header, as it did before
+// zero-copy puts), recording its writes into log when log is not nil (replay.go).
+func engineDevice(c config, d *blockdev.UringDevice, log *writeLog) blockdev.Device {
+	if c.vectored && log == nil {
 		return d
 	}
-	return copyingDevice{d}
+	return benchDevice{UringDevice: d, copying: !c.vectored, log: log}
 }
 
 // fillEngine stores every submitter's first quota keys, the submitters running concurrently.
@@ -154,7 +152,7 @@ func prepareLoads(c config, bs int) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Format(engineDevice(c, d), engineCfg(c, d, bs))
+	e, err := engine.Format(engineDevice(c, d, nil), engineCfg(c, d, bs))
 	if err != nil {
 		d.Close()
 		return err
@@ -178,7 +176,8 @@ func prepareLoads(c config, bs int) error {
 // engineRun measures one engine round. A put round formats and fills the file first (the
 // other tools' writes overwrite it between rounds); a load round opens the cache
 // prepareLoads made.
-func engineRun(c config, bs int, write bool) (result, engineStats, error) {
+// With log not nil, the writes of the measured window are recorded into it (replacing what it held).
+func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats, error) {
 	var es engineStats
 	uopt, err := uringOptions(c)
 	if err != nil {
@@ -193,19 +192,23 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 	if write {
 		open = engine.Format
 	}
-	e, err := open(engineDevice(c, d), cfg)
+	e, err := open(engineDevice(c, d, log), cfg)
 	if err != nil {
 		d.Close()
 		return result{}, es, err
 	}
 	closed := false
 	var pools [][]byte // load buffers, freed once the engine (and its rings) are closed
+	var frees []func() // put payloads, likewise
 	defer func() {
 		if !closed {
 			e.Close()
 		}
 		for _, p := range pools {
 			blockdev.Free(p)
+		}
+		for _, f := range frees {
+			f()
 		}
 	}()
 	lay := e.Layout()
@@ -242,6 +245,7 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 			if err != nil {
 				return result{}, es, err
 			}
+			smallPages(c, p)
 			pools = append(pools, p)
 		}
 		if c.register {
@@ -250,17 +254,27 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 			}
 		}
 	}
+	// Put payloads: one aligned pool per submitter (submitterPayloads), allocated before the
+	// submitters start and freed after Close. They are not registered: a put is one WRITEV,
+	// which takes no registered buffers (two WRITE_FIXED per put were tried and lost:
+	// docs/io_uring.md, "Equal work").
+	var putPayloads [][][]byte
+	if write {
+		for s := range c.submitters {
+			p, free, err := submitterPayloads(c, s, es.payload, bs)
+			if err != nil {
+				return result{}, es, err
+			}
+			frees = append(frees, free)
+			putPayloads = append(putPayloads, p)
+		}
+	}
 	for s := 0; s < c.submitters; s++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if write {
-				payloads, free, err := submitterPayloads(c, s, es.payload, bs)
-				if err != nil {
-					fail(err)
-					return
-				}
-				defer free()
+				payloads := putPayloads[s]
 				next, oldest := quota, 0
 				for !stop.Load() {
 					e.DeleteMany(engineKeys(s, oldest, c.batch), false)
@@ -303,10 +317,22 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 			}
 		}()
 	}
+	statPath := diskStatPath(c.file)
 	time.Sleep(c.ramp)
 	b0, t0, cpu0, o0 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	f0 := failed.Load()
+	d0, ok0 := readDiskStat(statPath)
+	if log != nil {
+		log.mu.Lock()
+		log.offs, log.lens = log.offs[:0], log.lens[:0]
+		log.mu.Unlock()
+		log.on.Store(true)
+	}
 	time.Sleep(c.runtime)
+	if log != nil {
+		log.on.Store(false)
+	}
+	d1, ok1 := readDiskStat(statPath)
 	b1, t1, cpu1, o1 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	es.failed = failed.Load() - f0
 	stop.Store(true)
@@ -332,6 +358,9 @@ func engineRun(c config, bs int, write bool) (result, engineStats, error) {
 		es.holesGiB = float64(holes) / (1 << 30)
 	}
 	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds(), depth: meanDepth(o0, o1)}
+	if ok0 && ok1 {
+		r.disk = diffDisk(d0, d1, write, b1-b0)
+	}
 	if b1 > b0 {
 		r.cpuPerGB = (cpu1 - cpu0) / (float64(b1-b0) / 1e9)
 	}

@@ -52,8 +52,10 @@ type config struct {
 	dealloc    bool
 	register   bool
 	vectored   bool
+	checksum   bool
 	gap        time.Duration
 	tools      []string // nil: every tool
+	fioMem     string   // fio's --mem: shmhuge or malloc (hugepages.go)
 }
 
 func main() {
@@ -76,8 +78,10 @@ func main() {
 	flag.DurationVar(&c.gap, "gap", 0, "idle time before every run (the kernel finishes tearing down the last run's rings and registrations)")
 	flag.BoolVar(&c.register, "engine-register", true, "engine-get registers its load buffers (engine.RegisterMemory); false: plain reads into unregistered memory")
 	flag.BoolVar(&c.vectored, "engine-vectored", true, "engine-put writes aligned payloads without a copy (vectored writes); false: copies each payload behind its header")
+	flag.BoolVar(&c.checksum, "engine-checksum", true, "engine rows with payload checksums (false: for diagnosis only; the format's default is on)")
 	flag.BoolVar(&c.dealloc, "engine-deallocate", true, "engine rows with DeallocateOnDelete (false: for comparison)")
-	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed), for diagnosis")
+	fioMem := flag.String("fio-mem", "auto", "fio's buffer memory: shmhuge (huge pages, as rbctl's buffers), malloc (4 KiB pages; rbctl's buffers then too), auto (shmhuge when enough huge pages are free)")
+	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed,fio-replay), for diagnosis")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -104,14 +108,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchio: -file is required")
 		os.Exit(2)
 	}
+	maxBS := 0
+	for _, bsStr := range strings.Split(bsList, ",") {
+		bs, err := parseSize(bsStr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchio:", err)
+			os.Exit(2)
+		}
+		maxBS = max(maxBS, bs)
+	}
+	c.fioMem = "malloc"
+	if c.fio != "" {
+		var err error
+		if c.fioMem, err = chooseFioMem(*fioMem, c.qd, maxBS); err != nil {
+			fmt.Fprintln(os.Stderr, "benchio:", err)
+			os.Exit(2)
+		}
+	}
 	if c.fio != "" {
 		out, err := exec.Command(c.fio, "--version").Output()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "benchio: %s --version: %v (install fio: scripts/setup.sh)\n", c.fio, err)
 			os.Exit(1)
 		}
-		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s rbctl: rings=%d ring=%s submitters=%d batch=%d fixed=%v\n",
-			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.ring, c.submitters, c.batch, c.fixed)
+		pages := "huge pages on both sides (fio --mem=shmhuge, rbctl's Alloc with THP)"
+		if c.fioMem == "malloc" {
+			pages = "4 KiB pages on both sides (fio --mem=malloc, benchio's buffers MADV_NOHUGEPAGE)"
+		}
+		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s rbctl: rings=%d ring=%s submitters=%d batch=%d fixed=%v; buffers: %s\n",
+			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.ring, c.submitters, c.batch, c.fixed, pages)
 	}
 	failed := false
 	var rows []row
@@ -167,6 +192,7 @@ func sizeName(n int) string {
 type fioJob struct {
 	bs, offset, align int
 	write, fixed      bool
+	iolog             string // replay these writes instead (--read_iolog; replay.go)
 }
 
 // payloadJob reads what an engine load of a bs-byte slot reads: the payload after the
@@ -185,21 +211,51 @@ func fioRun(c config, j fioJob) (result, error) {
 		rw = "randwrite"
 	}
 	args := []string{
-		"--name=benchio", "--filename=" + c.file, "--ioengine=io_uring", "--direct=1",
-		"--rw=" + rw, "--bs=" + strconv.Itoa(j.bs), "--iodepth=" + strconv.Itoa(c.qd), "--numjobs=1",
-		"--time_based", fmt.Sprintf("--runtime=%dms", c.runtime.Milliseconds()),
+		"--name=benchio", "--ioengine=io_uring", "--direct=1",
+		"--bs=" + strconv.Itoa(j.bs), "--iodepth=" + strconv.Itoa(c.qd), "--numjobs=1",
+		fmt.Sprintf("--runtime=%dms", c.runtime.Milliseconds()),
 		fmt.Sprintf("--ramp_time=%dms", c.ramp.Milliseconds()),
-		"--norandommap", "--randrepeat=0", "--output-format=json",
+		"--output-format=json", "--mem=" + c.fioMem,
+	}
+	if j.iolog != "" {
+		// The log names the file; fio refuses --registerfiles with a replayed file set.
+		args = append(args, "--read_iolog="+j.iolog, "--replay_no_stall=1")
+		if j.fixed {
+			args = append(args, "--fixedbufs")
+		}
+	} else {
+		args = append(args, "--filename="+c.file, "--rw="+rw, "--time_based", "--norandommap", "--randrepeat=0")
+		if j.fixed {
+			args = append(args, "--fixedbufs", "--registerfiles")
+		}
 	}
 	if j.align > 0 {
 		args = append(args, "--offset="+strconv.Itoa(j.offset), "--blockalign="+strconv.Itoa(j.align))
 	}
-	if j.fixed {
-		args = append(args, "--fixedbufs", "--registerfiles")
+	// The disk's counters are read inside fio's measured window, as closely as a process
+	// started from here can tell: from ramp+50 ms after the start to 50 ms before the end.
+	cmd := exec.Command(c.fio, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	statPath := diskStatPath(c.file)
+	if err := cmd.Start(); err != nil {
+		return result{}, err
 	}
-	out, err := exec.Command(c.fio, args...).Output()
+	edge := 50 * time.Millisecond
+	time.Sleep(c.ramp + edge)
+	d0, ok0 := readDiskStat(statPath)
+	t0 := time.Now()
+	time.Sleep(max(c.runtime-2*edge, edge))
+	d1, ok1 := readDiskStat(statPath)
+	window := time.Since(t0)
+	err := cmd.Wait()
+	out := []byte(stdout.String())
 	if err != nil {
-		return result{}, fmt.Errorf("%v: %s", err, out)
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 400 {
+			msg = msg[:400] + "..."
+		}
+		return result{}, fmt.Errorf("%v: %s", err, msg)
 	}
 	// fio may print warnings before the JSON document.
 	if i := strings.IndexByte(string(out), '{'); i > 0 {
@@ -223,6 +279,9 @@ func fioRun(c config, j fioJob) (result, error) {
 	}
 	bw := dir.BwBytes
 	r := result{bw: bw, depth: dir.IOPS * dir.Lat.Mean / 1e9}
+	if ok0 && ok1 {
+		r.disk = diffDisk(d0, d1, write, int64(bw*window.Seconds()))
+	}
 	if bw > 0 {
 		r.cpuPerGB = (jr.Usr + jr.Sys) / 100 / (bw / 1e9)
 	}
@@ -243,6 +302,7 @@ type fioDir struct {
 // IOPS × mean latency, Little's law; 0: not measured).
 type result struct {
 	bw, cpuPerGB, depth float64
+	disk                diskDelta // what the disk received per MiB moved (diskstat.go)
 }
 
 // meanDepth is the mean ops in flight between two occupancy readings.
@@ -300,6 +360,7 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 		return result{}, err
 	}
 	defer blockdev.Free(pool)
+	smallPages(c, pool)
 	if c.fixed {
 		if err := d.RegisterBuffers([][]byte{pool}); err != nil {
 			return result{}, err
@@ -342,9 +403,12 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 			}
 		}()
 	}
+	statPath := diskStatPath(c.file)
 	time.Sleep(c.ramp)
 	b0, t0, cpu0, o0 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
+	d0, ok0 := readDiskStat(statPath)
 	time.Sleep(c.runtime)
+	d1, ok1 := readDiskStat(statPath)
 	b1, t1, cpu1, o1 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	stop.Store(true)
 	wg.Wait()
@@ -356,6 +420,9 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 		return result{}, fmt.Errorf("%d ops missed the registered pool", st.PlainOps)
 	}
 	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds(), depth: meanDepth(o0, o1)}
+	if ok0 && ok1 {
+		r.disk = diffDisk(d0, d1, write, b1-b0)
+	}
 	if b1 > b0 {
 		r.cpuPerGB = (cpu1 - cpu0) / (float64(b1-b0) / 1e9)
 	}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/rbctl/rbctl/blockdev"
+)
+
+func TestParseDiskStat(t *testing.T) {
+	c, err := parseDiskStat("  389897    22963 139594429   826500   577133   208460 497609771  4305778        0   404372  5212422    98393       69 201023160    70744    41082     9399\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := diskCounters{readIOs: 389897, readMerges: 22963, readSectors: 139594429, writeIOs: 577133, writeMerges: 208460,
+		writeSectors: 497609771, discardIOs: 98393, discardSectors: 201023160, flushIOs: 41082}
+	if c != want {
+		t.Fatalf("got %+v, want %+v", c, want)
+	}
+	if _, err := parseDiskStat("1 2 3"); err == nil {
+		t.Error("a short line parsed")
+	}
+	if _, err := parseDiskStat("1 2 3 4 5 6 7 8 9 10 x"); err == nil {
+		t.Error("a non-number parsed")
+	}
+}
+
+// 64 MiB written by the tool, 1024 requests of 64 KiB with 512 merges reached the disk.
+func TestDiffDisk(t *testing.T) {
+	a := diskCounters{writeIOs: 10, writeMerges: 5, writeSectors: 100}
+	b := diskCounters{writeIOs: 10 + 1024, writeMerges: 5 + 512, writeSectors: 100 + 64<<11}
+	d := diffDisk(a, b, true, 64<<20)
+	if !d.ok || d.reqPerMiB != 16 || d.kibPerReq != 64 || d.mergesPerMiB != 8 || d.bytesRatio != 1 {
+		t.Fatalf("%+v", d)
+	}
+	if d := diffDisk(a, b, false, 64<<20); d.ok {
+		t.Errorf("reads counted for a write window: %+v", d)
+	}
+	if d := diffDisk(a, b, true, 32<<20); math.Abs(d.bytesRatio-2) > 1e-9 {
+		t.Errorf("bytes ratio %v, want 2", d.bytesRatio)
+	}
+}
+
+func TestFioBufferHugePages(t *testing.T) {
+	if n := fioBufferHugePages(32, 1<<20); n != 18 {
+		t.Errorf("qd 32 × 1 MiB: %d huge pages, want 18", n)
+	}
+	if n := fioBufferHugePages(32, 64<<10); n != 3 {
+		t.Errorf("qd 32 × 64 KiB: %d huge pages, want 3", n)
+	}
+	if n := parseMeminfo("MemTotal: 1 kB\nHugePages_Free:       7\n", "HugePages_Free"); n != 7 {
+		t.Errorf("parseMeminfo: %d", n)
+	}
+}
+
+// The replay log repeats the recorded writes until it holds the bytes asked for.
+func TestWriteIologRepeats(t *testing.T) {
+	var l writeLog
+	l.on.Store(true)
+	l.add([]blockdev.Op{{Write: true, Off: 4096, Buf: make([]byte, 8192)}, {Off: 0, Buf: make([]byte, 4096)}})
+	path, err := l.writeIolog("/dev/x", 3*8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(path)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "fio version 2 iolog\n/dev/x add\n/dev/x open\n" + strings.Repeat("/dev/x write 4096 8192\n", 3) + "/dev/x close\n"
+	if string(b) != want {
+		t.Fatalf("got\n%s\nwant\n%s", b, want)
+	}
+}
