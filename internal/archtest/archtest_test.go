@@ -214,18 +214,23 @@ var flagName = regexp.MustCompile(`--[a-z]`)
 
 // (e) A library error states facts; naming the flag is the CLI's job (hints.go).
 func TestLibraryErrorsNameNoFlag(t *testing.T) {
+	report(t, "library error strings naming a flag", libraryErrorsMatching(t, flagName))
+}
+
+// libraryErrorsMatching lists the error literals of library packages that re matches.
+func libraryErrorsMatching(t *testing.T, re *regexp.Regexp) []string {
 	var v []string
 	for _, f := range sources(t) {
 		if !isLibrary(f.dir) {
 			continue
 		}
 		for _, msg := range errorLiterals(f.fset, f.ast) {
-			if flagName.MatchString(msg.text) {
+			if re.MatchString(msg.text) {
 				v = append(v, f.path+":"+strconv.Itoa(msg.line)+": "+strconv.Quote(msg.text))
 			}
 		}
 	}
-	report(t, "library error strings naming a flag", v)
+	return v
 }
 
 // commandName matches an rbctl command in a message ("rbctl format", "rbctl recover").
@@ -233,18 +238,7 @@ var commandName = regexp.MustCompile(`rbctl (format|inspect|recover|put|get|ls|r
 
 // (f) Nor does it name a command: what to run next is the CLI's hint.
 func TestLibraryErrorsNameNoCommand(t *testing.T) {
-	var v []string
-	for _, f := range sources(t) {
-		if !isLibrary(f.dir) {
-			continue
-		}
-		for _, msg := range errorLiterals(f.fset, f.ast) {
-			if commandName.MatchString(msg.text) {
-				v = append(v, f.path+":"+strconv.Itoa(msg.line)+": "+strconv.Quote(msg.text))
-			}
-		}
-	}
-	report(t, "library error strings naming an rbctl command", v)
+	report(t, "library error strings naming an rbctl command", libraryErrorsMatching(t, commandName))
 }
 
 // (g) The CLI's hints find what an error is by its type (errors.Is/As), never by reading

@@ -199,39 +199,9 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 			}
 		}
 	case "EXISTS":
-		if n < 1 {
-			r.err(wrongArgs(cmd))
-			return
-		}
-		var c int64
-		for _, k := range args[1:] {
-			ok, err := s.Store.Exists(k)
-			if err != nil && !errors.Is(err, ErrKey) {
-				r.err(storeErr(err))
-				return
-			}
-			if ok {
-				c++
-			}
-		}
-		r.int(c)
+		s.count(cmd, args[1:], s.Store.Exists, r)
 	case "DEL", "UNLINK":
-		if n < 1 {
-			r.err(wrongArgs(cmd))
-			return
-		}
-		var c int64
-		for _, k := range args[1:] {
-			ok, err := s.Store.Delete(k)
-			if err != nil && !errors.Is(err, ErrKey) {
-				r.err(storeErr(err))
-				return
-			}
-			if ok {
-				c++
-			}
-		}
-		r.int(c)
+		s.count(cmd, args[1:], s.Store.Delete, r)
 	case "STRLEN":
 		if n != 1 {
 			r.err(wrongArgs(cmd))
@@ -559,3 +529,24 @@ func (s *Server) command(a [][]byte, r reply) {
 
 var commands = []string{"AUTH", "CLIENT", "COMMAND", "CONFIG", "DBSIZE", "DEL", "ECHO", "EXISTS", "GET", "HELLO", "INFO", "MGET", "MSET",
 	"PING", "QUIT", "SCAN", "SELECT", "SET", "STRLEN", "TYPE", "UNLINK"}
+
+// count answers EXISTS and DEL: how many of keys op says yes to (a refused key counts as
+// absent, as a key that cannot exist).
+func (s *Server) count(cmd string, keys [][]byte, op func([]byte) (bool, error), r reply) {
+	if len(keys) < 1 {
+		r.err(wrongArgs(cmd))
+		return
+	}
+	var c int64
+	for _, k := range keys {
+		ok, err := op(k)
+		if err != nil && !errors.Is(err, ErrKey) {
+			r.err(storeErr(err))
+			return
+		}
+		if ok {
+			c++
+		}
+	}
+	r.int(c)
+}

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rbctl/rbctl/internal/sys"
 )
 
 type target struct {
@@ -196,24 +198,7 @@ func reply(r *bufio.Reader, op string, i, size int, buf []byte) error {
 	return err
 }
 
-// cpuTicks is the CPU time (user + system, clock ticks) of pid, or -1.
-func cpuTicks(pid int) int64 {
-	if pid <= 0 {
-		return -1
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return -1
-	}
-	_, rest, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
-		return -1
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s
-}
+func cpuTicks(pid int) int64 { return sys.CPUTicks(pid) }
 
 func parseSize(s string) (int, error) {
 	mult := 1

@@ -7,11 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rbctl/rbctl/internal/sys"
 	"github.com/rbctl/rbctl/reports"
 )
 
@@ -31,21 +31,7 @@ func buildRbctl(t *testing.T) string {
 	return bin
 }
 
-// cpuTicks is the CPU time (user + system, in clock ticks) process pid has used.
-func cpuTicks(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return -1
-	}
-	_, rest, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
-		return -1
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s
-}
+func cpuTicks(pid int) int64 { return sys.CPUTicks(pid) }
 
 // interruptRun starts bin with args, waits until ready() and the process has done some work,
 // sends SIGINT and returns the exit code, stdout, stderr and how long it took to stop.
