@@ -404,7 +404,7 @@ func (d *Driver) request(h *[NumPhases]*hdrhistogram.Histogram, w *work, ok *[]b
 	d.c.countRequest(&w.op, len(keys), hits)
 	if d.adm != nil && w.op.Kind == KindRequest {
 		for _, k := range keys {
-			d.adm.Seen(k)
+			d.adm.Seen(admKey(k))
 		}
 	}
 	if int(t) < len(d.c.TenantChunksHit) {

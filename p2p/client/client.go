@@ -56,19 +56,26 @@ func (c *Client) call(ctx context.Context) (context.Context, context.CancelFunc)
 
 func (c *Client) wrap(err error) error { return fmt.Errorf("node %s: %w", c.addr, err) }
 
-// Put stores payload under key; stored is false when the key was already there or the
-// cache is full (present tells which).
-func (c *Client) Put(ctx context.Context, key *p2ppb.ObjectKey, payload []byte) (stored, present bool, err error) {
+// PutOutcome is what the node did with one put.
+type PutOutcome struct {
+	Stored   bool // written by this call
+	Present  bool // held after the call (stored, or there already)
+	Declined bool // not stored: the node's admission policy declined it
+}
+
+// Put stores payload under key; Stored is false when the key was already there, the cache
+// is full, or the node's admission policy declined it (the outcome tells which).
+func (c *Client) Put(ctx context.Context, key *p2ppb.ObjectKey, payload []byte) (PutOutcome, error) {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	r, err := c.api.Put(ctx, &p2ppb.PutRequest{Keys: []*p2ppb.ObjectKey{key}, Payloads: [][]byte{payload}})
 	if err != nil {
-		return false, false, c.wrap(err)
+		return PutOutcome{}, c.wrap(err)
 	}
-	if len(r.Stored) != 1 || len(r.Present) != 1 {
-		return false, false, c.wrap(fmt.Errorf("answer has %d results for 1 key", len(r.Stored)))
+	if len(r.Stored) != 1 || len(r.Present) != 1 || len(r.Declined) > 1 {
+		return PutOutcome{}, c.wrap(fmt.Errorf("answer has %d results for 1 key", len(r.Stored)))
 	}
-	return r.Stored[0], r.Present[0], nil
+	return PutOutcome{Stored: r.Stored[0], Present: r.Present[0], Declined: len(r.Declined) == 1 && r.Declined[0]}, nil
 }
 
 // Get returns key's chunk; a miss is a Chunk with Source SOURCE_MISS, not an error.

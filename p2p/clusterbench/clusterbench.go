@@ -10,6 +10,7 @@
 package clusterbench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,6 +95,8 @@ type Options struct {
 	// Route sends each request to a node: RoundRobin (default), Session (by the request's
 	// root block, or tenant: a conversation stays on one node) or Random (from Seed).
 	Route Route
+	// Admission is every node's admission policy (node.Options.Admission; "" = all).
+	Admission string
 
 	trace *workloads.Mooncake
 }
@@ -146,6 +149,9 @@ func (o *Options) fill() error {
 		o.Route = RoundRobin
 	}
 	if _, err := ParseRoute(string(o.Route)); err != nil {
+		return fmt.Errorf("cluster bench: %w", err)
+	}
+	if err := node.CheckAdmission(o.Admission); err != nil {
 		return fmt.Errorf("cluster bench: %w", err)
 	}
 	if o.Workload != "" {
@@ -268,7 +274,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 		}
 	}
 	res := Result{Mode: mode, Gossip: o.Gossip && mode != Off, Requests: done, Interrupted: ctx.Err() != nil, Seconds: time.Since(t0).Seconds(),
-		Route: o.Route}
+		Route: o.Route, Admission: cmp.Or(o.Admission, "all")}
 	if o.trace != nil {
 		st := o.trace.Stats
 		res.Workload, res.Trace = o.Workload, &st
@@ -335,7 +341,7 @@ func startMembers(o Options, mode Mode, dir string) ([]*member, error) {
 		if dev.FDP == nil {
 			return ms, fmt.Errorf("%s: no FDP view (%v)", spec, dev.NoFDP)
 		}
-		opts := node.Options{Name: peers[i].Name, LookupTimeout: 2 * time.Second, FetchTimeout: 5 * time.Second, Eviction: node.EvictLRU}
+		opts := node.Options{Name: peers[i].Name, LookupTimeout: 2 * time.Second, FetchTimeout: 5 * time.Second, Eviction: node.EvictLRU, Admission: o.Admission}
 		if mode != Off {
 			others := append(append([]p2p.Peer{}, peers[:i]...), peers[i+1:]...)
 			opts.Directory = node.NewStaticDirectory(others...)

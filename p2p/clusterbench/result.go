@@ -15,16 +15,19 @@ const WAFSource = "emulator-model"
 
 // NodeResult is one node's figures for one mode (or the total over nodes).
 type NodeResult struct {
-	Name        string `json:"name"`
-	Requests    int64  `json:"requests"`
-	Chunks      int64  `json:"chunks"`       // chunks asked for
-	LocalHits   int64  `json:"local_hits"`   // leading-prefix hits in the node's own cache
-	PeerHits    int64  `json:"peer_hits"`    // leading-prefix hits fetched from a peer
-	Computed    int64  `json:"computed"`     // chunks missed everywhere, computed and put
-	Recomputed  int64  `json:"recomputed"`   // hits after the first miss (recomputed, not stored again)
-	NotStored   int64  `json:"not_stored"`   // computed chunks the cache refused
-	Evicted     int64  `json:"evicted"`      // keys the node evicted (LRU) to make room
-	WrongChunks int64  `json:"wrong_chunks"` // payloads that differed from the computed bytes (must be 0)
+	Name       string `json:"name"`
+	Requests   int64  `json:"requests"`
+	Chunks     int64  `json:"chunks"`     // chunks asked for
+	LocalHits  int64  `json:"local_hits"` // leading-prefix hits in the node's own cache
+	PeerHits   int64  `json:"peer_hits"`  // leading-prefix hits fetched from a peer
+	Computed   int64  `json:"computed"`   // chunks missed everywhere, computed and put
+	Recomputed int64  `json:"recomputed"` // hits after the first miss (recomputed, not stored again)
+	NotStored  int64  `json:"not_stored"` // computed chunks the cache refused for room
+	// Declined: writes (puts of computed chunks, replicas of fetched ones) the node's
+	// admission policy did not store.
+	Declined    int64 `json:"admission_declined"`
+	Evicted     int64 `json:"evicted"`      // keys the node evicted (LRU) to make room
+	WrongChunks int64 `json:"wrong_chunks"` // payloads that differed from the computed bytes (must be 0)
 
 	PeerBytesIn  int64 `json:"peer_bytes_in"`   // bytes fetched from peers
 	ServedBytes  int64 `json:"served_bytes"`    // bytes served to peers
@@ -60,6 +63,7 @@ type Result struct {
 	Interrupted bool    `json:"interrupted"`
 	WAFSource   string  `json:"device_waf_source"`
 	Route       Route   `json:"route"`
+	Admission   string  `json:"admission"`          // the nodes' admission policy (node.Options.Admission)
 	Workload    string  `json:"workload,omitempty"` // mooncake:FILE; empty for the built-in tenants
 	// Trace is the replayed trace as read (all of it; Requests says how much of it ran).
 	Trace *workloads.TraceStats `json:"trace,omitempty"`
@@ -70,7 +74,7 @@ type Result struct {
 func (m *NodeResult) fromNode(s node.Stats) {
 	c := s.Counters
 	m.PeerBytesIn, m.ServedBytes, m.ReplicaBytes = c["peer_bytes_in"], c["served_bytes"], c["replica_bytes"]
-	m.Evicted = c["evicted"]
+	m.Evicted, m.Declined = c["evicted"], c["admission_declined"]
 	m.PeerTimeouts, m.Checksum = c["peer_timeouts"], c["peer_checksum_errors"]
 	m.PeerErrors = c["peer_errors"] + c["peer_refused"]
 	m.PeerLookups, m.EmptyLookups = c["peer_lookups"], c["peer_lookup_empty"]
@@ -105,6 +109,7 @@ func (r *Result) total() {
 		t.Computed += n.Computed
 		t.Recomputed += n.Recomputed
 		t.NotStored += n.NotStored
+		t.Declined += n.Declined
 		t.Evicted += n.Evicted
 		t.WrongChunks += n.WrongChunks
 		t.PeerBytesIn += n.PeerBytesIn
@@ -131,6 +136,9 @@ func WriteText(w io.Writer, rs []Result) error {
 		if r.Trace != nil {
 			dir += fmt.Sprintf(", %s (%d requests, %d block references, ceiling %.1f%% of blocks)", r.Workload, r.Trace.Requests,
 				r.Trace.BlockRefs, 100*float64(r.Trace.CeilingBlocks)/float64(max(r.Trace.BlockRefs, 1)))
+		}
+		if r.Admission != "" && r.Admission != "all" {
+			dir += fmt.Sprintf(", admission %s (%d writes declined)", r.Admission, r.Total.Declined)
 		}
 		fmt.Fprintf(w, "mode %s%s, %s routing: %d requests in %.1f s%s\n", r.Mode, dir, r.Route, r.Requests, r.Seconds, map[bool]string{true: " (interrupted: partial)"}[r.Interrupted])
 		t := reports.NewTable(w)

@@ -172,6 +172,6 @@ func serve(ctx context.Context, mb *member, keys []engine.Key, localOnly bool, c
 	if err != nil {
 		return err
 	}
-	mb.m.NotStored += int64(len(ks) - len(pr.Stored))
+	mb.m.NotStored += int64(len(ks) - len(pr.Stored) - len(pr.Declined))
 	return nil
 }

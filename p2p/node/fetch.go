@@ -108,7 +108,7 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) 
 	return payloads
 }
 
-// storeReplicas keeps fetched chunks locally (the answer does not wait on success: the
+// storeReplicas keeps the fetched chunks the admission policy admits locally (the answer does not wait on success: the
 // bytes are verified either way).
 func (n *Node) storeReplicas(keys []engine.Key, payloads [][]byte) {
 	ids := make([]uint64, len(keys))
@@ -117,15 +117,17 @@ func (n *Node) storeReplicas(keys []engine.Key, payloads [][]byte) {
 	}
 	stored := make([]bool, len(keys))
 	n.replicas.begin(ids)
-	res, err := n.putMany(keys, payloads)
-	for _, i := range res.Stored {
+	keep, _ := n.admitWrites(keys) // a replica is a write to flash like a put
+	res, err := n.putMany(pick(keys, keep), pick(payloads, keep))
+	for _, j := range res.Stored {
+		i := keep[j]
 		stored[i] = true
 		n.c.replicas.Add(1)
 		n.c.replicaBytes.Add(int64(len(payloads[i])))
 		n.admitted(keys[i])
 	}
 	n.replicas.end(ids, stored)
-	if miss := len(keys) - len(res.Stored); miss > 0 {
+	if miss := len(keep) - len(res.Stored); miss > 0 {
 		n.c.replicaFailed.Add(int64(miss))
 		if err != nil {
 			n.opts.Logger.Warn("storing fetched chunks", "keys", miss, "err", err)

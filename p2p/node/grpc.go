@@ -116,6 +116,12 @@ func (a *cacheAPI) Put(_ context.Context, req *p2ppb.PutRequest) (*p2ppb.PutResp
 	for _, i := range res.Stored {
 		resp.Stored[i] = true
 	}
+	if len(res.Declined) > 0 {
+		resp.Declined = make([]bool, len(keys))
+		for _, i := range res.Declined {
+			resp.Declined[i] = true
+		}
+	}
 	return resp, nil
 }
 

@@ -94,9 +94,9 @@ func payloadN(i, n int) []byte {
 
 func put(t testing.TB, c *client.Client, i, size int) {
 	t.Helper()
-	stored, _, err := c.Put(context.Background(), wireKeyN(i), payloadN(i, size))
-	if err != nil || !stored {
-		t.Fatalf("put %d: stored %v, %v", i, stored, err)
+	o, err := c.Put(context.Background(), wireKeyN(i), payloadN(i, size))
+	if err != nil || !o.Stored {
+		t.Fatalf("put %d: %+v, %v", i, o, err)
 	}
 }
 

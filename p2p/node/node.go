@@ -35,6 +35,7 @@ type Node struct {
 	opts     Options
 	maxChunk int // the smallest largest payload of the shards
 	evict    *evictor
+	admit    *admitter // nil: every write is stored
 	flights  *flights
 
 	leases   *leaseTable
@@ -86,6 +87,7 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	if opts.replicas == nil {
 		opts.replicas = newReplicas()
 	}
+	var err error
 	n := &Node{
 		cache: c, opts: opts, maxChunk: maxChunk,
 		leases: newLeaseTable(c), peers: newPeerPool(&opts), replicas: opts.replicas,
@@ -94,9 +96,11 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	if opts.Eviction != EvictNone {
 		n.evict = newEvictor(c.Len(), opts.Eviction, opts.RegionSlots)
 	}
+	if n.admit, err = newAdmitter(opts.Admission, c.Usage().SlotsTotal); err != nil {
+		return nil, err
+	}
 	n.metrics = newMetrics(n)
 	n.peerLat.hist, n.localLat.hist = n.metrics.peerHist, n.metrics.locHist
-	var err error
 	n.data, err = dataplane.NewServer(n, dataplane.ServerConfig{
 		MaxChunk: n.maxChunk, MaxConns: opts.DataMaxConns, MaxInflightBytes: opts.DataMaxInflightBytes,
 		BusyWait: opts.DataBusyWait, Tamper: opts.TamperData,
@@ -245,21 +249,48 @@ func Serve(ctx context.Context, c *sharded.Cache, listen, dataListen string, opt
 	return n.Close()
 }
 
-// Put stores payloads under keys; Results and Stored as engine.PutMany. With eviction a
-// full cache first drops its least recently used unpinned keys.
-func (n *Node) Put(keys []engine.Key, payloads [][]byte) (engine.PutResult, error) {
-	res, err := n.putMany(keys, payloads)
-	n.c.puts.Add(int64(len(res.Stored)))
-	for _, i := range res.Stored {
-		n.c.putBytes.Add(int64(len(payloads[i])))
-		n.admitted(keys[i])
+// PutResult is Put's outcome: Results and Stored as engine.PutMany's, and Declined the
+// indices of keys the node's admission policy chose not to store (neither stored nor
+// present: a later Get misses, as after an eviction).
+type PutResult struct {
+	engine.PutResult
+	Declined []int
+}
+
+// Put stores payloads under keys, those the admission policy (Options.Admission) admits;
+// Results and Stored as engine.PutMany. With eviction a full cache first drops its least
+// recently used unpinned keys.
+func (n *Node) Put(keys []engine.Key, payloads [][]byte) (PutResult, error) {
+	keep, declined := n.admitWrites(keys)
+	ks, ps := keys, payloads
+	if len(declined) > 0 {
+		ks, ps = pick(keys, keep), pick(payloads, keep)
 	}
-	for _, ok := range res.Results {
+	r, err := n.putMany(ks, ps)
+	res := PutResult{PutResult: engine.PutResult{Results: make([]bool, len(keys))}, Declined: declined}
+	for j, ok := range r.Results {
+		res.Results[keep[j]] = ok
 		if !ok {
 			n.c.putFull.Add(1)
 		}
 	}
+	for _, j := range r.Stored {
+		i := keep[j]
+		res.Stored = append(res.Stored, i)
+		n.c.putBytes.Add(int64(len(payloads[i])))
+		n.admitted(keys[i])
+	}
+	n.c.puts.Add(int64(len(res.Stored)))
 	return res, err
+}
+
+// pick returns v's elements at idx, in order.
+func pick[T any](v []T, idx []int) []T {
+	out := make([]T, len(idx))
+	for j, i := range idx {
+		out[j] = v[i]
+	}
+	return out
 }
 
 // admitted records a key this node stored: the directory tells the others, the eviction
@@ -298,6 +329,7 @@ type Result struct {
 // error only.
 func (n *Node) Get(ctx context.Context, keys []engine.Key, localOnly bool) ([]Result, error) {
 	n.c.gets.Add(int64(len(keys)))
+	n.seen(keys)
 	out := make([]Result, len(keys))
 	var missing []int
 	// Each hit is pinned while it loads, so its size cannot change under the read.
@@ -411,7 +443,11 @@ func (n *Node) ReadChunk(id uint64, index uint32, buf []byte) ([]byte, uint32, d
 }
 
 // Exists says which keys this node holds (locally; no peer is asked).
-func (n *Node) Exists(keys []engine.Key) []bool { return n.cache.ExistsMany(keys, false) }
+// A client's lookup: the admission policy counts it.
+func (n *Node) Exists(keys []engine.Key) []bool {
+	n.seen(keys)
+	return n.cache.ExistsMany(keys, false)
+}
 
 // Usage is the cache's slot usage over all its devices.
 func (n *Node) Usage() engine.Usage { return n.cache.Usage() }

@@ -53,6 +53,11 @@ type Options struct {
 	// every use (false, the default: fetched chunks are stored as replicas).
 	FetchOnly bool
 
+	// Admission is the admission policy's spec (package admission: all, second-hit[:W],
+	// tinylfu[:W]; "" = all): which writes of chunks this node does not hold, puts and
+	// replicas, are stored. A declined put is answered as declined (PutResult.Declined).
+	Admission string
+
 	// Eviction is how a full cache makes room for a put or a replica: EvictNone (the zero
 	// value: the write is refused), EvictLRU, EvictFIFO or EvictRegion (evict.go).
 	Eviction Eviction

@@ -494,9 +494,12 @@ func (x *PutRequest) GetPayloads() [][]byte {
 }
 
 type PutResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stored        []bool                 `protobuf:"varint,1,rep,packed,name=stored,proto3" json:"stored,omitempty"`   // written by this call
-	Present       []bool                 `protobuf:"varint,2,rep,packed,name=present,proto3" json:"present,omitempty"` // indexed after the call (stored or already there)
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Stored  []bool                 `protobuf:"varint,1,rep,packed,name=stored,proto3" json:"stored,omitempty"`   // written by this call
+	Present []bool                 `protobuf:"varint,2,rep,packed,name=present,proto3" json:"present,omitempty"` // indexed after the call (stored or already there)
+	// Not stored because the node's admission policy declined it (rbctl serve --admission;
+	// docs/p2p.md): not an error, a later Get misses. Empty when nothing was declined.
+	Declined      []bool `protobuf:"varint,3,rep,packed,name=declined,proto3" json:"declined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -541,6 +544,13 @@ func (x *PutResponse) GetStored() []bool {
 func (x *PutResponse) GetPresent() []bool {
 	if x != nil {
 		return x.Present
+	}
+	return nil
+}
+
+func (x *PutResponse) GetDeclined() []bool {
+	if x != nil {
+		return x.Declined
 	}
 	return nil
 }
@@ -1107,10 +1117,11 @@ const file_rbctl_p2p_v1_p2p_proto_rawDesc = "" +
 	"\n" +
 	"PutRequest\x12+\n" +
 	"\x04keys\x18\x01 \x03(\v2\x17.rbctl.p2p.v1.ObjectKeyR\x04keys\x12\x1a\n" +
-	"\bpayloads\x18\x02 \x03(\fR\bpayloads\"?\n" +
+	"\bpayloads\x18\x02 \x03(\fR\bpayloads\"[\n" +
 	"\vPutResponse\x12\x16\n" +
 	"\x06stored\x18\x01 \x03(\bR\x06stored\x12\x18\n" +
-	"\apresent\x18\x02 \x03(\bR\apresent\"X\n" +
+	"\apresent\x18\x02 \x03(\bR\apresent\x12\x1a\n" +
+	"\bdeclined\x18\x03 \x03(\bR\bdeclined\"X\n" +
 	"\n" +
 	"GetRequest\x12+\n" +
 	"\x04keys\x18\x01 \x03(\v2\x17.rbctl.p2p.v1.ObjectKeyR\x04keys\x12\x1d\n" +

@@ -17,7 +17,8 @@ import (
 // NodeStore is a Store over a cache node (rbctl serve --resp): keys as EngineStore takes
 // them (LMCache's native-connector spelling, stored under the raw-block key of the same
 // ObjectKey), a GET that misses here is fetched from a peer (and kept as a replica), a SET
-// into a full node evicts by the node's policy, and every operation counts in the node's
+// into a full node evicts by the node's policy, one its admission policy declines is answered
+// OK and not stored (a later GET misses), and every operation counts in the node's
 // stats and metrics.
 type NodeStore struct {
 	N   *node.Node
@@ -54,7 +55,9 @@ func (s NodeStore) Set(k, v []byte) error {
 	keys := []engine.Key{key}
 	return putOrPresent(func() (bool, error) {
 		res, err := s.N.Put(keys, [][]byte{v})
-		return err == nil && res.Results[0], err
+		// Declined by the node's admission policy: OK, as a cache that evicts answers a SET
+		// whose value it drops later (LMCache's connector fails a whole batch on -ERR).
+		return err == nil && (res.Results[0] || len(res.Declined) > 0), err
 	}, func() bool { return s.N.Exists(keys)[0] })
 }
 
@@ -84,11 +87,13 @@ func (s NodeStore) Scan(cursor uint64, count int) ([]string, uint64) {
 func (s NodeStore) MaxValue() int64 { return int64(s.N.MaxPayload()) }
 
 func (s NodeStore) Info() map[string]string {
-	u := s.N.Usage()
+	u, c := s.N.Usage(), s.N.Stats().Counters
 	return map[string]string{
-		"rbctl_slots_total": strconv.FormatInt(u.SlotsTotal, 10),
-		"rbctl_slots_used":  strconv.FormatInt(u.SlotsUsed, 10),
-		"rbctl_node":        s.N.Peer().Name,
+		"rbctl_slots_total":        strconv.FormatInt(u.SlotsTotal, 10),
+		"rbctl_slots_used":         strconv.FormatInt(u.SlotsUsed, 10),
+		"rbctl_node":               s.N.Peer().Name,
+		"rbctl_evicted":            strconv.FormatInt(c["evicted"], 10),
+		"rbctl_admission_declined": strconv.FormatInt(c["admission_declined"], 10),
 	}
 }
 

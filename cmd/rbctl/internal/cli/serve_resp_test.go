@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,28 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// redisCli returns a function that runs redis-cli against addr with stdin and args, once
+// addr answers PING.
+func redisCli(t *testing.T, cli string) func(addr string, stdin []byte, args ...string) (string, error) {
+	up := map[string]bool{}
+	var redis func(addr string, stdin []byte, args ...string) (string, error)
+	redis = func(addr string, stdin []byte, args ...string) (string, error) {
+		h, p, _ := net.SplitHostPort(addr)
+		for deadline := time.Now().Add(20 * time.Second); !up[addr]; time.Sleep(50 * time.Millisecond) {
+			if out, _ := exec.Command(cli, "-h", h, "-p", p, "PING").CombinedOutput(); strings.TrimSpace(string(out)) == "PONG" {
+				up[addr] = true
+			} else if time.Now().After(deadline) {
+				t.Fatalf("RESP on %s never answered PING", addr)
+			}
+		}
+		cmd := exec.Command(cli, append([]string{"-h", h, "-p", p}, args...)...)
+		cmd.Stdin = bytes.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	return redis
 }
 
 // TestServeRESPWithRedisCli: two nodes with --resp; redis-cli (a client no one here wrote)
@@ -42,25 +65,7 @@ func TestServeRESPWithRedisCli(t *testing.T) {
 	ra, rb := freeAddr(t), freeAddr(t)
 	srvA, ctlA, _ := startServe(t, dir, filepath.Join(dir, "a.img"), "--cluster", "none", "--resp", ra)
 	srvB, ctlB, _ := startServe(t, dir, filepath.Join(dir, "b.img"), "--peers", ctlA, "--resp", rb)
-	redis := func(addr string, stdin []byte, args ...string) (string, error) {
-		h, p, _ := net.SplitHostPort(addr)
-		cmd := exec.Command(cli, append([]string{"-h", h, "-p", p}, args...)...)
-		cmd.Stdin = bytes.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	waitUp := func(addr string) {
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if out, _ := redis(addr, nil, "PING"); strings.TrimSpace(out) == "PONG" {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("RESP on %s never answered PING", addr)
-			}
-		}
-	}
-	waitUp(ra)
-	waitUp(rb)
+	redis := redisCli(t, cli)
 	key := "my/model@00000000@0@00ff@tenant"
 	val := make([]byte, 200<<10)
 	rand.Read(val)
@@ -105,6 +110,57 @@ func TestServeRESPWithRedisCli(t *testing.T) {
 	code, so, se := runRbctl(t, dir, 30*time.Second, "get", "a.img", "--native-key", key)
 	if code != 0 || so != string(val) {
 		t.Errorf("rbctl get --native-key after serve: exit %d, %d bytes, %s", code, len(so), se)
+	}
+}
+
+// TestServeAdmission: serve --admission second-hit declines a key's first write and stores
+// its second, over RESP (SET answers OK both times; the GET between misses) and over gRPC
+// (rbctl remote put says it was declined, exit 1); INFO and remote stats count the
+// declines; prefix-depth is refused before the device opens.
+func TestServeAdmission(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("needs redis-cli (Debian redis-tools; make setup installs it)")
+	}
+	dir := t.TempDir()
+	mustRbctl(t, dir, "format", "--create", "16M", "--slot-bytes", "64K", "a.img")
+	if code, _, se := runRbctl(t, dir, 30*time.Second, "serve", "a.img", "--cluster", "none", "--admission", "prefix-depth:4"); code != 1 || !strings.Contains(se, "position") {
+		t.Errorf("serve --admission prefix-depth:4: exit %d, %s", code, se)
+	}
+	ra := freeAddr(t)
+	srv, ctl, _ := startServe(t, dir, "a.img", "--cluster", "none", "--resp", ra, "--admission", "second-hit")
+	redis := redisCli(t, cli)
+	key := "my/model@00000000@0@00ff@tenant"
+	for i, want := range []string{"", "v1"} {
+		if out, err := redis(ra, nil, "SET", key, "v1"); err != nil || strings.TrimSpace(out) != "OK" {
+			t.Fatalf("SET %d: %v %q", i+1, err, out)
+		}
+		if out, _ := redis(ra, nil, "GET", key); strings.TrimSpace(out) != want {
+			t.Errorf("GET after SET %d: %q, want %q", i+1, out, want)
+		}
+	}
+	if out, _ := redis(ra, nil, "INFO"); !strings.Contains(out, "rbctl_admission_declined:1") {
+		t.Errorf("INFO does not count one declined write:\n%s", out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "v.bin"), []byte("value"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{1, 0} {
+		code, so, se := runRbctl(t, dir, 30*time.Second, "remote", "put", "--server", ctl, "--model", "m", "--hash", "01", "v.bin")
+		if code != want || (want == 1 && !strings.Contains(se, "declined")) || (want == 0 && !strings.Contains(so, "stored 5 bytes")) {
+			t.Errorf("remote put %d: exit %d, want %d; %s%s", i+1, code, want, so, se)
+		}
+	}
+	code, so, _ := runRbctl(t, dir, 30*time.Second, "remote", "stats", "--server", ctl, "--json")
+	var st struct{ Counters map[string]int64 }
+	if code != 0 || json.Unmarshal([]byte(so), &st) != nil || st.Counters["admission_declined"] != 2 || st.Counters["puts"] != 2 {
+		t.Errorf("stats: exit %d, %v", code, st.Counters)
+	}
+	if c := interruptAndWait(t, srv); c != 0 && c != exitInterrupted {
+		t.Errorf("serve: exit %d after SIGINT", c)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/p2p/clusterbench"
+	"github.com/rbctl/rbctl/p2p/node"
 	"github.com/rbctl/rbctl/units"
 )
 
@@ -42,6 +43,7 @@ func (c *ClusterBench) Register(f *pflag.FlagSet) {
 	f.StringVar(&o.Workload, "workload", "", "replay a request trace instead of the tenants: mooncake:FILE (docs/p2p-cluster.md)")
 	f.IntVar(&o.ChunkTokens, "chunk-tokens", 256, "trace: tokens per chunk (divides the trace's 512-token blocks)")
 	f.StringVar(&o.SaltBy, "salt-by", "root", "trace: each request's cache_salt: none, root or hash:N (as bench)")
+	f.StringVar(&o.Admission, "admission", "all", "every node's admission policy, as serve --admission: all, second-hit[:W] or tinylfu[:W]")
 	f.StringVar(&c.rt, "route", "round-robin", "which node serves a request: round-robin, session (a conversation's, or tenant's, requests on one node) or random")
 }
 
@@ -79,6 +81,9 @@ func (c *ClusterBench) Options() (clusterbench.Options, error) {
 	o.ChunkBytes = int(n)
 	if o.Route, err = clusterbench.ParseRoute(c.rt); err != nil {
 		return o, fmt.Errorf("--route: %w", err)
+	}
+	if err := node.CheckAdmission(o.Admission); err != nil {
+		return o, fmt.Errorf("--admission: %w", err)
 	}
 	if o.Dir == "" {
 		o.Dir = os.TempDir()

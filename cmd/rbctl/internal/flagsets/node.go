@@ -26,6 +26,7 @@ import (
 type Node struct {
 	CheckpointInterval time.Duration
 	Eviction           string
+	Admission          string
 	ShardBy            string
 	AllowMisrouted     bool
 	MetricsListen      string
@@ -36,13 +37,14 @@ type Node struct {
 	opts *node.Options // what Check filled; OpenCache adds the region size in slots
 }
 
-// Add defines --checkpoint-interval, --eviction, --shard-by, --metrics-listen and
+// Add defines --checkpoint-interval, --eviction, --admission, --shard-by, --metrics-listen and
 // --allow-misrouted.
 func (f *Node) Add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.DurationVar(&f.CheckpointInterval, "checkpoint-interval", 10*time.Second,
 		"checkpoint the index this often while it changes (idle or not): a put acknowledged more than twice this (plus one checkpoint's duration) before a crash survives it")
 	fs.StringVar(&f.Eviction, "eviction", "lru", "what a full cache drops to store a put or a replica: lru (least recently stored, hit or leased), fifo, region (whole regions of one cache_salt's consecutive stores, least recent first) or none (refuse the write); leased keys are never dropped")
+	fs.StringVar(&f.Admission, "admission", "all", "which writes of chunks the node does not hold (puts, replicas) are stored: all, second-hit[:W] (a chunk's second write within W misses) or tinylfu[:W] (asked for more often than what eviction would drop); a declined put is answered as declined, RESP SET as OK, and a later get misses (docs/p2p.md)")
 	flagcheck.SizeVar(fs, &f.RegionBytes, "region", "", "region size for --eviction region (default 16 MiB; give the device's reclaim unit size)")
 	fs.StringVar(&f.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "HOST:PORT to serve Prometheus metrics at /metrics (the remote stats counters, checkpoint age, latency histograms); empty: none")
@@ -59,6 +61,9 @@ func (f *Node) Check(opts *node.Options) error {
 	ev, err := node.ParseEviction(f.Eviction)
 	if err != nil {
 		return fmt.Errorf("--eviction: %w", err)
+	}
+	if err := node.CheckAdmission(f.Admission); err != nil {
+		return fmt.Errorf("--admission: %w", err)
 	}
 	if _, err := sharded.ParseRoute(f.ShardBy); err != nil {
 		return fmt.Errorf("--shard-by: %w", err)
@@ -78,7 +83,7 @@ func (f *Node) Check(opts *node.Options) error {
 		opts.FrontEnds = append(opts.FrontEnds, resp.FrontEnd(resp.FrontEndOptions{Listen: f.RESP, Version: "rbctl",
 			Ready: func(addr string) { fmt.Fprintf(f.cmd.ErrOrStderr(), "RESP (Redis protocol) on %s\n", addr) }}))
 	}
-	opts.Eviction, opts.MetricsListen = ev, f.MetricsListen
+	opts.Eviction, opts.MetricsListen, opts.Admission = ev, f.MetricsListen, f.Admission
 	f.opts = opts
 	return nil
 }
