@@ -298,6 +298,10 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 	if res.Interrupted && !res.Warmed {
 		notes = append(notes, warmupCut)
 	}
+	if res.Cut && p.src.Trace != nil {
+		notes = append(notes, fmt.Sprintf("the trace was cut by the %s duration after %d of its %d requests (the whole trace runs without --duration)",
+			o.Duration, res.Total.Requests, p.src.Trace.Requests))
+	}
 	if res.WarmupTimedOut {
 		notes = append(notes, "warm-up timed out before the target was stored")
 	}

@@ -161,6 +161,8 @@ type Result struct {
 	// figures cover what ran until then. Warmed says whether the measured window had begun.
 	Interrupted bool
 	Warmed      bool
+	// Cut: Duration ended the run before the workload did (a trace not replayed whole).
+	Cut bool
 }
 
 // NewHistogram returns the latency histogram the driver uses: 1 µs resolution up to 100 s,

@@ -276,6 +276,7 @@ func (d *Driver) Run(parent context.Context) (*Result, error) {
 	res.WarmupTimedOut = d.timedOut
 	res.Stalled = d.stalled
 	res.Interrupted = parent.Err() != nil && !d.done
+	res.Cut = parent.Err() == nil && !d.done
 	res.Warmed = d.warmed
 	res.Total = d.c.clone()
 	if d.warmed {

@@ -54,7 +54,7 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 	f.out.Register(cmd)
 	o := &f.o
 	fs.StringVar(&f.placement, "placement", "none,cache-salt", "comma-separated placement policies to compare ("+strings.Join(placement.Known(), ", ")+", compositions with +)")
-	fs.DurationVar(&o.Duration, "duration", 20*time.Second, "measured window per policy (after warm-up)")
+	fs.DurationVar(&o.Duration, "duration", 20*time.Second, "measured window per policy (after warm-up); a mooncake: trace runs whole unless given (0: no limit)")
 	fs.Float64Var(&o.Warmup, "warmup", 1, "warm-up, in cache capacities of payload stored (0: none)")
 	fs.DurationVar(&o.WarmupTimeout, "warmup-timeout", time.Minute, "end the warm-up after this long even if --warmup was not reached")
 	fs.StringVar(&o.Precondition, "precondition", "trim", "before each run: trim (deallocate the device) or fill (write it sequentially)")
@@ -80,6 +80,9 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 	o := f.o
 	o.Paths, o.Workload = paths, f.wl.Spec
+	if f.wl.IsTrace() && !cmd.Flags().Changed("duration") {
+		o.Duration = 0 // a request trace is measured whole
+	}
 	if done, err := f.wl.Traced(cmd.OutOrStdout(), paths...); done {
 		return err
 	}

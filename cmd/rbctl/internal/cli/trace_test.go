@@ -85,3 +85,33 @@ func TestMooncakeRefused(t *testing.T) {
 		}
 	}
 }
+
+// bench replays a trace whole unless --duration is given; a trace cut short by --duration
+// says so (replayed 100 times slower, request 2 starts 1 s in, after a 300 ms window).
+func TestBenchMooncakeRunsWhole(t *testing.T) {
+	path := writeCLITrace(t, cliTrace)
+	args := []string{"bench", "mem:256M", "--workload", "mooncake:" + path, "--model", "tiny", "--placement", "none", "--json", "--quiet"}
+	for _, tc := range []struct {
+		extra []string
+		cut   bool
+	}{{nil, false}, {[]string{"--speed", "0.01", "--duration", "300ms"}, true}} {
+		out, err := runCLI(t, append(args, tc.extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r reports.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if len(r.Runs) != 1 {
+			t.Fatalf("%d runs", len(r.Runs))
+		}
+		note := r.Runs[0].Note
+		if cut := strings.Contains(note, "the trace was cut by the 300ms duration after"); cut != tc.cut {
+			t.Fatalf("%v: cut %v, want %v; notes:\n%s", tc.extra, cut, tc.cut, note)
+		}
+		if n := r.Runs[0].Requests; (!tc.cut && n != 4) || (tc.cut && n >= 4) {
+			t.Errorf("%v: %d requests measured", tc.extra, n)
+		}
+	}
+}

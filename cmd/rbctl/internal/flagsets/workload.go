@@ -73,11 +73,16 @@ func (v budgetsValue) Set(s string) error {
 
 // Inputs are the files the workload reads (a trace), for the output checks.
 func (w *Workload) Inputs() []string {
-	if f, ok := strings.CutPrefix(w.Spec.Kind, "trace:"); ok {
-		return []string{f}
+	for _, p := range []string{"trace:", "mooncake:"} {
+		if f, ok := strings.CutPrefix(w.Spec.Kind, p); ok {
+			return []string{f}
+		}
 	}
 	return nil
 }
+
+// IsTrace says the workload replays a request trace (mooncake:FILE), which runs whole.
+func (w *Workload) IsTrace() bool { return strings.HasPrefix(w.Spec.Kind, "mooncake:") }
 
 // Traced writes the trace --write-trace asks for, reporting it on out; done says the
 // command ends there. inputs are the command's other inputs (its devices), which the trace
