@@ -246,7 +246,7 @@ func TestDecoderFuzzCoverage(t *testing.T) {
 	// The NVMe and FDP decoders belong to their packages' owners: report (not fail) any
 	// exported DecodeXxx over bytes that no fuzz target of its package calls.
 	exported := regexp.MustCompile(`(?m)^func (Decode\w+)\((?:b|buf|d|data) \[\]byte`)
-	for _, dir := range []string{"../nvme", "../fdp", "../internal/vmtest/probe"} {
+	for _, dir := range []string{"../nvme", "../fdp", "../tools/vmtest/probe"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		var fuzzBodies strings.Builder
 		for _, fn := range files {

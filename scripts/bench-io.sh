@@ -63,7 +63,7 @@ fallocate -l "$size" "$file"
 fio --name=fill --filename="$file" --ioengine=io_uring --direct=1 --rw=write --bs=1M --iodepth=32 \
     --size="$size" --output=/dev/null
 
-go build -o bin/benchio ./internal/uring/cmd/benchio
+go build -o bin/benchio ./tools/benchio
 # shellcheck disable=SC2086
 bin/benchio -file "$file" -qd "${BENCH_QD:-32}" -bs "${BENCH_BS:-1M,64K}" \
     -runtime "${BENCH_RUNTIME:-1s}" -ramp "${BENCH_RAMP:-0.3s}" -rounds "${BENCH_ROUNDS:-8}" -fio-mem "$fio_mem" ${BENCH_ARGS:-}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench-resp: rbctl serve --resp against valkey-server (in memory: --save '' --appendonly
 # no) on this machine in the same run, 256 KiB and 1 MiB values, 16 clients with 4 requests in
-# flight each (internal/tools/respbench). rbctl's cache is a file in $BENCH_DIR (default
+# flight each (tools/respbench). rbctl's cache is a file in $BENCH_DIR (default
 # /var/tmp) opened with O_DIRECT through io_uring; valkey keeps everything in RAM. Measures, does
 # not assert. Knobs: BENCH_DIR, BENCH_BYTES (per size, round and server; default 1 GiB),
 # BENCH_ROUNDS (3), BENCH_CLIENTS (16), BENCH_PIPELINE (4).
@@ -21,7 +21,7 @@ cleanup() {
 }
 trap cleanup EXIT
 go build -o "$dir/rbctl" ./cmd/rbctl
-go build -o "$dir/respbench" ./internal/tools/respbench
+go build -o "$dir/respbench" ./tools/respbench
 bytes=${BENCH_BYTES:-1073741824}
 # A slot (1 MiB + 4 KiB) per value of one round at the smallest size (256 KiB), so that a GET
 # never finds its chunk evicted; a sparse file.

@@ -4,7 +4,7 @@
 # tmpfs files (root only; skipped with a message otherwise), takes the VM's "scaling:" lines
 # from the newest `make vmtest` console log that has them (.cache/vmtest/console-*.log; the
 # hook runs in the qemu-nofdp boot, console-host-plain.log), and writes docs/scaling.json and
-# docs/scaling.png with internal/tools/scalingplot (a place not measured now keeps its
+# docs/scaling.png with tools/scalingplot (a place not measured now keeps its
 # previous run in docs/scaling.json). Knobs (environment):
 #   SCALING_DURATION=5s        measured window of each bench (the hook's default, also in the VM)
 #   SCALING_NO_HOST=1          do not measure the host; only take the VM's lines
@@ -60,4 +60,4 @@ if [ -n "$vmlog" ]; then
 else
 	say "note: no make vmtest console log with scaling lines; the VM curve in $OUT/scaling.json (if any) is kept"
 fi
-go run ./internal/tools/scalingplot -json "$OUT/scaling.json" -png "$OUT/scaling.png" "${inputs[@]}"
+go run ./tools/scalingplot -json "$OUT/scaling.json" -png "$OUT/scaling.png" "${inputs[@]}"

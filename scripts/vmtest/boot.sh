@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by scripts/vmtest/run.sh (and by internal/vmtest's tests): runs QEMU under a
+# Sourced by scripts/vmtest/run.sh (and by tools/vmtest's tests): runs QEMU under a
 # per-phase watchdog, and probes whether KVM can really run a guest. See docs/vmtest.md.
 #
 # A boot is a sequence of phases, each ended by a console line and each with its own limit:

@@ -58,7 +58,7 @@ echo "nvmet-tcp hook: attached $nqn as /dev/$ctrl, namespace $ng ($(cat /sys/cla
 out=$(nvme id-ctrl "/dev/$ctrl" -o json) || fail "nvme id-ctrl /dev/$ctrl failed"
 echo "$out" | grep -E '"(sn|mn|ctratt)"' | sed 's/^ */nvmet-tcp hook: nvme-cli: /'
 echo "$out" | grep -q "\"sn\" *: *\"$serial" || fail "nvme-cli reports another serial"
-probe=/tests/internal-vmtest-probe.test
+probe=/tests/tools-vmtest-probe.test
 if [ -x $probe ]; then
 	size=$(($(cat /sys/block/nullb0/size) * 512))
 	RBCTL_TEST_NVME_CTRL=/dev/$ctrl RBCTL_TEST_NVME_NS=$ng RBCTL_TEST_NVME_SERIAL=$serial \

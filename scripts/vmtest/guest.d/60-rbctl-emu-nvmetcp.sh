@@ -205,7 +205,7 @@ done
 serial=$(sed 's/ *$//' /sys/class/nvme/$ctrl/serial)
 size=$(($(cat /sys/block/nvme${inst}n1/size) * 512))
 for t in "nvme.test TestNVMeKernel(IoctlRoundTrip|UringRoundTrip|GetLogPieces|IoctlConcurrent|UringConcurrent)\$" \
-	"internal-vmtest-probe.test TestVM(IdentifyController|IdentifyNamespace|BlockDeviceSize|NVMeCLIAgrees|RbctlIdentifyAgrees)\$"; do
+	"tools-vmtest-probe.test TestVM(IdentifyController|IdentifyNamespace|BlockDeviceSize|NVMeCLIAgrees|RbctlIdentifyAgrees)\$"; do
 	bin=/tests/${t%% *}
 	[ -x "$bin" ] || continue
 	RBCTL_TEST_NVME_CTRL=/dev/$ctrl RBCTL_TEST_NVME_NS=$ng RBCTL_TEST_NVME_BLK=/dev/nvme${inst}n1 \

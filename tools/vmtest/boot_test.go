@@ -114,8 +114,8 @@ const (
 	firmware = "\x1bc\x1b[?7l\x1b[2JSeaBIOS (version 1.16.2)\nBooting from ROM...\n"
 	kernel   = "Probing EDD (edd=off to disable)... o\x1bc\x1b[?7l\x1b[2J[    0.000000] Linux version 6.1.0-fake (gcc)\n[    0.000000] Command line: console=ttyS0\n"
 	initLine = "VMTEST guest: kernel 6.1.0-fake, 2 cpus, 1964 MiB, up 3.49 s\nVMTEST PASS modules (1.96 s)\n"
-	testRun  = "=== VMTEST RUN internal-vmtest-probe.test (internal/vmtest/probe) -test.v -test.short\n=== RUN   TestVMIdentify\n"
-	testDone = "--- PASS: TestVMIdentify (0.01s)\nVMTEST PASS internal-vmtest-probe.test: 1 passed, 0 failed, 0 skipped (0.55 s)\n"
+	testRun  = "=== VMTEST RUN tools-vmtest-probe.test (tools/vmtest/probe) -test.v -test.short\n=== RUN   TestVMIdentify\n"
+	testDone = "--- PASS: TestVMIdentify (0.01s)\nVMTEST PASS tools-vmtest-probe.test: 1 passed, 0 failed, 0 skipped (0.55 s)\n"
 	hookRun  = "=== VMTEST STEP hook 50-nvmet-tcp.sh\nnvmet-tcp hook: connecting\n"
 	result   = "VMTEST PASS hook 50-nvmet-tcp.sh (0.70 s)\nVMTEST steps: 5, failed: 0, guest uptime 7.9 s\nRBCTL-VMTEST-RESULT: 0\n"
 )
@@ -141,13 +141,13 @@ func TestWatchdogNamesStalledPhase(t *testing.T) {
 			"STALL in phase kernel: kernel -> init started ('VMTEST guest:' line) took over 1 s (VMTEST_INIT_TIMEOUT)", "", "[    0.000000] Command line: console=ttyS0"},
 		{"init stuck before the first step", "tcg", firmware + kernel + "VMTEST guest: kernel 6.1.0-fake\n", -1, "stall", "setup",
 			"init -> first step (modules, scratch /tmp, devices) took over 1 s (VMTEST_SETUP_TIMEOUT)", "", "VMTEST guest: kernel 6.1.0-fake"},
-		{"test binary hangs", "tcg", firmware + kernel + initLine + testRun, -1, "stall", "test:internal-vmtest-probe.test",
-			"test binary internal-vmtest-probe.test (start -> finish) took over 1 s (VMTEST_TESTBIN_TIMEOUT)", "", "=== RUN   TestVMIdentify"},
+		{"test binary hangs", "tcg", firmware + kernel + initLine + testRun, -1, "stall", "test:tools-vmtest-probe.test",
+			"test binary tools-vmtest-probe.test (start -> finish) took over 1 s (VMTEST_TESTBIN_TIMEOUT)", "", "=== RUN   TestVMIdentify"},
 		{"hook hangs", "tcg", firmware + kernel + initLine + testRun + testDone + hookRun, -1, "stall", "step:hook 50-nvmet-tcp.sh",
 			"step hook 50-nvmet-tcp.sh (start -> finish) took over 1 s (VMTEST_STEP_TIMEOUT)", "", "nvmet-tcp hook: connecting"},
 		{"nothing after a step", "tcg", firmware + kernel + initLine + testRun + testDone, -1, "stall", "between",
-			"after step 'internal-vmtest-probe.test' -> next step took over 1 s (VMTEST_STEP_TIMEOUT)", "",
-			"VMTEST PASS internal-vmtest-probe.test: 1 passed, 0 failed, 0 skipped (0.55 s)"},
+			"after step 'tools-vmtest-probe.test' -> next step took over 1 s (VMTEST_STEP_TIMEOUT)", "",
+			"VMTEST PASS tools-vmtest-probe.test: 1 passed, 0 failed, 0 skipped (0.55 s)"},
 		{"guest does not power off", "tcg", firmware + kernel + initLine + testRun + testDone + hookRun + result, -1, "stall", "poweroff",
 			"result marker -> QEMU exit (poweroff) took over 1 s (VMTEST_POWEROFF_TIMEOUT)", "0", "RBCTL-VMTEST-RESULT: 0"},
 		{"clean run", "tcg", firmware + kernel + initLine + testRun + testDone + hookRun + result + "[    7.97] reboot: Power down\n", 0, "exit", "poweroff",
@@ -297,7 +297,7 @@ exec %q "$@"
 			cmd.Env = append(cmd.Env, e)
 		}
 	}
-	cmd.Env = append(cmd.Env, "VMTEST_QEMU="+wrapper, "VMTEST_PKGS=./internal/vmtest/probe", "VMTEST_SCENARIOS=qemu-nofdp", "VMTEST_NO_SMOKE=1",
+	cmd.Env = append(cmd.Env, "VMTEST_QEMU="+wrapper, "VMTEST_PKGS=./tools/vmtest/probe", "VMTEST_SCENARIOS=qemu-nofdp", "VMTEST_NO_SMOKE=1",
 		"VMTEST_WORK="+filepath.Join(dir, "work"), "VMTEST_PROBE_TIMEOUT=3", "VMTEST_TIMEOUT=300")
 	outb, err := cmd.CombinedOutput()
 	out := string(outb)
@@ -316,7 +316,7 @@ exec %q "$@"
 	for _, want := range []string{
 		"\nvmtest: accelerator: " + why,   // when it is chosen
 		"\nvmtest:   accelerator: " + why, // and in the summary
-		"\nvmtest:   VMTEST PASS internal-vmtest-probe.test: ",
+		"\nvmtest:   VMTEST PASS tools-vmtest-probe.test: ",
 		"\nvmtest: PASS host-plain (boot-to-result ",
 		"\nvmtest:   qemu-nofdp     host-plain ", // the matrix row
 	} {

@@ -34,7 +34,7 @@ type step struct {
 	note  string
 }
 
-const selfPkg = "internal/tools/archdoc"
+const selfPkg = "tools/archdoc"
 
 // stackSteps captures the caller's stack as package steps, outermost first, leaving out
 // frames outside the module and this package's own.
@@ -334,7 +334,7 @@ func TestWritePath(t *testing.T) {
 	if os.Getenv("RBCTL_ARCHDOC_TRACE") != "1" {
 		return
 	}
-	root := filepath.Join("..", "..", "..")
+	root := filepath.Join("..", "..")
 	file := filepath.Join(root, docPath)
 	doc, err := os.ReadFile(file)
 	if err != nil {
@@ -352,7 +352,7 @@ func TestWritePath(t *testing.T) {
 // TestGraphCurrent fails when docs/architecture.md's import graph is not what `go list`
 // says today (make architecture regenerates it).
 func TestGraphCurrent(t *testing.T) {
-	root := filepath.Join("..", "..", "..")
+	root := filepath.Join("..", "..")
 	pkgs, err := listPackages(root)
 	if err != nil {
 		t.Skipf("go list unavailable: %v", err)
@@ -368,7 +368,7 @@ func TestGraphCurrent(t *testing.T) {
 
 func TestLayers(t *testing.T) {
 	for p, want := range map[string]int{"cmd/rbctl": layerEntry, "cmd/rbctl/internal/cli": layerApp, "engine": layerLib, ".": layerLib,
-		"internal/uring": layerKernel, "internal/sys": layerKernel, "internal/uring/cmd/benchio": layerTool, "internal/vmtest": layerTool} {
+		"internal/uring": layerKernel, "internal/sys": layerKernel, "tools/benchio": layerTool, "tools/vmtest": layerTool} {
 		if got := layerOf(p); got != want {
 			t.Errorf("layerOf(%q) = %d, want %d", p, got, want)
 		}

@@ -2,7 +2,7 @@
 // in the current reports/plots style and without running anything: the figures of
 // docs/results/ are re-drawn from the JSON saved beside them.
 //
-//	go run ./internal/tools/replot -dir docs/results/bench-emu/0.90-trim docs/results/bench-emu/0.90-trim/bench.json
+//	go run ./tools/replot -dir docs/results/bench-emu/0.90-trim docs/results/bench-emu/0.90-trim/bench.json
 package main
 
 import (

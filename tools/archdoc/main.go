@@ -1,7 +1,7 @@
 // Command archdoc regenerates the import-graph section of docs/architecture.md from
 // `go list` (make architecture; its test fails when the committed graph is stale). The
 // write-path section comes from a real run: RBCTL_ARCHDOC_TRACE=1 go test -run
-// TestWritePath ./internal/tools/archdoc/ (make architecture runs it too).
+// TestWritePath ./tools/archdoc/ (make architecture runs it too).
 package main
 
 import (

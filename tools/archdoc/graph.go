@@ -24,7 +24,7 @@ var layerNames = []string{
 	"application (`cmd/rbctl/internal/...`: the CLI wires flags to libraries and prints)",
 	"library (public packages: engine, devices, placement, ...)",
 	"kernel plumbing (`internal/sys`, `internal/uring`)",
-	"tools and test harnesses (`internal/...`, not imported by the layers above)",
+	"tools and test harnesses (`tools/...`, `internal/archtest`; not imported by the layers above)",
 }
 
 // pkg is one package of the module with its module-local imports (paths relative to the
@@ -50,11 +50,9 @@ func layerOf(p string) int {
 		return layerEntry
 	case under(p, "cmd"):
 		return layerApp
-	case under(p, "internal/uring/cmd"):
-		return layerTool
 	case under(p, "internal/sys"), under(p, "internal/uring"):
 		return layerKernel
-	case under(p, "internal"):
+	case under(p, "internal"), under(p, "tools"):
 		return layerTool
 	}
 	return layerLib

@@ -4,7 +4,7 @@
 // (docs/scaling.md). A place (host, vm) not measured in the inputs keeps its run from the
 // previous JSON file.
 //
-//	go run ./internal/tools/scalingplot -json docs/scaling.json -png docs/scaling.png host.txt console-host-plain.log
+//	go run ./tools/scalingplot -json docs/scaling.json -png docs/scaling.png host.txt console-host-plain.log
 package main
 
 import (
