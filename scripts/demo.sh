@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${DEMO_OUT:-out/demo}
-DURATION=${DEMO_DURATION:-5s}
+DURATION=${DEMO_DURATION:-3s}
 POLICIES=${DEMO_POLICIES:-none,cache-salt,metadata-class+cache-salt,hotness}
 mkdir -p "$OUT"
 echo "== building bin/rbctl"

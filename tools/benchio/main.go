@@ -34,6 +34,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/internal/uring"
+	"github.com/rbctl/rbctl/units"
 )
 
 type config struct {
@@ -159,32 +160,17 @@ func main() {
 	}
 }
 
+// parseSize reads a block size as units.ParseSize does ("64K", "1MiB"), at most 1 GiB.
 func parseSize(s string) (int, error) {
-	s = strings.TrimSpace(strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s, "iB"), "B")))
-	mul := 1
-	switch {
-	case strings.HasSuffix(s, "K"):
-		mul, s = 1<<10, strings.TrimSuffix(s, "K")
-	case strings.HasSuffix(s, "M"):
-		mul, s = 1<<20, strings.TrimSuffix(s, "M")
-	case strings.HasSuffix(s, "G"):
-		mul, s = 1<<30, strings.TrimSuffix(s, "G")
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
+	n, err := units.ParseSize(strings.TrimSpace(s))
+	if err != nil || n <= 0 || n > 1<<30 {
 		return 0, fmt.Errorf("bad size %q", s)
 	}
-	return n * mul, nil
+	return int(n), nil
 }
 
 func sizeName(n int) string {
-	switch {
-	case n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return strconv.Itoa(n)
+	return strings.ReplaceAll(units.FormatExact(int64(n)), " ", "") // one token: bs=64KiB
 }
 
 // fioJob is one fio job: bs-sized random transfers; with align > 0, at offset + k·align
