@@ -24,6 +24,19 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// needRedisCli skips a short run or a machine without redis-cli, else returns its path.
+func needRedisCli(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("needs redis-cli (Debian redis-tools; make setup installs it)")
+	}
+	return cli
+}
+
 // redisCli returns a function that runs redis-cli against addr with stdin and args, once
 // addr answers PING.
 func redisCli(t *testing.T, cli string) func(addr string, stdin []byte, args ...string) (string, error) {
@@ -51,13 +64,7 @@ func redisCli(t *testing.T, cli string) func(addr string, stdin []byte, args ...
 // which fetches it from a over P2P; a value over a slot's payload gets -ERR and stores
 // nothing; after the nodes stop, rbctl get --native-key reads the chunk from a's device.
 func TestServeRESPWithRedisCli(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the binary")
-	}
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Skip("needs redis-cli (Debian redis-tools; make setup installs it)")
-	}
+	cli := needRedisCli(t)
 	dir := t.TempDir()
 	for _, dev := range []string{"a.img", "b.img"} {
 		mustRbctl(t, dir, "format", "--create", "16M", "--slot-bytes", "256K", dev)
@@ -118,13 +125,7 @@ func TestServeRESPWithRedisCli(t *testing.T) {
 // (rbctl remote put says it was declined, exit 1); INFO and remote stats count the
 // declines; prefix-depth is refused before the device opens.
 func TestServeAdmission(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the binary")
-	}
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Skip("needs redis-cli (Debian redis-tools; make setup installs it)")
-	}
+	cli := needRedisCli(t)
 	dir := t.TempDir()
 	mustRbctl(t, dir, "format", "--create", "16M", "--slot-bytes", "64K", "a.img")
 	if code, _, se := runRbctl(t, dir, 30*time.Second, "serve", "a.img", "--cluster", "none", "--admission", "prefix-depth:4"); code != 1 || !strings.Contains(se, "position") {
