@@ -253,7 +253,7 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 			r.err("ERR CONFIG is read-only here; only CONFIG GET (answered empty)")
 		}
 	default:
-		r.err("ERR unknown command '" + printableArg(args[0]) + "', with args beginning with: ")
+		r.err("ERR unknown command '" + printableArg(args[0]) + "', with args beginning with: " + argsBeginning(args[1:]))
 	}
 }
 
@@ -275,6 +275,20 @@ func storeErr(err error) string {
 		return m
 	}
 	return "ERR " + m
+}
+
+// argsBeginning quotes the first arguments of an unknown command as Redis does in its
+// error, each as 'arg' and a space, until 128 characters are out.
+func argsBeginning(args [][]byte) string {
+	var sb strings.Builder
+	for _, a := range args {
+		if sb.Len() >= 128 {
+			break
+		}
+		p := printableArg(a)
+		sb.WriteString("'" + p[:min(len(p), 128-sb.Len())] + "' ")
+	}
+	return sb.String()
 }
 
 func printableArg(b []byte) string {

@@ -180,7 +180,7 @@ func TestCommands(t *testing.T) {
 	exchange(t, c, cmd("CLIENT", "SETNAME", "lmc"), "+OK\r\n")
 	exchange(t, c, cmd("CLIENT", "GETNAME"), "$3\r\nlmc\r\n")
 	exchange(t, c, cmd("COMMAND", "DOCS"), "*0\r\n")
-	exchange(t, c, cmd("NOPE", "x"), "-ERR unknown command 'NOPE', with args beginning with: \r\n")
+	exchange(t, c, cmd("NOPE", "x"), "-ERR unknown command 'NOPE', with args beginning with: 'x' \r\n")
 	exchange(t, c, cmd("QUIT"), "+OK\r\n")
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
