@@ -98,6 +98,7 @@ func (n *Node) Stats() Stats {
 	m["evicted"], m["evicted_replicas"], m["evict_pinned_skips"] = n.evict.stats()
 	m["single_flight_waits"] = c.flightWaits.Load()
 	n.cacheStats(m)
+	n.tlsStats(m, dp)
 	if ds, ok := n.opts.Directory.(interface{ DirectoryStats() map[string]int64 }); ok {
 		maps.Copy(m, ds.DirectoryStats()) // membership: members, member/NAME/state, ...
 	}
