@@ -194,4 +194,3 @@ func stampOf(f Files) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
-
