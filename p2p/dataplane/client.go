@@ -46,8 +46,11 @@ func dial(ctx context.Context, addr string, wrap func(net.Conn) (net.Conn, error
 		return nil, err
 	}
 	var ack [helloAckLen]byte
-	if _, err := io.ReadFull(c, ack[:]); err != nil {
+	if n, err := io.ReadFull(c, ack[:]); err != nil {
 		c.Close()
+		if wrap == nil && isTLSAlert(ack[:n]) {
+			return nil, fmt.Errorf("data plane handshake with %s: %w", addr, ErrPeerWantsTLS)
+		}
 		return nil, fmt.Errorf("data plane handshake with %s: %w", addr, ctxErr(ctx, noEOF(err)))
 	}
 	m, err := parseHelloAck(ack[:])
