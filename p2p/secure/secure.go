@@ -182,15 +182,15 @@ func (m *Material) read() (*state, error) {
 // stampOf is the files' sizes and modification times: what Watch compares.
 func stampOf(f Files) ([]byte, error) {
 	var b bytes.Buffer
-	for _, p := range []string{f.Cert, f.Key, f.CA} {
-		if p == "" {
+	for _, p := range []struct{ what, path string }{{"certificate file", f.Cert}, {"key file", f.Key}, {"CA file", f.CA}} {
+		if p.path == "" {
 			continue
 		}
-		st, err := os.Stat(p)
+		st, err := os.Stat(p.path)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", p.what, err)
 		}
-		fmt.Fprintf(&b, "%s %d %d\n", p, st.Size(), st.ModTime().UnixNano())
+		fmt.Fprintf(&b, "%s %d %d\n", p.path, st.Size(), st.ModTime().UnixNano())
 	}
 	return b.Bytes(), nil
 }
