@@ -16,6 +16,7 @@ type ClusterBench struct {
 	JSON                              bool
 	modes                             []string
 	chunk, devSize, ru, directory, rt string
+	tls                               string
 }
 
 // Register defines the cluster-bench flags on fs.
@@ -42,6 +43,8 @@ func (c *ClusterBench) Register(f *pflag.FlagSet) {
 	f.StringVar(&o.Workload, "workload", "", "replay a request trace instead of the tenants: mooncake:FILE (docs/p2p-cluster.md)")
 	f.IntVar(&o.ChunkTokens, "chunk-tokens", 256, "trace: tokens per chunk (divides the trace's 512-token blocks)")
 	f.StringVar(&o.SaltBy, "salt-by", "root", "trace: each request's cache_salt: none, root or hash:N (as bench)")
+	f.StringVar(&c.tls, "tls", "off", "run the nodes over mutual TLS on both planes with certificates of a throwaway CA: off, on, or both (each mode in plain TCP, then over TLS, and their throughput and CPU per GB compared); --tls alone: on")
+	f.Lookup("tls").NoOptDefVal = "on"
 	f.StringVar(&c.rt, "route", "round-robin", "which node serves a request: round-robin, session (a conversation's, or tenant's, requests on one node) or random")
 }
 
@@ -79,6 +82,9 @@ func (c *ClusterBench) Options() (clusterbench.Options, error) {
 	o.ChunkBytes = int(n)
 	if o.Route, err = clusterbench.ParseRoute(c.rt); err != nil {
 		return o, fmt.Errorf("--route: %w", err)
+	}
+	if o.TLS, err = clusterbench.ParseTLSMode(c.tls); err != nil {
+		return o, fmt.Errorf("--tls: %w", err)
 	}
 	if o.Dir == "" {
 		o.Dir = os.TempDir()
