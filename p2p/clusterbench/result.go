@@ -161,8 +161,8 @@ func WriteText(w io.Writer, rs []Result) error {
 	if len(rs) > 1 && rs[0].Total.HostBytes > 0 {
 		base := rs[0]
 		for _, r := range rs[1:] {
-			if r.Mode == base.Mode {
-				continue // the same mode over TLS: writeTLSCost compares it
+			if r.Mode == base.Mode || r.TLS != base.TLS {
+				continue // over TLS against plain TCP: writeTLSCost compares those
 			}
 			line := fmt.Sprintf("%s against %s: %.1f%% of the host bytes written, %.1f%% of the chunks computed, device WAF (model) %s vs %s",
 				r.Mode, base.Mode, 100*float64(r.Total.HostBytes)/float64(base.Total.HostBytes),
