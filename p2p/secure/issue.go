@@ -50,6 +50,10 @@ func NewCA(name string, notBefore, notAfter time.Time) (*CA, error) {
 // both), valid for the hosts (IP addresses or DNS names) from notBefore to notAfter. It
 // returns the certificate and its PKCS#8 key as PEM.
 func (ca *CA) Issue(name string, hosts []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, err error) {
+	return ca.issue(name, hosts, notBefore, notAfter, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth})
+}
+
+func (ca *CA) issue(name string, hosts []string, notBefore, notAfter time.Time, usage []x509.ExtKeyUsage) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -58,7 +62,7 @@ func (ca *CA) Issue(name string, hosts []string, notBefore, notAfter time.Time) 
 		SerialNumber: serial(), Subject: pkix.Name{CommonName: name},
 		NotBefore: notBefore, NotAfter: notAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage: usage,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

@@ -194,3 +194,26 @@ func stampOf(f Files) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// CheckNodeUsage reports whether m's certificate can serve as both ends of a node's
+// connections: a server to clients and peers, a client to peers. A certificate that lists
+// extended key usages must list serverAuth and clientAuth (or any); one without the list may
+// do both.
+func (m *Material) CheckNodeUsage() error {
+	leaf := m.Leaf()
+	if leaf == nil {
+		return fmt.Errorf("%w: no certificate", ErrIncomplete)
+	}
+	if len(leaf.ExtKeyUsage) == 0 {
+		return nil
+	}
+	var server, client bool
+	for _, u := range leaf.ExtKeyUsage {
+		server = server || u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny
+		client = client || u == x509.ExtKeyUsageClientAuth || u == x509.ExtKeyUsageAny
+	}
+	if !server || !client {
+		return fmt.Errorf("certificate file %s: extended key usage must include serverAuth and clientAuth (a node serves and dials peers); it allows server %v, client %v", m.files.Cert, server, client)
+	}
+	return nil
+}

@@ -165,3 +165,28 @@ func TestMutualAndRefusals(t *testing.T) {
 		t.Error("a client certificate of another CA was accepted")
 	}
 }
+
+func TestCheckNodeUsage(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCA(t, "cluster")
+	both, _ := ca.WriteFiles(dir, "both", nil)
+	m, err := Load(both, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckNodeUsage(); err != nil {
+		t.Errorf("serverAuth+clientAuth: %v", err)
+	}
+	now := time.Now()
+	c, k, _ := ca.issue("server-only", nil, now.Add(-time.Hour), now.Add(time.Hour), []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth})
+	p := filepath.Join(dir, "server-only")
+	write(t, p+".crt", c)
+	write(t, p+".key", k)
+	m, err = Load(Files{Cert: p + ".crt", Key: p + ".key", CA: both.CA}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckNodeUsage(); err == nil || !strings.Contains(err.Error(), "server-only.crt") {
+		t.Errorf("serverAuth only: %v; want an error naming the file", err)
+	}
+}

@@ -65,6 +65,9 @@ func (f *TLS) Serve(ctx context.Context, opts *node.Options, w io.Writer, log *s
 		return nil
 	}
 	m, err := secure.Load(f.Files, log)
+	if err == nil {
+		err = m.CheckNodeUsage()
+	}
 	if err != nil {
 		return fmt.Errorf("TLS: %v", err) // %v: a missing file is bad input (exit 1), not a missing key
 	}
