@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rbctl/rbctl/p2p/p2ppb"
@@ -27,11 +28,15 @@ type Client struct {
 // Dial prepares a client of the node at addr (host:port); the connection is made on the
 // first call. timeout is each call's deadline (0: 30 s).
 func Dial(addr string, timeout time.Duration) (*Client, error) {
+	return dial(addr, timeout, insecure.NewCredentials())
+}
+
+func dial(addr string, timeout time.Duration, creds credentials.TransportCredentials) (*Client, error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	cc, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", addr, err)

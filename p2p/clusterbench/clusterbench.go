@@ -25,6 +25,7 @@ import (
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/cluster"
 	"github.com/rbctl/rbctl/p2p/node"
+	"github.com/rbctl/rbctl/p2p/secure"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/workloads"
 )
@@ -97,6 +98,9 @@ type Options struct {
 	Route Route
 	// Admission is every node's admission policy (node.Options.Admission; "" = all).
 	Admission string
+	// TLS runs the nodes over mutual TLS with certificates of a throwaway CA (tls.go):
+	// TLSOff (""), TLSOn, or TLSBoth (each mode in plain TCP, then over TLS).
+	TLS TLSMode
 
 	trace *workloads.Mooncake
 }
@@ -154,6 +158,12 @@ func (o *Options) fill() error {
 	if err := node.CheckAdmission(o.Admission); err != nil {
 		return fmt.Errorf("cluster bench: %w", err)
 	}
+	if o.TLS == "" {
+		o.TLS = TLSOff
+	}
+	if _, err := ParseTLSMode(string(o.TLS)); err != nil {
+		return fmt.Errorf("cluster bench: %w", err)
+	}
 	if o.Workload != "" {
 		if err := o.readTrace(); err != nil {
 			return err
@@ -197,16 +207,18 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	}
 	var out []Result
 	for _, m := range o.Modes {
-		r, err := runMode(ctx, o, m)
-		if err != nil {
-			return out, fmt.Errorf("mode %s: %w", m, err)
-		}
-		out = append(out, r)
-		if o.Progress != nil {
-			o.Progress(r)
-		}
-		if ctx.Err() != nil {
-			return out, ctx.Err()
+		for _, tl := range o.TLS.runs() {
+			r, err := runMode(ctx, o, m, tl)
+			if err != nil {
+				return out, fmt.Errorf("mode %s: %w", m, err)
+			}
+			out = append(out, r)
+			if o.Progress != nil {
+				o.Progress(r)
+			}
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
 		}
 	}
 	return out, nil
@@ -221,13 +233,13 @@ type member struct {
 	m      NodeResult
 }
 
-func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
+func runMode(ctx context.Context, o Options, mode Mode, tl bool) (Result, error) {
 	dir, err := os.MkdirTemp(o.Dir, "cluster-"+string(mode)+"-")
 	if err != nil {
 		return Result{}, err
 	}
 	defer os.RemoveAll(dir)
-	ms, err := startMembers(o, mode, dir)
+	ms, err := startMembers(o, mode, dir, tl)
 	defer func() {
 		for _, mb := range ms {
 			if mb.node != nil {
@@ -254,6 +266,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 		}
 	}
 	w := newWorkload(o)
+	cpu0 := cpuSeconds()
 	t0 := time.Now()
 	done := 0
 	for r := 0; r < o.Requests && ctx.Err() == nil; r++ {
@@ -274,7 +287,8 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 		}
 	}
 	res := Result{Mode: mode, Gossip: o.Gossip && mode != Off, Requests: done, Interrupted: ctx.Err() != nil, Seconds: time.Since(t0).Seconds(),
-		Route: o.Route, Admission: cmp.Or(o.Admission, "all")}
+		Route: o.Route, Admission: cmp.Or(o.Admission, "all"), TLS: tl}
+	res.CPUSeconds = cpuSeconds() - cpu0
 	if o.trace != nil {
 		st := o.trace.Stats
 		res.Workload, res.Trace = o.Workload, &st
@@ -299,7 +313,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 
 // startMembers formats an engine on a fresh emulated SSD per node and starts the nodes, each
 // with a static directory of the others (peers only where mode shares).
-func startMembers(o Options, mode Mode, dir string) ([]*member, error) {
+func startMembers(o Options, mode Mode, dir string, tl bool) ([]*member, error) {
 	ms := make([]*member, o.Nodes)
 	ctl, data := make([]net.Listener, o.Nodes), make([]net.Listener, o.Nodes)
 	peers := make([]p2p.Peer, o.Nodes)
@@ -327,6 +341,13 @@ func startMembers(o Options, mode Mode, dir string) ([]*member, error) {
 		}
 		peers[i] = p2p.Peer{Name: fmt.Sprintf("node%d", i), Control: ctl[i].Addr().String(), Data: data[i].Addr().String()}
 	}
+	var ca *secure.CA
+	if tl {
+		var err error
+		if ca, err = clusterCA(); err != nil {
+			return ms, err
+		}
+	}
 	for i, mb := range ms {
 		spec := fmt.Sprintf("emu:%s?size=%d&ru=%d&ruhs=%d&op=%g&iso=initial",
 			filepath.Join(dir, fmt.Sprintf("node%d.img", i)), o.DeviceBytes, o.RUBytes, o.Handles, o.OP)
@@ -353,6 +374,11 @@ func startMembers(o Options, mode Mode, dir string) ([]*member, error) {
 			}
 		}
 		opts.FetchOnly = mode == FetchOnly
+		if tl {
+			if opts.TLS, err = nodeTLS(ca, dir, peers[i].Name); err != nil {
+				return ms, err
+			}
+		}
 		dataHandles := o.Handles
 		if mode == SharedReplicaHandle {
 			opts.SeparateReplicas, opts.ReplicaHandle = true, placement.Handle(o.Handles-1)

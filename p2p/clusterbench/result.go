@@ -64,7 +64,11 @@ type Result struct {
 	WAFSource   string  `json:"device_waf_source"`
 	Route       Route   `json:"route"`
 	Admission   string  `json:"admission"`          // the nodes' admission policy (node.Options.Admission)
-	Workload    string  `json:"workload,omitempty"` // mooncake:FILE; empty for the built-in tenants
+	TLS         bool    `json:"tls"` // nodes talked mutual TLS on both planes
+	// CPUSeconds is the process's CPU time during the requests (user + system; nodes,
+	// emulated SSDs and driver share the process).
+	CPUSeconds float64 `json:"process_cpu_seconds"`
+	Workload   string  `json:"workload,omitempty"` // mooncake:FILE; empty for the built-in tenants
 	// Trace is the replayed trace as read (all of it; Requests says how much of it ran).
 	Trace *workloads.TraceStats `json:"trace,omitempty"`
 	Nodes []NodeResult          `json:"nodes"`
@@ -132,7 +136,7 @@ func (r *Result) total() {
 // against the first.
 func WriteText(w io.Writer, rs []Result) error {
 	for _, r := range rs {
-		dir := map[bool]string{true: ", gossip directory"}[r.Gossip]
+		dir := map[bool]string{true: ", gossip directory"}[r.Gossip] + map[bool]string{true: ", TLS"}[r.TLS]
 		if r.Trace != nil {
 			dir += fmt.Sprintf(", %s (%d requests, %d block references, ceiling %.1f%% of blocks)", r.Workload, r.Trace.Requests,
 				r.Trace.BlockRefs, 100*float64(r.Trace.CeilingBlocks)/float64(max(r.Trace.BlockRefs, 1)))
@@ -165,6 +169,9 @@ func WriteText(w io.Writer, rs []Result) error {
 	if len(rs) > 1 && rs[0].Total.HostBytes > 0 {
 		base := rs[0]
 		for _, r := range rs[1:] {
+			if r.Mode == base.Mode || r.TLS != base.TLS {
+				continue // over TLS against plain TCP: writeTLSCost compares those
+			}
 			line := fmt.Sprintf("%s against %s: %.1f%% of the host bytes written, %.1f%% of the chunks computed, device WAF (model) %s vs %s",
 				r.Mode, base.Mode, 100*float64(r.Total.HostBytes)/float64(base.Total.HostBytes),
 				100*float64(r.Total.Computed)/float64(max(base.Total.Computed, 1)), opt(r.Total.DeviceWAF), opt(base.Total.DeviceWAF))
@@ -172,6 +179,9 @@ func WriteText(w io.Writer, rs []Result) error {
 				return err
 			}
 		}
+	}
+	if err := writeTLSCost(w, rs); err != nil {
+		return err
 	}
 	return reports.WriteWrapped(w, "host MiB: bytes the nodes wrote, from the emulated SSDs' FDP statistics log (HBMW); dev WAF (model): media bytes / host bytes from the emulated SSD's FDP statistics log (its FTL model, not a drive); "+
 		"hits are the leading prefix of each request's chunks, as LMCache uses them; latencies are per batch (one request's keys)")

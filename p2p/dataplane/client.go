@@ -20,7 +20,10 @@ type Conn struct {
 }
 
 // Dial connects to addr and runs the handshake within ctx.
-func Dial(ctx context.Context, addr string) (*Conn, error) {
+func Dial(ctx context.Context, addr string) (*Conn, error) { return dial(ctx, addr, nil) }
+
+// dial connects, runs wrap (TLS) on the connection when set, then the hello.
+func dial(ctx context.Context, addr string, wrap func(net.Conn) (net.Conn, error)) (*Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -31,13 +34,23 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 	}
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	if wrap != nil {
+		raw := c
+		if c, err = wrap(raw); err != nil {
+			raw.Close()
+			return nil, err
+		}
+	}
 	if _, err := c.Write(appendHello(nil)); err != nil {
 		c.Close()
 		return nil, err
 	}
 	var ack [helloAckLen]byte
-	if _, err := io.ReadFull(c, ack[:]); err != nil {
+	if n, err := io.ReadFull(c, ack[:]); err != nil {
 		c.Close()
+		if wrap == nil && isTLSAlert(ack[:n]) {
+			return nil, fmt.Errorf("data plane handshake with %s: %w", addr, ErrPeerWantsTLS)
+		}
 		return nil, fmt.Errorf("data plane handshake with %s: %w", addr, ctxErr(ctx, noEOF(err)))
 	}
 	m, err := parseHelloAck(ack[:])

@@ -60,6 +60,7 @@ func FuzzReadChunkHeader(f *testing.F) {
 func FuzzHandshake(f *testing.F) {
 	f.Add(appendHelloAck(nil, 1<<20))
 	f.Add(appendHello(nil))
+	f.Add([]byte{21, 3, 3, 0, 2, 2, 10}) // a TLS server's alert to a plain hello
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == helloLen {
 			_ = parseHello(data)
@@ -67,6 +68,9 @@ func FuzzHandshake(f *testing.F) {
 		m, err := parseHelloAck(data)
 		if err == nil && (m == 0 || m > MaxChunkLimit) {
 			t.Fatalf("accepted max chunk %d", m)
+		}
+		if err == nil && isTLSAlert(data) {
+			t.Fatal("a TLS alert parsed as a hello ack")
 		}
 	})
 }

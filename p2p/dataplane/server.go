@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,9 @@ type ServerConfig struct {
 	// Tamper, when set, may change a chunk's bytes after its checksum was taken (tests:
 	// a corrupting peer).
 	Tamper func(index uint32, payload []byte)
+	// TLS, when set, wraps every connection in TLS before the hello (tls.go); the
+	// handshake counts against HandshakeTimeout. nil: plain TCP.
+	TLS *tls.Config
 }
 
 func (c *ServerConfig) defaults() error {
@@ -57,6 +61,7 @@ func (c *ServerConfig) defaults() error {
 type ServerStats struct {
 	Conns, ConnsRefused, BadFrames int64
 	Chunks, Bytes, Busy, Failed    int64
+	TLSFailed                      int64 // connections whose TLS handshake failed
 }
 
 // Server answers fetches on its listeners.
@@ -75,6 +80,7 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	accepted, refused, badFrames, chunks, sentBytes, busy, failed atomic.Int64
+	tlsFailed                                                     atomic.Int64
 }
 
 // NewServer builds a server over src.
@@ -178,12 +184,18 @@ func (s *Server) Close() error {
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Conns: s.accepted.Load(), ConnsRefused: s.refused.Load(), BadFrames: s.badFrames.Load(),
-		Chunks: s.chunks.Load(), Bytes: s.sentBytes.Load(), Busy: s.busy.Load(), Failed: s.failed.Load()}
+		Chunks: s.chunks.Load(), Bytes: s.sentBytes.Load(), Busy: s.busy.Load(), Failed: s.failed.Load(),
+		TLSFailed: s.tlsFailed.Load()}
 }
 
 func (s *Server) serveConn(c net.Conn) {
 	s.accepted.Add(1)
 	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	if s.cfg.TLS != nil {
+		if c = s.handshake(c); c == nil {
+			return
+		}
+	}
 	var hello [helloLen]byte
 	if _, err := io.ReadFull(c, hello[:]); err != nil {
 		return

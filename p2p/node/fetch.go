@@ -79,7 +79,7 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) 
 	}
 	fctx, cancel := context.WithTimeout(ctx, n.opts.FetchTimeout)
 	defer cancel()
-	conn, err := r.conn(fctx, r.dataAddr(resp.DataAddr), n.opts.DataIdle)
+	conn, err := r.conn(fctx, r.dataAddr(resp.DataAddr), n.opts.DataIdle, n.opts.dialData)
 	if err != nil {
 		n.peerFailed(r, peer, "data connect", err)
 		return nil

@@ -103,15 +103,15 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	n.peerLat.hist, n.localLat.hist = n.metrics.peerHist, n.metrics.locHist
 	n.data, err = dataplane.NewServer(n, dataplane.ServerConfig{
 		MaxChunk: n.maxChunk, MaxConns: opts.DataMaxConns, MaxInflightBytes: opts.DataMaxInflightBytes,
-		BusyWait: opts.DataBusyWait, Tamper: opts.TamperData,
+		BusyWait: opts.DataBusyWait, Tamper: opts.TamperData, TLS: opts.dataServerTLS(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	n.grpc = grpc.NewServer(
+	n.grpc = grpc.NewServer(opts.grpcServerOptions(
 		grpc.MaxRecvMsgSize(n.msgBytes()), grpc.MaxSendMsgSize(n.msgBytes()),
 		grpc.MaxConcurrentStreams(256),
-		grpc.UnaryInterceptor(n.deadline))
+		grpc.UnaryInterceptor(n.deadline))...)
 	p2ppb.RegisterCacheServer(n.grpc, &cacheAPI{n: n})
 	p2ppb.RegisterPeerServer(n.grpc, &peerAPI{n: n})
 	return n, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/p2p"
+	"github.com/rbctl/rbctl/p2p/secure"
 	"github.com/rbctl/rbctl/placement"
 )
 
@@ -82,6 +83,9 @@ type Options struct {
 	// FrontEnds serve the node to other protocols' clients (rbctl serve --resp: Redis);
 	// Serve starts each once the node runs and stops it before the node closes.
 	FrontEnds []FrontEnd
+
+	// TLS, when set, runs both planes with mutual TLS (tls.go, p2p/secure); nil: plain TCP.
+	TLS *secure.Material
 
 	Logger *slog.Logger // default: discard
 

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/dataplane"
@@ -64,7 +63,7 @@ func (p *peerPool) get(peer p2p.Peer) (*remote, error) {
 	bc := backoff.DefaultConfig
 	bc.BaseDelay, bc.MaxDelay = p.opts.BackoffBase, p.opts.BackoffMax
 	cc, err := grpc.NewClient(peer.Control,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(p.opts.peerCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: p.opts.LookupTimeout}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(peerMsgBytes)))
 	if err != nil {
@@ -145,7 +144,7 @@ func (r *remote) dataAddr(announced string) string {
 }
 
 // conn returns an idle data connection to addr or dials one.
-func (r *remote) conn(ctx context.Context, addr string, idleMax time.Duration) (*dataplane.Conn, error) {
+func (r *remote) conn(ctx context.Context, addr string, idleMax time.Duration, dial func(context.Context, string) (*dataplane.Conn, error)) (*dataplane.Conn, error) {
 	r.mu.Lock()
 	for len(r.idle) > 0 {
 		c := r.idle[len(r.idle)-1]
@@ -157,7 +156,7 @@ func (r *remote) conn(ctx context.Context, addr string, idleMax time.Duration) (
 		c.Close()
 	}
 	r.mu.Unlock()
-	return dataplane.Dial(ctx, addr)
+	return dial(ctx, addr)
 }
 
 // keep returns a healthy connection to the idle pool (at most 4 per peer).

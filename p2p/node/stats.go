@@ -99,6 +99,7 @@ func (n *Node) Stats() Stats {
 	m["single_flight_waits"] = c.flightWaits.Load()
 	m["admission_declined"] = n.admit.declinedCount()
 	n.cacheStats(m)
+	n.tlsStats(m, dp)
 	if ds, ok := n.opts.Directory.(interface{ DirectoryStats() map[string]int64 }); ok {
 		maps.Copy(m, ds.DirectoryStats()) // membership: members, member/NAME/state, ...
 	}

@@ -28,6 +28,7 @@ type remoteFlags struct {
 	kf              flagsets.Key
 	localOnly, json bool
 	maxKeys         int
+	tls             flagsets.TLS
 }
 
 func remoteLeaf(use string, short string, args cobra.PositionalArgs, run func(*cobra.Command, *client.Client, *remoteFlags, []string) error) *cobra.Command {
@@ -42,16 +43,17 @@ func remoteLeaf(use string, short string, args cobra.PositionalArgs, run func(*c
 				return err
 			}
 		}
-		cl, err := client.Dial(rf.server, 0)
+		cl, err := rf.tls.Dial(rf.server)
 		if err != nil {
 			return err
 		}
 		defer cl.Close()
-		return run(cmd, cl, &rf, a)
+		return rf.tls.Explain(run(cmd, cl, &rf, a))
 	}}
 	f := c.Flags()
 	f.StringVar(&rf.server, "server", "127.0.0.1:7470", "HOST:PORT of the node's control plane (rbctl serve --listen)")
 	f.BoolVar(&rf.json, "json", false, "print JSON")
+	rf.tls.Add(c, false)
 	if keyed {
 		rf.kf.Add(c)
 	}

@@ -28,6 +28,7 @@ func newServeCmd() *cobra.Command {
 	var gossip string
 	var nf flagsets.Node
 	var mf flagsets.Membership
+	var tf flagsets.TLS
 	cmd := &cobra.Command{
 		Use:   "serve DEV [DEV...]",
 		Short: "Serve a cache (several DEVs: the shards of one) to clients and peers (gRPC control plane, TCP data plane) until interrupted",
@@ -41,6 +42,9 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			if err := tf.Serve(cmd.Context(), &opts, cmd.ErrOrStderr(), opts.Logger); err != nil {
+				return err
+			}
 			if cl.BindAddr, cl.BindPort, err = cluster.SplitBind(gossip); err != nil {
 				return err
 			}
@@ -88,6 +92,7 @@ func newServeCmd() *cobra.Command {
 	dev.add(cmd)
 	nf.Add(cmd)
 	mf.Add(cmd)
+	tf.Add(cmd, true)
 	pf.add(cmd, "the node's writes")
 	dev.cache.addNamespace(cmd)
 	return cmd

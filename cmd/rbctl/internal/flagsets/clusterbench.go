@@ -17,6 +17,7 @@ type ClusterBench struct {
 	JSON                              bool
 	modes                             []string
 	chunk, devSize, ru, directory, rt string
+	tls                               string
 }
 
 // Register defines the cluster-bench flags on fs.
@@ -44,6 +45,7 @@ func (c *ClusterBench) Register(f *pflag.FlagSet) {
 	f.IntVar(&o.ChunkTokens, "chunk-tokens", 256, "trace: tokens per chunk (divides the trace's 512-token blocks)")
 	f.StringVar(&o.SaltBy, "salt-by", "root", "trace: each request's cache_salt: none, root or hash:N (as bench)")
 	f.StringVar(&o.Admission, "admission", "all", "every node's admission policy, as serve --admission: all, second-hit[:W] or tinylfu[:W]")
+	f.StringVar(&c.tls, "tls", "off", "run the nodes over mutual TLS on both planes with certificates of a throwaway CA: off, on, or both (each mode in plain TCP, then over TLS, and their throughput and CPU per GB compared)")
 	f.StringVar(&c.rt, "route", "round-robin", "which node serves a request: round-robin, session (a conversation's, or tenant's, requests on one node) or random")
 }
 
@@ -84,6 +86,9 @@ func (c *ClusterBench) Options() (clusterbench.Options, error) {
 	}
 	if err := node.CheckAdmission(o.Admission); err != nil {
 		return o, fmt.Errorf("--admission: %w", err)
+	}
+	if o.TLS, err = clusterbench.ParseTLSMode(c.tls); err != nil {
+		return o, fmt.Errorf("--tls: %w", err)
 	}
 	if o.Dir == "" {
 		o.Dir = os.TempDir()

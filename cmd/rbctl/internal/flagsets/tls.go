@@ -1,0 +1,128 @@
+package flagsets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/p2p/client"
+	"github.com/rbctl/rbctl/p2p/node"
+	"github.com/rbctl/rbctl/p2p/secure"
+)
+
+// TLSPoll is how often a serving node looks for changed certificate files.
+const TLSPoll = 5 * time.Second
+
+// TLS is --tls-cert, --tls-key and --tls-ca: a node's (rbctl serve: all three or none) or a
+// client's (rbctl remote: none, the CA alone, or all three).
+type TLS struct {
+	Files secure.Files
+}
+
+// Add defines the three flags; node says whose they are.
+func (f *TLS) Add(cmd *cobra.Command, node bool) {
+	fs := cmd.Flags()
+	if node {
+		fs.StringVar(&f.Files.Cert, "tls-cert", "", "PEM certificate this node presents to clients and peers (with --tls-key and --tls-ca: mutual TLS on both planes; reloaded on SIGHUP or when the files change)")
+		fs.StringVar(&f.Files.Key, "tls-key", "", "PEM private key of --tls-cert")
+		fs.StringVar(&f.Files.CA, "tls-ca", "", "PEM CA certificate(s): clients and peers must present a certificate it signed, and peers' certificates are verified against it")
+		return
+	}
+	fs.StringVar(&f.Files.Cert, "tls-cert", "", "PEM client certificate (a node serving TLS requires one its CA signed)")
+	fs.StringVar(&f.Files.Key, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&f.Files.CA, "tls-ca", "", "PEM CA certificate that signed the node's certificate: connect over TLS (without it: plain TCP)")
+}
+
+// given names the flags set, for messages.
+func (f *TLS) given() string {
+	var g []string
+	for _, s := range []struct{ name, v string }{{"--tls-cert", f.Files.Cert}, {"--tls-key", f.Files.Key}, {"--tls-ca", f.Files.CA}} {
+		if s.v != "" {
+			g = append(g, s.name)
+		}
+	}
+	return strings.Join(g, ", ")
+}
+
+// Serve checks and loads a node's files (all three or none) before anything opens. With
+// them it sets opts.TLS and reloads the files on SIGHUP and when they change, until ctx is
+// done; without, it writes one line to w saying that both planes are plain TCP.
+func (f *TLS) Serve(ctx context.Context, opts *node.Options, w io.Writer, log *slog.Logger) error {
+	if err := f.Files.CheckServer(); err != nil {
+		return fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together; only %s given", f.given())
+	}
+	if f.Files.Empty() {
+		fmt.Fprintln(w, "serve: plain TCP: no --tls-cert/--tls-key/--tls-ca given; anyone who can reach the control and data ports can read, write and delete keys")
+		return nil
+	}
+	m, err := secure.Load(f.Files, log)
+	if err == nil {
+		err = m.CheckNodeUsage()
+	}
+	if err != nil {
+		return fmt.Errorf("TLS: %v", err) // %v: a missing file is bad input (exit 1), not a missing key
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		m.Watch(ctx, TLSPoll, hup)
+	}()
+	opts.TLS = m
+	return nil
+}
+
+// Dial connects a client to addr: over TLS when --tls-ca is given, else plain TCP.
+func (f *TLS) Dial(addr string) (*client.Client, error) {
+	if err := f.Files.CheckClient(); err != nil {
+		if f.Files.CA == "" {
+			return nil, errors.New("--tls-cert and --tls-key need --tls-ca (the CA that signed the node's certificate)")
+		}
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if f.Files.Empty() {
+		return client.Dial(addr, 0)
+	}
+	m, err := secure.Load(f.Files, nil)
+	if err != nil {
+		return nil, fmt.Errorf("TLS: %v", err)
+	}
+	return client.DialTLS(addr, 0, m)
+}
+
+// Explain adds what to do to a failed call of a client f dialled when the node refused the
+// handshake or the two sides disagree on TLS; other errors pass unchanged.
+func (f *TLS) Explain(err error) error {
+	if h := f.hint(err); h != "" {
+		return fmt.Errorf("%w; %s", err, h)
+	}
+	return err
+}
+
+func (f *TLS) hint(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	// A refused client certificate reaches the client as the server's alert, or, when the
+	// client's first write wins the race, as a broken pipe or reset.
+	dropped := strings.Contains(s, "preface: EOF") || strings.Contains(s, "broken pipe") || strings.Contains(s, "connection reset")
+	switch {
+	case f.Files.Empty() && dropped:
+		return "the node may serve TLS: pass --tls-ca (and --tls-cert, --tls-key)"
+	case f.Files.Cert == "" && (dropped || strings.Contains(s, "certificate required")):
+		return "the node requires a client certificate: pass --tls-cert and --tls-key"
+	case strings.Contains(s, "tls:") || strings.Contains(s, "x509:"):
+		return "TLS handshake failed: check that --tls-ca signed the node's certificate (and it carries the --server host), and that --tls-cert is the cluster CA's and not expired"
+	}
+	return ""
+}
