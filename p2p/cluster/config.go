@@ -66,7 +66,7 @@ type Config struct {
 	// GossipKeys encrypt gossip (AES-GCM) with the first and accept every one (key
 	// rotation; ParseKeys reads them from a file); none: SecretKey's choice.
 	GossipKeys [][]byte
-	Logger    *log.Logger
+	Logger     *log.Logger
 	// Events receives membership changes: joins, leaves, members declared dead or
 	// suspected, name conflicts, seeds that did not answer (explain.go); nil: none. Without
 	// a Logger, memberlist's warnings go here too.
