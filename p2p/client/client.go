@@ -25,14 +25,15 @@ type Client struct {
 }
 
 // Dial prepares a client of the node at addr (host:port); the connection is made on the
-// first call. timeout is each call's deadline (0: 30 s).
-func Dial(addr string, timeout time.Duration) (*Client, error) {
+// first call. timeout is each call's deadline (0: 30 s). opts add to the defaults (e.g.
+// WithToken).
+func Dial(addr string, timeout time.Duration, opts ...grpc.DialOption) (*Client, error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	cc, err := grpc.NewClient(addr,
+	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", addr, err)
 	}

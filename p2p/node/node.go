@@ -88,7 +88,7 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	}
 	n := &Node{
 		cache: c, opts: opts, maxChunk: maxChunk,
-		leases: newLeaseTable(c), peers: newPeerPool(&opts), replicas: opts.replicas,
+		leases: newLeaseTable(c, &opts.Limits), peers: newPeerPool(&opts), replicas: opts.replicas,
 		peerLat: newLatency(), localLat: newLatency(), flights: newFlights(),
 	}
 	if opts.Eviction != EvictNone {
@@ -99,15 +99,16 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	var err error
 	n.data, err = dataplane.NewServer(n, dataplane.ServerConfig{
 		MaxChunk: n.maxChunk, MaxConns: opts.DataMaxConns, MaxInflightBytes: opts.DataMaxInflightBytes,
-		BusyWait: opts.DataBusyWait, Tamper: opts.TamperData,
+		BusyWait: opts.DataBusyWait, Tamper: opts.TamperData, Trusted: n.trusted, Reserved: opts.Limits.DataReserved,
+		ProveTimeout: opts.Limits.DataProveTimeout, StrangersPerIP: opts.Limits.DataStrangersPerIP,
 	})
 	if err != nil {
 		return nil, err
 	}
-	n.grpc = grpc.NewServer(
+	n.grpc = grpc.NewServer(append(opts.Limits.serverOptions(),
 		grpc.MaxRecvMsgSize(n.msgBytes()), grpc.MaxSendMsgSize(n.msgBytes()),
 		grpc.MaxConcurrentStreams(256),
-		grpc.UnaryInterceptor(n.deadline))
+		grpc.ChainUnaryInterceptor(n.deadline, n.authorize))...)
 	p2ppb.RegisterCacheServer(n.grpc, &cacheAPI{n: n})
 	p2ppb.RegisterPeerServer(n.grpc, &peerAPI{n: n})
 	return n, nil
@@ -149,7 +150,7 @@ func (n *Node) Start(control, data net.Listener) {
 		n.evict.seed(s, k)
 		return true
 	})
-	n.wg.Go(func() { n.grpc.Serve(control) })
+	n.wg.Go(func() { n.grpc.Serve(n.limitControl(control)) })
 	n.wg.Go(n.metrics.poll)
 	n.wg.Go(func() { n.data.Serve(data) })
 }
