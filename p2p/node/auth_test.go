@@ -5,6 +5,8 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -284,4 +286,52 @@ func dialAs(t testing.TB, n *Node, secret string) *client.Client {
 func saltLocks(e *engine.Engine, i int, salt string) uint32 {
 	m, _ := e.Lookup(engine.ObjectKey("m/odel", 0, hashOf(i), salt))
 	return m.Locks
+}
+
+// Issue 28's row "20,000 leases from one client", with the default caps and no tokens (the
+// client is its address): 1024 are granted, the rest are misses counted as refused, and
+// another client still gets a lease.
+func TestLeaseFloodFromOneClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 20,000 calls")
+	}
+	e := newEngine(t, nil)
+	n := startNode(t, e, fastOptions("a", nil))
+	c := dial(t, n)
+	put(t, c, 1, 100)
+	cc, err := grpc.NewClient(n.Peer().Control, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	api := p2ppb.NewCacheClient(cc)
+	var granted atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 20000 / 16 {
+				r, err := api.LookupAndLock(context.Background(), &p2ppb.LookupAndLockRequest{Keys: []*p2ppb.ObjectKey{wireKeyN(1)}, LeaseMs: 60000})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.LeaseId != 0 {
+					granted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	st := n.Stats().Counters
+	t.Logf("20000 lookups from one client in %v: %d leases granted, %d refused, %d pins on the key", took.Round(time.Millisecond),
+		granted.Load(), st["leases_refused"], locks(e, 1))
+	if granted.Load() != 1024 || st["leases_refused"] != 20000-1024 || locks(e, 1) != 1024 {
+		t.Fatalf("granted %d, refused %d, pins %d; want 1024, 18976, 1024", granted.Load(), st["leases_refused"], locks(e, 1))
+	}
+	// Another client (another token's name would do; here a node lock as the node itself).
+	if l := n.leases.lock([]keyT{keyN(1)}, time.Second, "ip:10.0.0.9"); l == nil {
+		t.Fatal("another client got no lease")
+	}
 }
