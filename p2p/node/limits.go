@@ -21,9 +21,9 @@ type Limits struct {
 	MaxLeases          int // leases held at once by all clients (default 16384)
 	MaxLeasesPerClient int // leases one client holds at once (default 1024)
 
-	ControlMaxConns  int // control-plane connections at once (default 1024); more are closed at accept
-	ControlPerIP     int // of them from one address that is not a cluster member (default 64)
-	ControlReserved  int // of ControlMaxConns, kept for cluster members (default an eighth)
+	ControlMaxConns  int           // control-plane connections at once (default 1024); more are closed at accept
+	ControlPerIP     int           // of them from one address that is not a cluster member (default 64)
+	ControlReserved  int           // of ControlMaxConns, kept for cluster members (default an eighth)
 	HandshakeTimeout time.Duration // HTTP/2 preface and settings must arrive within this (default 5 s)
 	ControlIdle      time.Duration // a control connection without a call for this long is closed (default 5 min)
 	// KeepaliveTime: a connection silent this long is pinged and closed unless the ping is
