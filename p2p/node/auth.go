@@ -129,3 +129,6 @@ func (o *Options) peerCredentials() []grpc.DialOption {
 	var c credentials.PerRPCCredentials = auth.Credentials{Secret: o.PeerToken}
 	return []grpc.DialOption{grpc.WithPerRPCCredentials(c)}
 }
+
+// Tokens is the node's token file (nil: it checks none), for its other front-ends (RESP).
+func (n *Node) Tokens() *auth.Tokens { return n.opts.Tokens }
