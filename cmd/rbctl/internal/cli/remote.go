@@ -26,6 +26,7 @@ type remoteFlags struct {
 	server, salt    string
 	out             flagsets.Out
 	kf              flagsets.Key
+	tok             flagsets.Token
 	localOnly, json bool
 	maxKeys         int
 }
@@ -42,7 +43,11 @@ func remoteLeaf(use string, short string, args cobra.PositionalArgs, run func(*c
 				return err
 			}
 		}
-		cl, err := client.Dial(rf.server, 0)
+		opts, err := rf.tok.DialOptions(cmd.ErrOrStderr())
+		if err != nil {
+			return err
+		}
+		cl, err := client.Dial(rf.server, 0, opts...)
 		if err != nil {
 			return err
 		}
@@ -52,6 +57,7 @@ func remoteLeaf(use string, short string, args cobra.PositionalArgs, run func(*c
 	f := c.Flags()
 	f.StringVar(&rf.server, "server", "127.0.0.1:7470", "HOST:PORT of the node's control plane (rbctl serve --listen)")
 	f.BoolVar(&rf.json, "json", false, "print JSON")
+	rf.tok.Add(c)
 	if keyed {
 		rf.kf.Add(c)
 	}

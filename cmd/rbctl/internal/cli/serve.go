@@ -28,6 +28,7 @@ func newServeCmd() *cobra.Command {
 	var gossip string
 	var nf flagsets.Node
 	var mf flagsets.Membership
+	var af flagsets.Access
 	cmd := &cobra.Command{
 		Use:   "serve DEV [DEV...]",
 		Short: "Serve a cache (several DEVs: the shards of one) to clients and peers (gRPC control plane, TCP data plane) until interrupted",
@@ -45,6 +46,9 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			if err := mf.Apply(&cl, &opts, args, opts.Logger); err != nil {
+				return err
+			}
+			if err := af.Apply(&opts, &cl, len(peers) > 0, opts.Logger); err != nil {
 				return err
 			}
 			if len(peers) > 0 {
@@ -88,6 +92,7 @@ func newServeCmd() *cobra.Command {
 	dev.add(cmd)
 	nf.Add(cmd)
 	mf.Add(cmd)
+	af.Add(cmd)
 	pf.add(cmd, "the node's writes")
 	dev.cache.addNamespace(cmd)
 	return cmd
