@@ -124,3 +124,28 @@ func TestCredentialsAndHeader(t *testing.T) {
 		t.Fatal("a non-bearer header gave a token")
 	}
 }
+
+// The example of docs/p2p.md parses, and its digests are of the tokens the doc's example
+// secrets name.
+func TestDocExampleParses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/p2p.md")
+	if err != nil {
+		t.Skip("docs/p2p.md not beside the package")
+	}
+	_, rest, ok := strings.Cut(string(doc), "### Token file")
+	_, rest, ok2 := strings.Cut(rest, "```\n")
+	block, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no example block under \"### Token file\" in docs/p2p.md")
+	}
+	ts, err := Parse(strings.NewReader(block))
+	if err != nil {
+		t.Fatalf("docs/p2p.md's example: %v", err)
+	}
+	for secret, name := range map[string]string{"tenant-a-token-Zp4X2mQ8rT1v": "tenantA", "tenant-b-token-7Hq2vL0sYx9": "tenantB",
+		"ops-token-Lk3Vb9Qw2Ee7Rt": "ops", "peer-token-Hs8Nq1Xc5Za2Wp": "nodes"} {
+		if tok, ok := ts.Lookup(secret); !ok || tok.Name != name {
+			t.Errorf("%s: not found by its example token", name)
+		}
+	}
+}
