@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +128,45 @@ func TestServeAuthRemoteAndRESP(t *testing.T) {
 		if got := redis(c.args...); got != c.want {
 			t.Errorf("redis-cli %v: %q, want %q", c.args[len(c.args)-2:], got, c.want)
 		}
+	}
+}
+
+// TestServeGossipKeyFile: two nodes with the same --gossip-key-file find each other through
+// the machine's registry; a third without it stays alone and is not listed by them.
+func TestServeGossipKeyFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "gossip.keys")
+	os.WriteFile(keys, []byte("# primary\nq83vEjHKIv7Vv3fOD8eX3rZ4n7qW0cFz3jV0ZcGUl1w=\n"), 0o600)
+	var ctls []string
+	for i, extra := range [][]string{{"--gossip-key-file", keys}, {"--gossip-key-file", keys}, nil} {
+		dev := filepath.Join(dir, string(rune('a'+i))+".img")
+		mustRbctl(t, dir, "format", "--create", "16M", "--slot-bytes", "64K", dev)
+		_, ctl, _ := startServe(t, dir, append([]string{dev, "--cluster", "keyed", "--node-name", "n" + string(rune('0'+i))}, extra...)...)
+		ctls = append(ctls, ctl)
+	}
+	members := func(ctl string) string {
+		_, so, _ := runRbctl(t, dir, 30*time.Second, "remote", "stats", "--server", ctl, "--json")
+		var st struct{ Counters map[string]int64 }
+		json.Unmarshal([]byte(so), &st)
+		var names []string
+		for k := range st.Counters {
+			if n, ok := strings.CutSuffix(k, "/state"); ok {
+				names = append(names, strings.TrimPrefix(n, "member/"))
+			}
+		}
+		sort.Strings(names)
+		return strings.Join(names, ",")
+	}
+	for end := time.Now().Add(30 * time.Second); members(ctls[0]) != "n1" || members(ctls[1]) != "n0"; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("keyed nodes: n0 sees %q, n1 sees %q; want each other", members(ctls[0]), members(ctls[1]))
+		}
+	}
+	time.Sleep(2 * time.Second) // the registry has shown n2 to the others by now
+	if m0, m2 := members(ctls[0]), members(ctls[2]); m0 != "n1" || m2 != "" {
+		t.Fatalf("the node without the key: n0 sees %q, n2 sees %q", m0, m2)
 	}
 }
