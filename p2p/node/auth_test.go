@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -269,6 +271,11 @@ func TestLeaseCaps(t *testing.T) {
 	}
 	if m := saltLocks(e, 1, "tenantA"); m != 8 {
 		t.Fatalf("%d pins, want 8", m)
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "rbctl_node_leases_refused_total 32\n") {
+		t.Fatalf("no rbctl_node_leases_refused_total 32 in /metrics")
 	}
 }
 
