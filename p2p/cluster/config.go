@@ -63,13 +63,17 @@ type Config struct {
 
 	Dial      DialFunc // dials memberlist's TCP streams; net.DialTimeout
 	SecretKey []byte   // 16, 24 or 32 bytes: encrypt gossip (AES-GCM); none
-	Logger    *log.Logger
+	// GossipKeys encrypt gossip (AES-GCM) with the first and accept every one (key
+	// rotation; ParseKeys reads them from a file); none: SecretKey's choice.
+	GossipKeys [][]byte
+	Logger     *log.Logger
 	// Events receives membership changes: joins, leaves, members declared dead or
 	// suspected, name conflicts, seeds that did not answer (explain.go); nil: none. Without
 	// a Logger, memberlist's warnings go here too.
 	Events *slog.Logger
 
 	loggerDefaulted bool
+	ring            *memberlist.Keyring
 }
 
 const (
@@ -119,6 +123,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("timing %d is neither TimingLAN nor TimingFast", c.Timing)
 	}
 	c.ReconnectFor = or(c.ReconnectFor, time.Hour)
+	ring, err := c.keyring()
+	if err != nil {
+		return c, err
+	}
+	c.ring = ring
 	for _, a := range []string{c.Control, c.Data} {
 		if err := checkAddr(a); err != nil {
 			return c, err
@@ -162,6 +171,7 @@ func (c Config) memberlistConfig() *memberlist.Config {
 	mc.AdvertiseAddr = c.AdvertiseAddr
 	mc.AdvertisePort = c.AdvertisePort
 	mc.SecretKey = c.SecretKey
+	mc.Keyring = c.ring
 	mc.Logger = c.Logger
 	mc.LogOutput = nil
 	return mc

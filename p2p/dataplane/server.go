@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,14 @@ type ServerConfig struct {
 	IdleTimeout      time.Duration // a connection with no request for this long is closed (default 2 min)
 	WriteTimeout     time.Duration // per chunk (default 10 s)
 	BusyWait         time.Duration // how long a request waits for a buffer before StatusBusy (default 1 s)
+	// Admission (admit.go): Reserved of MaxConns slots are kept for known peers (default a
+	// quarter); a stranger must fetch a chunk within ProveTimeout of its hello (default 5 s)
+	// and one address holds at most StrangersPerIP stranger slots (default 8). Trusted
+	// names the addresses of known peers (cluster members); nil: none beyond the proven.
+	Reserved       int
+	ProveTimeout   time.Duration
+	StrangersPerIP int
+	Trusted        func(netip.Addr) bool
 	// Tamper, when set, may change a chunk's bytes after its checksum was taken (tests:
 	// a corrupting peer).
 	Tamper func(index uint32, payload []byte)
@@ -43,13 +52,22 @@ func (c *ServerConfig) defaults() error {
 	if c.MaxConns <= 0 {
 		c.MaxConns = 64
 	}
+	if c.Reserved <= 0 {
+		c.Reserved = c.MaxConns / 4
+	}
+	if c.Reserved >= c.MaxConns {
+		return fmt.Errorf("data plane: %d reserved connections of %d leave none for new peers", c.Reserved, c.MaxConns)
+	}
+	if c.StrangersPerIP <= 0 {
+		c.StrangersPerIP = 8
+	}
 	if c.MaxInflightBytes <= 0 {
 		c.MaxInflightBytes = 64 << 20
 	}
 	for _, d := range []struct {
 		p *time.Duration
 		v time.Duration
-	}{{&c.HandshakeTimeout, 5 * time.Second}, {&c.IdleTimeout, 2 * time.Minute}, {&c.WriteTimeout, 10 * time.Second}, {&c.BusyWait, time.Second}} {
+	}{{&c.HandshakeTimeout, 5 * time.Second}, {&c.IdleTimeout, 2 * time.Minute}, {&c.WriteTimeout, 10 * time.Second}, {&c.BusyWait, time.Second}, {&c.ProveTimeout, 5 * time.Second}} {
 		if *d.p <= 0 {
 			*d.p = d.v
 		}
@@ -62,6 +80,8 @@ type ServerStats struct {
 	Conns, ConnsRefused, BadFrames int64
 	Chunks, Bytes, Busy, Failed    int64
 	TLSFailed                      int64 // connections whose TLS handshake failed
+	// Unproven: stranger connections closed for sending no valid request in time.
+	Unproven int64
 }
 
 // Server answers fetches on its listeners.
@@ -72,6 +92,7 @@ type Server struct {
 	bufs chan []byte   // free chunk buffers (allocated on first use)
 	sem  chan struct{} // one token per buffer
 	cons chan struct{} // one token per connection
+	adm  *admission
 
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}
@@ -79,8 +100,8 @@ type Server struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	accepted, refused, badFrames, chunks, sentBytes, busy, failed atomic.Int64
-	tlsFailed                                                     atomic.Int64
+	accepted, refused, badFrames, chunks, sentBytes, busy, failed, unproven atomic.Int64
+	tlsFailed                                                               atomic.Int64
 }
 
 // NewServer builds a server over src.
@@ -89,11 +110,13 @@ func NewServer(src Source, cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	n := max(1, int(cfg.MaxInflightBytes/int64(cfg.MaxChunk)))
-	return &Server{
+	s := &Server{
 		src: src, cfg: cfg,
 		bufs: make(chan []byte, n), sem: make(chan struct{}, n), cons: make(chan struct{}, cfg.MaxConns),
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
-	}, nil
+	}
+	s.adm = newAdmission(&s.cfg)
+	return s, nil
 }
 
 // ErrServerClosed is returned by Serve after Close.
@@ -126,11 +149,22 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
+		cs := &connState{ip: remoteIP(c)}
+		if !s.adm.known(cs.ip) {
+			if cs.stranger = s.adm.stranger(cs.ip); !cs.stranger {
+				s.refused.Add(1)
+				c.Close()
+				continue
+			}
+		}
 		select {
 		case s.cons <- struct{}{}:
 		default:
 			s.refused.Add(1)
 			c.Close()
+			if cs.stranger {
+				s.adm.release(cs.ip)
+			}
 			continue
 		}
 		if !s.track(c) {
@@ -141,7 +175,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.wg.Go(func() {
 			defer func() { <-s.cons }()
 			defer s.untrack(c)
-			s.serveConn(c)
+			s.serveConn(c, cs)
+			if cs.stranger {
+				s.adm.release(cs.ip)
+			}
 		})
 	}
 }
@@ -185,10 +222,10 @@ func (s *Server) Close() error {
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Conns: s.accepted.Load(), ConnsRefused: s.refused.Load(), BadFrames: s.badFrames.Load(),
 		Chunks: s.chunks.Load(), Bytes: s.sentBytes.Load(), Busy: s.busy.Load(), Failed: s.failed.Load(),
-		TLSFailed: s.tlsFailed.Load()}
+		TLSFailed: s.tlsFailed.Load(), Unproven: s.unproven.Load()}
 }
 
-func (s *Server) serveConn(c net.Conn) {
+func (s *Server) serveConn(c net.Conn, cs *connState) {
 	s.accepted.Add(1)
 	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	if s.cfg.TLS != nil {
@@ -207,25 +244,41 @@ func (s *Server) serveConn(c net.Conn) {
 	if _, err := c.Write(appendHelloAck(nil, uint32(s.cfg.MaxChunk))); err != nil {
 		return
 	}
+	cs.proveBy = time.Now().Add(s.cfg.ProveTimeout)
 	br := bufio.NewReaderSize(c, 4096)
 	bw := bufio.NewWriterSize(c, 64<<10)
 	for {
-		c.SetDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		c.SetDeadline(cs.deadline(s.cfg.IdleTimeout))
 		req, err := ReadRequest(br)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			var ne net.Error
+			switch {
+			case cs.stranger && errors.As(err, &ne) && ne.Timeout():
+				s.unproven.Add(1)
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 				s.badFrames.Add(1)
 			}
 			return
 		}
-		if err := s.answer(c, bw, req); err != nil {
+		sent, err := s.answer(c, bw, req)
+		if sent && cs.stranger { // a chunk of a live lease: a peer the control plane let in
+			s.adm.prove(cs.ip)
+			s.adm.release(cs.ip)
+			cs.stranger = false
+		}
+		if err != nil {
+			return
+		}
+		if cs.stranger && !time.Now().Before(cs.proveBy) {
+			s.unproven.Add(1)
 			return
 		}
 	}
 }
 
-// answer sends every requested chunk through one buffer taken from the byte budget.
-func (s *Server) answer(c net.Conn, bw *bufio.Writer, req Request) error {
+// answer sends every requested chunk through one buffer taken from the byte budget; sent
+// says whether one of them was a chunk of a live lease.
+func (s *Server) answer(c net.Conn, bw *bufio.Writer, req Request) (sent bool, err error) {
 	buf := s.acquire()
 	if buf != nil {
 		defer s.release(buf)
@@ -252,17 +305,18 @@ func (s *Server) answer(c net.Conn, bw *bufio.Writer, req Request) error {
 		c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		var hb [chunkHeadLen]byte
 		if _, err := bw.Write(AppendChunkHeader(hb[:0], h)); err != nil {
-			return err
+			return sent, err
 		}
 		if _, err := bw.Write(p); err != nil {
-			return err
+			return sent, err
 		}
 		if h.Status == StatusOK {
+			sent = true
 			s.chunks.Add(1)
 			s.sentBytes.Add(int64(len(p)))
 		}
 	}
-	return bw.Flush()
+	return sent, bw.Flush()
 }
 
 func (s *Server) acquire() []byte {

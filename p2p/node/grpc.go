@@ -42,14 +42,14 @@ func (n *Node) lookupAndLock(ctx context.Context, req *p2ppb.LookupAndLockReques
 		ttl = n.opts.LeaseTTL
 	}
 	ttl = min(ttl, n.opts.MaxLeaseTTL)
-	l := n.leases.lock(keys, ttl)
+	l := n.leases.lock(keys, ttl, clientOf(ctx))
 	resp := &p2ppb.LookupAndLockResponse{LeaseMs: uint32(ttl.Milliseconds()), DataAddr: n.Peer().Data}
 	if l == nil {
 		return resp, nil
 	}
 	if ctx.Err() != nil {
 		// The requester gave up while we locked: nobody will use or unlock this lease.
-		n.leases.unlock(l.id)
+		n.leases.unlock(l.id, "")
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	for _, k := range l.keys { // a peer's use is a use
@@ -63,8 +63,8 @@ func (n *Node) lookupAndLock(ctx context.Context, req *p2ppb.LookupAndLockReques
 	return resp, nil
 }
 
-func (n *Node) unlock(req *p2ppb.UnlockRequest) *p2ppb.UnlockResponse {
-	return &p2ppb.UnlockResponse{Released: n.leases.unlock(req.LeaseId)}
+func (n *Node) unlock(ctx context.Context, req *p2ppb.UnlockRequest) *p2ppb.UnlockResponse {
+	return &p2ppb.UnlockResponse{Released: n.leases.unlock(req.LeaseId, clientOf(ctx))}
 }
 
 // peerAPI is what other nodes call.
@@ -77,8 +77,8 @@ func (a *peerAPI) LookupAndLock(ctx context.Context, req *p2ppb.LookupAndLockReq
 	return a.n.lookupAndLock(ctx, req)
 }
 
-func (a *peerAPI) Unlock(_ context.Context, req *p2ppb.UnlockRequest) (*p2ppb.UnlockResponse, error) {
-	return a.n.unlock(req), nil
+func (a *peerAPI) Unlock(ctx context.Context, req *p2ppb.UnlockRequest) (*p2ppb.UnlockResponse, error) {
+	return a.n.unlock(ctx, req), nil
 }
 
 // cacheAPI is what local clients call.
@@ -91,8 +91,8 @@ func (a *cacheAPI) LookupAndLock(ctx context.Context, req *p2ppb.LookupAndLockRe
 	return a.n.lookupAndLock(ctx, req)
 }
 
-func (a *cacheAPI) Unlock(_ context.Context, req *p2ppb.UnlockRequest) (*p2ppb.UnlockResponse, error) {
-	return a.n.unlock(req), nil
+func (a *cacheAPI) Unlock(ctx context.Context, req *p2ppb.UnlockRequest) (*p2ppb.UnlockResponse, error) {
+	return a.n.unlock(ctx, req), nil
 }
 
 func (a *cacheAPI) Put(_ context.Context, req *p2ppb.PutRequest) (*p2ppb.PutResponse, error) {

@@ -15,39 +15,49 @@ import (
 // lock) until the requester unlocks it, cancels the call, or the lease expires.
 type lease struct {
 	id    uint64
+	owner string // who asked (clientOf): counted against its cap, the only one who may unlock
 	keys  []engine.Key
 	hits  []engine.EntryMeta
 	timer *time.Timer
 }
 
 type leaseTable struct {
-	eng *sharded.Cache
+	eng            *sharded.Cache
+	maxAll, maxPer int // caps: leases held in all and per owner (Limits)
 
-	mu     sync.Mutex
-	m      map[uint64]*lease
-	closed bool
+	mu      sync.Mutex
+	m       map[uint64]*lease
+	byOwner map[string]int
+	closed  bool
 
-	granted, released, expired atomic.Int64
+	granted, released, expired, refused atomic.Int64
 }
 
-func newLeaseTable(eng *sharded.Cache) *leaseTable {
-	return &leaseTable{eng: eng, m: map[uint64]*lease{}}
+func newLeaseTable(eng *sharded.Cache, l *Limits) *leaseTable {
+	return &leaseTable{eng: eng, m: map[uint64]*lease{}, byOwner: map[string]int{}, maxAll: l.MaxLeases, maxPer: l.MaxLeasesPerClient}
 }
 
-// lock pins the leading prefix of keys that the cache holds and returns its lease, or nil
-// when the first key misses (nothing is pinned).
-func (t *leaseTable) lock(keys []engine.Key, ttl time.Duration) *lease {
+// lock pins the leading prefix of keys that the cache holds and returns its lease for
+// owner, or nil when the first key misses (nothing is pinned) or owner, or all owners
+// together, hold as many leases as the caps allow (counted as refused: a miss for the
+// requester).
+func (t *leaseTable) lock(keys []engine.Key, ttl time.Duration, owner string) *lease {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
+		return nil
+	}
+	if len(t.m) >= t.maxAll || t.byOwner[owner] >= t.maxPer {
+		t.refused.Add(1)
 		return nil
 	}
 	hits := t.eng.MetadataPrefix(keys, true)
 	if len(hits) == 0 {
 		return nil
 	}
-	l := &lease{id: t.newID(), keys: keys[:len(hits):len(hits)], hits: hits}
+	l := &lease{id: t.newID(), owner: owner, keys: keys[:len(hits):len(hits)], hits: hits}
 	t.m[l.id] = l
+	t.byOwner[owner]++
 	t.granted.Add(1)
 	l.timer = time.AfterFunc(ttl, func() {
 		if t.drop(l.id) {
@@ -69,8 +79,14 @@ func (t *leaseTable) newID() uint64 {
 	}
 }
 
-// unlock releases a lease; false when it is unknown (never granted, expired or released).
-func (t *leaseTable) unlock(id uint64) bool {
+// unlock releases owner's lease; false when it is unknown (never granted, expired, released
+// or another's). An empty owner releases any lease (the node itself).
+func (t *leaseTable) unlock(id uint64, owner string) bool {
+	if owner != "" {
+		if l, ok := t.get(id); !ok || l.owner != owner {
+			return false
+		}
+	}
 	if t.drop(id) {
 		t.released.Add(1)
 		return true
@@ -82,6 +98,11 @@ func (t *leaseTable) drop(id uint64) bool {
 	t.mu.Lock()
 	l, ok := t.m[id]
 	delete(t.m, id)
+	if ok {
+		if t.byOwner[l.owner]--; t.byOwner[l.owner] <= 0 {
+			delete(t.byOwner, l.owner)
+		}
+	}
 	t.mu.Unlock()
 	if !ok {
 		return false
@@ -115,6 +136,6 @@ func (t *leaseTable) close() {
 	}
 	t.mu.Unlock()
 	for _, id := range ids {
-		t.unlock(id)
+		t.unlock(id, "")
 	}
 }

@@ -90,7 +90,7 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	var err error
 	n := &Node{
 		cache: c, opts: opts, maxChunk: maxChunk,
-		leases: newLeaseTable(c), peers: newPeerPool(&opts), replicas: opts.replicas,
+		leases: newLeaseTable(c, &opts.Limits), peers: newPeerPool(&opts), replicas: opts.replicas,
 		peerLat: newLatency(), localLat: newLatency(), flights: newFlights(),
 	}
 	if opts.Eviction != EvictNone {
@@ -103,15 +103,16 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	n.peerLat.hist, n.localLat.hist = n.metrics.peerHist, n.metrics.locHist
 	n.data, err = dataplane.NewServer(n, dataplane.ServerConfig{
 		MaxChunk: n.maxChunk, MaxConns: opts.DataMaxConns, MaxInflightBytes: opts.DataMaxInflightBytes,
-		BusyWait: opts.DataBusyWait, Tamper: opts.TamperData, TLS: opts.dataServerTLS(),
+		BusyWait: opts.DataBusyWait, Tamper: opts.TamperData, TLS: opts.dataServerTLS(), Trusted: n.trusted, Reserved: opts.Limits.DataReserved,
+		ProveTimeout: opts.Limits.DataProveTimeout, StrangersPerIP: opts.Limits.DataStrangersPerIP,
 	})
 	if err != nil {
 		return nil, err
 	}
-	n.grpc = grpc.NewServer(opts.grpcServerOptions(
+	n.grpc = grpc.NewServer(opts.grpcServerOptions(append(opts.Limits.serverOptions(),
 		grpc.MaxRecvMsgSize(n.msgBytes()), grpc.MaxSendMsgSize(n.msgBytes()),
 		grpc.MaxConcurrentStreams(256),
-		grpc.UnaryInterceptor(n.deadline))...)
+		grpc.ChainUnaryInterceptor(n.deadline, n.authorize))...)...)
 	p2ppb.RegisterCacheServer(n.grpc, &cacheAPI{n: n})
 	p2ppb.RegisterPeerServer(n.grpc, &peerAPI{n: n})
 	return n, nil
@@ -153,7 +154,7 @@ func (n *Node) Start(control, data net.Listener) {
 		n.evict.seed(s, k)
 		return true
 	})
-	n.wg.Go(func() { n.grpc.Serve(control) })
+	n.wg.Go(func() { n.grpc.Serve(n.limitControl(control)) })
 	n.wg.Go(n.metrics.poll)
 	n.wg.Go(func() { n.data.Serve(data) })
 }

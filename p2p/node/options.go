@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/p2p"
+	"github.com/rbctl/rbctl/p2p/auth"
 	"github.com/rbctl/rbctl/p2p/secure"
 	"github.com/rbctl/rbctl/placement"
 )
@@ -72,6 +73,14 @@ type Options struct {
 	DataMaxInflightBytes int64
 	DataBusyWait         time.Duration
 
+	// Access control (auth.go): Tokens, when set, is what every gRPC call must present
+	// (auth.MetadataKey) and what it may do; PeerToken is the token this node presents to
+	// its peers (a token with the peer right in their files). Limits (limits.go): the
+	// fields below bound what one client can hold; zero takes the documented default.
+	Tokens    *auth.Tokens
+	PeerToken string
+	Limits    Limits
+
 	// TamperData (tests only) changes the bytes of chunks this node serves after their
 	// checksum was taken: a corrupting peer.
 	TamperData func(index uint32, payload []byte)
@@ -130,6 +139,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Eviction == EvictRegion && o.RegionSlots < 1 {
 		return fmt.Errorf("node: region eviction with regions of %d slots", o.RegionSlots)
+	}
+	if err := o.Limits.defaults(o.DataMaxConns); err != nil {
+		return err
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -62,10 +62,10 @@ func (p *peerPool) get(peer p2p.Peer) (*remote, error) {
 	}
 	bc := backoff.DefaultConfig
 	bc.BaseDelay, bc.MaxDelay = p.opts.BackoffBase, p.opts.BackoffMax
-	cc, err := grpc.NewClient(peer.Control,
+	cc, err := grpc.NewClient(peer.Control, append(p.opts.peerTokenOptions(),
 		grpc.WithTransportCredentials(p.opts.peerCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: p.opts.LookupTimeout}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(peerMsgBytes)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(peerMsgBytes)))...)
 	if err != nil {
 		return nil, err
 	}

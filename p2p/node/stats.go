@@ -22,6 +22,7 @@ type counters struct {
 	peerErrors, peerChunks, peerBytes       atomic.Int64
 	replicas, replicaBytes, replicaFailed   atomic.Int64
 	unlockFailed, flightWaits               atomic.Int64
+	authFailed, authDenied, ctlRefused      atomic.Int64
 }
 
 // cacheStats adds the cache's own figures: slots and checkpoints in all, and per device as
@@ -98,6 +99,8 @@ func (n *Node) Stats() Stats {
 	m["evicted"], m["evicted_replicas"], m["evict_pinned_skips"] = n.evict.stats()
 	m["single_flight_waits"] = c.flightWaits.Load()
 	m["admission_declined"] = n.admit.declinedCount()
+	m["auth_failed"], m["auth_denied"], m["leases_refused"] = c.authFailed.Load(), c.authDenied.Load(), n.leases.refused.Load()
+	m["control_conns_refused"], m["data_conns_unproven"] = c.ctlRefused.Load(), dp.Unproven
 	n.cacheStats(m)
 	n.tlsStats(m, dp)
 	if ds, ok := n.opts.Directory.(interface{ DirectoryStats() map[string]int64 }); ok {

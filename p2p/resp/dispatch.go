@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/rbctl/rbctl/p2p/auth"
 )
 
 // Store is what the dispatcher needs of a cache. Keys are passed as the client sent them;
@@ -43,6 +45,7 @@ type Auth func(user, password string) bool
 type Server struct {
 	Store   Store
 	Auth    Auth
+	Tokens  *auth.Tokens // tenant-scoped tokens as AUTH passwords (acl.go); nil: Auth's choice
 	Limits  Limits
 	Version string // reported by INFO and HELLO
 
@@ -57,6 +60,7 @@ type session struct {
 	name   string
 	authed bool
 	quit   bool
+	token  *auth.Token // what AUTH presented (Server.Tokens)
 }
 
 // reply writes RESP2 replies.
@@ -97,8 +101,12 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 	s.commands.Add(1)
 	cmd := strings.ToUpper(string(args[0]))
 	n := len(args) - 1
-	if s.Auth != nil && !ss.authed && cmd != "AUTH" && cmd != "HELLO" && cmd != "QUIT" {
+	if s.authRequired() && !ss.authed && cmd != "AUTH" && cmd != "HELLO" && cmd != "QUIT" {
 		r.err("NOAUTH Authentication required.")
+		return
+	}
+	if msg := s.permit(ss, cmd, args); msg != "" {
+		r.err(msg)
 		return
 	}
 	switch cmd {
@@ -314,11 +322,11 @@ func (s *Server) auth(ss *session, a [][]byte, r reply) {
 		r.err(wrongArgs("AUTH"))
 		return
 	}
-	if s.Auth == nil {
+	if !s.authRequired() {
 		r.err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 		return
 	}
-	if !s.Auth(user, pass) {
+	if !s.login(ss, user, pass) {
 		r.err("WRONGPASS invalid username-password pair or user is disabled.")
 		return
 	}
@@ -346,7 +354,7 @@ func (s *Server) hello(ss *session, a [][]byte, r reply) {
 					r.err("ERR Syntax error in HELLO option 'auth'")
 					return
 				}
-				if s.Auth == nil || !s.Auth(string(a[i+1]), string(a[i+2])) {
+				if !s.login(ss, string(a[i+1]), string(a[i+2])) {
 					r.err("WRONGPASS invalid username-password pair or user is disabled.")
 					return
 				}
@@ -365,7 +373,7 @@ func (s *Server) hello(ss *session, a [][]byte, r reply) {
 			}
 		}
 	}
-	if s.Auth != nil && !ss.authed {
+	if s.authRequired() && !ss.authed {
 		r.err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
 	}

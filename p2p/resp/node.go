@@ -128,7 +128,7 @@ func FrontEnd(o FrontEndOptions) node.FrontEnd {
 			o.Ready(l.Addr().String())
 		}
 		maxVal := int64(n.MaxPayload())
-		srv := &Server{Store: NodeStore{N: n, Ctx: ctx}, Auth: o.Auth, Version: o.Version,
+		srv := &Server{Store: NodeStore{N: n, Ctx: ctx}, Auth: o.Auth, Tokens: n.Tokens(), Version: o.Version,
 			Limits: Limits{MaxBulk: 2 * maxVal, MaxRequest: min(64*maxVal, 1<<30)}}
 		sctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})

@@ -167,6 +167,7 @@ var flagRules = map[string]flagRule{
 	"peer-timeout":   durRule(0.001, false, ""),
 	"fetch-timeout":  durRule(0.001, false, ""),
 	"replica-handle": intRule(-1, 65535),
+	"max-leases":     intRule(1, 1<<24), "max-leases-per-client": intRule(1, 1<<24),
 
 	// cluster-bench: the cluster and its workload (clusterbench.Options bounds them too).
 	"nodes":                        intRule(2, 16),

@@ -26,6 +26,7 @@ type remoteFlags struct {
 	server, salt    string
 	out             flagsets.Out
 	kf              flagsets.Key
+	tok             flagsets.Token
 	localOnly, json bool
 	maxKeys         int
 	tls             flagsets.TLS
@@ -43,7 +44,11 @@ func remoteLeaf(use string, short string, args cobra.PositionalArgs, run func(*c
 				return err
 			}
 		}
-		cl, err := rf.tls.Dial(rf.server)
+		opts, err := rf.tok.DialOptions(cmd.ErrOrStderr())
+		if err != nil {
+			return err
+		}
+		cl, err := rf.tls.Dial(rf.server, opts...)
 		if err != nil {
 			return err
 		}
@@ -54,6 +59,7 @@ func remoteLeaf(use string, short string, args cobra.PositionalArgs, run func(*c
 	f.StringVar(&rf.server, "server", "127.0.0.1:7470", "HOST:PORT of the node's control plane (rbctl serve --listen)")
 	f.BoolVar(&rf.json, "json", false, "print JSON")
 	rf.tls.Add(c, false)
+	rf.tok.Add(c)
 	if keyed {
 		rf.kf.Add(c)
 	}

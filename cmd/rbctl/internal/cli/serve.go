@@ -29,6 +29,7 @@ func newServeCmd() *cobra.Command {
 	var nf flagsets.Node
 	var mf flagsets.Membership
 	var tf flagsets.TLS
+	var af flagsets.Access
 	cmd := &cobra.Command{
 		Use:   "serve DEV [DEV...]",
 		Short: "Serve a cache (several DEVs: the shards of one) to clients and peers (gRPC control plane, TCP data plane) until interrupted",
@@ -49,6 +50,9 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			if err := mf.Apply(&cl, &opts, args, opts.Logger); err != nil {
+				return err
+			}
+			if err := af.Apply(&opts, &cl, len(peers) > 0, opts.Logger); err != nil {
 				return err
 			}
 			if len(peers) > 0 {
@@ -93,6 +97,7 @@ func newServeCmd() *cobra.Command {
 	nf.Add(cmd)
 	mf.Add(cmd)
 	tf.Add(cmd, true)
+	af.Add(cmd)
 	pf.add(cmd, "the node's writes")
 	dev.cache.addNamespace(cmd)
 	return cmd

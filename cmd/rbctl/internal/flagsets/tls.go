@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/p2p/client"
@@ -82,7 +84,7 @@ func (f *TLS) Serve(ctx context.Context, opts *node.Options, w io.Writer, log *s
 }
 
 // Dial connects a client to addr: over TLS when --tls-ca is given, else plain TCP.
-func (f *TLS) Dial(addr string) (*client.Client, error) {
+func (f *TLS) Dial(addr string, opts ...grpc.DialOption) (*client.Client, error) {
 	if err := f.Files.CheckClient(); err != nil {
 		if f.Files.CA == "" {
 			return nil, errors.New("--tls-cert and --tls-key need --tls-ca (the CA that signed the node's certificate)")
@@ -90,13 +92,13 @@ func (f *TLS) Dial(addr string) (*client.Client, error) {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	}
 	if f.Files.Empty() {
-		return client.Dial(addr, 0)
+		return client.Dial(addr, 0, opts...)
 	}
 	m, err := secure.Load(f.Files, nil)
 	if err != nil {
 		return nil, fmt.Errorf("TLS: %v", err)
 	}
-	return client.DialTLS(addr, 0, m)
+	return client.DialTLS(addr, 0, m, opts...)
 }
 
 // Explain adds what to do to a failed call of a client f dialled when the node refused the
