@@ -87,11 +87,11 @@ func TestTenantTokensAcrossNamespaces(t *testing.T) {
 	a, b, admin := as(secretA), as(secretB), as(secretAdmin)
 	kb, ka := saltKey(1, "tenantB"), saltKey(2, "tenantA")
 	valB, valA := payloadN(1, 1000), payloadN(2, 1000)
-	if ok, _, err := b.Put(ctx, kb, valB); !ok || err != nil {
-		t.Fatalf("B puts its key: %v %v", ok, err)
+	if o, err := b.Put(ctx, kb, valB); !o.Stored || err != nil {
+		t.Fatalf("B puts its key: %+v %v", o, err)
 	}
-	if ok, _, err := a.Put(ctx, ka, valA); !ok || err != nil {
-		t.Fatalf("A puts its key: %v %v", ok, err)
+	if o, err := a.Put(ctx, ka, valA); !o.Stored || err != nil {
+		t.Fatalf("A puts its key: %+v %v", o, err)
 	}
 
 	cc, err := grpc.NewClient(n.Peer().Control, from, grpc.WithTransportCredentials(insecure.NewCredentials()), client.WithToken(secretA))
@@ -106,7 +106,7 @@ func TestTenantTokensAcrossNamespaces(t *testing.T) {
 		"list":                 func() error { _, err := a.List(ctx, "", 0); return err },
 		"list B's salt":        func() error { _, err := a.List(ctx, "tenantB", 0); return err },
 		"stats":                func() error { _, err := a.Stats(ctx); return err },
-		"overwrite B's key":    func() error { _, _, err := a.Put(ctx, kb, []byte("FORGED by A")); return err },
+		"overwrite B's key":    func() error { _, err := a.Put(ctx, kb, []byte("FORGED by A")); return err },
 		"delete B's key":       func() error { _, err := a.Delete(ctx, kb, false); return err },
 		"force-delete B's key": func() error { _, err := a.Delete(ctx, kb, true); return err },
 		"force-delete own key": func() error { _, err := a.Delete(ctx, ka, true); return err },
@@ -133,7 +133,7 @@ func TestTenantTokensAcrossNamespaces(t *testing.T) {
 		if _, err := c.Get(ctx, kb, true); status.Code(err) != codes.Unauthenticated {
 			t.Errorf("%s: get: %v, want Unauthenticated", name, err)
 		}
-		if _, _, err := c.Put(ctx, saltKey(3, "tenantB"), []byte("x")); status.Code(err) != codes.Unauthenticated {
+		if _, err := c.Put(ctx, saltKey(3, "tenantB"), []byte("x")); status.Code(err) != codes.Unauthenticated {
 			t.Errorf("%s: put: %v, want Unauthenticated", name, err)
 		}
 	}
@@ -202,8 +202,8 @@ func TestPeerToken(t *testing.T) {
 	defer ca.Close()
 	ctx := context.Background()
 	for i := range 2 {
-		if ok, _, err := ca.Put(ctx, saltKey(i, "tenantA"), payloadN(i, 4096)); !ok || err != nil {
-			t.Fatal(ok, err)
+		if o, err := ca.Put(ctx, saltKey(i, "tenantA"), payloadN(i, 4096)); !o.Stored || err != nil {
+			t.Fatal(o, err)
 		}
 	}
 	for _, c := range []struct {
@@ -256,8 +256,8 @@ func TestLeaseCaps(t *testing.T) {
 		return granted
 	}
 	ca := dialAs(t, n, secretAdmin)
-	if ok, _, err := ca.Put(context.Background(), saltKey(1, "tenantA"), []byte("v")); !ok || err != nil {
-		t.Fatal(ok, err)
+	if o, err := ca.Put(context.Background(), saltKey(1, "tenantA"), []byte("v")); !o.Stored || err != nil {
+		t.Fatal(o, err)
 	}
 	if g := lockAs(secretA, 20); g != 5 {
 		t.Fatalf("client a got %d leases, cap 5", g)

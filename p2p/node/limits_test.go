@@ -64,7 +64,7 @@ func TestControlConnectionBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		ok, _, err := c.Put(context.Background(), wireKeyN(1), []byte("v"))
-		return ok && err == nil
+		o, err := c.Put(context.Background(), wireKeyN(1), []byte("v"))
+		return o.Stored && err == nil
 	})
 }
