@@ -14,7 +14,6 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
@@ -86,14 +85,12 @@ func plan(dev blockdev.Device, o FormatOptions) (engine.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	if o.Placement != "" && o.Placement != "none" {
-		pol, err := placement.Parse(o.Placement, info.Handles)
-		if err != nil {
-			return cfg, fmt.Errorf("placement %s on %s: %w", o.Placement, info.Path, err)
-		}
-		if pol.Name() != "none" {
-			cfg.Placer = pol
-		}
+	pol, err := policyFor(dev, o.Placement)
+	if err != nil {
+		return cfg, err
+	}
+	if pol != nil {
+		cfg.Placer = pol
 	}
 	if o.Tweak != nil {
 		if err := o.Tweak(dev, &cfg); err != nil {

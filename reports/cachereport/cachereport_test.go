@@ -9,6 +9,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // formatted formats a 4 MiB memory device and stores keys with salt "s".
@@ -139,8 +140,8 @@ func TestRefusalAndRepairs(t *testing.T) {
 
 func TestEscapeAndBytes(t *testing.T) {
 	for in, want := range map[string]string{"plain/key@1": "plain/key@1", "a\nb": `a\nb`, "\x1b[0m": `\x1b[0m`, "a\\b": `a\\b`, "\xff": `\xff`} {
-		if got := Escape(in); got != want {
-			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		if got := reports.Escape(in); got != want {
+			t.Errorf("reports.Escape(%q) = %q, want %q", in, got, want)
 		}
 	}
 	for n, want := range map[int64]string{512: "512 B", 1536: "1.5 KiB", 1 << 30: "1.0 GiB"} {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // Choice is the checkpoint recovery chose, and why, as JSON (inspect, recover).
@@ -48,7 +49,7 @@ func ChoiceOf(sel engine.Selection) Choice {
 		j.LostKeys = &n
 	}
 	for _, k := range sel.LostSample {
-		j.LostSample = append(j.LostSample, Escape(k))
+		j.LostSample = append(j.LostSample, reports.Escape(k))
 	}
 	for _, c := range sel.Candidates {
 		j.Candidates = append(j.Candidates, Candidate{Container: c.Container, Usable: c.Usable, HeaderSeq: c.HeaderSeq, Seq: c.Seq,
@@ -61,9 +62,9 @@ func ChoiceOf(sel engine.Selection) Choice {
 // ChoiceLines renders the checkpoint choice for people: which, why, what was lost.
 func ChoiceLines(sel engine.Selection) []string {
 	if sel.Container < 0 {
-		return []string{"checkpoint: none usable (" + Escape(sel.Reason) + ")"}
+		return []string{"checkpoint: none usable (" + reports.Escape(sel.Reason) + ")"}
 	}
-	out := []string{fmt.Sprintf("checkpoint: container %d, seq %d: %s", sel.Container, sel.Seq, Escape(sel.Reason))}
+	out := []string{fmt.Sprintf("checkpoint: container %d, seq %d: %s", sel.Container, sel.Seq, reports.Escape(sel.Reason))}
 	switch {
 	case sel.Fallback && !sel.LostKnown:
 		out = append(out, "fallback: keys lost: unknown (the rejected container cannot be read)")
@@ -91,7 +92,7 @@ func ChoiceLines(sel engine.Selection) []string {
 func LostSample(sel engine.Selection) string {
 	s := make([]string, len(sel.LostSample))
 	for i, k := range sel.LostSample {
-		s[i] = Escape(k)
+		s[i] = reports.Escape(k)
 	}
 	if sel.Lost > len(s) {
 		s = append(s, "...")

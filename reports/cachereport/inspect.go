@@ -8,6 +8,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // InspectOptions choose what Inspect reads besides the metadata.
@@ -142,14 +143,14 @@ func (r *Inspection) WriteText(w io.Writer) error {
 		return err
 	}
 	for _, d := range r.Dropped {
-		fmt.Fprintf(w, "would drop %s (slot %d): %s\n", Escape(d.Key), d.Slot, d.Reason)
+		fmt.Fprintf(w, "would drop %s (slot %d): %s\n", reports.Escape(d.Key), d.Slot, d.Reason)
 	}
 	if !r.opts.Keys {
 		return nil
 	}
 	var kr [][]string
 	for _, k := range r.Keys {
-		kr = append(kr, []string{strconv.FormatUint(uint64(k.Slot), 10), Escape(k.Key), strconv.Itoa(k.Size), Escape(k.Salt), k.CRC})
+		kr = append(kr, []string{strconv.FormatUint(uint64(k.Slot), 10), reports.Escape(k.Key), strconv.Itoa(k.Size), reports.Escape(k.Salt), k.CRC})
 	}
 	return Table(w, []string{"slot", "key", "size", "cache_salt", "crc32c"}, kr)
 }

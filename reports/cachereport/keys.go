@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // Key is one entry of the index, as ls and inspect --keys list it.
@@ -47,7 +48,7 @@ func WriteKeys(w io.Writer, keys []Key) error {
 		if k.Handle >= 0 {
 			h = strconv.Itoa(int(k.Handle))
 		}
-		rows = append(rows, []string{Escape(k.Key), strconv.Itoa(k.Size), strconv.FormatUint(uint64(k.Slot), 10), Escape(k.Salt), h})
+		rows = append(rows, []string{reports.Escape(k.Key), strconv.Itoa(k.Size), strconv.FormatUint(uint64(k.Slot), 10), reports.Escape(k.Salt), h})
 	}
 	return Table(w, []string{"key", "size", "slot", "cache_salt", "handle"}, rows)
 }

@@ -75,21 +75,3 @@ func Table(w io.Writer, header []string, rows [][]string) error {
 	}
 	return t.Render()
 }
-
-// Escape renders untrusted text (keys, salts, model names read from a device or given on
-// the command line) with control characters and invalid UTF-8 escaped, so that output never
-// carries terminal escape sequences or line breaks that were not ours.
-func Escape(s string) string {
-	clean := true
-	for _, c := range s {
-		if c < 0x20 || c == 0x7f || c == '\\' || (c >= 0x80 && c < 0xa0) || c == 0xfffd {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	q := strconv.QuoteToASCII(s)
-	return q[1 : len(q)-1]
-}

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // ErrRefused marks a repair Recover did not write because it would do harm that only an
@@ -130,7 +131,7 @@ func Refusal(st engine.RecoveryReport) string {
 	case st.Loaded > 0:
 		why := ""
 		if len(st.Dropped) > 0 {
-			why = fmt.Sprintf(" (first: %s in slot %d: %s)", Escape(st.Dropped[0].Key), st.Dropped[0].Slot, st.Dropped[0].Reason)
+			why = fmt.Sprintf(" (first: %s in slot %d: %s)", reports.Escape(st.Dropped[0].Key), st.Dropped[0].Slot, st.Dropped[0].Reason)
 		}
 		return fmt.Sprintf("the repaired index would hold no key: all %d entries of container %d (seq %d) fail verification%s", st.Loaded, sel.Container, sel.Seq, why)
 	case sel.Fallback && !sel.LostKnown:
@@ -145,14 +146,14 @@ func Refusal(st engine.RecoveryReport) string {
 func (r *Recovery) WriteText(w io.Writer) error {
 	if s := r.Scan; s != nil {
 		fmt.Fprintf(w, "%s: no checkpoint usable: index rebuilt from the slot headers (layout from %s): %d slots read, %d entries rebuilt, %d older versions superseded, %d failed verification, %d headers without a key record, %d empty; %d free slots (%.1f ms)\n",
-			r.Device, Escape(s.LayoutSource), s.Slots, s.Rebuilt, s.Superseded, s.Failed, s.NoKeyRecord, s.Empty, r.TotalFree, r.DurationMs)
+			r.Device, reports.Escape(s.LayoutSource), s.Slots, s.Rebuilt, s.Superseded, s.Failed, s.NoKeyRecord, s.Empty, r.TotalFree, r.DurationMs)
 	} else {
 		fmt.Fprintf(w, "%s: checkpoint container %d seq %d (%s): %d entries, kept %d, dropped %d, %d free slots (%d on the free lists + %d never used) (%.1f ms)\n",
 			r.Device, r.Container, r.Seq, r.Format, r.Loaded, r.Kept, len(r.Dropped), r.TotalFree, r.FreeSlots, r.NeverUsed, r.DurationMs)
 	}
 	lines := ChoiceLines(r.sel)
 	for _, d := range r.Dropped {
-		lines = append(lines, fmt.Sprintf("dropped %s (slot %d): %s", Escape(d.Key), d.Slot, d.Reason))
+		lines = append(lines, fmt.Sprintf("dropped %s (slot %d): %s", reports.Escape(d.Key), d.Slot, d.Reason))
 	}
 	for _, rp := range r.Repairs {
 		lines = append(lines, "repair: "+rp)
