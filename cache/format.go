@@ -1,7 +1,9 @@
 // Package cache holds the operations on a whole raw-block cache that rbctl's commands run
-// beyond the engine's own API: FormatAll lays out a new cache on one device or sharded over
-// several, after the safety checks; InspectAll and RecoverAll report on (and repair) each
-// device of one; CreateFile makes the regular file a cache lives in.
+// beyond the engine's own API: Open opens an existing cache with the CLI's safety rules;
+// FormatAll lays out a new cache on one device or sharded over several, after the safety
+// checks; Inspect and Recover (InspectAll, RecoverAll for every device of one) read and
+// repair it, filling the reports of reports/cachereport; CreateFile makes the regular file
+// a cache lives in.
 package cache
 
 import (
@@ -112,7 +114,7 @@ func write(dev blockdev.Device, path string, cfg engine.Config) (lay cachereport
 		dev.Close()
 		return lay, !errors.Is(err, engine.ErrConfig) && !errors.Is(err, engine.ErrDeviceTooSmall), fmt.Errorf("format %s: %w", path, err)
 	}
-	lay = cachereport.LayoutOf(e.Layout(), cfg)
+	lay = LayoutOf(e.Layout(), cfg)
 	if err := e.Close(); err != nil {
 		return lay, true, fmt.Errorf("format %s: %w", path, err)
 	}

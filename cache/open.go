@@ -17,7 +17,6 @@ import (
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
-	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
 // ScanMode says when Open rebuilds the index from the key records in the slot headers
@@ -38,7 +37,7 @@ const (
 // with the namespace the device shows, no placement and no scan.
 type OpenOptions struct {
 	// Device is how the path is opened (Open); ReadOnly and Exclusive follow ReadOnly, and
-	// its QueueDepth (at least 1) is the engine's.
+	// its QueueDepth, when set, is the engine's.
 	Device   devices.Options
 	ReadOnly bool
 	// Namespace is the key namespace when nothing on the device tells it (an empty LMCache
@@ -85,7 +84,7 @@ func (e *NamespaceError) Error() string {
 type FallbackError struct{ Selection engine.Selection }
 
 func (e *FallbackError) Error() string {
-	return reports.Escape(e.Selection.Reason) + "; " + cachereport.LostText(e.Selection) + ", and writing would replace it"
+	return reports.Escape(e.Selection.Reason) + "; " + ChoiceOf(e.Selection).LostText() + ", and writing would replace it"
 }
 
 // Open opens the cache on path (devices.Open, with o.Device) and recovers it (OpenDevice).
@@ -112,9 +111,16 @@ func OpenDevice(dev blockdev.Device, path string, o OpenOptions) (*engine.Engine
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return openDetected(dev, path, d, o)
+}
+
+// openDetected recovers the cache on dev with the layout d detected (Detect with o).
+func openDetected(dev blockdev.Device, path string, d engine.Detection, o OpenOptions) (*engine.Engine, error) {
 	cfg := d.Config
 	cfg.ReadOnly, cfg.Periodic = o.ReadOnly, false
-	cfg.QueueDepth = max(o.Device.QueueDepth, 1)
+	if o.Device.QueueDepth > 0 {
+		cfg.QueueDepth = o.Device.QueueDepth
+	}
 	pol, err := policyFor(dev, o.Placement)
 	if err != nil {
 		dev.Close()

@@ -1,12 +1,9 @@
 package cachereport
 
 import (
-	"fmt"
 	"io"
-	"sort"
 	"strconv"
 
-	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/reports"
 )
 
@@ -19,25 +16,6 @@ type Key struct {
 	Salt   string `json:"cache_salt,omitempty"`
 	Handle int32  `json:"handle"`
 	CRC    string `json:"crc32c,omitempty"`
-}
-
-// Keys lists the entries of e (only those with cache_salt salt, when salt is not ""),
-// sorted by key; never nil.
-func Keys(e *engine.Engine, salt string) []Key {
-	keys := []Key{}
-	e.Entries(func(k engine.Key, m engine.EntryMeta) bool {
-		if salt != "" && k.CacheSalt() != salt {
-			return true
-		}
-		ik := Key{Key: k.String(), Slot: m.Slot, Offset: m.Offset, Size: m.Size, Salt: k.CacheSalt(), Handle: int32(m.Handle)}
-		if m.HasChecksum {
-			ik.CRC = fmt.Sprintf("%08x", m.Checksum)
-		}
-		keys = append(keys, ik)
-		return true
-	})
-	sort.Slice(keys, func(i, j int) bool { return keys[i].Key < keys[j].Key })
-	return keys
 }
 
 // WriteKeys renders keys as ls's table; "-" is a key written without a placement directive.

@@ -10,12 +10,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/devices/safety"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/placement"
-	"github.com/rbctl/rbctl/reports/cachereport"
 	"github.com/rbctl/rbctl/sim"
 	"github.com/rbctl/rbctl/units"
 	"github.com/rbctl/rbctl/workloads"
@@ -79,7 +79,7 @@ func flagHints(cmd *cobra.Command, err error) []string {
 			hints = append(hints, "pass --force to overwrite it")
 		case errors.Is(err, safety.ErrHasData):
 			hints = append(hints, "pass --force to destroy it")
-		case errors.Is(err, cachereport.ErrRefused):
+		case errors.Is(err, cache.ErrRefused):
 			hints = append(hints, "pass --force to write it anyway (--dry-run lists what would be dropped)")
 		}
 	}
