@@ -203,8 +203,8 @@ func TestApplyStateDropsInvalidEntries(t *testing.T) {
 	if e.live != 2 || len(e.recovery.Dropped) != 7 {
 		t.Fatalf("live %d, dropped %+v", e.live, e.recovery.Dropped)
 	}
-	if e.nextSlot != 6 {
-		t.Fatalf("next_slot %d: must move past the live slot 5 so it is never handed out twice", e.nextSlot)
+	if e.alloc.nextSlot != 6 {
+		t.Fatalf("next_slot %d: must move past the live slot 5 so it is never handed out twice", e.alloc.nextSlot)
 	}
 	if e.alloc.nfree != 4 { // slots 1,2,3,4
 		t.Fatalf("free = %d", e.alloc.nfree)
