@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
@@ -139,11 +140,11 @@ func TestOpenScanModes(t *testing.T) {
 }
 
 // lmcacheEmptyV1 is a 16 MiB device as LMCache leaves it after formatting: one v1 JSON
-// checkpoint without entries (testdata/lmcache-v1-empty.json) in container 0, which records
-// no key namespace.
+// checkpoint without entries (the engine's golden engine/testdata/lmcache/empty.json) in
+// container 0, which records no key namespace.
 func lmcacheEmptyV1(t *testing.T) *blockdev.Mem {
 	t.Helper()
-	js, err := os.ReadFile("testdata/lmcache-v1-empty.json")
+	js, err := os.ReadFile(filepath.Join("..", "engine", "testdata", "lmcache", "empty.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

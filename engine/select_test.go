@@ -491,8 +491,7 @@ func TestMixedFormatsAreReported(t *testing.T) {
 	m := history(t, c) // container 0: compact seq 3
 	lay := layoutOf(t, m, c)
 	// LMCache could not decode the compact checkpoint, started empty and wrote seq 4.
-	js := `{"version":1,"device_path":"","capacity_bytes":16777216,"block_align":4096,"header_bytes":4096,"slot_bytes":65536,"meta_total_bytes":1048576,"meta_magic":"LMCIDX01","meta_version":1,"data_base_offset":1048576,"next_slot":0,"entries":{}}`
-	writeLMCacheContainer(m, lay, 1, 4, js)
+	writeLMCacheContainer(m, lay, 1, 4, golden("empty.json"))
 	d, err := Detect(m)
 	if err != nil {
 		t.Fatal(err)
