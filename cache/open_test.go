@@ -7,10 +7,12 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // memCache formats a 4 MiB memory cache (mutate adjusts the config) holding keys puts, a
@@ -55,6 +57,42 @@ func TestOpenRecoversWithTheDetectedLayoutAndTweak(t *testing.T) {
 	}
 	if n := e.Usage().SlotsUsed; n != 2 {
 		t.Errorf("%d entries, want 2", n)
+	}
+}
+
+// The policy is built for the device's handles and seeded from the entries: a salt keeps
+// the handle it was written with although a fresh policy would hand out handles anew.
+func TestOpenPlacementSeeded(t *testing.T) {
+	mem, _ := memCache(t, func(c *engine.Config) {
+		c.Placer, _ = placement.Parse("cache-salt", 8)
+	}, 0)
+	e, err := OpenDevice(mem.Reopen(), "mem", OpenOptions{Placement: "cache-salt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, salt := range []string{"a", "b"} { // handles 0 and 1, first seen first
+		k := engine.ObjectKey("m", 0, []byte{byte(i)}, salt)
+		if res, err := e.PutMany([]engine.Key{k}, [][]byte{{1}}); err != nil || len(res.Stored) != 1 {
+			t.Fatalf("put %s: %v", salt, err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err = OpenDevice(mem.Reopen(), "mem", OpenOptions{Placement: "cache-salt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.CloseNoCheckpoint()
+	pol := e.Config().Placer
+	if pol == nil || pol.Name() != "cache-salt" {
+		t.Fatalf("placer %v", pol)
+	}
+	if h := pol.Place(placement.Write{CacheSalt: "b"}); h != 1 {
+		t.Errorf("salt b after reopen on handle %d, want 1 (seeded)", h)
+	}
+	if _, err := OpenDevice(mem.Reopen(), "mem", OpenOptions{Placement: "no-such-policy"}); err == nil || !strings.Contains(err.Error(), "placement no-such-policy on ") {
+		t.Errorf("unknown policy: %v", err)
 	}
 }
 

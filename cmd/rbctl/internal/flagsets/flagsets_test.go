@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
 )
@@ -63,10 +62,6 @@ func TestPlacement(t *testing.T) {
 	}
 	if err := (&Placement{Spec: "no-such-policy"}).Check(); err == nil || !strings.HasPrefix(err.Error(), "--placement no-such-policy: ") {
 		t.Errorf("unknown policy: %v", err)
-	}
-	p, err := (&Placement{Spec: "cache-salt"}).Policy(blockdev.Info{Path: "d", Handles: 4})
-	if err != nil || p == nil || p.Name() != "cache-salt" {
-		t.Errorf("cache-salt on 4 handles: %v, %v", p, err)
 	}
 	if got, err := Policies(" none, ,cache-salt,"); err != nil || strings.Join(got, "|") != "none|cache-salt" {
 		t.Errorf("Policies: %q, %v", got, err)
