@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/internal/looptest"
 )
 
 func tempFile(t *testing.T, size int64) string {
@@ -163,34 +164,8 @@ func TestFileReadOnlyRefusesWrites(t *testing.T) {
 	}
 }
 
-// LoopDevice attaches a temporary file of size bytes to a loop device (root only) and
-// returns its path; it skips the test with the reason when that is impossible.
-func LoopDevice(t *testing.T, size int64) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to attach a loop device")
-	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("losetup not installed (util-linux)")
-	}
-	img := filepath.Join(t.TempDir(), "loop.img")
-	if err := CreateFile(img, size); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).CombinedOutput()
-	if err != nil {
-		out, err = exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-	}
-	if err != nil {
-		t.Skipf("cannot attach a loop device: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
-	return dev
-}
-
 func TestLoopDeviceDirect(t *testing.T) {
-	dev := LoopDevice(t, 8<<20)
+	dev := looptest.New(t, 8<<20, looptest.Options{DirectIO: true})
 	d, err := OpenFile(dev, DefaultFileOptions())
 	if err != nil {
 		t.Fatal(err)

@@ -3,11 +3,11 @@ package blockdev
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rbctl/rbctl/internal/looptest"
 	"github.com/rbctl/rbctl/internal/uring"
 )
 
@@ -138,18 +138,7 @@ func TestUringWriteStreamsRefused(t *testing.T) {
 		t.Fatalf("handle beyond the streams: %v", err)
 	}
 
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a loop device")
-	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("losetup not installed")
-	}
-	out, err := exec.Command("losetup", "--find", "--show", uringTestFile(t, 4<<20)).CombinedOutput()
-	if err != nil {
-		t.Skipf("no loop device: %v: %s", err, out)
-	}
-	loop := strings.TrimSpace(string(out))
-	defer exec.Command("losetup", "-d", loop).Run()
+	loop := looptest.Attach(t, uringTestFile(t, 4<<20), looptest.Options{})
 	_, err = OpenUring(loop, UringOptions{WriteStreams: true})
 	// A loop device has no streams; a kernel before 6.16 has none at all.
 	if !errors.Is(err, ErrNoWriteStreams) && !errors.Is(err, ErrWriteStreamsKernel) {

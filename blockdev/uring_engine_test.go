@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/enginetest"
+	"github.com/rbctl/rbctl/internal/looptest"
 	"github.com/rbctl/rbctl/internal/uring"
 )
 
@@ -46,25 +45,7 @@ func TestEnginePutLoadOnUringLoopDevice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short (the QEMU VM run): the full unit run on the root CI host covers it")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to attach a loop device")
-	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("losetup not installed")
-	}
-	img := filepath.Join(t.TempDir(), "engine-loop.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 64<<20); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).CombinedOutput()
-	if err != nil {
-		t.Skipf("no loop device available: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	dev := looptest.New(t, 64<<20, looptest.Options{DirectIO: true})
 
 	open := func() blockdev.Device {
 		d, err := blockdev.OpenUring(dev, blockdev.UringOptions{QueueDepth: 32, Rings: 2, Exclusive: true})

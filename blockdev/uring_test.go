@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/rbctl/rbctl/internal/looptest"
 	"github.com/rbctl/rbctl/internal/uring"
 )
 
@@ -271,19 +271,7 @@ func TestUringConcurrentSubmitters(t *testing.T) {
 
 // TestUringLoopDevice runs the data path, BLKDISCARD and flush on a real loop device.
 func TestUringLoopDevice(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to attach a loop device")
-	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("losetup not installed")
-	}
-	img := uringTestFile(t, 16<<20)
-	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).CombinedOutput()
-	if err != nil {
-		t.Skipf("no loop device available: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	dev := looptest.Attach(t, uringTestFile(t, 16<<20), looptest.Options{DirectIO: true})
 	d := openUringOrSkip(t, dev, UringOptions{QueueDepth: 16, Rings: 2, Exclusive: true})
 	info := d.Info()
 	if info.Kind != KindBlock || info.Size != 16<<20 {

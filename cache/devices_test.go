@@ -13,7 +13,6 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
 // shardWithKeys formats an 8 MiB file at p and stores n keys in it.
@@ -52,7 +51,7 @@ func TestInspectAllRowsAndTotal(t *testing.T) {
 	a, b := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")
 	shardWithKeys(t, a, 2)
 	shardWithKeys(t, b, 3)
-	rep, err := InspectAll([]string{a, b}, openRO, cachereport.InspectOptions{})
+	rep, err := InspectAll([]string{a, b}, openRO, InspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +66,7 @@ func TestInspectAllRowsAndTotal(t *testing.T) {
 	// A missing device and one that holds no cache: each its own error, the other rows
 	// still there; exit code 3 (fs.ErrNotExist) only while every failure is a missing device.
 	missing, junk := filepath.Join(dir, "missing.img"), filepath.Join(dir, "junk.img")
-	rep, err = InspectAll([]string{a, missing}, openRO, cachereport.InspectOptions{})
+	rep, err = InspectAll([]string{a, missing}, openRO, InspectOptions{})
 	if !errors.Is(err, fs.ErrNotExist) || rep.Total.Failed != 1 || rep.Total.Entries != 2 || rep.Devices[0].Inspection == nil || rep.Devices[1].Error == "" {
 		t.Fatalf("with a missing device: %v %+v", err, rep.Total)
 	}
@@ -83,11 +82,11 @@ func TestInspectAllRowsAndTotal(t *testing.T) {
 	if err := os.WriteFile(junk, bytes.Repeat([]byte{0xa5}, 8<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = InspectAll([]string{missing, junk, a}, openRO, cachereport.InspectOptions{})
+	_, err = InspectAll([]string{missing, junk, a}, openRO, InspectOptions{})
 	if errors.Is(err, fs.ErrNotExist) || !errors.Is(err, engine.ErrNoCheckpoint) || !strings.Contains(err.Error(), "2 of 3 devices failed") {
 		t.Errorf("missing + junk: %v", err)
 	}
-	if _, err := InspectAll([]string{a, a}, openRO, cachereport.InspectOptions{}); !errors.Is(err, devices.ErrSameDevice) {
+	if _, err := InspectAll([]string{a, a}, openRO, InspectOptions{}); !errors.Is(err, devices.ErrSameDevice) {
 		t.Errorf("same device twice: %v", err)
 	}
 }
@@ -126,7 +125,7 @@ func TestRecoverAllRepairsEachDevice(t *testing.T) {
 			return engine.Open(d, cfg)
 		},
 		Progress: func(done, total int) { calls, lastDone, lastTotal = calls+1, done, total }}
-	o.Report.DryRun = true
+	o.Repair.DryRun = true
 	rep, err := RecoverAll(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +139,7 @@ func TestRecoverAllRepairsEachDevice(t *testing.T) {
 	if got, _ := os.ReadFile(b); !bytes.Equal(got, img) {
 		t.Fatal("a dry run wrote")
 	}
-	o.Report.DryRun, o.Progress = false, nil
+	o.Repair.DryRun, o.Progress = false, nil
 	rep, err = RecoverAll(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 // Package cache holds the operations on a whole raw-block cache that rbctl's commands run
-// beyond the engine's own API: FormatAll lays out a new cache on one device or sharded over
-// several, after the safety checks; InspectAll and RecoverAll report on (and repair) each
-// device of one; CreateFile makes the regular file a cache lives in.
+// beyond the engine's own API: Open opens an existing cache with the CLI's safety rules;
+// FormatAll lays out a new cache on one device or sharded over several, after the safety
+// checks; Inspect and Recover (InspectAll, RecoverAll for every device of one) read and
+// repair it, filling the reports of reports/cachereport; CreateFile makes the regular file
+// a cache lives in.
 package cache
 
 import (
@@ -14,7 +16,6 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
@@ -86,14 +87,12 @@ func plan(dev blockdev.Device, o FormatOptions) (engine.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	if o.Placement != "" && o.Placement != "none" {
-		pol, err := placement.Parse(o.Placement, info.Handles)
-		if err != nil {
-			return cfg, fmt.Errorf("placement %s on %s: %w", o.Placement, info.Path, err)
-		}
-		if pol.Name() != "none" {
-			cfg.Placer = pol
-		}
+	pol, err := policyFor(dev, o.Placement)
+	if err != nil {
+		return cfg, err
+	}
+	if pol != nil {
+		cfg.Placer = pol
 	}
 	if o.Tweak != nil {
 		if err := o.Tweak(dev, &cfg); err != nil {
@@ -115,7 +114,7 @@ func write(dev blockdev.Device, path string, cfg engine.Config) (lay cachereport
 		dev.Close()
 		return lay, !errors.Is(err, engine.ErrConfig) && !errors.Is(err, engine.ErrDeviceTooSmall), fmt.Errorf("format %s: %w", path, err)
 	}
-	lay = cachereport.LayoutOf(e.Layout(), cfg)
+	lay = LayoutOf(e.Layout(), cfg)
 	if err := e.Close(); err != nil {
 		return lay, true, fmt.Errorf("format %s: %w", path, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/fdp"
+	"github.com/rbctl/rbctl/internal/looptest"
 	"github.com/rbctl/rbctl/nvme"
 )
 
@@ -104,20 +105,7 @@ func TestPassthruNVMeDevice(t *testing.T) {
 // O_EXCL for as long as it is open (here a loop device stands in for /dev/nvmeXnY), so a
 // second writer — through any engine — and a mount are refused; readers only share a lock.
 func TestClaimNamespaceOnABlockDevice(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a loop device")
-	}
-	img := filepath.Join(t.TempDir(), "ns.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.Truncate(img, 16<<20)
-	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot attach a loop device here: %v: %s", err, out)
-	}
-	loop := strings.TrimSpace(string(out))
-	defer exec.Command("losetup", "-d", loop).Run()
+	loop := looptest.New(t, 16<<20, looptest.Options{})
 
 	claims, err := claimNamespace(loop, Options{Exclusive: true})
 	if err != nil || len(claims) != 1 {

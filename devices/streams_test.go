@@ -2,10 +2,11 @@ package devices
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/internal/looptest"
 )
 
 // TestWriteStreamsReported: identify and fdp-status report kernel write streams only for a
@@ -24,15 +25,7 @@ func TestWriteStreamsReported(t *testing.T) {
 	if got := (&WriteStreams{Max: 8, Granularity: 96 << 20}).String(); !strings.Contains(got, "8 (stream s = placement handle s-1") || !strings.Contains(got, "96.00 MiB") {
 		t.Errorf("text for 8 streams: %q", got)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a loop device")
-	}
-	out, err := exec.Command("losetup", "--find", "--show", f).CombinedOutput()
-	if err != nil {
-		t.Skipf("no loop device: %v: %s", err, out)
-	}
-	loop := strings.TrimSpace(string(out))
-	defer exec.Command("losetup", "-d", loop).Run()
+	loop := looptest.Attach(t, f, looptest.Options{})
 	j := WriteStreamsOf(loop)
 	if j == nil || j.Max != 0 || j.Note == "" {
 		t.Fatalf("%s: %+v, want no streams and a reason", loop, j)

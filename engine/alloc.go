@@ -2,10 +2,11 @@ package engine
 
 import "github.com/rbctl/rbctl/blockdev"
 
-// Slot allocation, O(1) per operation.
+// Slot allocation, O(1) per operation (SlotAllocator; the engine's, and rbctl simulate's
+// model of it).
 //
 // Without slot groups (LMCache parity): free slots sit on LIFO stacks linked through
-// slotRec.next. Class 0 is the global stack; with SlotAffinity a slot freed after a write
+// SlotAllocator.next. Class 0 is the global stack; with affinity a slot freed after a write
 // with handle h goes on class h+1 and is preferred by the next write with handle h
 // (LMCache's pid_affinity). Order: affinity stack, global stack, any other affinity stack
 // (a fallback that rebinds the slot), then never-used slots from nextSlot.
@@ -19,17 +20,23 @@ const ownerNone = int32(-1 << 20)
 
 type group struct {
 	owner    int32 // handle (NoPlacement = -1 is a handle too), ownerNone when unowned
-	freeHead int32 // free slots inside the group, linked through slotRec.next
+	freeHead int32 // free slots inside the group, linked through SlotAllocator.next
 	fresh    int32 // next never-used slot in the group
 	end      int32 // one past the group's last slot
 	used     int32 // live + in-flight slots
 	onStack  bool  // on its owner's stack
 }
 
-type allocator struct {
+// SlotAllocator hands out the slots of a cache as the engine does: which free slot a write
+// with a placement handle gets, and when a never-used one. It holds no data and no index:
+// the caller says which slot it frees and with which handle it was written.
+type SlotAllocator struct {
 	affinity bool
 	heads    []int32 // per class stack heads (-1 empty); class 0 = global
 	nfree    int64
+	next     []int32 // per slot: the next free slot on its stack or group list (-1 end)
+	nextSlot int64   // slots from here on were never used
+	maxSlots int64
 
 	// group mode
 	groupSlots int32
@@ -41,8 +48,20 @@ type allocator struct {
 	hits, fallbacks, groupFallbacks int64
 }
 
-func newAllocator(maxSlots int64, affinity bool, groupSlots int64) allocator {
-	a := allocator{affinity: affinity, heads: []int32{-1}}
+// NewSlotAllocator allocates maxSlots slots, none used yet: with affinity a freed slot is
+// kept for the next write with the handle that wrote it (Config.SlotAffinity); groupSlots
+// > 0 groups the slots per handle (Config.SlotGroupBytes / SlotBytes).
+func NewSlotAllocator(maxSlots int64, affinity bool, groupSlots int64) *SlotAllocator {
+	a := &SlotAllocator{}
+	a.init(maxSlots, affinity, groupSlots)
+	return a
+}
+
+func (a *SlotAllocator) init(maxSlots int64, affinity bool, groupSlots int64) {
+	*a = SlotAllocator{affinity: affinity, heads: []int32{-1}, next: make([]int32, maxSlots), maxSlots: maxSlots}
+	for i := range a.next {
+		a.next[i] = -1
+	}
 	if groupSlots > 0 {
 		a.groupSlots = int32(groupSlots)
 		n := (maxSlots + groupSlots - 1) / groupSlots
@@ -53,10 +72,15 @@ func newAllocator(maxSlots int64, affinity bool, groupSlots int64) allocator {
 		}
 		a.stacks = map[int32][]int32{}
 	}
-	return a
 }
 
-func (a *allocator) class(h blockdev.Placement) int {
+// NextSlot is the first slot never handed out (the checkpoint's next_slot).
+func (a *SlotAllocator) NextSlot() int64 { return a.nextSlot }
+
+// FreeSlots is how many slots below NextSlot are free.
+func (a *SlotAllocator) FreeSlots() int64 { return a.nfree }
+
+func (a *SlotAllocator) class(h blockdev.Placement) int {
 	if !a.affinity || h < 0 {
 		return 0
 	}
@@ -67,16 +91,15 @@ func (a *allocator) class(h blockdev.Placement) int {
 	return c
 }
 
-// alloc returns a slot for a write with handle h, or -1.
-func (e *Engine) allocSlot(h blockdev.Placement) int32 {
-	a := &e.alloc
+// Alloc returns a slot for a write with handle h, or -1 when every slot is in use.
+func (a *SlotAllocator) Alloc(h blockdev.Placement) int32 {
 	if a.groups != nil {
-		return e.allocGroup(int32(h))
+		return a.allocGroup(int32(h))
 	}
 	if a.affinity && h >= 0 {
 		c := a.class(h)
 		if s := a.heads[c]; s >= 0 {
-			a.heads[c] = e.slots[s].next
+			a.heads[c] = a.next[s]
 			a.nfree--
 			a.hits++
 			return s
@@ -85,60 +108,55 @@ func (e *Engine) allocSlot(h blockdev.Placement) int32 {
 	}
 	for c := range a.heads {
 		if s := a.heads[c]; s >= 0 {
-			a.heads[c] = e.slots[s].next
+			a.heads[c] = a.next[s]
 			a.nfree--
 			return s
 		}
 	}
-	if e.nextSlot < e.layout.MaxSlots {
-		s := int32(e.nextSlot)
-		e.nextSlot++
+	if a.nextSlot < a.maxSlots {
+		s := int32(a.nextSlot)
+		a.nextSlot++
 		return s
 	}
 	return -1
 }
 
-// freeSlot puts s on a free list (its record must already be cleared of key state).
-func (e *Engine) freeSlot(s int32) {
-	a := &e.alloc
-	r := &e.slots[s]
-	r.state = stFree
+// Free puts slot s, last written with handle h, back on a free list.
+func (a *SlotAllocator) Free(s int32, h blockdev.Placement) {
 	if a.groups != nil {
-		e.freeGroupSlot(s)
+		a.freeGroupSlot(s)
 		return
 	}
-	c := a.class(blockdev.Placement(r.handle))
-	r.next = a.heads[c]
+	c := a.class(h)
+	a.next[s] = a.heads[c]
 	a.heads[c] = s
 	a.nfree++
 }
 
-func (e *Engine) groupHasFree(g int32) bool {
-	gr := &e.alloc.groups[g]
+func (a *SlotAllocator) groupHasFree(g int32) bool {
+	gr := &a.groups[g]
 	return gr.freeHead >= 0 || gr.fresh < gr.end
 }
 
-func (e *Engine) takeFromGroup(g int32) int32 {
-	a := &e.alloc
+func (a *SlotAllocator) takeFromGroup(g int32) int32 {
 	gr := &a.groups[g]
 	var s int32
 	if gr.freeHead >= 0 {
 		s = gr.freeHead
-		gr.freeHead = e.slots[s].next
+		gr.freeHead = a.next[s]
 		a.nfree--
 	} else {
 		s = gr.fresh
 		gr.fresh++
-		if int64(s) >= e.nextSlot {
-			e.nextSlot = int64(s) + 1
+		if int64(s) >= a.nextSlot {
+			a.nextSlot = int64(s) + 1
 		}
 	}
 	gr.used++
 	return s
 }
 
-func (e *Engine) pushOwned(g int32) {
-	a := &e.alloc
+func (a *SlotAllocator) pushOwned(g int32) {
 	gr := &a.groups[g]
 	if !gr.onStack {
 		gr.onStack = true
@@ -146,15 +164,14 @@ func (e *Engine) pushOwned(g int32) {
 	}
 }
 
-func (e *Engine) allocGroup(o int32) int32 {
-	a := &e.alloc
+func (a *SlotAllocator) allocGroup(o int32) int32 {
 	st := a.stacks[o]
 	for len(st) > 0 {
 		g := st[len(st)-1]
 		gr := &a.groups[g]
-		if gr.owner == o && e.groupHasFree(g) {
+		if gr.owner == o && a.groupHasFree(g) {
 			a.stacks[o] = st
-			return e.takeFromGroup(g)
+			return a.takeFromGroup(g)
 		}
 		st = st[:len(st)-1]
 		if gr.owner == o {
@@ -166,20 +183,20 @@ func (e *Engine) allocGroup(o int32) int32 {
 		gr := &a.groups[g]
 		gr.owner = o
 		gr.onStack = false
-		e.pushOwned(g)
-		return e.takeFromGroup(g)
+		a.pushOwned(g)
+		return a.takeFromGroup(g)
 	}
 	for len(a.unowned) > 0 {
 		g := a.unowned[len(a.unowned)-1]
 		a.unowned = a.unowned[:len(a.unowned)-1]
-		if a.groups[g].owner == ownerNone && e.groupHasFree(g) {
+		if a.groups[g].owner == ownerNone && a.groupHasFree(g) {
 			return claim(g)
 		}
 	}
 	for int(a.nextGroup) < len(a.groups) {
 		g := a.nextGroup
 		a.nextGroup++
-		if a.groups[g].owner == ownerNone && e.groupHasFree(g) {
+		if a.groups[g].owner == ownerNone && a.groupHasFree(g) {
 			return claim(g)
 		}
 	}
@@ -190,20 +207,19 @@ func (e *Engine) allocGroup(o int32) int32 {
 		}
 		for i := len(st) - 1; i >= 0; i-- {
 			g := st[i]
-			if a.groups[g].owner == owner && e.groupHasFree(g) {
+			if a.groups[g].owner == owner && a.groupHasFree(g) {
 				a.groupFallbacks++
-				return e.takeFromGroup(g)
+				return a.takeFromGroup(g)
 			}
 		}
 	}
 	return -1
 }
 
-func (e *Engine) freeGroupSlot(s int32) {
-	a := &e.alloc
+func (a *SlotAllocator) freeGroupSlot(s int32) {
 	g := s / a.groupSlots
 	gr := &a.groups[g]
-	e.slots[s].next = gr.freeHead
+	a.next[s] = gr.freeHead
 	gr.freeHead = s
 	a.nfree++
 	gr.used--
@@ -214,39 +230,39 @@ func (e *Engine) freeGroupSlot(s int32) {
 		a.unowned = append(a.unowned, g)
 		return
 	}
-	e.pushOwned(g)
+	a.pushOwned(g)
 }
 
-// rebuildFree rebuilds the free lists after recovery: {s < nextSlot} minus live slots,
-// pushed in ascending order (so the LIFO hands out the highest first, as LMCache does).
-// In group mode, a group with live slots is owned by the handle of its first live slot.
-func (e *Engine) rebuildFree() {
-	a := &e.alloc
+// rebuild rebuilds the free lists after recovery: {s < nextSlot} minus the live slots,
+// pushed in ascending order (so the LIFO hands out the highest first, as LMCache does);
+// live(s) says whether s is live and its handle. Free slots lose their handle (LMCache
+// does not restore slot affinity from a checkpoint). In group mode, a group with live
+// slots is owned by the handle of its first live slot.
+func (a *SlotAllocator) rebuild(nextSlot int64, live func(s int32) (bool, blockdev.Placement)) {
+	a.nextSlot = nextSlot
 	if a.groups != nil {
 		for g := range a.groups {
 			gr := &a.groups[g]
 			start := int32(int64(g) * int64(a.groupSlots))
 			gr.owner, gr.freeHead, gr.used, gr.onStack = ownerNone, -1, 0, false
-			gr.fresh = max(start, min(gr.end, int32(e.nextSlot)))
+			gr.fresh = max(start, min(gr.end, int32(nextSlot)))
 		}
 		a.stacks = map[int32][]int32{}
 		a.unowned = a.unowned[:0]
 		a.nfree = 0
-		for s := int32(0); int64(s) < e.nextSlot; s++ {
-			if e.slots[s].state == stLive {
+		for s := int32(0); int64(s) < nextSlot; s++ {
+			if ok, h := live(s); ok {
 				gr := &a.groups[s/a.groupSlots]
 				if gr.owner == ownerNone {
-					gr.owner = int32(e.slots[s].handle)
+					gr.owner = int32(h)
 				}
 				gr.used++
 			}
 		}
-		for s := int32(0); int64(s) < e.nextSlot; s++ {
-			if e.slots[s].state != stLive {
-				g := s / a.groupSlots
-				gr := &a.groups[g]
-				e.slots[s].state = stFree
-				e.slots[s].next = gr.freeHead
+		for s := int32(0); int64(s) < nextSlot; s++ {
+			if ok, _ := live(s); !ok {
+				gr := &a.groups[s/a.groupSlots]
+				a.next[s] = gr.freeHead
 				gr.freeHead = s
 				a.nfree++
 			}
@@ -255,14 +271,14 @@ func (e *Engine) rebuildFree() {
 		for g := range a.groups {
 			gr := &a.groups[g]
 			start := int64(g) * int64(a.groupSlots)
-			if start >= e.nextSlot && a.nextGroup == int32(len(a.groups)) {
+			if start >= nextSlot && a.nextGroup == int32(len(a.groups)) {
 				a.nextGroup = int32(g)
 			}
-			if start >= e.nextSlot {
+			if start >= nextSlot {
 				continue
 			}
 			if gr.used > 0 {
-				e.pushOwned(int32(g))
+				a.pushOwned(int32(g))
 			} else {
 				a.unowned = append(a.unowned, int32(g))
 			}
@@ -277,10 +293,37 @@ func (e *Engine) rebuildFree() {
 		a.heads[i] = -1
 	}
 	a.nfree = 0
-	for s := int32(0); int64(s) < e.nextSlot; s++ {
-		if e.slots[s].state != stLive {
-			e.slots[s].handle = -1 // LMCache does not restore slot affinity from a checkpoint
-			e.freeSlot(s)
+	for s := int32(0); int64(s) < nextSlot; s++ {
+		if ok, _ := live(s); !ok {
+			a.Free(s, blockdev.NoPlacement)
 		}
 	}
+}
+
+// allocSlot returns a slot for a write with handle h, or -1 (under e.mu).
+func (e *Engine) allocSlot(h blockdev.Placement) int32 { return e.alloc.Alloc(h) }
+
+// freeSlot puts s on a free list (its record must already be cleared of key state).
+func (e *Engine) freeSlot(s int32) {
+	r := &e.slots[s]
+	r.state = stFree
+	e.alloc.Free(s, blockdev.Placement(r.handle))
+}
+
+// rebuildFree rebuilds the free lists after recovery (SlotAllocator.rebuild); the free
+// slots' records are marked free, without a handle outside group mode.
+func (e *Engine) rebuildFree() {
+	grouped := e.alloc.groups != nil
+	for s := int32(0); int64(s) < e.alloc.nextSlot; s++ {
+		if r := &e.slots[s]; r.state != stLive {
+			r.state = stFree
+			if !grouped {
+				r.handle = -1 // LMCache does not restore slot affinity from a checkpoint
+			}
+		}
+	}
+	e.alloc.rebuild(e.alloc.nextSlot, func(s int32) (bool, blockdev.Placement) {
+		r := &e.slots[s]
+		return r.state == stLive, blockdev.Placement(r.handle)
+	})
 }

@@ -95,7 +95,7 @@ func (e *Engine) takeSnapshot() *snapshot {
 	t0 := startHold()
 	e.snapOn = true
 	e.touched = e.touched[:0]
-	n := e.nextSlot
+	n := e.alloc.nextSlot
 	live := e.live
 	kb := e.keys.used
 	e.noteHold(t0)
@@ -142,7 +142,7 @@ func (e *Engine) takeSnapshot() *snapshot {
 			recopy(list)
 			sn.prefixes = e.prefixes.strs[:len(e.prefixes.strs):len(e.prefixes.strs)]
 			sn.salts = e.salts.strs[:len(e.salts.strs):len(e.salts.strs)]
-			sn.nextSlot = e.nextSlot
+			sn.nextSlot = e.alloc.nextSlot
 			sn.dirty = e.dirty
 			e.snapOn = false
 			e.noteHold(t0)

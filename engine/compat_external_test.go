@@ -11,6 +11,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash/crc32"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
@@ -18,6 +20,16 @@ import (
 
 // extPayload is the deterministic payload used on both sides: byte j of key i is
 // ((i*131 + j*7) ^ (j>>8)) & 0xff.
+// golden is a checkpoint payload as LMCache (or Python's json.dumps) wrote it, kept byte for
+// byte in testdata/lmcache (docs/compat.md).
+func golden(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", "lmcache", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
 func extPayload(i, n int) []byte {
 	b := make([]byte, n)
 	for j := range b {
@@ -130,7 +142,7 @@ var extImageKeys = []struct {
 const extDevicePath = "/tmp/h7/dev/nvme0n1"
 
 // extImageJSON is LMCache's final checkpoint payload for extImage (seq 1, container 0).
-const extImageJSON = `{"version":1,"device_path":"/tmp/h7/dev/nvme0n1","capacity_bytes":16777216,"block_align":4096,"header_bytes":4096,"slot_bytes":65536,"meta_total_bytes":1048576,"meta_magic":"LMCIDX01","meta_version":1,"data_base_offset":1048576,"next_slot":6,"entries":{"meta-llama%2FLlama-3.1-8B@0x00000000@000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f":{"offset":1048576,"size":40000,"shape":[2,4,5000],"dtype":"half","fmt":"KV_2LTD","cached_positions":[0,1,2,255]},"meta-llama%2FLlama-3.1-8B@0x00000001@000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f@tenant-a":{"offset":1114112,"size":61440,"shape":[2,4,7680],"dtype":"bfloat16","fmt":"KV_2LTD","cached_positions":[0,1,2,255]},"Qwen%2FQwen2.5%207B@0x00000003@00ff10":{"offset":1179648,"size":1,"shape":null,"dtype":null,"fmt":null,"cached_positions":null},"weird%25name%2F%C3%BC%E6%A8%A1%E5%9E%8B@0x12345678@deadbeefcafebabe@s@lt":{"offset":1245184,"size":5000,"shape":null,"dtype":null,"fmt":null,"cached_positions":null},"org%2Fmodel@0x00000007@0123456789abcdef0123456789abcdef@salt with space":{"offset":1310720,"size":4096,"shape":[2,4,512],"dtype":"half","fmt":"KV_2LTD","cached_positions":[0,1,2,255]}}}`
+var extImageJSON = golden("object-image.json")
 
 // extImageContainer is LMCache's container 0 header for extImageJSON: struct "<8sIQQI".
 const extImageContainer = "4c4d4349445830310100000001000000000000009e04000000000000f8df4bdb"
@@ -299,7 +311,7 @@ func TestExternalReadsLMCacheObjectImage(t *testing.T) {
 
 // extLegacyJSON is LMCache's checkpoint for a legacy-namespace core: put_many of the four
 // extLegacyKeys (payload sizes 3000, 4000, 5000, 6000; fmt KV_2LTD, dtype of the key), close().
-const extLegacyJSON = `{"version":1,"device_path":"/tmp/h7/dev/legacy0","capacity_bytes":16777216,"block_align":4096,"header_bytes":4096,"slot_bytes":65536,"meta_total_bytes":1048576,"meta_magic":"LMCIDX01","meta_version":1,"data_base_offset":1048576,"next_slot":4,"entries":{"meta-llama/Llama-3.1-8B@4@1@1234567890abcdef12@bfloat16":{"offset":1048576,"size":3000,"shape":null,"dtype":"bfloat16","fmt":"KV_2LTD","cached_positions":null},"m@1@0@-5@half@user%bob":{"offset":1114112,"size":4000,"shape":null,"dtype":"half","fmt":"KV_2LTD","cached_positions":null},"m/x@2@1@abc@half@3":{"offset":1179648,"size":5000,"shape":null,"dtype":"half","fmt":"KV_2LTD","cached_positions":null},"m@1@0@7@float":{"offset":1245184,"size":6000,"shape":null,"dtype":"float","fmt":"KV_2LTD","cached_positions":null}}}`
+var extLegacyJSON = golden("legacy-image.json")
 
 const extLegacyContainer = "4c4d434944583031010000000100000000000000070300000000000038d6e946"
 
@@ -440,7 +452,7 @@ func TestExternalEmptyLegacyV1KeepsNamespace(t *testing.T) {
 
 // extEscapedJSON is LMCache's checkpoint for four object keys whose cache_salt needs JSON
 // escapes (é, ü😀, a quote and backslash, a tab): device_path "u.img", payload sizes 10..13.
-const extEscapedJSON = `{"version":1,"device_path":"u.img","capacity_bytes":16777216,"block_align":4096,"header_bytes":4096,"slot_bytes":65536,"meta_total_bytes":1048576,"meta_magic":"LMCIDX01","meta_version":1,"data_base_offset":1048576,"next_slot":4,"entries":{"m@0x00000000@01@\u00e9":{"offset":1048576,"size":10,"shape":null,"dtype":null,"fmt":null,"cached_positions":null},"m@0x00000000@01@\u00fc\ud83d\ude00":{"offset":1114112,"size":11,"shape":null,"dtype":null,"fmt":null,"cached_positions":null},"m@0x00000000@01@q\"uo\\te":{"offset":1179648,"size":12,"shape":null,"dtype":null,"fmt":null,"cached_positions":null},"m@0x00000000@01@tab\there":{"offset":1245184,"size":13,"shape":null,"dtype":null,"fmt":null,"cached_positions":null}}}`
+var extEscapedJSON = golden("escaped-salts.json")
 
 func TestExternalDecodesEscapedKeys(t *testing.T) {
 	want := []struct {

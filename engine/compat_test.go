@@ -22,7 +22,7 @@ func compatConfig() Config {
 
 // expectedV1 is Python's json.dumps(state, separators=(",",":"), ensure_ascii=True) for the
 // state TestV1CheckpointIsByteExact builds (generated once with Python 3).
-const expectedV1 = `{"version":1,"device_path":"/dev/test","capacity_bytes":33554432,"block_align":4096,"header_bytes":4096,"slot_bytes":65536,"meta_total_bytes":1048576,"meta_magic":"LMCIDX01","meta_version":1,"data_base_offset":1048576,"next_slot":2,"entries":{"my%2Fmodel@0x00000001@deadbeef@tenant":{"offset":1048576,"size":11,"shape":null,"dtype":null,"fmt":null,"cached_positions":null},"caf\u00e9\ud83d\ude00@0x00000000@00ff":{"offset":1114112,"size":5,"shape":[2,3],"dtype":"torch.bfloat16","fmt":"KV_2LTD","cached_positions":[0,1,2]}}}`
+var expectedV1 = golden("v1-dumps.json")
 
 func containerPayload(t *testing.T, m *blockdev.Mem, c Config, idx int) []byte {
 	t.Helper()
@@ -203,8 +203,8 @@ func TestApplyStateDropsInvalidEntries(t *testing.T) {
 	if e.live != 2 || len(e.recovery.Dropped) != 7 {
 		t.Fatalf("live %d, dropped %+v", e.live, e.recovery.Dropped)
 	}
-	if e.nextSlot != 6 {
-		t.Fatalf("next_slot %d: must move past the live slot 5 so it is never handed out twice", e.nextSlot)
+	if e.alloc.nextSlot != 6 {
+		t.Fatalf("next_slot %d: must move past the live slot 5 so it is never handed out twice", e.alloc.nextSlot)
 	}
 	if e.alloc.nfree != 4 { // slots 1,2,3,4
 		t.Fatalf("free = %d", e.alloc.nfree)

@@ -31,13 +31,12 @@ type Engine struct {
 	prefixes *interner
 	salts    *interner
 	metas    map[int32]*ObjMeta
-	nextSlot int64
 	stamp    uint32
 	live     int64
 	inflight int64
-	alloc    allocator
-	pending  []int32 // freed slots awaiting Deallocate (dealloc.go)
-	dealloc  int64   // slots taken from pending by a Deallocate in progress
+	alloc    SlotAllocator // and next_slot
+	pending  []int32       // freed slots awaiting Deallocate (dealloc.go)
+	dealloc  int64         // slots taken from pending by a Deallocate in progress
 	// pendingAged is how many of the oldest pending slots were already pending at the
 	// deallocator's last age tick.
 	pendingAged int

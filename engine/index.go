@@ -26,7 +26,6 @@ type slotRec struct {
 	key    uint32 // arena reference of the compact key
 	size   uint32 // payload bytes
 	crc    uint32 // CRC-32C of the payload when flHasCRC
-	next   int32  // free-list link (-1 end)
 	locks  uint32 // lock reference count
 	stamp  uint32 // insertion order (v1 checkpoint writes entries in this order)
 	handle int16  // placement handle the slot was last written with

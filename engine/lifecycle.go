@@ -60,9 +60,8 @@ func newEngine(dev blockdev.Device, cfg Config) (*Engine, error) {
 	if cfg.SlotGroupBytes > 0 {
 		groupSlots = max(1, cfg.SlotGroupBytes/cfg.SlotBytes)
 	}
-	e.alloc = newAllocator(lay.MaxSlots, cfg.SlotAffinity, groupSlots)
+	e.alloc.init(lay.MaxSlots, cfg.SlotAffinity, groupSlots)
 	for i := range e.slots {
-		e.slots[i].next = -1
 		e.slots[i].handle = -1
 	}
 	e.pool = newBufPool(int(cfg.SlotBytes), cfg.StoreWorkers+cfg.LoadWorkers+2)

@@ -224,7 +224,7 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 	e.rebuildFree()
 	e.recovery.Kept = int(e.live)
 	e.recovery.FreeSlots = e.alloc.nfree
-	e.recovery.NextSlot = e.nextSlot
+	e.recovery.NextSlot = e.alloc.nextSlot
 	e.recovery.Duration = time.Since(start)
 	if (len(e.recovery.Dropped) > 0 || e.recovery.Scan != nil) && !cfg.ReadOnly {
 		e.dirty = 1 // persist the repaired index at the next checkpoint

@@ -348,7 +348,12 @@ func writeLMCacheContainer(m *blockdev.Mem, lay Layout, i int, seq uint64, js st
 	copy(b[lay.BlockAlign:], js)
 }
 
-const extLegacyEmptyJSON = `{"version":1,"device_path":"/tmp/h7/dev/legacy0","capacity_bytes":16777216,"block_align":4096,"header_bytes":4096,"slot_bytes":65536,"meta_total_bytes":1048576,"meta_magic":"LMCIDX01","meta_version":1,"data_base_offset":1048576,"next_slot":NS,"entries":{}}`
+// LMCache's empty legacy checkpoints: right after formatting (next_slot 0) and after the
+// four extLegacyKeys were deleted (next_slot 4).
+var (
+	extLegacyEmpty0 = golden("legacy-empty-next0.json")
+	extLegacyEmpty4 = golden("legacy-empty-next4.json")
+)
 
 // legacyHistory is an LMCache legacy-namespace device: container 0 holds olderJSON at seq
 // 1, container 1 the four extLegacyKeys at seq 2, slot headers as LMCache writes them.
@@ -370,7 +375,7 @@ func legacyHistory(t *testing.T, olderJSON string, olderSeq, newerSeq uint64, ne
 // Detection reads legacy, and recovery (verify on, then the repair rbctl recover writes)
 // keeps every key — LMCache reads the result.
 func TestLMCacheLegacyHistoryKeptWhole(t *testing.T) {
-	m, lay := legacyHistory(t, strings.Replace(extLegacyEmptyJSON, "NS", "0", 1), 1, 2, extLegacyJSON)
+	m, lay := legacyHistory(t, extLegacyEmpty0, 1, 2, extLegacyJSON)
 	d, err := Detect(m)
 	if err != nil {
 		t.Fatal(err)
@@ -416,7 +421,7 @@ func TestLMCacheLegacyHistoryKeptWhole(t *testing.T) {
 		// headers refuse it too (checked next).
 		t.Fatalf("object config on a legacy cache: %v", err)
 	}
-	m2, _ := legacyHistory(t, strings.Replace(extLegacyEmptyJSON, "NS", "0", 1), 1, 2, extLegacyJSON)
+	m2, _ := legacyHistory(t, extLegacyEmpty0, 1, 2, extLegacyJSON)
 	if _, err := Open(m2, obj); !errors.Is(err, ErrLayoutMismatch) || !strings.Contains(err.Error(), "slot headers") {
 		t.Fatalf("object config on an unmarked legacy cache: %v", err)
 	}
@@ -426,7 +431,7 @@ func TestLMCacheLegacyHistoryKeptWhole(t *testing.T) {
 // marker) takes its namespace from the older container's keys, so the next put writes the
 // chunk hash into the slot header, not BLAKE2b of the key.
 func TestEmptiedLMCacheLegacyCacheStaysLegacy(t *testing.T) {
-	m, _ := legacyHistory(t, extLegacyJSON, 2, 3, strings.Replace(extLegacyEmptyJSON, "NS", "4", 1))
+	m, _ := legacyHistory(t, extLegacyJSON, 2, 3, extLegacyEmpty4)
 	d, err := Detect(m)
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +459,7 @@ func TestEmptiedLMCacheLegacyCacheStaysLegacy(t *testing.T) {
 		t.Fatalf("slot identity %016x, want the chunk hash %016x", id, extLegacyKeys[2].id)
 	}
 	// Both containers empty and unmarked: nothing tells, and Detect says so.
-	m3, _ := legacyHistory(t, strings.Replace(extLegacyEmptyJSON, "NS", "4", 1), 2, 3, strings.Replace(extLegacyEmptyJSON, "NS", "4", 1))
+	m3, _ := legacyHistory(t, extLegacyEmpty4, 2, 3, extLegacyEmpty4)
 	if d, err := Detect(m3); err != nil || d.Selection.NamespaceSource != "" {
 		t.Fatalf("two empty unmarked checkpoints: source %q, %v", d.Selection.NamespaceSource, err)
 	}
@@ -486,8 +491,7 @@ func TestMixedFormatsAreReported(t *testing.T) {
 	m := history(t, c) // container 0: compact seq 3
 	lay := layoutOf(t, m, c)
 	// LMCache could not decode the compact checkpoint, started empty and wrote seq 4.
-	js := `{"version":1,"device_path":"","capacity_bytes":16777216,"block_align":4096,"header_bytes":4096,"slot_bytes":65536,"meta_total_bytes":1048576,"meta_magic":"LMCIDX01","meta_version":1,"data_base_offset":1048576,"next_slot":0,"entries":{}}`
-	writeLMCacheContainer(m, lay, 1, 4, js)
+	writeLMCacheContainer(m, lay, 1, 4, golden("empty.json"))
 	d, err := Detect(m)
 	if err != nil {
 		t.Fatal(err)

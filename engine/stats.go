@@ -17,7 +17,7 @@ func (e *Engine) usage() Usage {
 		SlotsInflight: e.inflight,
 		SlotsFree:     e.alloc.nfree + int64(len(e.pending)) + e.dealloc,
 		SlotsPending:  int64(len(e.pending)) + e.dealloc,
-		NextSlot:      e.nextSlot,
+		NextSlot:      e.alloc.nextSlot,
 		BytesBySalt:   make(map[string]int64, len(e.bySalt)),
 		SlotsByHandle: make(map[blockdev.Placement]int64, len(e.byHandle)),
 	}
@@ -86,13 +86,13 @@ func (e *Engine) entries(fn func(Key, EntryMeta) bool) {
 	for start := int64(0); ; start += entriesChunk {
 		chunk = chunk[:0]
 		e.mu.Lock()
-		end := min(start+entriesChunk, e.nextSlot)
+		end := min(start+entriesChunk, e.alloc.nextSlot)
 		for s := int32(start); int64(s) < end; s++ {
 			if e.slots[s].state == stLive {
 				chunk = append(chunk, kv{e.keyOf(s), e.metaOf(s)})
 			}
 		}
-		done := end >= e.nextSlot
+		done := end >= e.alloc.nextSlot
 		e.mu.Unlock()
 		for _, x := range chunk {
 			if !fn(x.k, x.m) {

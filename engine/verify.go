@@ -21,7 +21,7 @@ func (e *Engine) applyState(st *ckptState) {
 	drop := func(ce *ckptEntry, slot int64, why string) {
 		e.recovery.Dropped = append(e.recovery.Dropped, DroppedEntry{Key: ce.key, Slot: slot, Reason: why})
 	}
-	e.nextSlot = st.nextSlot
+	e.alloc.nextSlot = st.nextSlot
 	for i := range st.entries {
 		ce := &st.entries[i]
 		slot := int64(-1)
@@ -81,8 +81,8 @@ func (e *Engine) applyState(st *ckptState) {
 		e.live++
 		e.bySalt[k.CacheSalt()] += e.cfg.SlotBytes
 		e.byHandle[blockdev.Placement(r.handle)]++
-		if slot >= e.nextSlot {
-			e.nextSlot = slot + 1 // never hand out a live slot again from next_slot
+		if slot >= e.alloc.nextSlot {
+			e.alloc.nextSlot = slot + 1 // never hand out a live slot again from next_slot
 		}
 	}
 }
@@ -96,7 +96,7 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 		ctx = context.Background()
 	}
 	var live []int32
-	for s := int32(0); int64(s) < e.nextSlot; s++ {
+	for s := int32(0); int64(s) < e.alloc.nextSlot; s++ {
 		if e.slots[s].state == stLive {
 			live = append(live, s)
 		}

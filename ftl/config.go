@@ -249,3 +249,18 @@ func (c Config) geometry() (resolved, error) {
 	}
 	return r, nil
 }
+
+// UnmarshalText parses an isolation name (ParseIsolation), so that a flag or a config file
+// takes it as text.
+func (i *Isolation) UnmarshalText(b []byte) error { return unmarshal(i, b, ParseIsolation) }
+
+// UnmarshalText parses a GC policy name (ParseGCPolicy).
+func (g *GCPolicy) UnmarshalText(b []byte) error { return unmarshal(g, b, ParseGCPolicy) }
+
+func unmarshal[T any](dst *T, b []byte, parse func(string) (T, error)) error {
+	v, err := parse(string(b))
+	if err == nil {
+		*dst = v
+	}
+	return err
+}

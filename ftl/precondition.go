@@ -59,3 +59,6 @@ func (m *Model) FillSequential() error {
 	}
 	return nil
 }
+
+// UnmarshalText parses a precondition name (ParsePrecondition).
+func (p *Precondition) UnmarshalText(b []byte) error { return unmarshal(p, b, ParsePrecondition) }

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
@@ -47,4 +48,22 @@ func WriteWrapped(w io.Writer, s string) error {
 		}
 	}
 	return nil
+}
+
+// Escape renders untrusted text (keys, salts, model names read from a device or given on
+// the command line) with control characters and invalid UTF-8 escaped, so that output never
+// carries terminal escape sequences or line breaks that were not ours.
+func Escape(s string) string {
+	clean := true
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || c == '\\' || (c >= 0x80 && c < 0xa0) || c == 0xfffd {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	q := strconv.QuoteToASCII(s)
+	return q[1 : len(q)-1]
 }

@@ -36,8 +36,7 @@ type Backend struct {
 	layout   engine.Layout
 	mu       sync.Mutex
 	unit     int64
-	next     int64
-	free     [][]int64 // per handle+1 (index 0: no directive), LIFO
+	slots    *engine.SlotAllocator // the engine's slot allocation
 	index    map[workloads.Key]int64
 	handleOf []int32 // per slot: handle+1 it was written with
 	dirty    int64
@@ -64,7 +63,8 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{cfg: cfg, layout: l, unit: unit, index: map[workloads.Key]int64{}, nHandles: fc.Handles}
-	b.free = make([][]int64, fc.Handles+1)
+	// pid_affinity unless AnySlot; no slot groups (rbctl simulate has no --slot-groups).
+	b.slots = engine.NewSlotAllocator(l.MaxSlots, !cfg.AnySlot, 0)
 	b.handleOf = make([]int32, l.MaxSlots)
 	return b, nil
 }
@@ -207,32 +207,15 @@ func (b *Backend) Store(keys []workloads.Key, size int, ok []bool) error {
 // slotUnit is the first mapping unit of slot.
 func (b *Backend) slotUnit(slot int64) int64 { return b.layout.SlotOffset(slot) / b.unit }
 
-// alloc prefers a free slot last written with the same handle (LMCache's pid affinity),
-// then any free slot, then a never-used one.
+// alloc takes a slot as the engine does (engine.SlotAllocator): a free slot last written
+// with the same handle (LMCache's pid affinity, unless AnySlot), then any free slot, then
+// a never-used one.
 func (b *Backend) alloc(h placement.Handle) (int64, bool) {
-	if f := b.free[h+1]; len(f) > 0 {
-		b.free[h+1] = f[:len(f)-1]
-		return f[len(f)-1], true
-	}
-	for j, f := range b.free {
-		if len(f) > 0 {
-			b.free[j] = f[:len(f)-1]
-			return f[len(f)-1], true
-		}
-	}
-	if b.next < b.layout.MaxSlots {
-		b.next++
-		return b.next - 1, true
-	}
-	return 0, false
+	s := b.slots.Alloc(h)
+	return int64(s), s >= 0
 }
 
-func (b *Backend) release(slot int64, h placement.Handle) {
-	if b.cfg.AnySlot {
-		h = placement.None
-	}
-	b.free[h+1] = append(b.free[h+1], slot)
-}
+func (b *Backend) release(slot int64, h placement.Handle) { b.slots.Free(int32(slot), h) }
 
 // Delete implements workloads.Backend.
 func (b *Backend) Delete(keys []workloads.Key) error {

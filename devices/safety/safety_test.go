@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/internal/looptest"
 )
 
 func image(t *testing.T, size int64, patch func(b []byte)) string {
@@ -327,16 +329,8 @@ func FuzzDetect(f *testing.F) {
 
 // TestGateRealLoopBackingFile attaches an image to a real loop device when root can.
 func TestGateRealLoopBackingFile(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a loop device")
-	}
 	img := image(t, 8<<20, func([]byte) {})
-	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot attach a loop device here: %v: %s", err, out)
-	}
-	loop := strings.TrimSpace(string(out))
-	defer exec.Command("losetup", "-d", loop).Run()
+	loop := looptest.Attach(t, img, looptest.Options{})
 	if err := Gate(Format, img); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "it backs "+loop) {
 		t.Fatalf("file backing %s: %v", loop, err)
 	}

@@ -1,13 +1,11 @@
 package enginetest
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/internal/looptest"
 )
 
 func TestSuiteOnMem(t *testing.T) {
@@ -44,23 +42,8 @@ func TestSuiteOnFileDirect(t *testing.T) {
 // TestSuiteOnLoopDeviceDirect runs the whole suite on a real loop device opened with
 // O_DIRECT and O_EXCL (root only; CI is root).
 func TestSuiteOnLoopDeviceDirect(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to attach a loop device")
-	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("losetup not installed (util-linux)")
-	}
 	RunEngineSuite(t, func(t *testing.T) blockdev.Device {
-		img := filepath.Join(t.TempDir(), "loop.img")
-		if err := blockdev.CreateFile(img, MinDeviceBytes); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-		if err != nil {
-			t.Skipf("cannot attach a loop device: %v: %s", err, out)
-		}
-		loop := strings.TrimSpace(string(out))
-		t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
+		loop := looptest.New(t, MinDeviceBytes, looptest.Options{})
 		d, err := blockdev.OpenFile(loop, blockdev.DefaultFileOptions())
 		if err != nil {
 			t.Fatal(err)

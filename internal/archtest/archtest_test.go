@@ -212,6 +212,13 @@ func TestNoFileOverLimit(t *testing.T) {
 			v = append(v, f.path+": "+strconv.Itoa(f.lines)+" lines")
 		}
 	}
+	largest := goFile{}
+	for _, f := range sources(t) {
+		if !f.gen && f.lines > largest.lines {
+			largest = f
+		}
+	}
+	t.Logf("largest non-generated file: %s, %d lines (limit %d)", largest.path, largest.lines, maxFileLines)
 	report(t, "files over "+strconv.Itoa(maxFileLines)+" lines", v)
 }
 
@@ -227,9 +234,84 @@ func TestCLIPackageSize(t *testing.T) {
 	if n == 0 {
 		t.Fatalf("no files in %s", cliDir)
 	}
+	t.Logf("%s: %d non-test lines in %d files (limit %d)", cliDir, total, n, maxCLILines)
 	if total > maxCLILines {
 		t.Errorf("%s: %d non-test lines in %d files, over %d", cliDir, total, n, maxCLILines)
 	}
+}
+
+// importRules: no package under from imports a package under any of to (issue 25).
+var importRules = []struct {
+	from string
+	to   []string
+	why  string
+}{
+	{"reports", []string{"engine"}, "reports render what cache, bench and sim fill"},
+	{"workloads", []string{"engine"}, "workloads drive a Backend; the engine is one"},
+	{cliDir, []string{"nvme", "ftl"}, "flag values are parsed by the library that owns them"},
+}
+
+// importRuleViolations lists the imports of files that break importRules.
+func importRuleViolations(files []goFile) []string {
+	var v []string
+	for _, f := range files {
+		for _, r := range importRules {
+			if !under(f.dir, r.from) {
+				continue
+			}
+			for _, imp := range f.imports() {
+				for _, to := range r.to {
+					if under(imp, to) {
+						v = append(v, f.path+" imports "+imp+" ("+r.why+")")
+					}
+				}
+			}
+		}
+	}
+	return v
+}
+
+// (h) Reports import no engine, workloads no engine, the CLI no nvme or ftl.
+func TestImportRules(t *testing.T) {
+	report(t, "imports the layers forbid", importRuleViolations(sources(t)))
+}
+
+// (i) Tests attach loop devices through internal/looptest only: one place checks root and
+// losetup, skips with the reason and detaches.
+func TestLoopDevicesThroughLooptest(t *testing.T) {
+	root := moduleRoot(t)
+	var v []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != root && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		if under(filepath.ToSlash(filepath.Dir(rel)), "internal/looptest") {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		// The needles are split so that this file does not match itself.
+		if bytes.Contains(src, []byte(`"losetup", `+`"--find"`)) || bytes.Contains(src, []byte("LOOP_CTL_"+"GET_FREE")) {
+			v = append(v, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report(t, "tests attaching loop devices by hand (use internal/looptest)", v)
 }
 
 // flagName matches a CLI flag in a message: "--" and a lower-case letter.
@@ -361,6 +443,20 @@ var c = fmt.Errorf("%w; use --io-engine", b)
 	g := goFile{ast: f}
 	if imps := g.imports(); len(imps) != 2 || imps[0] != "tools/vmtest" || imps[1] != "cmd/rbctl/internal/cli" {
 		t.Errorf("imports %q", imps)
+	}
+	for _, c := range []struct {
+		dir, imp string
+		bad      bool
+	}{{"reports/cachereport", "engine", true}, {"reports", "engine/sharded", true}, {"workloads", "engine", true},
+		{cliDir, "ftl", true}, {cliDir, "nvme", true}, {cliDir, "nvmetcp", false}, {"cache", "engine", false}, {"reportsx", "engine", false}} {
+		src := "package x\nimport _ \"" + module + "/" + c.imp + "\"\n"
+		af, err := parser.ParseFile(token.NewFileSet(), "x.go", src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(importRuleViolations([]goFile{{path: c.dir + "/x.go", dir: c.dir, ast: af}})) > 0; got != c.bad {
+			t.Errorf("%s importing %s: violation %v, want %v", c.dir, c.imp, got, c.bad)
+		}
 	}
 	if !isLibrary("engine") || isLibrary("internal/uring") || isLibrary("cmd/rbctl") || isLibrary("tools/benchio") || !isLibrary("") {
 		t.Error("isLibrary misclassifies")

@@ -10,7 +10,6 @@ import (
 
 	"github.com/rbctl/rbctl/p2p/p2ppb"
 	"github.com/rbctl/rbctl/reports"
-	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
 // WriteList renders a node's key list as rbctl's text table (keys and salts escaped).
@@ -22,7 +21,7 @@ func WriteList(w io.Writer, r *p2ppb.ListResponse) error {
 		if e.Handle >= 0 {
 			h = strconv.Itoa(int(e.Handle))
 		}
-		row := []string{cachereport.Escape(e.Key), strconv.Itoa(int(e.Size)), cachereport.Escape(e.CacheSalt), h, strconv.FormatBool(e.Replica)}
+		row := []string{reports.Escape(e.Key), strconv.Itoa(int(e.Size)), reports.Escape(e.CacheSalt), h, strconv.FormatBool(e.Replica)}
 		if err := t.Append(row); err != nil {
 			return err
 		}
@@ -59,13 +58,13 @@ func WriteStats(w io.Writer, s *p2ppb.StatsResponse) error {
 			devs[i][m[2]] = v
 			continue
 		}
-		rows = append(rows, []string{cachereport.Escape(k), strconv.FormatInt(v, 10)})
+		rows = append(rows, []string{reports.Escape(k), strconv.FormatInt(v, 10)})
 	}
 	for k, v := range s.LatencyUs {
-		rows = append(rows, []string{cachereport.Escape(k), strconv.FormatFloat(v, 'f', 0, 64) + " us"})
+		rows = append(rows, []string{reports.Escape(k), strconv.FormatFloat(v, 'f', 0, 64) + " us"})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i][0] < rows[j][0] })
-	if _, err := fmt.Fprintf(w, "node %s\n", cachereport.Escape(s.Node)); err != nil {
+	if _, err := fmt.Fprintf(w, "node %s\n", reports.Escape(s.Node)); err != nil {
 		return err
 	}
 	t := reports.NewTable(w)
@@ -120,7 +119,7 @@ func WriteStats(w io.Writer, s *p2ppb.StatsResponse) error {
 			if f, ok := m["failed_ms"]; ok {
 				state += " for " + strconv.FormatInt(f, 10) + " ms"
 			}
-			if err := t.Append([]string{cachereport.Escape(n), state, strconv.FormatInt(m["filter_bytes"], 10), age}); err != nil {
+			if err := t.Append([]string{reports.Escape(n), state, strconv.FormatInt(m["filter_bytes"], 10), age}); err != nil {
 				return err
 			}
 		}

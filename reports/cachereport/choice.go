@@ -2,9 +2,10 @@ package cachereport
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
-	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // Choice is the checkpoint recovery chose, and why, as JSON (inspect, recover).
@@ -39,62 +40,66 @@ type Candidate struct {
 	Problem   string `json:"problem,omitempty"`
 }
 
-// ChoiceOf describes sel; the lost-key sample is escaped.
-func ChoiceOf(sel engine.Selection) Choice {
-	j := Choice{Container: sel.Container, Seq: sel.Seq, Reason: sel.Reason, Doubt: sel.Doubt, Fallback: sel.Fallback,
-		LostKnown: sel.LostKnown, MixedFormats: sel.MixedFormats, Namespace: string(sel.Namespace), NamespaceSource: sel.NamespaceSource}
-	if sel.Fallback && sel.LostKnown {
-		n := sel.Lost
-		j.LostKeys = &n
+// lost is how many keys a fallback lost (0 unless known).
+func (c Choice) lost() int {
+	if c.LostKeys == nil {
+		return 0
 	}
-	for _, k := range sel.LostSample {
-		j.LostSample = append(j.LostSample, Escape(k))
-	}
-	for _, c := range sel.Candidates {
-		j.Candidates = append(j.Candidates, Candidate{Container: c.Container, Usable: c.Usable, HeaderSeq: c.HeaderSeq, Seq: c.Seq,
-			SeqSource: c.SeqSource, SeqNote: c.SeqNote, Format: string(c.Format), Entries: c.Entries, NextSlot: c.NextSlot,
-			Namespace: string(c.Namespace), Stale: c.Stale, Problem: c.Problem})
-	}
-	return j
+	return *c.LostKeys
 }
 
-// ChoiceLines renders the checkpoint choice for people: which, why, what was lost.
-func ChoiceLines(sel engine.Selection) []string {
-	if sel.Container < 0 {
-		return []string{"checkpoint: none usable (" + Escape(sel.Reason) + ")"}
+// Lines renders the checkpoint choice for people: which, why, what was lost.
+func (c Choice) Lines() []string {
+	if c.Container < 0 {
+		return []string{"checkpoint: none usable (" + reports.Escape(c.Reason) + ")"}
 	}
-	out := []string{fmt.Sprintf("checkpoint: container %d, seq %d: %s", sel.Container, sel.Seq, Escape(sel.Reason))}
+	out := []string{fmt.Sprintf("checkpoint: container %d, seq %d: %s", c.Container, c.Seq, reports.Escape(c.Reason))}
 	switch {
-	case sel.Fallback && !sel.LostKnown:
+	case c.Fallback && !c.LostKnown:
 		out = append(out, "fallback: keys lost: unknown (the rejected container cannot be read)")
-	case sel.Fallback && sel.Lost > 0:
-		out = append(out, fmt.Sprintf("fallback: keys lost: %d (%s)", sel.Lost, LostSample(sel)))
-	case sel.Fallback:
+	case c.Fallback && c.lost() > 0:
+		out = append(out, fmt.Sprintf("fallback: keys lost: %d (%s)", c.lost(), c.lostSample()))
+	case c.Fallback:
 		out = append(out, "fallback: keys lost: 0")
 	}
-	if sel.Doubt {
+	if c.Doubt {
 		out = append(out, "in doubt: nothing checksummed tells which container is newer; writing replaces the other one")
 	}
-	for _, c := range sel.Candidates {
-		if c.SeqNote != "" {
-			out = append(out, fmt.Sprintf("container %d: %s", c.Container, c.SeqNote))
+	for _, cd := range c.Candidates {
+		if cd.SeqNote != "" {
+			out = append(out, fmt.Sprintf("container %d: %s", cd.Container, cd.SeqNote))
 		}
 	}
-	ns := "namespace " + string(sel.Namespace) + " (from " + sel.NamespaceSource + ")"
-	if sel.NamespaceSource == "" {
+	ns := "namespace " + c.Namespace + " (from " + c.NamespaceSource + ")"
+	if c.NamespaceSource == "" {
 		ns = "namespace: nothing on the device tells it (an empty LMCache v1 checkpoint); writers need --namespace"
 	}
 	return append(out, ns)
 }
 
-// LostSample lists (escaped) the sample of keys a fallback lost, "..." when there are more.
-func LostSample(sel engine.Selection) string {
-	s := make([]string, len(sel.LostSample))
-	for i, k := range sel.LostSample {
-		s[i] = Escape(k)
-	}
-	if sel.Lost > len(s) {
+// lostSample lists the (escaped) sample of keys a fallback lost, "..." when there are more.
+func (c Choice) lostSample() string {
+	s := slices.Clone(c.LostSample)
+	if c.lost() > len(s) {
 		s = append(s, "...")
 	}
 	return strings.Join(s, ", ")
+}
+
+// LostText says in a clause what a fallback lost, about the rejected container ("it holds
+// 2 keys the chosen checkpoint lacks (a, b)").
+func (c Choice) LostText() string {
+	switch {
+	case !c.Fallback:
+		return "nothing lost"
+	case !c.LostKnown:
+		return "the keys it held are unknown (it cannot be read)"
+	case c.lost() == 0:
+		return "it holds no key the chosen checkpoint lacks"
+	}
+	noun := "keys"
+	if c.lost() == 1 {
+		noun = "key"
+	}
+	return fmt.Sprintf("it holds %d %s the chosen checkpoint lacks (%s)", c.lost(), noun, c.lostSample())
 }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+
+	"github.com/rbctl/rbctl/reports"
 )
 
 // DevicesError is the outcome of a command over several devices some of which failed: how
@@ -70,7 +72,7 @@ func errText(err error) string {
 	if err == nil {
 		return ""
 	}
-	return Escape(strings.Join(strings.Fields(err.Error()), " "))
+	return reports.Escape(strings.Join(strings.Fields(err.Error()), " "))
 }
 
 // plural is "1 device", "2 devices".

@@ -60,41 +60,6 @@ func TestFormatsSumAndText(t *testing.T) {
 	}
 }
 
-func TestInspectionsJSONKeepsEachDeviceReport(t *testing.T) {
-	mem := formatted(t, "k1", "k2")
-	ins, err := Inspect(noClose{mem}, "mem-a", InspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewInspections([]string{"mem-a", "gone"}, []*Inspection{ins, nil}, []error{nil, fs.ErrNotExist})
-	if !errors.Is(err, fs.ErrNotExist) || r.Total.Entries != 2 || r.Total.Failed != 1 || r.Total.FreeSlots != ins.SlotsFree+ins.Layout.MaxSlots-ins.NextSlot {
-		t.Fatalf("%+v %v", r.Total, err)
-	}
-	js, _ := json.Marshal(r.Output(true))
-	var back struct {
-		Devices []struct {
-			Device  string `json:"device"`
-			Entries int64  `json:"entries"`
-			Error   string `json:"error"`
-			Layout  *Layout
-		} `json:"devices"`
-		Total InspectTotal `json:"total"`
-	}
-	if err := json.Unmarshal(js, &back); err != nil || len(back.Devices) != 2 || back.Devices[0].Device != "mem-a" || back.Devices[0].Entries != 2 ||
-		back.Devices[0].Layout == nil || back.Devices[1].Error == "" || back.Devices[1].Layout != nil || back.Total != r.Total {
-		t.Fatalf("JSON %s: %v", js, err)
-	}
-	// One device: its report as inspect has always printed it, nothing in JSON on failure.
-	one, _ := NewInspections([]string{"mem-a"}, []*Inspection{ins}, []error{nil})
-	if one.Output(true) != ins {
-		t.Error("one device: JSON is not its Inspection")
-	}
-	failed, _ := NewInspections([]string{"gone"}, []*Inspection{nil}, []error{fs.ErrNotExist})
-	if failed.Output(true) != nil || failed.Output(false) != nil {
-		t.Error("one missing device: something to print")
-	}
-}
-
 // An interrupted recover of one device still gives --json its JSON: the device, the error
 // and interrupted; text gets nothing (the error says it).
 func TestRecoveriesOutputInterrupted(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // FormatState is what a format left on one device.
@@ -77,7 +78,7 @@ func (r *Formats) WriteText(w io.Writer) error {
 		if d.Layout != nil {
 			capy, slots = Bytes(d.Layout.CapacityBytes), strconv.FormatInt(d.Layout.MaxSlots, 10)
 		}
-		rows = append(rows, []string{strconv.Itoa(d.Rank), Escape(d.Device), string(d.Kind), string(d.State), Escape(d.Placement), capy, slots})
+		rows = append(rows, []string{strconv.Itoa(d.Rank), reports.Escape(d.Device), string(d.Kind), string(d.State), reports.Escape(d.Placement), capy, slots})
 	}
 	rows = append(rows, []string{"total", plural(r.Total.Devices, "device"), "", fmt.Sprintf("%d formatted", r.Total.Formatted), "",
 		Bytes(r.Total.Capacity), strconv.FormatInt(r.Total.Slots, 10)})
@@ -86,7 +87,7 @@ func (r *Formats) WriteText(w io.Writer) error {
 	}
 	for _, d := range r.Devices {
 		if d.Error != "" {
-			fmt.Fprintf(w, "%s: %s: %s\n", Escape(d.Device), d.State, d.Error)
+			fmt.Fprintf(w, "%s: %s: %s\n", reports.Escape(d.Device), d.State, d.Error)
 		}
 	}
 	if r.Interrupted {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/rbctl/rbctl/reports"
 )
 
 // DeviceInspection is one device of an inspect over several devices: its Inspection (nil
@@ -94,7 +96,7 @@ func (r *Inspections) WriteText(w io.Writer) error {
 			fmt.Fprintln(w)
 		}
 		if d.err != nil {
-			fmt.Fprintf(w, "%s: error: %s\n", Escape(d.Device), d.Error)
+			fmt.Fprintf(w, "%s: error: %s\n", reports.Escape(d.Device), d.Error)
 		}
 		if d.Inspection != nil {
 			if err := d.Inspection.WriteText(w); err != nil {
@@ -102,10 +104,10 @@ func (r *Inspections) WriteText(w io.Writer) error {
 			}
 		}
 		if d.err != nil {
-			rows = append(rows, []string{Escape(d.Device), "-", "-", "-", "-", "error"})
+			rows = append(rows, []string{reports.Escape(d.Device), "-", "-", "-", "-", "error"})
 			continue
 		}
-		rows = append(rows, []string{Escape(d.Device), strconv.FormatInt(d.Entries, 10), Bytes(d.bytesUsed()),
+		rows = append(rows, []string{reports.Escape(d.Device), strconv.FormatInt(d.Entries, 10), Bytes(d.bytesUsed()),
 			strconv.FormatInt(d.freeSlots(), 10), strconv.FormatInt(d.Layout.MaxSlots, 10), "ok"})
 	}
 	t := r.Total

@@ -1,12 +1,10 @@
 package cachereport
 
 import (
-	"fmt"
 	"io"
-	"sort"
 	"strconv"
 
-	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // Key is one entry of the index, as ls and inspect --keys list it.
@@ -20,25 +18,6 @@ type Key struct {
 	CRC    string `json:"crc32c,omitempty"`
 }
 
-// Keys lists the entries of e (only those with cache_salt salt, when salt is not ""),
-// sorted by key; never nil.
-func Keys(e *engine.Engine, salt string) []Key {
-	keys := []Key{}
-	e.Entries(func(k engine.Key, m engine.EntryMeta) bool {
-		if salt != "" && k.CacheSalt() != salt {
-			return true
-		}
-		ik := Key{Key: k.String(), Slot: m.Slot, Offset: m.Offset, Size: m.Size, Salt: k.CacheSalt(), Handle: int32(m.Handle)}
-		if m.HasChecksum {
-			ik.CRC = fmt.Sprintf("%08x", m.Checksum)
-		}
-		keys = append(keys, ik)
-		return true
-	})
-	sort.Slice(keys, func(i, j int) bool { return keys[i].Key < keys[j].Key })
-	return keys
-}
-
 // WriteKeys renders keys as ls's table; "-" is a key written without a placement directive.
 func WriteKeys(w io.Writer, keys []Key) error {
 	var rows [][]string
@@ -47,7 +26,7 @@ func WriteKeys(w io.Writer, keys []Key) error {
 		if k.Handle >= 0 {
 			h = strconv.Itoa(int(k.Handle))
 		}
-		rows = append(rows, []string{Escape(k.Key), strconv.Itoa(k.Size), strconv.FormatUint(uint64(k.Slot), 10), Escape(k.Salt), h})
+		rows = append(rows, []string{reports.Escape(k.Key), strconv.Itoa(k.Size), strconv.FormatUint(uint64(k.Slot), 10), reports.Escape(k.Salt), h})
 	}
 	return Table(w, []string{"key", "size", "slot", "cache_salt", "handle"}, rows)
 }

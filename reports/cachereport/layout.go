@@ -1,7 +1,9 @@
-// Package cachereport builds the reports rbctl prints about a raw-block cache: its layout,
-// the checkpoint recovery chose and why, what inspect and recover found, and the keys. Each
-// report is a struct whose JSON tags are the --json output (docs/cli.md), with a WriteText
-// method for people. Text that comes from a device or a user is escaped (Escape).
+// Package cachereport renders the reports rbctl prints about a raw-block cache: its layout,
+// the checkpoint recovery chose and why, what format, inspect and recover found, and the
+// keys. Each report is a plain struct whose JSON tags are the --json output (docs/cli.md),
+// with a WriteText method for people; package cache fills them (it reads the device, this
+// package imports no engine). Text that comes from a device or a user is escaped
+// (reports.Escape).
 package cachereport
 
 import (
@@ -9,7 +11,6 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/units"
 )
@@ -30,36 +31,29 @@ type Layout struct {
 	MetaVersion      uint32 `json:"meta_version"`
 	Namespace        string `json:"namespace"`
 	CheckpointFormat string `json:"checkpoint_format"`
-
-	rows [][]string
+	// Container1Offset is where the second metadata container starts (text only).
+	Container1Offset int64 `json:"-"`
 }
 
-// LayoutOf describes the layout l of a cache configured by cfg.
-func LayoutOf(l engine.Layout, cfg engine.Config) Layout {
-	return Layout{l.DeviceSize, l.Capacity, l.BlockAlign, l.HeaderBytes, l.SlotBytes, l.MetaTotalBytes,
-		l.ContainerBytes, l.PayloadCap, l.DataBase, l.MaxSlots, cfg.MetaMagic, cfg.MetaVersion, string(cfg.Namespace),
-		string(cfg.CheckpointFormat), layoutRows(l, cfg)}
-}
-
-func layoutRows(l engine.Layout, cfg engine.Config) [][]string {
+func (l Layout) rows() [][]string {
 	return [][]string{
 		{"device size", fmt.Sprintf("%d (%s)", l.DeviceSize, Bytes(l.DeviceSize))},
-		{"capacity", fmt.Sprintf("%d (%s)", l.Capacity, Bytes(l.Capacity))},
+		{"capacity", fmt.Sprintf("%d (%s)", l.CapacityBytes, Bytes(l.CapacityBytes))},
 		{"block_align", strconv.Itoa(l.BlockAlign)},
 		{"header_bytes", strconv.Itoa(l.HeaderBytes)},
 		{"slot_bytes", fmt.Sprintf("%d (%s)", l.SlotBytes, Bytes(l.SlotBytes))},
 		{"meta_total_bytes", fmt.Sprintf("%d (%s)", l.MetaTotalBytes, Bytes(l.MetaTotalBytes))},
-		{"containers", fmt.Sprintf("[0, %d) and [%d, %d), payload capacity %d each", l.ContainerBytes, l.ContainerOffset[1], l.ContainerOffset[1]+l.ContainerBytes, l.PayloadCap)},
-		{"data_base_offset", strconv.FormatInt(l.DataBase, 10)},
+		{"containers", fmt.Sprintf("[0, %d) and [%d, %d), payload capacity %d each", l.ContainerBytes, l.Container1Offset, l.Container1Offset+l.ContainerBytes, l.PayloadCapacity)},
+		{"data_base_offset", strconv.FormatInt(l.DataBaseOffset, 10)},
 		{"slots", strconv.FormatInt(l.MaxSlots, 10)},
-		{"meta_magic / version", fmt.Sprintf("%s / %d", cfg.MetaMagic, cfg.MetaVersion)},
-		{"namespace", string(cfg.Namespace)},
-		{"checkpoint format", string(cfg.CheckpointFormat)},
+		{"meta_magic / version", fmt.Sprintf("%s / %d", l.MetaMagic, l.MetaVersion)},
+		{"namespace", l.Namespace},
+		{"checkpoint format", l.CheckpointFormat},
 	}
 }
 
 // WriteText renders the layout as a field/value table.
-func (l Layout) WriteText(w io.Writer) error { return Table(w, []string{"field", "value"}, l.rows) }
+func (l Layout) WriteText(w io.Writer) error { return Table(w, []string{"field", "value"}, l.rows()) }
 
 // Bytes renders n in binary units with one decimal ("1.5 MiB"); below 1 KiB in bytes.
 func Bytes(n int64) string { return units.FormatSize(n) }
@@ -74,22 +68,4 @@ func Table(w io.Writer, header []string, rows [][]string) error {
 		}
 	}
 	return t.Render()
-}
-
-// Escape renders untrusted text (keys, salts, model names read from a device or given on
-// the command line) with control characters and invalid UTF-8 escaped, so that output never
-// carries terminal escape sequences or line breaks that were not ours.
-func Escape(s string) string {
-	clean := true
-	for _, c := range s {
-		if c < 0x20 || c == 0x7f || c == '\\' || (c >= 0x80 && c < 0xa0) || c == 0xfffd {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	q := strconv.QuoteToASCII(s)
-	return q[1 : len(q)-1]
 }

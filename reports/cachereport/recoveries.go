@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/rbctl/rbctl/reports"
 )
 
 // DeviceRecovery is one device of a recover over several devices: its Recovery (nil when
@@ -99,13 +101,13 @@ func (r *Recoveries) WriteText(w io.Writer) error {
 			}
 		}
 		if d.err != nil {
-			fmt.Fprintf(w, "%s: error: %s\n", Escape(d.Device), d.Error)
+			fmt.Fprintf(w, "%s: error: %s\n", reports.Escape(d.Device), d.Error)
 		}
 		if d.Recovery == nil {
-			rows = append(rows, []string{Escape(d.Device), "-", "-", "-", "-", "error"})
+			rows = append(rows, []string{reports.Escape(d.Device), "-", "-", "-", "-", "error"})
 			continue
 		}
-		rows = append(rows, []string{Escape(d.Device), strconv.Itoa(d.Loaded), strconv.Itoa(d.Kept), strconv.Itoa(len(d.Dropped)),
+		rows = append(rows, []string{reports.Escape(d.Device), strconv.Itoa(d.Loaded), strconv.Itoa(d.Kept), strconv.Itoa(len(d.Dropped)),
 			strconv.FormatInt(d.TotalFree, 10), d.outcome()})
 	}
 	t := r.Total

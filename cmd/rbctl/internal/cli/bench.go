@@ -11,7 +11,6 @@ import (
 	"github.com/rbctl/rbctl/bench"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
-	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/placement"
 )
 
@@ -22,7 +21,6 @@ type benchFlags struct {
 	out                flagsets.ReportOut
 	o                  bench.Options
 	placement, lmcache string
-	isolation          ftl.Isolation // o.Isolation when given
 	quiet              bool
 }
 
@@ -62,8 +60,8 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 	fs.IntVar(&o.Handles, "handles", 8, "placement handles for the policy and shadow model when DEV has no FDP")
 	flagcheck.SizeVar(fs, &o.RUBytes, "ru", "16M", "shadow model reclaim unit size when DEV does not report one")
 	fs.Float64Var(&o.OP, "op", 0.07, "shadow model over-provisioning when DEV does not report it")
-	fs.Var(flagsets.Parsed(&f.isolation, "initial", ftl.ParseIsolation), "isolation", "shadow model handle isolation: initial or persistent (an emulated DEV keeps its own unless given)")
-	fs.Var(flagsets.Parsed(&o.GC, "greedy", ftl.ParseGCPolicy), "gc", "shadow model GC policy: greedy or cost-benefit")
+	fs.Var(flagsets.Optional(&o.Isolation, "initial"), "isolation", "shadow model handle isolation: initial or persistent (an emulated DEV keeps its own unless given)")
+	fs.Var(flagsets.Text(&o.GC, "greedy"), "gc", "shadow model GC policy: greedy or cost-benefit")
 	flagcheck.SizeVar(fs, &o.Create, "create", "", "create DEV as a sparse file of this size if it does not exist")
 	fs.BoolVar(&o.SlotGroups, "slot-groups", false, "group slots per handle into reclaim-unit-sized groups (H4)")
 	flagcheck.SizeVar(fs, &o.MetaBytes, "meta-bytes", "auto", "metadata region (meta_total_bytes); auto sizes it for a full index", "auto")
@@ -97,9 +95,6 @@ func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 		if !cmd.Flags().Changed("placement") {
 			o.Policies = nil // the config's placement alone
 		}
-	}
-	if cmd.Flags().Changed("isolation") {
-		o.Isolation = &f.isolation
 	}
 	if o.ShardBy == "" { // the API takes "" as hash; on the command line it is a mistake
 		return fmt.Errorf("--shard-by is empty: give hash or kv-rank")

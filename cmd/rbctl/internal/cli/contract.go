@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
-	"github.com/rbctl/rbctl/reports/cachereport"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // Exit codes (docs/cli.md).
@@ -204,8 +204,8 @@ func ruleFor(cmd *cobra.Command, f *pflag.Flag) (flagRule, bool) {
 func validateFlags(cmd *cobra.Command) error { return flagcheck.Validate(cmd, ruleFor) }
 
 // rbEscape renders untrusted text (keys, salts, model names read from a device or given on
-// the command line) with control characters and invalid UTF-8 escaped (cachereport.Escape).
-func rbEscape(s string) string { return cachereport.Escape(s) }
+// the command line) with control characters and invalid UTF-8 escaped (reports.Escape).
+func rbEscape(s string) string { return reports.Escape(s) }
 
 // rulesMarkdown and flagsMarkdown render docs/cli.md's generated tables (kept in step by
 // TestCLIDocFlagTable).

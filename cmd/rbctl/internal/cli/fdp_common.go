@@ -11,7 +11,6 @@ import (
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/fdp"
-	"github.com/rbctl/rbctl/nvme"
 	"github.com/rbctl/rbctl/reports"
 )
 
@@ -40,9 +39,9 @@ func fdpError(dev string, err error) error {
 		return &ExitError{Code: exitNoFDP, Err: fmt.Errorf("%s: %w", dev, err)}
 	case errors.Is(err, fdp.ErrFDPNotSupported):
 		return &ExitError{Code: exitNoFDP, Err: err}
-	case errors.Is(err, nvme.ErrNotNVMe):
+	case errors.Is(err, devices.ErrNotNVMe):
 		return &ExitError{Code: exitNoFDP, Err: err}
-	case errors.Is(err, nvme.ErrFDPDisabled):
+	case errors.Is(err, devices.ErrFDPDisabled):
 		return &ExitError{Code: exitNoFDP, Err: fmt.Errorf("%s: FDP is disabled in this endurance group; enable it with `rbctl fdp feature %s -c 0 --yes`: %w", dev, dev, err)}
 	}
 	return err

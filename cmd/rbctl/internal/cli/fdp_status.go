@@ -10,7 +10,6 @@ import (
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/devices"
-	"github.com/rbctl/rbctl/nvme"
 )
 
 func init() { register(newFDPStatusCmd) }
@@ -35,7 +34,7 @@ screen (the configurations it could enable) and exit status 2.`,
 				return err
 			}
 			defer a.Close()
-			return runFDPStatus(cmd.Context(), cmd.OutOrStdout(), a.Transport, args[0], asJSON, watch, count, nevents)
+			return runFDPStatus(cmd.Context(), cmd.OutOrStdout(), a, args[0], asJSON, watch, count, nevents)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (nvme-cli field names inside)")
@@ -45,11 +44,11 @@ screen (the configurations it could enable) and exit status 2.`,
 	return cmd
 }
 
-// runFDPStatus prints the status of t once, or every watch until ctx ends or count screens.
-func runFDPStatus(ctx context.Context, w io.Writer, t nvme.Transport, dev string, asJSON bool, watch time.Duration, count, nevents int) error {
+// runFDPStatus prints the status of a once, or every watch until ctx ends or count screens.
+func runFDPStatus(ctx context.Context, w io.Writer, a *devices.Admin, dev string, asJSON bool, watch time.Duration, count, nevents int) error {
 	clear := watch > 0 && !asJSON && isTerminal(w)
 	enabled := false
-	err := devices.WatchFDPStatus(ctx, t, dev, nevents, watch, count, func(i int, s *devices.FDPStatus) error {
+	err := devices.WatchFDPStatus(ctx, a.Transport, dev, nevents, watch, count, func(i int, s *devices.FDPStatus) error {
 		enabled = s.Enabled
 		switch {
 		case asJSON:
@@ -62,7 +61,7 @@ func runFDPStatus(ctx context.Context, w io.Writer, t nvme.Transport, dev string
 		return writeSections(w, s.Sections())
 	})
 	if err == nil && !enabled && ctx.Err() == nil {
-		err = nvme.ErrFDPDisabled // the screen is printed; the exit status says so (2)
+		err = devices.ErrFDPDisabled // the screen is printed; the exit status says so (2)
 	}
 	return fdpError(dev, err)
 }

@@ -87,10 +87,10 @@ func fdpWorkload(t *testing.T, dev string) (written int64, human, js string) {
 		t.Fatal(err)
 	}
 	var h, j bytes.Buffer
-	if err := runFDPStatus(context.Background(), &h, o.FDP.Transport(), dev, false, 0, 0, 5); err != nil {
+	if err := runFDPStatus(context.Background(), &h, &devices.Admin{Transport: o.FDP.Transport()}, dev, false, 0, 0, 5); err != nil {
 		t.Fatal(err)
 	}
-	if err := runFDPStatus(context.Background(), &j, o.FDP.Transport(), dev, true, 0, 0, 5); err != nil {
+	if err := runFDPStatus(context.Background(), &j, &devices.Admin{Transport: o.FDP.Transport()}, dev, true, 0, 0, 5); err != nil {
 		t.Fatal(err)
 	}
 	return written, h.String(), j.String()
@@ -293,7 +293,7 @@ func (c *noFDPCtrl) Close() error { return nil }
 func TestFDPNotSupportedMessage(t *testing.T) {
 	c := &noFDPCtrl{}
 	var out bytes.Buffer
-	err := runFDPStatus(context.Background(), &out, c, "/dev/ng0n1", false, 0, 0, 5)
+	err := runFDPStatus(context.Background(), &out, &devices.Admin{Transport: c}, "/dev/ng0n1", false, 0, 0, 5)
 	var ee *ExitError
 	if !errors.As(err, &ee) || ee.Code != exitNoFDP || !errors.Is(err, fdp.ErrFDPNotSupported) {
 		t.Fatalf("err %v", err)

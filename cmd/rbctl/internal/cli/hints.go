@@ -3,19 +3,17 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/devices/safety"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/placement"
-	"github.com/rbctl/rbctl/reports/cachereport"
 	"github.com/rbctl/rbctl/sim"
 	"github.com/rbctl/rbctl/units"
 	"github.com/rbctl/rbctl/workloads"
@@ -65,21 +63,13 @@ func flagHints(cmd *cobra.Command, err error) []string {
 	case errors.Is(err, engine.ErrNoCheckpoint) && cmd.Name() != "format":
 		hints = append(hints, "format it first (rbctl format)")
 	}
-	if errors.Is(err, ftl.ErrNoSpare) {
-		switch {
-		case has("op"):
-			hints = append(hints, "--op sets the over-provisioning")
-		case errors.Is(err, emu.ErrSpec):
-			hints = append(hints, "op= in the emu: spec sets the over-provisioning")
-		}
-	}
 	if has("force") {
 		switch {
 		case errors.Is(err, safety.ErrHasData) && cmd.Name() == "recover":
 			hints = append(hints, "pass --force to overwrite it")
 		case errors.Is(err, safety.ErrHasData):
 			hints = append(hints, "pass --force to destroy it")
-		case errors.Is(err, cachereport.ErrRefused):
+		case errors.Is(err, cache.ErrRefused):
 			hints = append(hints, "pass --force to write it anyway (--dry-run lists what would be dropped)")
 		}
 	}
@@ -141,38 +131,15 @@ func hintAll(c *cobra.Command) {
 	}
 }
 
-// runHints phrases the fix of bench's and simulate's refusals: a geometry GC cannot run in
-// (in emu: spec parameters for an emulated device, else in the command's flags) and a
-// simulation too large for memory.
+// runHints phrases the fix of bench's and simulate's refusals: a geometry the FTL model
+// refuses (flagsets.ModelHints) and a simulation too large for memory.
 func runHints(has func(string) bool, err error) []string {
-	var ie *ftl.InfeasibleError
 	var me *sim.MemoryError
 	switch {
-	case errors.As(err, &ie):
-		op, ru, handles, where := "--op ", "--ru", "--handles", ""
-		if errors.Is(err, emu.ErrSpec) {
-			op, ru, handles, where = "op=", "ru=", "ruhs=", " in the emu: spec"
-		}
-		var fixes []string
-		if ie.MinOP > 0 && (where != "" || has("op")) {
-			fixes = append(fixes, op+strconv.FormatFloat(math.Round(ie.MinOP*100)/100, 'f', -1, 64))
-		}
-		if ie.MaxRUBytes > 0 && (where != "" || has("ru")) {
-			fixes = append(fixes, "a smaller "+ru+" (at most "+units.FormatSpec(ie.MaxRUBytes)+")")
-		}
-		if ie.MaxHandles > 0 && (where != "" || has("handles")) {
-			fixes = append(fixes, "fewer "+handles+" (at most "+strconv.Itoa(ie.MaxHandles)+")")
-		}
-		if n := len(fixes); n > 1 {
-			fixes = []string{strings.Join(fixes[:n-1], ", ") + " or " + fixes[n-1]}
-		}
-		if len(fixes) == 1 {
-			return []string{"use " + fixes[0] + where}
-		}
 	case errors.As(err, &me) && me.ModelDominates && has("unit"):
 		return []string{"use a bigger --unit (" + units.FormatSpec(2*me.FTL.MappingUnit) + " or more; slots round up to it) or a smaller --device-size"}
 	case errors.As(err, &me) && has("device-size"):
 		return []string{"use a smaller --device-size (about " + units.FormatSpec(me.FitsBytes) + " fits)"}
 	}
-	return nil
+	return flagsets.ModelHints(has, err)
 }

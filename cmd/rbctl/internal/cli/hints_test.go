@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
-	"github.com/rbctl/rbctl/reports/cachereport"
 	"github.com/rbctl/rbctl/workloads"
 )
 
@@ -46,8 +46,8 @@ func TestFlagHints(t *testing.T) {
 		{sim, fmt.Errorf("bench: %w", workloads.CheckRegion(100, 10)), "; --region sets the region size", ""},
 		{sim, fmt.Errorf("slot_bytes is wrong"), "", "--"},                                    // not an engine error: no field mapping
 		{format, fmt.Errorf("%w: slot_bytes named in text only", engine.ErrConfig), "", "--"}, // the fields are typed, not read from the text
-		{rec, fmt.Errorf("c.img: %w: in doubt", cachereport.ErrRefused), "c.img: nothing written: in doubt; pass --force to write it anyway (--dry-run lists what would be dropped)", ""},
-		{get, fmt.Errorf("c.img: %w: in doubt", cachereport.ErrRefused), "", "--force"},
+		{rec, fmt.Errorf("c.img: %w: in doubt", cache.ErrRefused), "c.img: nothing written: in doubt; pass --force to write it anyway (--dry-run lists what would be dropped)", ""},
+		{get, fmt.Errorf("c.img: %w: in doubt", cache.ErrRefused), "", "--force"},
 	} {
 		got := withFlagHints(c.cmd, c.err).Error()
 		if c.want == "" && got != c.err.Error() {

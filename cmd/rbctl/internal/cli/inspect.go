@@ -6,14 +6,13 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
-	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
 func init() { register(newInspectCmd) }
 
 func newInspectCmd() *cobra.Command {
 	var dev flagsets.Device
-	var opts cachereport.InspectOptions
+	var opts cache.InspectOptions
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "inspect DEV [DEV...]",

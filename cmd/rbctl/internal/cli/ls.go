@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
@@ -25,7 +26,7 @@ func newLsCmd() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			keys := cachereport.Keys(e, salt)
+			keys := cache.Keys(e, salt)
 			return show(cmd, asJSON, keys, func(w io.Writer) error { return cachereport.WriteKeys(w, keys) })
 		},
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/devices"
-	"github.com/rbctl/rbctl/nvme"
 )
 
 func init() { register(newNVMeCmd) }
@@ -21,11 +20,8 @@ func newNVMeCmd() *cobra.Command {
 }
 
 func newNVMeLogCmd() *cobra.Command {
-	var p nvme.LogPage
-	var lid uint8
-	var length uint32
+	o := devices.DefaultLogOptions()
 	var raw, asJSON bool
-	var opt devices.AdminOptions
 	cmd := &cobra.Command{
 		Use:   "log DEV --lid N",
 		Short: "Read a log page (Get Log Page) and hex-dump it, or write the raw bytes with --raw",
@@ -38,27 +34,21 @@ func newNVMeLogCmd() *cobra.Command {
 			switch out := cmd.OutOrStdout(); {
 			case !cmd.Flags().Changed("lid"):
 				return fmt.Errorf("--lid is required (e.g. --lid 0x02 for SMART / health)")
-			case length == 0 || length%4 != 0:
-				return fmt.Errorf("--len %d must be a positive multiple of 4", length)
-			case p.LSP > 0x7f:
-				return fmt.Errorf("--lsp %d does not fit the 7-bit field", p.LSP)
+			case o.Len == 0 || o.Len%4 != 0:
+				return fmt.Errorf("--len %d must be a positive multiple of 4", o.Len)
+			case o.Page.LSP > 0x7f:
+				return fmt.Errorf("--lsp %d does not fit the 7-bit field", o.Page.LSP)
 			case raw && isTerminal(out):
 				return fmt.Errorf("--raw writes binary: redirect standard output to a file or drop --raw for a hex dump")
 			}
-			p.LID = nvme.LogID(lid)
-			a, err := devices.OpenAdmin(args[0], opt)
+			d, err := devices.ReadLog(args[0], o)
 			if err != nil {
 				return err
 			}
-			defer a.Close()
-			b, err := nvme.GetLog(a.Transport, p, int(length))
-			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			d, out := nvme.LogDump{Page: p, Data: b}, cmd.OutOrStdout()
+			out := cmd.OutOrStdout()
 			switch {
 			case raw:
-				_, err = out.Write(b)
+				_, err = out.Write(d.Data)
 			case asJSON:
 				err = flagsets.WriteJSON(out, d.JSON())
 			default:
@@ -68,16 +58,16 @@ func newNVMeLogCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.Uint8Var(&lid, "lid", 0, "log page identifier (required)")
-	f.Uint8Var(&p.LSP, "lsp", 0, "log specific parameter (7 bits)")
-	f.Uint16Var(&p.LSI, "lsi", 0, "log specific identifier (the endurance group for FDP logs)")
-	f.Uint32Var(&length, "len", 512, "bytes to read (multiple of 4)")
-	f.Uint64Var(&p.Offset, "offset", 0, "byte offset into the log (multiple of 4)")
-	f.Uint32VarP(&p.NSID, "namespace-id", "n", nvme.NSIDAll, "namespace id in the command (default all = 0xffffffff, as nvme-cli get-log; 0 = none)")
-	f.BoolVar(&p.RAE, "rae", false, "retain asynchronous event")
+	f.Uint8Var(&o.LID, "lid", 0, "log page identifier (required)")
+	f.Uint8Var(&o.Page.LSP, "lsp", 0, "log specific parameter (7 bits)")
+	f.Uint16Var(&o.Page.LSI, "lsi", 0, "log specific identifier (the endurance group for FDP logs)")
+	f.Uint32Var(&o.Len, "len", o.Len, "bytes to read (multiple of 4)")
+	f.Uint64Var(&o.Page.Offset, "offset", 0, "byte offset into the log (multiple of 4)")
+	f.Uint32VarP(&o.Page.NSID, "namespace-id", "n", o.Page.NSID, "namespace id in the command (default all = 0xffffffff, as nvme-cli get-log; 0 = none)")
+	f.BoolVar(&o.Page.RAE, "rae", false, "retain asynchronous event")
 	f.BoolVar(&raw, "raw", false, "write the raw bytes to standard output instead of a hex dump")
 	f.BoolVar(&asJSON, "json", false, "print the log as JSON: its parameters and the bytes in hex")
-	f.StringVar(&opt.Transport, "transport", "", "passthrough transport: uring or ioctl (default: uring when available)")
+	f.StringVar(&o.Admin.Transport, "transport", "", "passthrough transport: uring or ioctl (default: uring when available)")
 	nsidAlias(cmd)
 	return cmd
 }

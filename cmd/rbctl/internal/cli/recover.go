@@ -8,14 +8,13 @@ import (
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
 func init() { register(newRecoverCmd) }
 
 type recoverFlags struct {
 	dev    flagsets.Device
-	opts   cachereport.RecoverOptions
+	opts   cache.RepairOptions
 	verify bool
 	json   bool
 	place  flagsets.Placement
@@ -60,7 +59,7 @@ func runRecover(cmd *cobra.Command, paths []string, f *recoverFlags) error {
 		return err
 	}
 	ctx := cmd.Context() // cobra sets it
-	o := cache.RecoverOptions{Paths: paths, Report: f.opts, VerifyPayload: f.verify,
+	o := cache.RecoverOptions{Paths: paths, Repair: f.opts, VerifyPayload: f.verify,
 		Open: func(path string, readOnly bool, tweak func(*engine.Config)) (*engine.Engine, error) {
 			return f.dev.OpenEngine(&f.place, path, readOnly, tweak)
 		}}

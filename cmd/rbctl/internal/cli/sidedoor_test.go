@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbctl/rbctl/internal/looptest"
 	"golang.org/x/sys/unix"
 )
 
@@ -162,16 +163,8 @@ func TestLoopBackingFileRefusedEvenWithForce(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for loop devices (CI runs as root)")
 	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("needs losetup:", err)
-	}
 	dir := sideDoorDir(t)
-	out, err := exec.Command("losetup", "--find", "--show", filepath.Join(dir, "e4.img")).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot attach a loop device here: %v: %s", err, out)
-	}
-	loop := strings.TrimSpace(string(out))
-	defer exec.Command("losetup", "-d", loop).Run()
+	loop := looptest.Attach(t, filepath.Join(dir, "e4.img"), looptest.Options{})
 	want, mounted := "it backs "+loop, false
 	if mnt := t.TempDir(); exec.Command("mount", "-t", "ext4", loop, mnt).Run() == nil {
 		defer exec.Command("umount", mnt).Run()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
-	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/sim"
 )
@@ -46,10 +45,10 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 	flagcheck.SizeVar(fs, &o.RUBytes, "ru", "auto", "reclaim unit size (auto: device size/512, rounded to the mapping unit)", "auto")
 	flagcheck.SizeVar(fs, &o.MappingUnit, "unit", "auto", "FTL mapping unit (auto: a power of two ≤ slot/16 and ≤ RU/256, ≥ 4K); slots are rounded up to it", "auto")
 	fs.IntVar(&o.Handles, "handles", 8, "placement handles (reclaim unit handles)")
-	fs.Var(flagsets.Parsed(&o.Isolation, "initial", ftl.ParseIsolation), "isolation", "handle isolation: initial or persistent")
-	fs.Var(flagsets.Parsed(&o.GC, "greedy", ftl.ParseGCPolicy), "gc", "GC victim policy: greedy or cost-benefit")
+	fs.Var(flagsets.Text(&o.Isolation, "initial"), "isolation", "handle isolation: initial or persistent")
+	fs.Var(flagsets.Text(&o.GC, "greedy"), "gc", "GC victim policy: greedy or cost-benefit")
 	fs.IntVar(&o.Reserve, "reserve", 0, "free RUs kept for GC (0: the minimum, 1)")
-	fs.Var(flagsets.Parsed(&o.Precondition, "trim", ftl.ParsePrecondition), "precondition", "state before the run: trim (all deallocated) or fill (sequentially written)")
+	fs.Var(flagsets.Text(&o.Precondition, "trim"), "precondition", "state before the run: trim (all deallocated) or fill (sequentially written)")
 	fs.StringVar(&f.pol, "placement", "none,cache-salt,metadata-class+cache-salt,hotness", "comma-separated placement policies to compare ("+strings.Join(placement.Known(), ", ")+", compositions with +), or future-knowledge references oracle:"+strings.Join(sim.OracleModes, ", oracle:")+" (two passes; docs/bench.md)")
 	fs.BoolVar(&o.Deallocate, "deallocate", true, "deallocate a slot when its key is evicted or deleted (H6); false opts out")
 	fs.Int64Var(&o.CheckpointOps, "checkpoint-ops", 2000, "write a checkpoint every this many stores+deletes (0: never)")

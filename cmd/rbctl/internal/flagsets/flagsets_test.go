@@ -9,10 +9,11 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/ftl"
 )
 
 func TestKeyBuild(t *testing.T) {
@@ -61,10 +62,6 @@ func TestPlacement(t *testing.T) {
 	}
 	if err := (&Placement{Spec: "no-such-policy"}).Check(); err == nil || !strings.HasPrefix(err.Error(), "--placement no-such-policy: ") {
 		t.Errorf("unknown policy: %v", err)
-	}
-	p, err := (&Placement{Spec: "cache-salt"}).Policy(blockdev.Info{Path: "d", Handles: 4})
-	if err != nil || p == nil || p.Name() != "cache-salt" {
-		t.Errorf("cache-salt on 4 handles: %v, %v", p, err)
 	}
 	if got, err := Policies(" none, ,cache-salt,"); err != nil || strings.Join(got, "|") != "none|cache-salt" {
 		t.Errorf("Policies: %q, %v", got, err)
@@ -131,5 +128,24 @@ func TestNVMeOutputMode(t *testing.T) {
 		if got != want {
 			t.Errorf("%q: mode %q (%v), want %q", args, got, err, want)
 		}
+	}
+}
+
+// Text and Optional hand the text to the value's own UnmarshalText; Optional leaves the
+// value nil (the library's choice) unless the flag is given, even given as its default.
+func TestTextAndOptionalFlags(t *testing.T) {
+	var gc ftl.GCPolicy
+	var iso *ftl.Isolation
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.Var(Text(&gc, "greedy"), "gc", "")
+	fs.Var(Optional(&iso, "initial"), "isolation", "")
+	if err := fs.Parse(nil); err != nil || gc != ftl.Greedy || iso != nil || fs.Lookup("isolation").DefValue != "initial" {
+		t.Fatalf("defaults: %v %v %v", err, gc, iso)
+	}
+	if err := fs.Parse([]string{"--gc", "cb", "--isolation", "initial"}); err != nil || gc != ftl.CostBenefit || iso == nil || *iso != ftl.InitiallyIsolated {
+		t.Fatalf("given: %v %v %v", err, gc, iso)
+	}
+	if err := fs.Parse([]string{"--isolation", "sideways"}); err == nil || !strings.Contains(err.Error(), "unknown isolation") {
+		t.Fatalf("bad value: %v", err)
 	}
 }

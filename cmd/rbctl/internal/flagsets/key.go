@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/reports/cachereport"
+	"github.com/rbctl/rbctl/reports"
 )
 
 // Key builds a key from --key, --native-key or --model/--rank/--group/--hash/--salt.
@@ -92,12 +92,12 @@ func (k *Key) Build(ns engine.Namespace) (engine.Key, error) {
 		}
 		key, err := engine.FromNative(k.Native)
 		if err != nil {
-			return engine.Key{}, fmt.Errorf("--native-key: %s", cachereport.Escape(err.Error()))
+			return engine.Key{}, fmt.Errorf("--native-key: %s", reports.Escape(err.Error()))
 		}
 		return key, nil
 	case k.Key != "":
 		if err := engine.CheckKey(k.Key, ns); err != nil {
-			return engine.Key{}, fmt.Errorf("--key: %s", cachereport.Escape(err.Error()))
+			return engine.Key{}, fmt.Errorf("--key: %s", reports.Escape(err.Error()))
 		}
 		return engine.ParseKey(k.Key, ns)
 	case !structured:
@@ -112,7 +112,7 @@ func (k *Key) Build(ns engine.Namespace) (engine.Key, error) {
 		return engine.Key{}, fmt.Errorf("--hash %s: not an even number of hex digits", strconv.Quote(k.Hash))
 	}
 	if err := engine.CheckSalt(k.Salt); err != nil {
-		return engine.Key{}, fmt.Errorf("--salt: %s", cachereport.Escape(err.Error()))
+		return engine.Key{}, fmt.Errorf("--salt: %s", reports.Escape(err.Error()))
 	}
 	if k.Rank > engine.MaxKVRank || k.Group > engine.MaxKVRank {
 		return engine.Key{}, fmt.Errorf("--rank/--group: at most %d (LMCache carries them as int64)", int64(engine.MaxKVRank))
@@ -127,7 +127,7 @@ func (k *Key) Build(ns engine.Namespace) (engine.Key, error) {
 		if !k.HasGroup {
 			msg += " (pass --group 0)"
 		}
-		return engine.Key{}, fmt.Errorf("--model/--hash/--salt: %s", cachereport.Escape(msg))
+		return engine.Key{}, fmt.Errorf("--model/--hash/--salt: %s", reports.Escape(msg))
 	}
 	return key, nil
 }

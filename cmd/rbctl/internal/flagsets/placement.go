@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/placement"
 )
 
@@ -34,21 +33,6 @@ func (f *Placement) Check() error {
 		return fmt.Errorf("--placement %s: %w", f.Spec, err)
 	}
 	return nil
-}
-
-// Policy builds the policy for a device (nil for none).
-func (f *Placement) Policy(info blockdev.Info) (placement.Policy, error) {
-	if err := f.Check(); err != nil || f == nil {
-		return nil, err
-	}
-	p, err := placement.Parse(f.Spec, info.Handles)
-	if err != nil {
-		return nil, fmt.Errorf("--placement %s on %s: %w", f.Spec, info.Path, err)
-	}
-	if p.Name() == "none" {
-		return nil, nil
-	}
-	return p, nil
 }
 
 // Policies is the comma-separated --placement list of bench and simulate, blanks dropped;

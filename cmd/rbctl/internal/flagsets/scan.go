@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/units"
 )
@@ -37,10 +37,20 @@ func (s *Scan) AddScan(cmd *cobra.Command, force *bool) {
 	fs.IntVar(&s.align, "block-align", 0, "with --scan and --slot-bytes: block_align (default 4096)")
 }
 
-func (s *Scan) scanning() bool { return s.On || (s.force != nil && *s.force) }
+// mode is when to scan: --scan whenever no checkpoint is usable, --force only when the
+// checkpoints are damaged.
+func (s *Scan) mode() cache.ScanMode {
+	switch {
+	case s.On:
+		return cache.ScanAlways
+	case s.force != nil && *s.force:
+		return cache.ScanDamaged
+	}
+	return cache.ScanNever
+}
 
-// detect finds the layout for a scan: the damaged checkpoints' fields, or the flags.
-func (s *Scan) detect(dev blockdev.Device) (engine.Detection, error) {
+// hint is the layout the flags give a scan.
+func (s *Scan) hint() (engine.ScanHint, error) {
 	var h engine.ScanHint
 	for _, f := range []struct {
 		name, v string
@@ -51,7 +61,7 @@ func (s *Scan) detect(dev blockdev.Device) (engine.Detection, error) {
 		}
 		n, err := units.ParseSize(f.v)
 		if err != nil {
-			return engine.Detection{}, fmt.Errorf("--%s: %w", f.name, err)
+			return h, fmt.Errorf("--%s: %w", f.name, err)
 		}
 		if f.p != nil {
 			*f.p = n
@@ -60,14 +70,10 @@ func (s *Scan) detect(dev blockdev.Device) (engine.Detection, error) {
 		}
 	}
 	if h.SlotBytes == 0 && (h.MetaTotalBytes != 0 || h.HeaderBytes != 0 || s.align != 0) {
-		return engine.Detection{}, fmt.Errorf("--header-bytes, --meta-bytes and --block-align describe the layout with --slot-bytes; give --slot-bytes too")
+		return h, fmt.Errorf("--header-bytes, --meta-bytes and --block-align describe the layout with --slot-bytes; give --slot-bytes too")
 	}
 	h.BlockAlign = s.align
-	d, err := engine.DetectScan(dev, h)
-	if err != nil && h.SlotBytes == 0 {
-		err = fmt.Errorf("%w; give the cache's --slot-bytes (and --header-bytes, --block-align, --meta-bytes when not the defaults)", err)
-	}
-	return d, err
+	return h, nil
 }
 
 // SlotProgress returns a progress callback drawing a bar of slots on stderr, and the

@@ -9,13 +9,13 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/devices/safety"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/internal/looptest"
 )
 
 func needTools(t *testing.T, tools ...string) {
@@ -36,27 +36,9 @@ func run(t *testing.T, name string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// loopDevice attaches a new 32 MiB backing file and returns the loop device path.
-func loopDevice(t *testing.T) string {
-	t.Helper()
-	img := filepath.Join(t.TempDir(), "loop.img")
-	if err := os.WriteFile(img, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 32<<20); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := run(t, "losetup", "--find", "--show", img)
-	if err != nil {
-		t.Skipf("cannot attach a loop device here: %v: %s", err, dev)
-	}
-	t.Cleanup(func() { run(t, "losetup", "-d", dev) })
-	return dev
-}
-
 func TestFormatRefusesExt4LoopDevice(t *testing.T) {
 	needTools(t, "losetup", "mkfs.ext4", "wipefs")
-	dev := loopDevice(t)
+	dev := looptest.New(t, 32<<20, looptest.Options{})
 	if err := safety.Gate(safety.Format, dev); err != nil {
 		t.Fatalf("blank loop device refused: %v", err)
 	}

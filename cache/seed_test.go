@@ -1,4 +1,4 @@
-package workloads
+package cache
 
 import (
 	"testing"
