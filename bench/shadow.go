@@ -8,6 +8,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // ShadowDevice wraps a device and feeds every completed write and deallocate it forwards to
@@ -55,7 +56,7 @@ func (s *ShadowDevice) Submit(ops []blockdev.Op) error {
 			continue
 		}
 		h := int(op.Handle)
-		if op.Handle == blockdev.NoPlacement {
+		if op.Handle == placement.None {
 			h = 0
 		} else if h < 0 || h >= s.nh {
 			s.foreign++
@@ -193,7 +194,7 @@ func (s *ShadowDevice) Precondition(ctx context.Context, mode string, chunk int)
 				return "", err
 			}
 			n := min(int64(chunk), size-off)
-			if err := s.Submit([]blockdev.Op{{Write: true, Off: off, Buf: buf[:n], Handle: blockdev.NoPlacement}}); err != nil {
+			if err := s.Submit([]blockdev.Op{{Write: true, Off: off, Buf: buf[:n], Handle: placement.None}}); err != nil {
 				return "", err
 			}
 		}

@@ -11,13 +11,15 @@ import (
 	"github.com/rbctl/rbctl/placement"
 )
 
-// Placement is the placement handle a write carries: placement.Handle, the one type a
-// decision has from the policy through the engine to the device (an alias, not a new type).
-// A device with FDP maps the index to a placement identifier (PID) from its RUH status and
-// refuses an index outside its table; a device without placement support ignores it.
+// Placement is placement.Handle under its old name.
+//
+// Deprecated: use placement.Handle, the one type a placement decision has from the policy
+// through the engine to the device.
 type Placement = placement.Handle
 
-// NoPlacement asks the device to place the write wherever it likes (no directive).
+// NoPlacement is placement.None under its old name.
+//
+// Deprecated: use placement.None.
 const NoPlacement = placement.None
 
 // Kind says what sort of device a path turned out to be.
@@ -47,8 +49,8 @@ type Info struct {
 type Op struct {
 	Write  bool
 	Off    int64
-	Buf    []byte    // for Direct devices: aligned (see Alloc) and a multiple of LogicalBlock
-	Handle Placement // writes only; NoPlacement for no directive
+	Buf    []byte           // for Direct devices: aligned (see Alloc) and a multiple of LogicalBlock
+	Handle placement.Handle // writes only; placement.None for no directive
 	// Tail, when not empty, is written right after Buf as part of the same op: one
 	// vectored request (header and payload from different memory, without a copy). Writes
 	// only, and only on devices whose VectoredWrites reports true (see VectoredWriter);
@@ -117,12 +119,12 @@ var (
 
 // ReadAt reads len(p) bytes at off through d.
 func ReadAt(d Device, p []byte, off int64) error {
-	ops := []Op{{Off: off, Buf: p, Handle: NoPlacement}}
+	ops := []Op{{Off: off, Buf: p, Handle: placement.None}}
 	return d.Submit(ops)
 }
 
 // WriteAt writes p at off through d with placement handle h.
-func WriteAt(d Device, p []byte, off int64, h Placement) error {
+func WriteAt(d Device, p []byte, off int64, h placement.Handle) error {
 	ops := []Op{{Write: true, Off: off, Buf: p, Handle: h}}
 	return d.Submit(ops)
 }

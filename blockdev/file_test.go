@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rbctl/rbctl/internal/looptest"
+	"github.com/rbctl/rbctl/placement"
 )
 
 func tempFile(t *testing.T, size int64) string {
@@ -41,7 +42,7 @@ func TestFileRoundTrip(t *testing.T) {
 					b[j] = byte(i*7 + j)
 				}
 				bufs[i] = b
-				ops[i] = Op{Write: true, Off: int64(i) * 8192, Buf: b, Handle: NoPlacement}
+				ops[i] = Op{Write: true, Off: int64(i) * 8192, Buf: b, Handle: placement.None}
 			}
 			if err := d.Submit(ops); err != nil {
 				t.Fatal(err)
@@ -110,7 +111,7 @@ func TestFileDeallocatePunchesHole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := WriteAt(d, bytes.Repeat([]byte{0xab}, 64<<10), 0, NoPlacement); err != nil {
+	if err := WriteAt(d, bytes.Repeat([]byte{0xab}, 64<<10), 0, placement.None); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Deallocate([]Range{{Off: 0, Len: 32 << 10}}); err != nil {
@@ -159,7 +160,7 @@ func TestFileReadOnlyRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := WriteAt(d, make([]byte, 4096), 0, NoPlacement); err == nil {
+	if err := WriteAt(d, make([]byte, 4096), 0, placement.None); err == nil {
 		t.Fatal("write on a read-only device succeeded")
 	}
 }
@@ -180,7 +181,7 @@ func TestLoopDeviceDirect(t *testing.T) {
 	for i := range b {
 		b[i] = byte(i * 13)
 	}
-	if err := WriteAt(d, b, 1<<20, NoPlacement); err != nil {
+	if err := WriteAt(d, b, 1<<20, placement.None); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Flush(); err != nil {
@@ -206,7 +207,7 @@ func TestLoopDeviceDirect(t *testing.T) {
 
 func TestMemDevice(t *testing.T) {
 	m := NewMem(1<<20, 4096)
-	if err := WriteAt(m, make([]byte, 100), 0, NoPlacement); !errors.Is(err, ErrMisaligned) {
+	if err := WriteAt(m, make([]byte, 100), 0, placement.None); !errors.Is(err, ErrMisaligned) {
 		t.Fatalf("direct mem accepted a misaligned write: %v", err)
 	}
 	b := bytes.Repeat([]byte{1}, 4096)

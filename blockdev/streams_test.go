@@ -9,6 +9,7 @@ import (
 
 	"github.com/rbctl/rbctl/internal/looptest"
 	"github.com/rbctl/rbctl/internal/uring"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // queueDir makes a fake sysfs queue directory with the given attribute files.
@@ -99,7 +100,7 @@ func TestUringWriteStreamSQE(t *testing.T) {
 	}{
 		{8, Op{Write: true, Buf: buf, Handle: 0}, 1},
 		{8, Op{Write: true, Buf: buf, Handle: 7}, 8},
-		{8, Op{Write: true, Buf: buf, Handle: NoPlacement}, 0},
+		{8, Op{Write: true, Buf: buf, Handle: placement.None}, 0},
 		{8, Op{Buf: buf, Handle: 3}, 0},
 		{0, Op{Write: true, Buf: buf, Handle: 3}, 0},
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/rbctl/rbctl/placement"
 )
 
 // Writes with a Tail (Op.Tail): every backend that reports VectoredWrites puts Buf and Tail
@@ -54,7 +56,7 @@ func TestTailWritesEveryBackend(t *testing.T) {
 				uringPattern(head, 2*i)
 				uringPattern(tail, 2*i+1)
 				// 1 MiB + 4 KiB apart: no two ops overlap.
-				ops[i] = Op{Write: true, Off: int64(i) * (1<<20 + 4096), Buf: head, Tail: tail, Handle: NoPlacement}
+				ops[i] = Op{Write: true, Off: int64(i) * (1<<20 + 4096), Buf: head, Tail: tail, Handle: placement.None}
 				want[i] = append(append([]byte(nil), head...), tail...)
 			}
 			if err := d.Submit(ops); err != nil {
@@ -102,7 +104,7 @@ func TestTailRefused(t *testing.T) {
 				}{"a tail that is not whole blocks", Op{Write: true, Off: 0, Buf: buf[:4096], Tail: buf[4096 : 4096+100]}, ErrMisaligned})
 			}
 			for _, c := range cases {
-				c.op.Handle = NoPlacement
+				c.op.Handle = placement.None
 				ops := []Op{c.op}
 				err := d.Submit(ops)
 				if !errors.Is(err, c.want) || !errors.Is(ops[0].Err, c.want) || ops[0].N != 0 {
@@ -123,7 +125,7 @@ func TestUringTailResubmitted(t *testing.T) {
 			head, tail := uringAlloc(t, headBlocks*4096), uringAlloc(t, 60<<10)
 			uringPattern(head, 7)
 			uringPattern(tail, 8)
-			ops := []Op{{Write: true, Off: 8192, Buf: head, Tail: tail, Handle: NoPlacement}}
+			ops := []Op{{Write: true, Off: 8192, Buf: head, Tail: tail, Handle: placement.None}}
 			if err := d.Submit(ops); err != nil || ops[0].N != len(head)+len(tail) {
 				t.Fatalf("Submit: %v, N=%d", err, ops[0].N)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rbctl/rbctl/internal/sys"
 	"github.com/rbctl/rbctl/internal/uring"
+	"github.com/rbctl/rbctl/placement"
 	"golang.org/x/sys/unix"
 )
 
@@ -344,7 +345,7 @@ func (b *uringBatch) finish(op *Op, sqe uring.SQE) {
 	if b.d.fixedFile {
 		sqe.SetFlags(sys.IOSQE_FIXED_FILE)
 	}
-	if op.Write && op.Handle != NoPlacement && b.d.streams.Max > 0 {
+	if op.Write && op.Handle != placement.None && b.d.streams.Max > 0 {
 		// write_stream is the u8 at offset 44, the low byte of the splice_fd_in union
 		// (little endian); the three bytes after it must stay zero. Stream s (1..max) is
 		// placement handle s-1; Submit has checked the range.
@@ -400,7 +401,7 @@ func (d *UringDevice) Submit(ops []Op) error {
 			op.Err = fmt.Errorf("uring device %s: opened read-only", d.info.Path)
 			continue
 		}
-		if op.Write && op.Handle != NoPlacement && d.streams.Max > 0 && (op.Handle < 0 || int(op.Handle) >= d.streams.Max) {
+		if op.Write && op.Handle != placement.None && d.streams.Max > 0 && (op.Handle < 0 || int(op.Handle) >= d.streams.Max) {
 			op.Err = fmt.Errorf("uring device %s: placement handle %d: the device has %d write streams (handles 0..%d)",
 				d.info.Path, op.Handle, d.streams.Max, d.streams.Max-1)
 			continue

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+
+	"github.com/rbctl/rbctl/placement"
 )
 
 // BenchmarkUringSubmitters reads random 64 KiB slots of a written O_DIRECT file from many
@@ -18,7 +20,7 @@ func BenchmarkUringSubmitters(b *testing.B) {
 			d := openUringOrSkip(b, path, UringOptions{QueueDepth: 32, Rings: rings})
 			fill := uringAlloc(b, size)
 			uringPattern(fill, 1)
-			if err := WriteAt(d, fill, 0, NoPlacement); err != nil {
+			if err := WriteAt(d, fill, 0, placement.None); err != nil {
 				b.Fatal(err)
 			}
 			var seed atomic.Uint64

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rbctl/rbctl/internal/looptest"
 	"github.com/rbctl/rbctl/internal/uring"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // uringTestFile creates a pre-sized file for the io_uring device tests.
@@ -75,7 +76,7 @@ func TestUringRoundTrip(t *testing.T) {
 		}
 		uringPattern(b, i)
 		want = append(want, b)
-		ops = append(ops, Op{Write: true, Off: int64(i) * bs, Buf: b, Handle: NoPlacement})
+		ops = append(ops, Op{Write: true, Off: int64(i) * bs, Buf: b, Handle: placement.None})
 	}
 	if err := d.Submit(ops); err != nil {
 		t.Fatalf("write batch: %v", err)
@@ -122,8 +123,8 @@ func TestUringFixedBuffers(t *testing.T) {
 	uringPattern(stray, 2)
 	before := d.Stats()
 	if err := d.Submit([]Op{
-		{Write: true, Off: 0, Buf: slotA, Handle: NoPlacement},
-		{Write: true, Off: 128 << 10, Buf: stray, Handle: NoPlacement},
+		{Write: true, Off: 0, Buf: slotA, Handle: placement.None},
+		{Write: true, Off: 128 << 10, Buf: stray, Handle: placement.None},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestUringShortTransfersResubmitted(t *testing.T) {
 	d.maxChunk = 4096 // every SQE moves one block: the short-transfer path carries each op
 	w := uringAlloc(t, 64<<10)
 	uringPattern(w, 5)
-	if err := WriteAt(d, w, 8192, NoPlacement); err != nil {
+	if err := WriteAt(d, w, 8192, placement.None); err != nil {
 		t.Fatal(err)
 	}
 	r := uringAlloc(t, 64<<10)
@@ -206,7 +207,7 @@ func TestUringErrors(t *testing.T) {
 func TestUringReadOnly(t *testing.T) {
 	d := openUringOrSkip(t, uringTestFile(t, 1<<20), UringOptions{ReadOnly: true, Rings: 1})
 	buf := uringAlloc(t, 4096)
-	if err := WriteAt(d, buf, 0, NoPlacement); err == nil || !strings.Contains(err.Error(), "read-only") {
+	if err := WriteAt(d, buf, 0, placement.None); err == nil || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("write on a read-only device = %v", err)
 	}
 	if err := ReadAt(d, buf, 0); err != nil {
@@ -218,7 +219,7 @@ func TestUringDeallocateFile(t *testing.T) {
 	d := openUringOrSkip(t, uringTestFile(t, 1<<20), UringOptions{Rings: 1})
 	w := uringAlloc(t, 64<<10)
 	uringPattern(w, 9)
-	if err := WriteAt(d, w, 0, NoPlacement); err != nil {
+	if err := WriteAt(d, w, 0, placement.None); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Deallocate([]Range{{Off: 16 << 10, Len: 32 << 10}}); err != nil {
@@ -250,7 +251,7 @@ func TestUringConcurrentSubmitters(t *testing.T) {
 			uringPattern(buf, w)
 			ops := make([]Op, per)
 			for i := range ops {
-				ops[i] = Op{Write: true, Off: int64((w*per + i) * bs), Buf: buf[i*bs : (i+1)*bs], Handle: NoPlacement}
+				ops[i] = Op{Write: true, Off: int64((w*per + i) * bs), Buf: buf[i*bs : (i+1)*bs], Handle: placement.None}
 			}
 			if err := d.Submit(ops); err != nil {
 				t.Error(err)
@@ -284,7 +285,7 @@ func TestUringLoopDevice(t *testing.T) {
 	uringPattern(pool, 3)
 	var ops []Op
 	for i := 0; i < 16; i++ {
-		ops = append(ops, Op{Write: true, Off: int64(i) * 64 << 10, Buf: pool[i*64<<10 : (i+1)*64<<10], Handle: NoPlacement})
+		ops = append(ops, Op{Write: true, Off: int64(i) * 64 << 10, Buf: pool[i*64<<10 : (i+1)*64<<10], Handle: placement.None})
 	}
 	if err := d.Submit(ops); err != nil {
 		t.Fatal(err)
@@ -339,7 +340,7 @@ func TestUringRealBlockDevices(t *testing.T) {
 			base := info.Size - 4<<20 // the end of the device, away from other tests' data
 			var ops []Op
 			for i := 0; i < 32; i++ {
-				ops = append(ops, Op{Write: true, Off: base + int64(i)*64<<10, Buf: src[i*64<<10 : (i+1)*64<<10], Handle: NoPlacement})
+				ops = append(ops, Op{Write: true, Off: base + int64(i)*64<<10, Buf: src[i*64<<10 : (i+1)*64<<10], Handle: placement.None})
 			}
 			if err := d.Submit(ops); err != nil {
 				t.Fatalf("write batch: %v", err)

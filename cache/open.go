@@ -127,7 +127,7 @@ func openDetected(dev blockdev.Device, path string, d engine.Detection, o OpenOp
 		return nil, err
 	}
 	if pol != nil {
-		// MetadataHandle stays NoPlacement: the engine asks the policy at each checkpoint,
+		// MetadataHandle stays placement.None: the engine asks the policy at each checkpoint,
 		// after the seeding below.
 		cfg.Placer = pol
 	}

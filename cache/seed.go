@@ -10,7 +10,7 @@ import (
 // SeedPolicy restores p's salt → handle assignment from the handles recorded with the
 // entries of an opened cache (placement.Seed): each salt is seeded with the handle most of
 // its entries are on (ties: the lower handle), the salts with most entries first. Entries
-// written without a handle (NoPlacement, or a v1 JSON checkpoint, which records none) are
+// written without a handle (placement.None, or a v1 JSON checkpoint, which records none) are
 // ignored. It returns how many salts were seeded; policies that are not Seeders seed none.
 func SeedPolicy(p placement.Policy, e *engine.Engine) int {
 	if _, ok := p.(placement.Seeder); !ok {

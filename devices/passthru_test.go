@@ -15,6 +15,7 @@ import (
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/internal/looptest"
 	"github.com/rbctl/rbctl/nvme"
+	"github.com/rbctl/rbctl/placement"
 )
 
 func TestIsNVMeGeneric(t *testing.T) {
@@ -73,7 +74,7 @@ func TestPassthruNVMeDevice(t *testing.T) {
 		w[i] = byte(i ^ 0x5a)
 	}
 	off := info.Size - 40<<20 // clear of the nvme package's regions
-	if err := blockdev.WriteAt(d, w, off, blockdev.NoPlacement); err != nil {
+	if err := blockdev.WriteAt(d, w, off, placement.None); err != nil {
 		t.Fatal(err)
 	}
 	if err := blockdev.ReadAt(d, r, off); err != nil || !bytes.Equal(w, r) {
@@ -96,7 +97,7 @@ func TestPassthruNVMeDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if err := blockdev.WriteAt(ro, w, off, blockdev.NoPlacement); !errors.Is(err, nvme.ErrReadOnly) {
+	if err := blockdev.WriteAt(ro, w, off, placement.None); !errors.Is(err, nvme.ErrReadOnly) {
 		t.Errorf("write on a read-only passthrough device: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/nvme"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // benchWrites measures 256 KiB writes through the whole host stack (nvme.Device → command
@@ -23,7 +24,7 @@ func benchWrites(b *testing.B, spec string) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		s := int64(i*7919) % slots
-		if err := blockdev.WriteAt(dev, buf, s*int64(len(buf)), blockdev.Placement(i&1)); err != nil {
+		if err := blockdev.WriteAt(dev, buf, s*int64(len(buf)), placement.Handle(i&1)); err != nil {
 			b.Fatal(err)
 		}
 	}

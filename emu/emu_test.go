@@ -13,6 +13,7 @@ import (
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/nvme"
+	"github.com/rbctl/rbctl/placement"
 	byteunits "github.com/rbctl/rbctl/units"
 )
 
@@ -495,7 +496,7 @@ func TestConcurrentWriters(t *testing.T) {
 			}
 			for i := 0; i < 50; i++ {
 				off := int64(g)*(16<<20) + int64(i)*(16<<10)
-				if err := blockdev.WriteAt(dev, buf, off, blockdev.Placement(g)); err != nil {
+				if err := blockdev.WriteAt(dev, buf, off, placement.Handle(g)); err != nil {
 					errs <- err
 					return
 				}

@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/rbctl/rbctl/blockdev"
+import "github.com/rbctl/rbctl/placement"
 
 // Slot allocation, O(1) per operation (SlotAllocator; the engine's, and rbctl simulate's
 // model of it).
@@ -19,7 +19,7 @@ import "github.com/rbctl/rbctl/blockdev"
 const ownerNone = int32(-1 << 20)
 
 type group struct {
-	owner    int32 // handle (NoPlacement = -1 is a handle too), ownerNone when unowned
+	owner    int32 // handle (placement.None = -1 is a handle too), ownerNone when unowned
 	freeHead int32 // free slots inside the group, linked through SlotAllocator.next
 	fresh    int32 // next never-used slot in the group
 	end      int32 // one past the group's last slot
@@ -80,7 +80,7 @@ func (a *SlotAllocator) NextSlot() int64 { return a.nextSlot }
 // FreeSlots is how many slots below NextSlot are free.
 func (a *SlotAllocator) FreeSlots() int64 { return a.nfree }
 
-func (a *SlotAllocator) class(h blockdev.Placement) int {
+func (a *SlotAllocator) class(h placement.Handle) int {
 	if !a.affinity || h < 0 {
 		return 0
 	}
@@ -92,7 +92,7 @@ func (a *SlotAllocator) class(h blockdev.Placement) int {
 }
 
 // Alloc returns a slot for a write with handle h, or -1 when every slot is in use.
-func (a *SlotAllocator) Alloc(h blockdev.Placement) int32 {
+func (a *SlotAllocator) Alloc(h placement.Handle) int32 {
 	if a.groups != nil {
 		return a.allocGroup(int32(h))
 	}
@@ -122,7 +122,7 @@ func (a *SlotAllocator) Alloc(h blockdev.Placement) int32 {
 }
 
 // Free puts slot s, last written with handle h, back on a free list.
-func (a *SlotAllocator) Free(s int32, h blockdev.Placement) {
+func (a *SlotAllocator) Free(s int32, h placement.Handle) {
 	if a.groups != nil {
 		a.freeGroupSlot(s)
 		return
@@ -238,7 +238,7 @@ func (a *SlotAllocator) freeGroupSlot(s int32) {
 // live(s) says whether s is live and its handle. Free slots lose their handle (LMCache
 // does not restore slot affinity from a checkpoint). In group mode, a group with live
 // slots is owned by the handle of its first live slot.
-func (a *SlotAllocator) rebuild(nextSlot int64, live func(s int32) (bool, blockdev.Placement)) {
+func (a *SlotAllocator) rebuild(nextSlot int64, live func(s int32) (bool, placement.Handle)) {
 	a.nextSlot = nextSlot
 	if a.groups != nil {
 		for g := range a.groups {
@@ -295,19 +295,19 @@ func (a *SlotAllocator) rebuild(nextSlot int64, live func(s int32) (bool, blockd
 	a.nfree = 0
 	for s := int32(0); int64(s) < nextSlot; s++ {
 		if ok, _ := live(s); !ok {
-			a.Free(s, blockdev.NoPlacement)
+			a.Free(s, placement.None)
 		}
 	}
 }
 
 // allocSlot returns a slot for a write with handle h, or -1 (under e.mu).
-func (e *Engine) allocSlot(h blockdev.Placement) int32 { return e.alloc.Alloc(h) }
+func (e *Engine) allocSlot(h placement.Handle) int32 { return e.alloc.Alloc(h) }
 
 // freeSlot puts s on a free list (its record must already be cleared of key state).
 func (e *Engine) freeSlot(s int32) {
 	r := &e.slots[s]
 	r.state = stFree
-	e.alloc.Free(s, blockdev.Placement(r.handle))
+	e.alloc.Free(s, placement.Handle(r.handle))
 }
 
 // rebuildFree rebuilds the free lists after recovery (SlotAllocator.rebuild); the free
@@ -322,8 +322,8 @@ func (e *Engine) rebuildFree() {
 			}
 		}
 	}
-	e.alloc.rebuild(e.alloc.nextSlot, func(s int32) (bool, blockdev.Placement) {
+	e.alloc.rebuild(e.alloc.nextSlot, func(s int32) (bool, placement.Handle) {
 		r := &e.slots[s]
-		return r.state == stLive, blockdev.Placement(r.handle)
+		return r.state == stLive, placement.Handle(r.handle)
 	})
 }

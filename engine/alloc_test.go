@@ -3,7 +3,7 @@ package engine
 import (
 	"testing"
 
-	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // The order SlotAllocator hands out slots in (what rbctl simulate models the engine by):
@@ -12,21 +12,21 @@ import (
 func TestSlotAllocatorOrder(t *testing.T) {
 	a := NewSlotAllocator(6, true, 0)
 	for want := int32(0); want < 4; want++ {
-		if s := a.Alloc(blockdev.Placement(want % 2)); s != want {
+		if s := a.Alloc(placement.Handle(want % 2)); s != want {
 			t.Fatalf("fresh slot %d, want %d", s, want)
 		}
 	}
 	a.Free(0, 0)
 	a.Free(2, 0)
 	a.Free(1, 1)
-	a.Free(3, blockdev.NoPlacement)
+	a.Free(3, placement.None)
 	if a.FreeSlots() != 4 || a.NextSlot() != 4 {
 		t.Fatalf("free %d, next %d", a.FreeSlots(), a.NextSlot())
 	}
 	for i, c := range []struct {
-		h    blockdev.Placement
+		h    placement.Handle
 		want int32
-	}{{0, 2}, {0, 0}, {0, 3}, {1, 1}, {1, 4}, {blockdev.NoPlacement, 5}, {1, -1}} {
+	}{{0, 2}, {0, 0}, {0, 3}, {1, 1}, {1, 4}, {placement.None, 5}, {1, -1}} {
 		if s := a.Alloc(c.h); s != c.want {
 			t.Fatalf("alloc %d (handle %d): slot %d, want %d", i, c.h, s, c.want)
 		}
@@ -51,7 +51,7 @@ func TestSlotAllocatorOrder(t *testing.T) {
 func TestSlotAllocatorRebuild(t *testing.T) {
 	a := NewSlotAllocator(8, true, 0)
 	live := map[int32]bool{1: true, 4: true}
-	a.rebuild(6, func(s int32) (bool, blockdev.Placement) { return live[s], 0 })
+	a.rebuild(6, func(s int32) (bool, placement.Handle) { return live[s], 0 })
 	var got []int32
 	for range 6 {
 		got = append(got, a.Alloc(0))

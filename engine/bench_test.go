@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,7 +61,7 @@ func fillIndex(e *Engine, keys []Key) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, k := range keys {
-		s := e.allocSlot(blockdev.NoPlacement)
+		s := e.allocSlot(placement.None)
 		r := &e.slots[s]
 		r.state, r.size, r.crc, r.flags = stLive, 100, 1, flHasCRC
 		e.stamp++

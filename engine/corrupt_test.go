@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // Every decoder failure on damaged bytes is ErrCorrupt and still its own sentinel; a
@@ -130,7 +131,7 @@ func TestOpenDamagedIsCorrupt(t *testing.T) {
 			t.Fatal(err)
 		}
 		b[0] ^= 0x40
-		if err := blockdev.WriteAt(dev, b, off+int64(cfg.BlockAlign), blockdev.NoPlacement); err != nil {
+		if err := blockdev.WriteAt(dev, b, off+int64(cfg.BlockAlign), placement.None); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // The background deallocator (Config.DeallocateOnDelete).
@@ -91,7 +92,7 @@ func (e *Engine) deallocLoop() {
 
 // reusePending cancels the deallocate of the most recently freed pending slot and
 // allocates (under e.mu). -1 when nothing is pending.
-func (e *Engine) reusePending(h blockdev.Placement) int32 {
+func (e *Engine) reusePending(h placement.Handle) int32 {
 	n := len(e.pending)
 	if n == 0 {
 		return -1

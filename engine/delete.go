@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/placement"
 )
 
@@ -33,9 +32,9 @@ func (e *Engine) deleteMany(keys []Key, force bool) []bool {
 			if e.bySalt[k.CacheSalt()] <= 0 {
 				delete(e.bySalt, k.CacheSalt())
 			}
-			e.byHandle[blockdev.Placement(r.handle)]--
-			if e.byHandle[blockdev.Placement(r.handle)] <= 0 {
-				delete(e.byHandle, blockdev.Placement(r.handle))
+			e.byHandle[placement.Handle(r.handle)]--
+			if e.byHandle[placement.Handle(r.handle)] <= 0 {
+				delete(e.byHandle, placement.Handle(r.handle))
 			}
 			e.unbind(s)
 			e.live--

@@ -43,7 +43,7 @@ type Engine struct {
 	// deallocDone is signalled (on mu) when a Deallocate batch has freed its slots.
 	deallocDone sync.Cond
 	bySalt      map[string]int64
-	byHandle    map[blockdev.Placement]int64
+	byHandle    map[placement.Handle]int64
 	dirty       uint64 // mutations since open
 	persisted   uint64 // dirty value captured by the last written checkpoint
 	firstDirt   time.Time
@@ -122,7 +122,7 @@ func (e *Engine) metaOf(s int32) EntryMeta {
 		Offset:      e.slotOff(s),
 		Size:        int(r.size),
 		Slot:        uint32(s),
-		Handle:      blockdev.Placement(r.handle),
+		Handle:      placement.Handle(r.handle),
 		Checksum:    r.crc,
 		HasChecksum: r.flags&flHasCRC != 0,
 		Locks:       r.locks,

@@ -40,7 +40,7 @@ func newEngine(dev blockdev.Device, cfg Config) (*Engine, error) {
 		salts:    newInterner(),
 		metas:    map[int32]*ObjMeta{},
 		bySalt:   map[string]int64{},
-		byHandle: map[blockdev.Placement]int64{},
+		byHandle: map[placement.Handle]int64{},
 		stop:     make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 

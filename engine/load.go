@@ -87,17 +87,17 @@ func (e *Engine) prepareLoad(batch []loadJob, bufs [][]byte) *loadChunk {
 				return lc
 			}
 			lj.buf, lj.hdr = b[:roundUp(hb+int64(lj.size), e.lbs)], true
-			lc.ops[j] = blockdev.Op{Off: off, Buf: lj.buf, Handle: blockdev.NoPlacement}
+			lc.ops[j] = blockdev.Op{Off: off, Buf: lj.buf, Handle: placement.None}
 			continue
 		}
 		dst := bufs[lj.idx]
 		want := roundUp(int64(lj.size), e.lbs)
 		if !e.direct && len(dst) >= lj.size {
-			lc.ops[j] = blockdev.Op{Off: off + hb, Buf: dst[:lj.size], Handle: blockdev.NoPlacement}
+			lc.ops[j] = blockdev.Op{Off: off + hb, Buf: dst[:lj.size], Handle: placement.None}
 			continue
 		}
 		if e.direct && int64(len(dst)) >= want && blockdev.Aligned(dst, int(e.lbs)) {
-			lc.ops[j] = blockdev.Op{Off: off + hb, Buf: dst[:want], Handle: blockdev.NoPlacement}
+			lc.ops[j] = blockdev.Op{Off: off + hb, Buf: dst[:want], Handle: placement.None}
 			continue
 		}
 		b, err := e.pool.get()
@@ -106,7 +106,7 @@ func (e *Engine) prepareLoad(batch []loadJob, bufs [][]byte) *loadChunk {
 			return lc
 		}
 		lj.buf = b[:want]
-		lc.ops[j] = blockdev.Op{Off: off + hb, Buf: lj.buf, Handle: blockdev.NoPlacement}
+		lc.ops[j] = blockdev.Op{Off: off + hb, Buf: lj.buf, Handle: placement.None}
 	}
 	return lc
 }

@@ -218,7 +218,7 @@ func (e *Engine) writeJobs(keys []Key, payloads [][]byte, metas []*ObjMeta, jobs
 			}
 			e.live++
 			e.bySalt[keys[i].CacheSalt()] += e.cfg.SlotBytes
-			e.byHandle[blockdev.Placement(r.handle)]++
+			e.byHandle[placement.Handle(r.handle)]++
 			e.markDirty(s)
 			res.Results[i] = true
 			res.Stored = append(res.Stored, i)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // Rebuilding the index from the slots when no checkpoint is usable (OpenOptions.Scan):
@@ -125,7 +126,7 @@ func (e *Engine) scanSlots(ctx context.Context, layoutSource string) error {
 						if used+n > int64(len(pbuf)) {
 							break
 						}
-						pops = append(pops, blockdev.Op{Off: e.slotOff(int32(c.slot)) + hb, Buf: pbuf[used : used+n], Handle: blockdev.NoPlacement})
+						pops = append(pops, blockdev.Op{Off: e.slotOff(int32(c.slot)) + hb, Buf: pbuf[used : used+n], Handle: placement.None})
 						used += n
 					}
 					_ = e.dev.Submit(pops)
@@ -149,7 +150,7 @@ func (e *Engine) scanSlots(ctx context.Context, layoutSource string) error {
 				n := min(int64(batch), hi-s0)
 				ops = ops[:0]
 				for j := int64(0); j < n; j++ {
-					ops = append(ops, blockdev.Op{Off: e.slotOff(int32(s0 + j)), Buf: hbuf[j*hb : (j+1)*hb], Handle: blockdev.NoPlacement})
+					ops = append(ops, blockdev.Op{Off: e.slotOff(int32(s0 + j)), Buf: hbuf[j*hb : (j+1)*hb], Handle: placement.None})
 				}
 				_ = e.dev.Submit(ops)
 				for j := range ops {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // Checkpoint selection: which of the two metadata containers recovery continues from, and
@@ -431,7 +432,7 @@ func readSlotHeaders(dev blockdev.Device, lay Layout, slots []int64) []headerRea
 		hi := min(lo+batch, len(slots))
 		ops = ops[:0]
 		for k := lo; k < hi; k++ {
-			ops = append(ops, blockdev.Op{Off: lay.DataBase + slots[k]*lay.SlotBytes, Buf: buf[int64(k-lo)*ba : int64(k-lo+1)*ba], Handle: blockdev.NoPlacement})
+			ops = append(ops, blockdev.Op{Off: lay.DataBase + slots[k]*lay.SlotBytes, Buf: buf[int64(k-lo)*ba : int64(k-lo+1)*ba], Handle: placement.None})
 		}
 		_ = dev.Submit(ops)
 		for k := lo; k < hi; k++ {

@@ -3,7 +3,7 @@ package engine
 import (
 	"time"
 
-	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // Usage, Stats and Entries: the engine's reports.
@@ -19,7 +19,7 @@ func (e *Engine) usage() Usage {
 		SlotsPending:  int64(len(e.pending)) + e.dealloc,
 		NextSlot:      e.alloc.nextSlot,
 		BytesBySalt:   make(map[string]int64, len(e.bySalt)),
-		SlotsByHandle: make(map[blockdev.Placement]int64, len(e.byHandle)),
+		SlotsByHandle: make(map[placement.Handle]int64, len(e.byHandle)),
 	}
 	if u.SlotsTotal > 0 {
 		u.Fraction = float64(e.live+e.inflight) / float64(u.SlotsTotal)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // Recovery after the checkpoint is chosen: applying its entries to the index and verifying
@@ -80,7 +81,7 @@ func (e *Engine) applyState(st *ckptState) {
 		e.bind(s, k)
 		e.live++
 		e.bySalt[k.CacheSalt()] += e.cfg.SlotBytes
-		e.byHandle[blockdev.Placement(r.handle)]++
+		e.byHandle[placement.Handle(r.handle)]++
 		if slot >= e.alloc.nextSlot {
 			e.alloc.nextSlot = slot + 1 // never hand out a live slot again from next_slot
 		}
@@ -213,7 +214,7 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 						n++
 					}
 					ln := int64(part[n-1]-part[0])*e.cfg.SlotBytes + hdrRead
-					op := []blockdev.Op{{Off: e.slotOff(part[0]), Buf: span[:ln], Handle: blockdev.NoPlacement}}
+					op := []blockdev.Op{{Off: e.slotOff(part[0]), Buf: span[:ln], Handle: placement.None}}
 					_ = e.dev.Submit(op)
 					for j := 0; j < n; j++ {
 						if op[0].Err != nil { // fall back to this slot's header alone
@@ -228,7 +229,7 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 					n = min(batch, len(part))
 					ops = ops[:0]
 					for j := 0; j < n; j++ {
-						ops = append(ops, blockdev.Op{Off: e.slotOff(part[j]), Buf: buf[int64(j)*hdrRead : int64(j+1)*hdrRead], Handle: blockdev.NoPlacement})
+						ops = append(ops, blockdev.Op{Off: e.slotOff(part[j]), Buf: buf[int64(j)*hdrRead : int64(j+1)*hdrRead], Handle: placement.None})
 					}
 					_ = e.dev.Submit(ops)
 					for j := 0; j < n; j++ {
@@ -258,9 +259,9 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 				if e.bySalt[k.CacheSalt()] <= 0 {
 					delete(e.bySalt, k.CacheSalt())
 				}
-				e.byHandle[blockdev.Placement(r.handle)]--
-				if e.byHandle[blockdev.Placement(r.handle)] <= 0 {
-					delete(e.byHandle, blockdev.Placement(r.handle))
+				e.byHandle[placement.Handle(r.handle)]--
+				if e.byHandle[placement.Handle(r.handle)] <= 0 {
+					delete(e.byHandle, placement.Handle(r.handle))
 				}
 				e.unbind(s)
 				r.state = stFree

@@ -22,7 +22,7 @@ type Discovery struct {
 	Config *Config
 	// Status is the namespace's RUH status when FDP is enabled, else nil.
 	Status *RUHStatus
-	// PIDs maps placement-handle index i (the engine's blockdev.Placement) to the PID of
+	// PIDs maps placement-handle index i (placement.Handle) to the PID of
 	// the i-th RUH status descriptor, as fio's plids do. Empty when FDP is off.
 	PIDs []uint16
 }

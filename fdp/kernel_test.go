@@ -11,6 +11,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/nvme"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // counting counts the commands that reach a real device.
@@ -182,7 +183,7 @@ func testWritesMoveRUAMW(t *testing.T, tr nvme.Transport, d *fdp.Discovery, exac
 	off, total := int64(base), uint64(0)
 	for h := range d.PIDs {
 		n := (h + 1) * step / 2 // 32 KiB, 64 KiB, ...: a misplaced write shows
-		ops = append(ops, blockdev.Op{Write: true, Off: off, Buf: buf[:n], Handle: blockdev.Placement(h)})
+		ops = append(ops, blockdev.Op{Write: true, Off: off, Buf: buf[:n], Handle: placement.Handle(h)})
 		off += int64(n)
 		total += uint64(n)
 	}
@@ -270,7 +271,7 @@ func testUpdateResets(t *testing.T, tr nvme.Transport, d *fdp.Discovery) {
 	const base = 160 << 20
 	// Partly used units first, so that a reset shows.
 	for h := 0; h < 3; h++ {
-		if err := blockdev.WriteAt(dev, buf, base+int64(h)*(64<<10), blockdev.Placement(h)); err != nil {
+		if err := blockdev.WriteAt(dev, buf, base+int64(h)*(64<<10), placement.Handle(h)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -367,7 +368,7 @@ func TestKernelWriteStreams(t *testing.T) {
 	off := int64(base)
 	for h := range disc.PIDs {
 		n := (h + 1) * 4096 * 2 // 8 KiB, 16 KiB, ...
-		ops = append(ops, blockdev.Op{Write: true, Off: off, Buf: buf[:n], Handle: blockdev.Placement(h)})
+		ops = append(ops, blockdev.Op{Write: true, Off: off, Buf: buf[:n], Handle: placement.Handle(h)})
 		off += int64(n)
 	}
 	if err := d.Submit(ops); err != nil {
@@ -387,7 +388,7 @@ func TestKernelWriteStreams(t *testing.T) {
 			t.Errorf("stream %d (handle %d, PID %#x): RUAMW %d -> %d, want %d (%d blocks)", h+1, h, disc.PIDs[h], b, a, want, lbas)
 		}
 	}
-	if err := d.Submit([]blockdev.Op{{Write: true, Off: base, Buf: buf[:4096], Handle: blockdev.Placement(ws.Max)}}); err == nil {
+	if err := d.Submit([]blockdev.Op{{Write: true, Off: base, Buf: buf[:4096], Handle: placement.Handle(ws.Max)}}); err == nil {
 		t.Errorf("handle %d (stream %d > max %d) was accepted", ws.Max, ws.Max+1, ws.Max)
 	}
 	t.Logf("%d write streams (granularity %d): stream s moved RUH status descriptor s-1 by exactly its blocks", ws.Max, ws.Granularity)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/internal/uring"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // DeviceOptions configure NewDevice.
@@ -135,11 +136,11 @@ func (d *Device) RegisterBuffers(bufs [][]byte) error {
 }
 
 // pidFor maps a write's placement handle to the placement identifier its DSPEC carries:
-// ok is false for NoPlacement and for a device without a PID table (handles are ignored
+// ok is false for placement.None and for a device without a PID table (handles are ignored
 // there); a handle outside the table is ErrBadHandle. This is the only place a handle
 // becomes a PID.
-func (d *Device) pidFor(h blockdev.Placement) (pid uint16, ok bool, err error) {
-	if h == blockdev.NoPlacement || len(d.pids) == 0 {
+func (d *Device) pidFor(h placement.Handle) (pid uint16, ok bool, err error) {
+	if h == placement.None || len(d.pids) == 0 {
 		return 0, false, nil
 	}
 	if h < 0 || int(h) >= len(d.pids) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 func TestProbe(t *testing.T) {
@@ -79,7 +80,7 @@ func TestDeviceReadWriteSplitAndPlacement(t *testing.T) {
 	}
 	ops := []blockdev.Op{
 		{Write: true, Off: 8 << 10, Buf: w, Handle: 1},
-		{Write: true, Off: 100 << 12, Buf: w[:4096], Handle: blockdev.NoPlacement},
+		{Write: true, Off: 100 << 12, Buf: w[:4096], Handle: placement.None},
 	}
 	if err := d.Submit(ops); err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestDeviceReadWriteSplitAndPlacement(t *testing.T) {
 		t.Error("read back differs")
 	}
 	// A handle outside the table fails that op only.
-	ops = []blockdev.Op{{Write: true, Off: 0, Buf: w[:4096], Handle: 2}, {Off: 0, Buf: r[:4096], Handle: blockdev.NoPlacement}}
+	ops = []blockdev.Op{{Write: true, Off: 0, Buf: w[:4096], Handle: 2}, {Off: 0, Buf: r[:4096], Handle: placement.None}}
 	if err := d.Submit(ops); !errors.Is(err, ErrBadHandle) || ops[1].Err != nil || ops[1].N != 4096 {
 		t.Errorf("bad handle: %v / %v %d", err, ops[1].Err, ops[1].N)
 	}
@@ -140,7 +141,7 @@ func TestDeviceStatusErrorAndPartialN(t *testing.T) {
 	d, _ := NewDevice(f, DeviceOptions{Path: "/dev/fake"})
 	f.failIO = map[int]Status{1: StatusLBAOutOfRange} // the second piece of the op fails
 	w := alloc(t, 48<<10)
-	ops := []blockdev.Op{{Write: true, Off: 0, Buf: w, Handle: blockdev.NoPlacement}}
+	ops := []blockdev.Op{{Write: true, Off: 0, Buf: w, Handle: placement.None}}
 	err := d.Submit(ops)
 	if !errors.Is(err, ErrLBAOutOfRange) || ops[0].N != 16<<10 {
 		t.Fatalf("err %v N %d", err, ops[0].N)
@@ -262,7 +263,7 @@ func TestDeviceTailWrites(t *testing.T) {
 	// The tail's second command fails: N is the prefix before it.
 	f.io = nil
 	f.failIO = map[int]Status{f.nIO + 2: StatusLBAOutOfRange} // by sequence number since the fake started
-	ops = []blockdev.Op{{Write: true, Off: 0, Buf: head, Tail: tail, Handle: blockdev.NoPlacement}}
+	ops = []blockdev.Op{{Write: true, Off: 0, Buf: head, Tail: tail, Handle: placement.None}}
 	if err := d.Submit(ops); !errors.Is(err, ErrLBAOutOfRange) || ops[0].N != len(head)+16<<10 {
 		t.Fatalf("err %v N %d, want N %d", err, ops[0].N, len(head)+16<<10)
 	}

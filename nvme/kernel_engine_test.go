@@ -8,6 +8,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine/enginetest"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // window is a zeroed [base, base+size) part of a namespace, presented as a whole device, so
@@ -87,7 +88,7 @@ func TestNVMeKernelEngineSuite(t *testing.T) {
 		n++
 		ops := make([]blockdev.Op, size/int64(len(zero)))
 		for i := range ops {
-			ops[i] = blockdev.Op{Write: true, Off: base + int64(i*len(zero)), Buf: zero, Handle: blockdev.NoPlacement}
+			ops[i] = blockdev.Op{Write: true, Off: base + int64(i*len(zero)), Buf: zero, Handle: placement.None}
 		}
 		if err := d.Submit(ops); err != nil {
 			t.Fatalf("zeroing window at %d: %v", base, err)

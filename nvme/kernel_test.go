@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 func kernelEnv(t *testing.T) (ns, ctrl string) {
@@ -149,7 +150,7 @@ func testKernelRoundTrip(t *testing.T, transport string) {
 	// 4 KiB at the start without placement, the rest with DTYPE=2/DSPEC=1 (QEMU 7.2 ignores
 	// the directive and completes with status 0), larger than MaxTransfer to force splits.
 	ops := []blockdev.Op{
-		{Write: true, Off: base, Buf: w[:4096], Handle: blockdev.NoPlacement},
+		{Write: true, Off: base, Buf: w[:4096], Handle: placement.None},
 		{Write: true, Off: base + 4096, Buf: w[4096:], Handle: 0},
 	}
 	if err := d.Submit(ops); err != nil {
@@ -284,14 +285,14 @@ func testKernelConcurrent(t *testing.T, transport string) {
 			off := base + int64(w*perBatch*opLen)
 			ops := make([]blockdev.Op, perBatch)
 			for i := range ops {
-				ops[i] = blockdev.Op{Write: true, Off: off + int64(i*opLen), Buf: wr[i*opLen : (i+1)*opLen], Handle: blockdev.NoPlacement}
+				ops[i] = blockdev.Op{Write: true, Off: off + int64(i*opLen), Buf: wr[i*opLen : (i+1)*opLen], Handle: placement.None}
 			}
 			if err := d.Submit(ops); err != nil {
 				errs <- err
 				return
 			}
 			for i := range ops {
-				ops[i] = blockdev.Op{Off: off + int64(i*opLen), Buf: rd[i*opLen : (i+1)*opLen], Handle: blockdev.NoPlacement}
+				ops[i] = blockdev.Op{Off: off + int64(i*opLen), Buf: rd[i*opLen : (i+1)*opLen], Handle: placement.None}
 			}
 			if err := d.Submit(ops); err != nil {
 				errs <- err

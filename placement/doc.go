@@ -5,7 +5,7 @@
 //
 // A decision is a Handle, 0..handles-1, or None for no directive (the device's default
 // handle). Handle is the one type of a placement decision from the policy through the
-// engine to the device op (blockdev.Placement is an alias of it); the device layer maps an
+// engine to the device op (blockdev.Op.Handle); the device layer maps an
 // index to a placement ID from its RUH status, refusing one outside its table.
 //
 // Every Policy is safe for concurrent use. The package imports only the standard library and

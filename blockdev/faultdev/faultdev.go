@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // Device wraps a blockdev.Device and injects faults on the operations its rules select, in the
@@ -116,10 +117,10 @@ var ErrShortTransfer = errors.New("short transfer")
 // OpInfo describes one operation to a rule's predicate and to Rule.Then.
 type OpInfo struct {
 	Class  OpClass
-	Off    int64              // byte offset (0 for flush)
-	Len    int64              // bytes (for deallocate: the sum of the ranges)
-	Seq    int64              // 1-based ordinal of the op among all ops this Device has seen
-	Handle blockdev.Placement // placement handle of a write (blockdev.NoPlacement otherwise)
+	Off    int64            // byte offset (0 for flush)
+	Len    int64            // bytes (for deallocate: the sum of the ranges)
+	Seq    int64            // 1-based ordinal of the op among all ops this Device has seen
+	Handle placement.Handle // placement handle of a write (placement.None otherwise)
 }
 
 // Fault is what happens to an operation a rule selects.
@@ -331,7 +332,7 @@ func (f *Device) Submit(ops []blockdev.Op) error {
 		if ops[i].Write {
 			cls = ClassWrite
 		}
-		h := blockdev.NoPlacement
+		h := placement.None
 		if ops[i].Write {
 			h = ops[i].Handle
 		}
@@ -470,7 +471,7 @@ func (f *Device) corrupt(op *blockdev.Op, r *ruleState, oi OpInfo) {
 // Deallocate applies faults to the call as a whole (Off/Len of the first range and the
 // total length are shown to rules).
 func (f *Device) Deallocate(ranges []blockdev.Range) error {
-	oi := OpInfo{Class: ClassDeallocate, Handle: blockdev.NoPlacement}
+	oi := OpInfo{Class: ClassDeallocate, Handle: placement.None}
 	if len(ranges) > 0 {
 		oi.Off = ranges[0].Off
 		for _, r := range ranges {
@@ -519,7 +520,7 @@ func (f *Device) Deallocate(ranges []blockdev.Range) error {
 // them), is delayed, or with a silent torn fault (Succeed) is dropped: success is reported
 // without flushing.
 func (f *Device) Flush() error {
-	r, oi := f.decide(OpInfo{Class: ClassFlush, Handle: blockdev.NoPlacement})
+	r, oi := f.decide(OpInfo{Class: ClassFlush, Handle: placement.None})
 	if r == nil {
 		return f.inner.Flush()
 	}

@@ -3,11 +3,13 @@ package faultdev
 import (
 	"bytes"
 	"errors"
-	"github.com/rbctl/rbctl/blockdev"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // faultTestDev is a minimal in-memory blockdev.Device for these tests; it records every call.
@@ -91,7 +93,7 @@ func TestFaultyWrites(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := newFaultTestDev(64 * blk)
 			f := New(mem, 1, tc.rule)
-			ops := []blockdev.Op{{Write: true, Off: 2 * blk, Buf: pattern(4*blk, 0xAB), Handle: blockdev.NoPlacement}}
+			ops := []blockdev.Op{{Write: true, Off: 2 * blk, Buf: pattern(4*blk, 0xAB), Handle: placement.None}}
 			err := f.Submit(ops)
 			if tc.wantErr == nil {
 				if err != nil || ops[0].Err != nil {
@@ -181,7 +183,7 @@ func TestFaultyCorruptWriteKeepsCallerBuffer(t *testing.T) {
 	mem := newFaultTestDev(4096)
 	f := New(mem, 1, Rule{Class: ClassWrite, Fault: Fault{Kind: FaultCorrupt}})
 	buf := pattern(1024, 0x11)
-	if err := blockdev.WriteAt(f, buf, 0, blockdev.NoPlacement); err != nil {
+	if err := blockdev.WriteAt(f, buf, 0, placement.None); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(buf, pattern(1024, 0x11)) {
@@ -212,7 +214,7 @@ func TestFaultyOrdinals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := New(newFaultTestDev(8192), 1, tc.rule)
 			for i, want := range tc.want {
-				err := blockdev.WriteAt(f, pattern(512, 1), int64(i)*512, blockdev.Placement(i))
+				err := blockdev.WriteAt(f, pattern(512, 1), int64(i)*512, placement.Handle(i))
 				if (err != nil) != want {
 					t.Fatalf("write %d: err %v, want failure %v", i, err, want)
 				}
@@ -226,8 +228,8 @@ func TestFaultyFirstRuleWinsAndCounts(t *testing.T) {
 		Rule{Name: "a", Nth: 2, Fault: Fault{Kind: FaultENOSPC}},
 		Rule{Name: "b", Fault: Fault{Kind: FaultEIO}, Class: ClassWrite},
 	)
-	err1 := blockdev.WriteAt(f, pattern(512, 1), 0, blockdev.NoPlacement)
-	err2 := blockdev.WriteAt(f, pattern(512, 1), 0, blockdev.NoPlacement)
+	err1 := blockdev.WriteAt(f, pattern(512, 1), 0, placement.None)
+	err2 := blockdev.WriteAt(f, pattern(512, 1), 0, placement.None)
 	if !errors.Is(err1, syscall.EIO) || !errors.Is(err2, syscall.ENOSPC) {
 		t.Fatalf("errors %v, %v: want EIO (rule b) then ENOSPC (rule a)", err1, err2)
 	}
@@ -236,7 +238,7 @@ func TestFaultyFirstRuleWinsAndCounts(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 	f.Clear()
-	if err := blockdev.WriteAt(f, pattern(512, 1), 0, blockdev.NoPlacement); err != nil {
+	if err := blockdev.WriteAt(f, pattern(512, 1), 0, placement.None); err != nil {
 		t.Fatalf("after Clear: %v", err)
 	}
 }
@@ -246,7 +248,7 @@ func TestFaultyRandomIsSeeded(t *testing.T) {
 		f := New(newFaultTestDev(4096), seed, Rule{Prob: 0.3, Fault: Fault{Kind: FaultEIO}})
 		out := make([]bool, 400)
 		for i := range out {
-			out[i] = blockdev.WriteAt(f, pattern(512, 1), 0, blockdev.NoPlacement) != nil
+			out[i] = blockdev.WriteAt(f, pattern(512, 1), 0, placement.None) != nil
 		}
 		return out
 	}
@@ -352,13 +354,13 @@ func TestFaultyComposesAndThen(t *testing.T) {
 	var thenCalls []OpInfo
 	outer := New(inner, 2, Rule{Name: "outer", Nth: 1, Fault: Fault{Kind: FaultTorn, Succeed: true},
 		Then: func(o OpInfo) { thenCalls = append(thenCalls, o) }})
-	if err := blockdev.WriteAt(outer, pattern(1024, 9), 0, blockdev.NoPlacement); err != nil {
+	if err := blockdev.WriteAt(outer, pattern(1024, 9), 0, placement.None); err != nil {
 		t.Fatalf("first write (torn silently): %v", err)
 	}
 	if mem.data[0] != 9 || mem.data[512] != 0 {
 		t.Fatal("first write not torn at 512 bytes")
 	}
-	if err := blockdev.WriteAt(outer, pattern(512, 7), 2048, blockdev.NoPlacement); !errors.Is(err, syscall.EIO) {
+	if err := blockdev.WriteAt(outer, pattern(512, 7), 2048, placement.None); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("second write: %v, want the inner wrapper's EIO", err)
 	}
 	if len(thenCalls) != 1 || thenCalls[0].Class != ClassWrite || thenCalls[0].Len != 1024 || thenCalls[0].Seq != 1 {
@@ -379,7 +381,7 @@ func TestFaultyConcurrent(t *testing.T) {
 			defer wg.Done()
 			buf := make([]byte, 1024)
 			for i := 0; i < 200; i++ {
-				_ = blockdev.WriteAt(f, buf, int64(g)*4096, blockdev.NoPlacement)
+				_ = blockdev.WriteAt(f, buf, int64(g)*4096, placement.None)
 				_ = blockdev.ReadAt(f, buf, int64(g)*4096)
 			}
 		}()
@@ -433,7 +435,7 @@ func TestFaultyTailWrites(t *testing.T) {
 			if !f.VectoredWrites() {
 				t.Fatal("a wrapper of a vectored device does not report VectoredWrites")
 			}
-			ops := []blockdev.Op{{Write: true, Off: 4 * blk, Buf: head, Tail: tail, Handle: blockdev.NoPlacement}}
+			ops := []blockdev.Op{{Write: true, Off: 4 * blk, Buf: head, Tail: tail, Handle: placement.None}}
 			f.Submit(ops)
 			if ops[0].N != tc.wantN {
 				t.Fatalf("N = %d, want %d (err %v)", ops[0].N, tc.wantN, ops[0].Err)
@@ -447,7 +449,7 @@ func TestFaultyTailWrites(t *testing.T) {
 	for _, at := range []int{blk, 5 * blk} { // a byte of the head, a byte of the tail
 		mem := blockdev.NewMem(64*blk, blk)
 		f := New(mem, 1, Rule{Class: ClassWrite, Fault: Fault{Kind: FaultCorrupt, At: at}})
-		ops := []blockdev.Op{{Write: true, Off: 0, Buf: head, Tail: tail, Handle: blockdev.NoPlacement}}
+		ops := []blockdev.Op{{Write: true, Off: 0, Buf: head, Tail: tail, Handle: placement.None}}
 		if err := f.Submit(ops); err != nil || ops[0].N != len(whole) {
 			t.Fatalf("corrupt at %d: %v, N %d", at, err, ops[0].N)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/placement"
 )
 
 // The async API, checkpoint forcing, deallocation, and what placement handles reach the
@@ -130,7 +131,7 @@ var placementCases = []suiteCase{
 			keys, p = append(keys, K(i, salt)), append(p, Payload(i, 1))
 		}
 		mustPut(t, e, keys, p)
-		groupOf := map[uint32]blockdev.Placement{}
+		groupOf := map[uint32]placement.Handle{}
 		e.Entries(func(k engine.Key, m engine.EntryMeta) bool {
 			g := m.Slot / 4
 			if h, ok := groupOf[g]; ok && h != m.Handle {
@@ -158,7 +159,7 @@ var placementCases = []suiteCase{
 			if !ok {
 				t.Fatalf("%v not stored", k)
 			}
-			want := blockdev.Placement(0)
+			want := placement.Handle(0)
 			if k.CacheSalt() == "b" {
 				want = 1
 			}
@@ -230,7 +231,7 @@ func formatRecorded(t *testing.T, v *env) (*engine.Engine, *recorder, engine.Con
 type recorder struct {
 	blockdev.Device
 	mu  sync.Mutex
-	hs  []blockdev.Placement
+	hs  []placement.Handle
 	ops []recWrite
 }
 
@@ -238,7 +239,7 @@ type recorder struct {
 type recWrite struct {
 	off    int64
 	n      int
-	handle blockdev.Placement
+	handle placement.Handle
 }
 
 func (r *recorder) RegisterBuffers(bufs [][]byte) error { return forwardRegister(r.Device, bufs) }
@@ -264,8 +265,8 @@ func (r *recorder) writes() []recWrite {
 	defer r.mu.Unlock()
 	return append([]recWrite(nil), r.ops...)
 }
-func (r *recorder) handles() []blockdev.Placement {
+func (r *recorder) handles() []placement.Handle {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]blockdev.Placement(nil), r.hs...)
+	return append([]placement.Handle(nil), r.hs...)
 }

@@ -167,7 +167,7 @@ func writeRaw(t *testing.T, dev blockdev.Device, off int64, data []byte) {
 		t.Fatal(err)
 	}
 	copy(b[off-start:], data)
-	if err := blockdev.WriteAt(dev, b, start, blockdev.NoPlacement); err != nil {
+	if err := blockdev.WriteAt(dev, b, start, placement.None); err != nil {
 		t.Fatal(err)
 	}
 }

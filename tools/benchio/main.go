@@ -34,6 +34,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/internal/uring"
+	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/units"
 )
 
@@ -378,7 +379,7 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 						binary.LittleEndian.PutUint64(buf[8:], uint64(slot)*0x9E3779B97F4A7C15)
 						binary.LittleEndian.PutUint64(buf[16:], uint64(bs-4096))
 					}
-					ops[i] = blockdev.Op{Write: write, Off: slot * int64(bs), Buf: buf, Handle: blockdev.NoPlacement}
+					ops[i] = blockdev.Op{Write: write, Off: slot * int64(bs), Buf: buf, Handle: placement.None}
 				}
 				if err := d.Submit(ops); err != nil {
 					errOnce.Do(func() { firstErr = err })

@@ -16,6 +16,7 @@ import (
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/nvme"
+	"github.com/rbctl/rbctl/placement"
 )
 
 func runFDPCLI(t *testing.T, args ...string) (string, error) {
@@ -67,7 +68,7 @@ func fdpWorkload(t *testing.T, dev string) (written int64, human, js string) {
 	defer blockdev.Free(buf)
 	rng := rand.New(rand.NewSource(7))
 	slots := d.Info().Size / int64(len(buf))
-	write := func(slot int64, h blockdev.Placement) {
+	write := func(slot int64, h placement.Handle) {
 		if err := blockdev.WriteAt(d, buf, slot*int64(len(buf)), h); err != nil {
 			t.Fatal(err)
 		}
