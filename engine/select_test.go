@@ -466,7 +466,7 @@ func TestEmptiedLMCacheLegacyCacheStaysLegacy(t *testing.T) {
 }
 
 // rbctl's own empty v1 checkpoint records its namespace (object too), so an rbctl cache
-// never needs --namespace.
+// never needs --key-namespace.
 func TestEmptyV1CheckpointRecordsNamespace(t *testing.T) {
 	c := selCfg(CheckpointLMCacheV1)
 	m := blockdev.NewMem(16<<20, 0)

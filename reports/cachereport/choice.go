@@ -72,7 +72,7 @@ func (c Choice) Lines() []string {
 	}
 	ns := "namespace " + c.Namespace + " (from " + c.NamespaceSource + ")"
 	if c.NamespaceSource == "" {
-		ns = "namespace: nothing on the device tells it (an empty LMCache v1 checkpoint); writers need --namespace"
+		ns = "namespace: nothing on the device tells it (an empty LMCache v1 checkpoint); writers need --key-namespace"
 	}
 	return append(out, ns)
 }

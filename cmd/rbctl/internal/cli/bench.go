@@ -47,7 +47,7 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args, &f) },
 	}
 	fs := cmd.Flags()
-	fs.SetNormalizeFunc(flagcheck.Aliases(map[string]string{"size": "create"}))
+	flagcheck.Alias(fs, "size", "create")
 	f.wl.Register(fs, "tiny")
 	f.out.Register(cmd)
 	o := &f.o

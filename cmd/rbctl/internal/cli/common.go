@@ -13,7 +13,7 @@ import (
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 )
 
-// rbDevFlags are the device-opening flags every engine command takes, and its --namespace.
+// rbDevFlags are the device-opening flags every engine command takes, and its --key-namespace.
 type rbDevFlags struct {
 	flagsets.Device
 	cache rbCacheOpts

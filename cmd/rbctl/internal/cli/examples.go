@@ -40,7 +40,7 @@ var examples = map[string][]string{
 	},
 	"rbctl inspect": {
 		"rbctl inspect /var/tmp/cache.img",
-		"rbctl inspect --keys --max-keys 20 /dev/nvme0n1",
+		"rbctl inspect --list-keys --max-keys 20 /dev/nvme0n1",
 		"rbctl inspect --json /var/tmp/cache.img",
 		"rbctl inspect /var/tmp/shard0.img /var/tmp/shard1.img   # a row per shard and the total",
 	},
@@ -52,14 +52,14 @@ var examples = map[string][]string{
 		"rbctl recover --scan --slot-bytes 256K /var/tmp/cache.img   # rebuild it; the layout when the checkpoints cannot show it",
 	},
 	"rbctl put": {
-		"rbctl put cache.img --model my/model --rank 0 --hash 00ff --salt tenant data.bin",
+		"rbctl put cache.img --model-name my/model --rank 0 --hash 00ff --salt tenant data.bin",
 		"echo hello | rbctl put cache.img --key 'm@0x00000000@aa' -",
 		"rbctl format 'emu:/var/tmp/e.img?size=1G&ru=8M&ruhs=8' --placement cache-salt   # an emulated FDP SSD, made and formatted",
-		"rbctl put 'emu:/var/tmp/e.img' --placement cache-salt --model m --hash 01 --salt rag doc.bin",
+		"rbctl put 'emu:/var/tmp/e.img' --placement cache-salt --model-name m --hash 01 --salt rag doc.bin",
 	},
 	"rbctl get": {
 		"rbctl get /var/tmp/cache.img --key 'my%2Fmodel@0x00000000@00ff@tenant'",
-		"rbctl get /var/tmp/cache.img --model my/model --hash 00ff --salt tenant -o chunk.bin",
+		"rbctl get /var/tmp/cache.img --model-name my/model --hash 00ff --salt tenant -o chunk.bin",
 	},
 	"rbctl ls": {
 		"rbctl ls /var/tmp/cache.img",
@@ -67,7 +67,7 @@ var examples = map[string][]string{
 	},
 	"rbctl rm": {
 		"rbctl rm /var/tmp/cache.img --key 'm@0x00000000@aa'",
-		"rbctl rm /var/tmp/cache.img --model my/model --hash 00ff --salt tenant",
+		"rbctl rm /var/tmp/cache.img --model-name my/model --hash 00ff --salt tenant",
 	},
 	"rbctl fdp-status": {
 		"rbctl fdp-status /dev/ng0n1",
@@ -106,8 +106,8 @@ var examples = map[string][]string{
 		"rbctl serve /var/tmp/cache.img --listen 127.0.0.1:7480 --peers 127.0.0.1:7470   # fetches the first node's chunks on a miss",
 	},
 	"rbctl remote":                {"rbctl remote stats --server 127.0.0.1:7470"},
-	"rbctl remote put":            {"echo hello | rbctl remote put --server 127.0.0.1:7470 --model my/model --hash 00ff --salt tenant -"},
-	"rbctl remote get":            {"rbctl remote get --server 127.0.0.1:7480 --model my/model --hash 00ff --salt tenant -o chunk.bin"},
+	"rbctl remote put":            {"echo hello | rbctl remote put --server 127.0.0.1:7470 --model-name my/model --hash 00ff --salt tenant -"},
+	"rbctl remote get":            {"rbctl remote get --server 127.0.0.1:7480 --model-name my/model --hash 00ff --salt tenant -o chunk.bin"},
 	"rbctl remote ls":             {"rbctl remote ls --server 127.0.0.1:7470 --salt tenant", "rbctl remote ls --server 127.0.0.1:7470 --json"},
 	"rbctl remote stats":          {"rbctl remote stats --server 127.0.0.1:7480 --json"},
 	"rbctl torture":               {"rbctl torture --kills 50 --seed 7", "rbctl torture --kills 200 --json > torture.json"},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/fdp"
@@ -72,7 +73,8 @@ func newFDPSetEventsCmd() *cobra.Command {
 		func(cmd *cobra.Command) {
 			cmd.Flags().Uint16VarP(&ph, "placement-handle", "p", 0, "placement handle")
 			cmd.Flags().BoolVarP(&enable, "enable", "e", false, "enable the event types (default: disable)")
-			cmd.Flags().BoolVarP(&save, "save", "s", false, "save across power cycles (SV)")
+			flagcheck.Alias(cmd.Flags(), "save", "persist") // nvme-cli's spelling; --save is a report file elsewhere
+			cmd.Flags().BoolVarP(&save, "persist", "s", false, "keep the setting across power cycles (SV; nvme-cli's --save)")
 			cmd.Flags().StringVarP(&types, "event-types", "t", "", "comma-separated event types, e.g. 0,3 (required)")
 			_ = cmd.MarkFlagRequired("event-types")
 		}, func() (func(*devices.Admin, uint32) error, error) {

@@ -49,7 +49,7 @@ func fdpError(dev string, err error) error {
 
 // nsidAlias accepts the old --nsid as a hidden spelling of --namespace-id.
 func nsidAlias(cmd *cobra.Command) {
-	cmd.Flags().SetNormalizeFunc(flagcheck.Aliases(map[string]string{"nsid": "namespace-id"}))
+	flagcheck.Alias(cmd.Flags(), "nsid", "namespace-id")
 }
 
 // writeSections prints a library's report: each section's lines, then its table.

@@ -34,7 +34,7 @@ var engineFields = []struct {
 	{"slot_bytes", "slot-bytes", true},
 	{"header_bytes", "header-bytes", true},
 	{"capacity_bytes", "capacity", true},
-	{"namespace", "namespace", false},
+	{"namespace", "key-namespace", false},
 }
 
 // flagHints returns the hints for err on cmd, each naming a flag cmd has.

@@ -37,7 +37,7 @@ func TestFlagHints(t *testing.T) {
 			"; meta_total_bytes is --meta-bytes", "slot-bytes"},
 		{format, &engine.FieldError{Kind: engine.ErrConfig, Fields: []string{"slot_bytes"}, Detail: "SlotBytes (slot_bytes): 12345"}, "; slot_bytes is --slot-bytes", ""},
 		{get, fmt.Errorf("shard 1: %w", &engine.FieldError{Kind: engine.ErrCheckpointTooBig, Fields: []string{"meta_total_bytes"}, Detail: "a larger meta_total_bytes"}), "; meta_total_bytes is rbctl format's --meta-bytes", ""},
-		{get, &engine.FieldError{Kind: engine.ErrLayoutMismatch, Fields: []string{"namespace"}, Detail: "open it with namespace legacy"}, "", "--"}, // get has no --namespace
+		{get, &engine.FieldError{Kind: engine.ErrLayoutMismatch, Fields: []string{"namespace"}, Detail: "open it with namespace legacy"}, "", "--"}, // get has no --key-namespace
 		{get, fmt.Errorf("%w on the device: container 0: x; container 1: y", engine.ErrNoCheckpoint), "; format it first (rbctl format)", ""},
 		{format, fmt.Errorf("%w on the device", engine.ErrNoCheckpoint), "", "format it first"},
 		{sim, fmt.Errorf("%w (%w): raise the over-provisioning", ftl.ErrConfig, ftl.ErrNoSpare), "; --op sets the over-provisioning", ""},

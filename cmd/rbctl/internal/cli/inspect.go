@@ -5,6 +5,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 )
 
@@ -36,8 +37,9 @@ gets an error row and the exit status 1 (3 when every such device is missing).`,
 			return err
 		},
 	}
-	cmd.Flags().BoolVar(&opts.Keys, "keys", false, "list the keys")
-	cmd.Flags().IntVar(&opts.MaxKeys, "max-keys", 0, "with --keys, list at most this many (0 = all)")
+	flagcheck.Alias(cmd.Flags(), "keys", "list-keys") // its name until issue 25; --keys is a key space elsewhere
+	cmd.Flags().BoolVar(&opts.Keys, "list-keys", false, "list the keys")
+	cmd.Flags().IntVar(&opts.MaxKeys, "max-keys", 0, "with --list-keys, list at most this many (0 = all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&opts.Verify, "verify", false, "also read every slot header and report entries recovery would drop")
 	dev.Add(cmd)

@@ -201,7 +201,7 @@ func TestRecoverReportsFallbackLoss(t *testing.T) {
 	}
 }
 
-// --namespace: an empty LMCache v1 checkpoint records no namespace; writers refuse without
+// --key-namespace: an empty LMCache v1 checkpoint records no namespace; writers refuse without
 // it, and it must agree with what the device shows once keys tell.
 func TestNamespaceFlag(t *testing.T) {
 	img := make([]byte, 16<<20)
@@ -213,8 +213,8 @@ func TestNamespaceFlag(t *testing.T) {
 		if cmd == "put" {
 			args = append(args, "-")
 		}
-		if _, err := rbRun(t, "hello", args...); err == nil || !strings.Contains(err.Error(), "--namespace") {
-			t.Fatalf("%s without --namespace: %v", cmd, err)
+		if _, err := rbRun(t, "hello", args...); err == nil || !strings.Contains(err.Error(), "--key-namespace") {
+			t.Fatalf("%s without --key-namespace: %v", cmd, err)
 		}
 	}
 	if !bytes.Equal(before, readImage(t, dev)) {
@@ -223,20 +223,20 @@ func TestNamespaceFlag(t *testing.T) {
 	if out, err := rbRun(t, "", "ls", dev); err != nil { // readers need no namespace
 		t.Fatalf("ls: %v\n%s", err, out)
 	}
-	if out, err := rbRun(t, "hello", "put", dev, "--namespace", "legacy", "--key", cliLegacy[0].key, "-"); err != nil {
-		t.Fatalf("put --namespace legacy: %v\n%s", err, out)
+	if out, err := rbRun(t, "hello", "put", dev, "--key-namespace", "legacy", "--key", cliLegacy[0].key, "-"); err != nil {
+		t.Fatalf("put --key-namespace legacy: %v\n%s", err, out)
 	}
 	if id := binary.LittleEndian.Uint64(readImage(t, dev)[lmMeta+8:]); id != cliLegacy[0].id {
 		t.Fatalf("slot identity %x, want the chunk hash %x", id, cliLegacy[0].id)
 	}
-	if _, err := rbRun(t, "x", "put", dev, "--namespace", "object", "--key", "m@0x00000000@01", "-"); err == nil || !strings.Contains(err.Error(), "uses the legacy namespace") {
-		t.Fatalf("contradicting --namespace: %v", err)
+	if _, err := rbRun(t, "x", "put", dev, "--key-namespace", "object", "--key", "m@0x00000000@01", "-"); err == nil || !strings.Contains(err.Error(), "uses the legacy namespace") {
+		t.Fatalf("contradicting --key-namespace: %v", err)
 	}
-	if _, err := rbRun(t, "x", "put", dev, "--namespace", "bogus", "--key", "k", "-"); err == nil || !strings.Contains(err.Error(), "object or legacy") {
-		t.Fatalf("bad --namespace: %v", err)
+	if _, err := rbRun(t, "x", "put", dev, "--key-namespace", "bogus", "--key", "k", "-"); err == nil || !strings.Contains(err.Error(), "object or legacy") {
+		t.Fatalf("bad --key-namespace: %v", err)
 	}
-	if out, err := rbRun(t, "", "rm", dev, "--namespace", "legacy", "--key", cliLegacy[0].key); err != nil {
-		t.Fatalf("rm --namespace legacy: %v\n%s", err, out)
+	if out, err := rbRun(t, "", "rm", dev, "--key-namespace", "legacy", "--key", cliLegacy[0].key); err != nil {
+		t.Fatalf("rm --key-namespace legacy: %v\n%s", err, out)
 	}
 }
 

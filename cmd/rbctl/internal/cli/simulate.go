@@ -36,7 +36,7 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, &f) },
 	}
 	fs := cmd.Flags()
-	fs.SetNormalizeFunc(flagcheck.Aliases(map[string]string{"capacity": "device-size"}))
+	flagcheck.Alias(fs, "capacity", "device-size")
 	f.wl.Register(fs, "llama3-8b")
 	f.out.Register(cmd)
 	o := &f.o

@@ -41,13 +41,14 @@ func SizeVar(fs *pflag.FlagSet, p *int64, name, def, usage string, words ...stri
 	fs.Var(f, name, usage)
 }
 
-// Aliases is a flag normalize func accepting old flag names (hidden: they are never
-// defined) for their new ones.
-func Aliases(old map[string]string) func(*pflag.FlagSet, string) pflag.NormalizedName {
-	return func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		if n, ok := old[name]; ok {
-			return pflag.NormalizedName(n)
+// Alias makes old a hidden spelling of the flag new on fs (kept for a release after a
+// rename), on top of whatever normalization fs already does.
+func Alias(fs *pflag.FlagSet, old, new string) {
+	prev := fs.GetNormalizeFunc()
+	fs.SetNormalizeFunc(func(f *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == old {
+			name = new
 		}
-		return pflag.NormalizedName(name)
-	}
+		return prev(f, name)
+	})
 }

@@ -1,6 +1,6 @@
 package flagsets
 
-// How commands that open an existing cache fill cache.OpenOptions: --namespace speaks when
+// How commands that open an existing cache fill cache.OpenOptions: --key-namespace speaks when
 // nothing on the device can; recover takes the checkpoint choice upon itself and may scan.
 // The rules themselves (cache.Open) are the library's; this adds what to type.
 
@@ -13,11 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/reports"
 )
 
-// Cache is the choices of a command that opens an existing cache: --namespace, and for
+// Cache is the choices of a command that opens an existing cache: --key-namespace, and for
 // recover the command's context and whether it takes a doubtful or lossy checkpoint choice
 // upon itself (it reports the choice and decides whether to write).
 type Cache struct {
@@ -27,9 +28,10 @@ type Cache struct {
 	Scan      Scan // recover: rebuild from the slot headers when no checkpoint is usable (scan.go)
 }
 
-// AddNamespace defines --namespace on cmd.
+// AddNamespace defines --key-namespace on cmd.
 func (o *Cache) AddNamespace(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.Namespace, "namespace", "", "key namespace (object or legacy) for a cache whose checkpoint cannot tell, such as an empty LMCache v1 one; it must agree with what the checkpoint or slot headers show")
+	flagcheck.Alias(cmd.Flags(), "namespace", "key-namespace") // its name until issue 25
+	cmd.Flags().StringVar(&o.Namespace, "key-namespace", "", "key namespace (object or legacy) for a cache whose checkpoint cannot tell, such as an empty LMCache v1 one; it must agree with what the checkpoint or slot headers show")
 }
 
 // options are the cache.OpenOptions the flags choose (all but the device and placement).
@@ -38,7 +40,7 @@ func (o *Cache) options(readOnly bool) (cache.OpenOptions, error) {
 	if given := strings.TrimSpace(o.Namespace); given != "" {
 		co.Namespace = engine.Namespace(given)
 		if co.Namespace != engine.NamespaceObject && co.Namespace != engine.NamespaceLegacy {
-			return co, fmt.Errorf("--namespace %s: %w", reports.Escape(given), cache.ErrBadNamespace)
+			return co, fmt.Errorf("--key-namespace %s: %w", reports.Escape(given), cache.ErrBadNamespace)
 		}
 	}
 	if co.Scan != cache.ScanNever {
@@ -58,9 +60,9 @@ func (o *Cache) hint(err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &ne):
-		return fmt.Errorf("%w; drop --namespace", err)
+		return fmt.Errorf("%w; drop --key-namespace", err)
 	case errors.Is(err, cache.ErrNamespaceUnknown):
-		return fmt.Errorf("%w; pass --namespace object (LMCache MP mode) or --namespace legacy (LMCache's non-MP backend)", err)
+		return fmt.Errorf("%w; pass --key-namespace object (LMCache MP mode) or --key-namespace legacy (LMCache's non-MP backend)", err)
 	case errors.As(err, &fe):
 		return fmt.Errorf("%w: run rbctl recover to accept that (rbctl inspect shows both containers)", err)
 	case errors.Is(err, engine.ErrSelectionDoubt):

@@ -16,7 +16,7 @@ type Device struct {
 	IOEngine   string
 	Direct     bool
 	QueueDepth int
-	Cache      Cache          // --namespace and recovery choices (cache.go)
+	Cache      Cache          // --key-namespace and recovery choices (cache.go)
 	cmd        *cobra.Command // to tell defaults from choices
 }
 
@@ -54,7 +54,7 @@ func (f *Device) Open(path string, readOnly bool) (blockdev.Device, error) {
 }
 
 // OpenEngine opens the cache on path through cache.Open, its options filled from the
-// flags: the device flags, --namespace and recover's choices (f.Cache), and pf's policy
+// flags: the device flags, --key-namespace and recover's choices (f.Cache), and pf's policy
 // (nil pf or "none": no directives); tweak adjusts the detected config.
 func (f *Device) OpenEngine(pf *Placement, path string, readOnly bool, tweak func(*engine.Config)) (*engine.Engine, error) {
 	o, err := f.Cache.options(readOnly)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/reports"
 )
@@ -31,7 +32,8 @@ type Key struct {
 func (k *Key) Add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&k.Key, "key", "", "encoded key as stored, byte for byte (e.g. my%2Fmodel@0x00000000@<hex>@salt, or m@0x00000000@1@<hex>)")
 	cmd.Flags().StringVar(&k.Native, "native-key", "", "key in LMCache's native-connector spelling, model@RANK(%08x)@GROUP(%x)@HASH[@salt]: names the raw-block key of the same ObjectKey")
-	cmd.Flags().StringVar(&k.Model, "model", "", "model name (object key)")
+	flagcheck.Alias(cmd.Flags(), "model", "model-name") // its name until issue 25; --model is bench's preset
+	cmd.Flags().StringVar(&k.Model, "model-name", "", "model name (object key)")
 	cmd.Flags().Uint64Var(&k.Rank, "rank", 0, "kv rank (object key; LMCache packs ws<<24|gr<<16|lws<<8|lr, up to 2^63-1)")
 	cmd.Flags().Uint64Var(&k.Group, "group", 0, "object_group_id: build the key in the object-group shape model@0xRANK@GROUP@HASH[@salt] (group 0 too)")
 	cmd.Flags().StringVar(&k.Hash, "hash", "", "chunk hash in hex (object key)")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/units"
 )
@@ -26,7 +27,8 @@ func (f *Layout) Add(cmd *cobra.Command) {
 	fs.StringVar(&f.Capacity, "capacity", "0", "bytes of the device to use (0 = all)")
 	fs.IntVar(&f.BlockAlign, "block-align", engine.DefaultBlockAlign, "alignment of every offset and transfer (power of two)")
 	fs.StringVar(&f.Compat, "compat", "", "write LMCache's format exactly: lmcache-v1 (JSON checkpoint)")
-	fs.StringVar(&f.Namespace, "namespace", "object", "key namespace: object or legacy")
+	flagcheck.Alias(fs, "namespace", "key-namespace") // its name until issue 25
+	fs.StringVar(&f.Namespace, "key-namespace", "object", "key namespace: object or legacy (LMCache's MP and non-MP key spellings)")
 	fs.StringVar(&f.DevicePath, "device-path", "", "device_path recorded in the checkpoint (default: DEV as an absolute path); LMCache ignores a checkpoint whose device_path differs from its configured one")
 }
 
