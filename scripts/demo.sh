@@ -11,7 +11,7 @@
 #     oracle:salt-lifetime headroom reference and the WAF per handle
 #  5. the same at 95 % utilisation with region eviction (the cache evicts a reclaim unit's worth
 #     of one tenant at a time), which lets cache-salt placement reach a WAF of 1
-# Everything lands in out/demo/. About 45–60 s on two cores (57 s measured, warm build cache); any failure stops it with a
+# Everything lands in out/demo/. About 25–35 s on two cores (25 s measured, warm build cache, load 3); any failure stops it with a
 # non-zero exit, Ctrl-C stops it with 130.
 set -euo pipefail
 cd "$(dirname "$0")/.."
