@@ -202,6 +202,10 @@ func TestTLSRefusesOutsidersOnBothPlanes(t *testing.T) {
 		}
 		t.Logf("%s: refused: gRPC %v; data plane %v", c.name, perr, derr)
 	}
+	// The server counts a refused handshake after it sent the alert the client already read.
+	eventually(t, "every refused data-plane handshake counted", func() bool {
+		return n.Stats().Counters["data_tls_failed"] >= int64(len(outsiders))
+	})
 	after := n.Stats().Counters
 	for _, k := range []string{"puts", "gets", "put_bytes", "served_chunks", "served_bytes", "leases_granted", "deletes"} {
 		if after[k] != before[k] {
