@@ -19,6 +19,7 @@ import (
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/lmcache"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/workloads"
@@ -41,7 +42,7 @@ type Options struct {
 	ShardRanks []uint64
 	// LMCache, when set, takes the devices, I/O settings, engine layout and a first
 	// placement run from an LMCache config (lmcache.go); no device may be given besides.
-	LMCache *LMCache
+	LMCache *lmcache.File
 	Create  int64 // Path(s): create each as a sparse file of this size if it does not exist
 	// Force skips the safety gate (a block device, a file holding data, a device in use).
 	Force      bool
@@ -92,7 +93,7 @@ var ErrNoPolicy = errors.New("no placement policy to compare")
 // that could not be reset between policies.
 func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	if o.LMCache != nil {
-		if err := o.LMCache.apply(&o); err != nil {
+		if err := applyLMCache(&o); err != nil {
 			return nil, err
 		}
 	}
@@ -102,7 +103,7 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	// A misspelt policy is reported as such before the device is looked at (the handle
 	// count is checked once it is open).
 	for _, p := range o.Policies {
-		if o.LMCache != nil && isLMCache(p) {
+		if isLMCacheRun(&o, p) {
 			continue
 		}
 		if _, err := placement.Parse(p, 1<<15); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/lmcache"
 )
 
 // An LMCache config with per_tp_device_paths: bench runs one cache over its devices, rank r
@@ -24,7 +25,7 @@ func TestBenchWithLMCacheConfig(t *testing.T) {
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := LoadLMCache(conf)
+	l, err := lmcache.LoadFile(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestBenchPerTPRanksRouteToTheirDevice(t *testing.T) {
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := LoadLMCache(conf)
+	l, err := lmcache.LoadFile(conf)
 	if err != nil {
 		t.Fatal(err)
 	}

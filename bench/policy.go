@@ -104,7 +104,7 @@ func (p *planned) report() *reports.Report {
 		}
 	}
 	if o.LMCache != nil {
-		rep.Notes = append(rep.Notes, o.LMCache.notes()...)
+		rep.Notes = append(rep.Notes, lmcacheNotes(o.LMCache)...)
 	}
 	if emuStats {
 		rep.Notes = append(rep.Notes, "emulator WAF is model output too: the emulated SSD's FDP log comes from its own FTL model, "+
@@ -168,10 +168,10 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 	var affinity []bool
 	for i, s := range p.shards {
 		policy, err := placement.Parse(pol, s.handles)
-		if o.LMCache != nil && isLMCache(pol) {
+		if isLMCacheRun(o, pol) {
 			var mh placement.Handle
 			var aff bool
-			policy, mh, aff, err = o.LMCache.policy(s)
+			policy, mh, aff, err = lmcachePolicy(o.LMCache, s)
 			meta, affinity = append(meta, mh), append(affinity, aff)
 		}
 		if err != nil {
@@ -226,7 +226,7 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 		be.Ranks = n
 		be.RankSet = p.o.ShardRanks
 	}
-	be.Legacy = o.LMCache != nil && o.LMCache.legacy()
+	be.Legacy = lmcacheLegacy(o)
 	dc, err := o.Workload.Driver(p.src, p.shards[0].fc.RUBytes, p.shards[0].ecfg.SlotBytes)
 	if err != nil {
 		return reports.Run{}, err

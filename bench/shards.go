@@ -35,8 +35,8 @@ func planShard(o *Options, i int, t *target, name, path string, src *workloads.S
 		s.handles = o.Handles
 	}
 	for _, pol := range o.Policies {
-		if o.LMCache != nil && isLMCache(pol) {
-			if _, _, _, err := o.LMCache.policy(s); err != nil {
+		if isLMCacheRun(o, pol) {
+			if _, _, _, err := lmcachePolicy(o.LMCache, s); err != nil {
 				return nil, err
 			}
 			continue
@@ -62,7 +62,7 @@ func planShard(o *Options, i int, t *target, name, path string, src *workloads.S
 	s.ecfg = engineConfig(o, path, slotBytes, logical, ru)
 	if o.LMCache != nil {
 		var err error
-		if s.ecfg, err = o.LMCache.engineConfig(o, i, src.ChunkBytes); err != nil {
+		if s.ecfg, err = lmcacheEngineConfig(o, i, src.ChunkBytes); err != nil {
 			return nil, err
 		}
 	}

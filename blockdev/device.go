@@ -11,17 +11,6 @@ import (
 	"github.com/rbctl/rbctl/placement"
 )
 
-// Placement is placement.Handle under its old name.
-//
-// Deprecated: use placement.Handle, the one type a placement decision has from the policy
-// through the engine to the device.
-type Placement = placement.Handle
-
-// NoPlacement is placement.None under its old name.
-//
-// Deprecated: use placement.None.
-const NoPlacement = placement.None
-
 // Kind says what sort of device a path turned out to be.
 type Kind string
 

@@ -29,7 +29,7 @@ import (
 //     used up, stores with no directive.
 //
 // The pool is the list of handles the policy may give out, in order: LMCache's
-// fdp_placement_ids after the device mapped them to handle indices (engine/lmconfig does
+// fdp_placement_ids after the device mapped them to handle indices (package lmcache does
 // that from the device's RUH status), or handles 0..n-1 when Parse builds it from a bare
 // spec. Assignments live in memory; a new process assigns afresh (as LMCache does).
 

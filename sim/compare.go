@@ -14,6 +14,7 @@ import (
 
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/lmcache"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/workloads"
@@ -35,8 +36,8 @@ type Options struct {
 	// Admissions are the admission policies (workloads.NewAdmission) each placement runs
 	// with; empty: the workload's (Workload.Admission).
 	Admissions []string
-	// LMCache, when set, runs an LMCache config's placement first, as LMCache.Name().
-	LMCache       *LMCache
+	// LMCache, when set, runs an LMCache config's placement first, as its RunName().
+	LMCache       *lmcache.File
 	Deallocate    bool
 	CheckpointOps int64
 	WarmupCaps    float64 // warm-up, in device capacities of payload written
@@ -65,10 +66,10 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 		return nil, err
 	}
 	if o.LMCache != nil {
-		if _, _, err := o.LMCache.policy(o.Handles); err != nil {
+		if _, _, err := lmcachePolicy(o.LMCache, o.Handles); err != nil {
 			return nil, err
 		}
-		o.Policies = append([]string{o.LMCache.Name()}, o.Policies...)
+		o.Policies = append([]string{o.LMCache.RunName()}, o.Policies...)
 	}
 	if len(o.Policies) == 0 {
 		return nil, fmt.Errorf("%w: no placement policy to compare", placement.ErrSpec)
@@ -128,7 +129,7 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 		return nil, err
 	}
 	if o.LMCache != nil {
-		rep.Notes = append(rep.Notes, o.LMCache.Notes()...)
+		rep.Notes = append(rep.Notes, lmcacheNotes(o.LMCache)...)
 	}
 	rep.Notes = append(rep.Notes, "WAF is modelled (FTL model fed with the simulated engine's writes and deallocates), not measured on a drive")
 	return rep, nil
@@ -264,7 +265,7 @@ func (o Options) runAll(ctx context.Context, rep *reports.Report, src *workloads
 		}
 		if j.lmcache {
 			var affinity bool
-			if rc.PolicyImpl, affinity, err = o.LMCache.policy(o.Handles); err != nil {
+			if rc.PolicyImpl, affinity, err = lmcachePolicy(o.LMCache, o.Handles); err != nil {
 				return err
 			}
 			rc.AnySlot = !affinity

@@ -5,19 +5,27 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/lmcache"
 )
 
 const lmcacheFDP = `{"type":"raw_block","device_path":"/dev/ng0n1","slot_bytes":1048576,"use_uring_cmd":true,"io_engine":"io_uring",
 	"fdp_enabled":true,"fdp_placement_ids":[1,2,3],"fdp_data_placement_policy":"cache_salt_prefix","meta_checkpoint_placement_id":7}`
 
+func loadLMCache(t *testing.T, js string) *lmcache.File {
+	t.Helper()
+	cfg, warns, err := lmcache.Load(strings.NewReader(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &lmcache.File{Config: cfg, Warnings: warns}
+}
+
 // An LMCache config's placement runs first, under its name: the workers' buckets get the
 // configured identifiers 1, 2, 3 in first-seen order, checkpoints identifier 7, and nothing
 // else is written; the --placement policies follow.
 func TestRunLMCacheConfig(t *testing.T) {
-	lm, err := LoadLMCache(strings.NewReader(lmcacheFDP))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lm := loadLMCache(t, lmcacheFDP)
 	o := smallOptions()
 	o.DeviceSize, o.MeasureCaps, o.Policies, o.LMCache = 1<<30, 1, []string{"none"}, lm
 	o.Workload.Preset = "workers:3"
@@ -44,10 +52,7 @@ func TestRunLMCacheConfig(t *testing.T) {
 
 // A config whose identifiers the model does not have is refused before anything runs.
 func TestRunLMCacheConfigRefused(t *testing.T) {
-	lm, err := LoadLMCache(strings.NewReader(strings.Replace(lmcacheFDP, "[1,2,3]", "[1,9]", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lm := loadLMCache(t, strings.Replace(lmcacheFDP, "[1,2,3]", "[1,9]", 1))
 	o := smallOptions()
 	o.LMCache = lm
 	ran := false

@@ -249,7 +249,15 @@ var importRules = []struct {
 	{"reports", []string{"engine"}, "reports render what cache, bench and sim fill"},
 	{"workloads", []string{"engine"}, "workloads drive a Backend; the engine is one"},
 	{cliDir, []string{"nvme", "ftl"}, "flag values are parsed by the library that owns them"},
+	{"engine", []string{"lmcache"}, lmcacheAbove},
+	{"devices", []string{"lmcache"}, lmcacheAbove},
+	{"placement", []string{"lmcache"}, lmcacheAbove},
+	{"blockdev", []string{"lmcache"}, lmcacheAbove},
+	{"cache", []string{"lmcache"}, lmcacheAbove},
 }
+
+// lmcacheAbove: the LMCache config package builds on these; none of them reads a config.
+const lmcacheAbove = "the LMCache config (lmcache) sits above the engine, devices, placement, blockdev and cache"
 
 // importRuleViolations lists the imports of files that break importRules.
 func importRuleViolations(files []goFile) []string {
@@ -271,7 +279,8 @@ func importRuleViolations(files []goFile) []string {
 	return v
 }
 
-// (h) Reports import no engine, workloads no engine, the CLI no nvme or ftl.
+// (h) Reports import no engine, workloads no engine, the CLI no nvme or ftl, and nothing
+// below it the LMCache config.
 func TestImportRules(t *testing.T) {
 	report(t, "imports the layers forbid", importRuleViolations(sources(t)))
 }
@@ -448,7 +457,9 @@ var c = fmt.Errorf("%w; use --io-engine", b)
 		dir, imp string
 		bad      bool
 	}{{"reports/cachereport", "engine", true}, {"reports", "engine/sharded", true}, {"workloads", "engine", true},
-		{cliDir, "ftl", true}, {cliDir, "nvme", true}, {cliDir, "nvmetcp", false}, {"cache", "engine", false}, {"reportsx", "engine", false}} {
+		{cliDir, "ftl", true}, {cliDir, "nvme", true}, {cliDir, "nvmetcp", false}, {"cache", "engine", false}, {"reportsx", "engine", false},
+		{"engine/sharded", "lmcache", true}, {"cache", "lmcache", true}, {"placement", "lmcache", true}, {"devices/safety", "lmcache", true},
+		{"blockdev/faultdev", "lmcache", true}, {"bench", "lmcache", false}, {"sim", "lmcache", false}, {"cachex", "lmcache", false}} {
 		src := "package x\nimport _ \"" + module + "/" + c.imp + "\"\n"
 		af, err := parser.ParseFile(token.NewFileSet(), "x.go", src, 0)
 		if err != nil {

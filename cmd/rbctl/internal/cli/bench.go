@@ -11,6 +11,7 @@ import (
 	"github.com/rbctl/rbctl/bench"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
+	"github.com/rbctl/rbctl/lmcache"
 	"github.com/rbctl/rbctl/placement"
 )
 
@@ -89,7 +90,7 @@ func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 		return err
 	}
 	if f.lmcache != "" {
-		if o.LMCache, err = bench.LoadLMCache(f.lmcache); err != nil {
+		if o.LMCache, err = lmcache.LoadFile(f.lmcache); err != nil {
 			return err
 		}
 		if !cmd.Flags().Changed("placement") {

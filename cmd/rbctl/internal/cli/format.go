@@ -11,6 +11,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
+	"github.com/rbctl/rbctl/lmcache"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
@@ -108,7 +109,7 @@ func runFormatLMCache(cmd *cobra.Command, f *formatFlags) error {
 		return err
 	}
 	defer r.Close()
-	rep, warns, err := cache.FormatLMCache(cmd.Context(), r, f.force)
+	rep, warns, err := lmcache.Format(cmd.Context(), r, f.force)
 	for _, w := range warns {
 		fmt.Fprintf(cmd.ErrOrStderr(), "rbctl: %s: %s\n", f.lmcache, w)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
+	"github.com/rbctl/rbctl/lmcache"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/sim"
 )
@@ -78,7 +79,7 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 		return err
 	}
 	if f.lmcache != "" {
-		if o.LMCache, err = sim.LoadLMCacheFile(f.lmcache); err != nil {
+		if o.LMCache, err = lmcache.LoadFile(f.lmcache); err != nil {
 			return fmt.Errorf("--lmcache-config: %w", err)
 		}
 		if !cmd.Flags().Changed("placement") {

@@ -1,6 +1,8 @@
-// Package lmconfig reads an LMCache raw-block configuration file (JSON) into rbctl's
-// engine configuration and placement choice, so an LMCache user can reuse theirs. It takes
-// the MP adapter's raw_block object ({"type": "raw_block", "device_path": ..., ...}, what
+// Package lmcache is rbctl's side of an LMCache raw-block configuration file (JSON): it
+// reads one into rbctl's engine configuration and placement choice, so an LMCache user can
+// reuse theirs, formats the devices it names (Format), and gives bench and simulate the
+// config's placement as one run (File, RunName, Placement.RunPolicy). It takes the MP
+// adapter's raw_block object ({"type": "raw_block", "device_path": ..., ...}, what
 // LMCache's --l2-adapter takes) and the legacy backend's spelling, an LMCache config whose
 // extra_config holds "rust_raw_block.<key>" entries (or that extra_config object alone),
 // with LMCache's defaults for each and its validation, field by field. Errors name the
@@ -9,7 +11,11 @@
 // Placement needs the device: fdp_placement_ids and meta_checkpoint_placement_id are FDP
 // placement identifiers, which FDP.Resolve maps to the device's placement handles from its
 // RUH status (docs/compat.md, "LMCache config files").
-package lmconfig
+//
+// The package sits above the engine, devices, placement and cache, which never import it;
+// LMCache's two data-placement policies themselves (cache_salt_prefix, cache_salt_rank)
+// are placement's, as placement.Parse selects them by name (docs/architecture.md).
+package lmcache
 
 import (
 	"bytes"

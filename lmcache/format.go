@@ -1,4 +1,4 @@
-package cache
+package lmcache
 
 import (
 	"context"
@@ -7,30 +7,30 @@ import (
 	"io"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/engine/lmconfig"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
 // ErrNoFDP: the config enables FDP and the device has none (LMCache refuses it too).
 var ErrNoFDP = errors.New("fdp_enabled, but the device has no FDP")
 
-// FormatLMCache formats every device an LMCache config names (device_path, or one per
+// Format formats every device an LMCache config names (device_path, or one per
 // per_tp_device_paths rank) with the config's layout, I/O settings and placement: the FDP
-// placement identifiers are resolved against each device's own (lmconfig.FDP.Resolve), so
-// a device LMCache would refuse is refused here, before any is written. The devices are
-// formatted as FormatAll formats the shards of one cache (each row's Rank is the config's);
+// placement identifiers are resolved against each device's own (FDP.Resolve), so a device
+// LMCache would refuse is refused here, before any is written. The devices are formatted
+// as cache.FormatAll formats the shards of one cache (each row's Rank is the config's);
 // force skips the safety gate.
-func FormatLMCache(ctx context.Context, r io.Reader, force bool) (*cachereport.Formats, []lmconfig.Warning, error) {
-	cfg, warns, err := lmconfig.Load(r)
+func Format(ctx context.Context, r io.Reader, force bool) (*cachereport.Formats, []Warning, error) {
+	cfg, warns, err := Load(r)
 	if err != nil {
 		return nil, warns, err
 	}
-	opts := make([]FormatOptions, len(cfg.Devices))
+	opts := make([]cache.FormatOptions, len(cfg.Devices))
 	for i, d := range cfg.Devices {
 		var od *devices.Opened
-		opts[i] = FormatOptions{Path: d.Path, Force: force, Config: d.Engine,
+		opts[i] = cache.FormatOptions{Path: d.Path, Force: force, Config: d.Engine,
 			Open: func() (blockdev.Device, error) {
 				var err error
 				od, err = devices.OpenDevice(d.Path, cfg.OpenOptions())
@@ -54,7 +54,7 @@ func FormatLMCache(ctx context.Context, r io.Reader, force bool) (*cachereport.F
 				return nil
 			}}
 	}
-	rep, err := FormatAll(ctx, opts)
+	rep, err := cache.FormatAll(ctx, opts)
 	if rep != nil {
 		for i, d := range cfg.Devices {
 			rep.Devices[i].Rank = d.Rank

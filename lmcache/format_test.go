@@ -1,4 +1,4 @@
-package cache
+package lmcache
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestFormatLMCacheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	conf := fmt.Sprintf(`{"type":"raw_block","device_path":%q,"slot_bytes":69632,"meta_total_bytes":4194304,"surprise":1}`, path)
-	out, warns, err := FormatLMCache(context.Background(), strings.NewReader(conf), false)
+	out, warns, err := Format(context.Background(), strings.NewReader(conf), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +73,10 @@ func TestFormatLMCacheFDP(t *testing.T) {
 	conf := func(extra string) string {
 		return fmt.Sprintf(`{"type":"raw_block","device_path":%q,"slot_bytes":69632,"meta_total_bytes":4194304,"io_engine":"io_uring","use_uring_cmd":true,"fdp_enabled":true,"meta_checkpoint_placement_id":%d%s}`, spec, meta, extra)
 	}
-	if _, _, err := FormatLMCache(context.Background(), strings.NewReader(conf(`,"fdp_placement_ids":[999]`)), false); err == nil || !strings.Contains(err.Error(), "999") {
+	if _, _, err := Format(context.Background(), strings.NewReader(conf(`,"fdp_placement_ids":[999]`)), false); err == nil || !strings.Contains(err.Error(), "999") {
 		t.Fatalf("an identifier the device lacks: %v", err)
 	}
-	out, _, err := FormatLMCache(context.Background(), strings.NewReader(conf("")), true) // the refused run left the file
+	out, _, err := Format(context.Background(), strings.NewReader(conf("")), true) // the refused run left the file
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestFormatLMCacheRefusesBadConfig(t *testing.T) {
 	if err := os.WriteFile(path, make([]byte, 1<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := FormatLMCache(context.Background(), strings.NewReader(fmt.Sprintf(`{"device_path":%q,"slot_bytes":1000}`, path)), false)
+	_, _, err := Format(context.Background(), strings.NewReader(fmt.Sprintf(`{"device_path":%q,"slot_bytes":1000}`, path)), false)
 	if err == nil || !errors.Is(err, engine.ErrConfig) && !strings.Contains(err.Error(), "slot_bytes") {
 		t.Fatalf("slot_bytes 1000: %v", err)
 	}
@@ -128,7 +128,7 @@ func TestFormatLMCachePerTPDevices(t *testing.T) {
 		}
 	}
 	conf := fmt.Sprintf(`{"extra_config":{"rust_raw_block.per_tp_device_paths":{"1":%q,"0":%q},"rust_raw_block.slot_bytes":69632,"rust_raw_block.meta_total_bytes":2097152}}`, b, a)
-	rep, _, err := FormatLMCache(context.Background(), strings.NewReader(conf), false)
+	rep, _, err := Format(context.Background(), strings.NewReader(conf), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestFormatLMCachePerTPDevices(t *testing.T) {
 	}
 	// Both hold a cache now: a second run is refused on both, and neither is written.
 	before, _ := os.ReadFile(a)
-	if _, _, err := FormatLMCache(context.Background(), strings.NewReader(conf), false); err == nil || !strings.Contains(err.Error(), "nothing was formatted: 2 of 2 devices failed") {
+	if _, _, err := Format(context.Background(), strings.NewReader(conf), false); err == nil || !strings.Contains(err.Error(), "nothing was formatted: 2 of 2 devices failed") {
 		t.Fatalf("second run: %v", err)
 	}
 	if after, _ := os.ReadFile(a); string(after) != string(before) {

@@ -1,4 +1,4 @@
-package lmconfig
+package lmcache
 
 import (
 	"errors"
