@@ -511,6 +511,11 @@ func (d *UringDevice) Close() error {
 	for _, e := range d.execs {
 		e.Close()
 	}
+	// The rings' reference to the file outlives Close (a kernel worker drops it after the
+	// teardown), and the flock lives with the file: give the lock back now, with no I/O
+	// left in flight, so that a writer that opens the file next is not told it is in use
+	// by this process.
+	unix.Flock(int(d.f.Fd()), unix.LOCK_UN)
 	err := d.f.Close()
 	if d.exclusive {
 		waitUnclaimed(d.info.Path, time.Second)

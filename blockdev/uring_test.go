@@ -360,3 +360,19 @@ func TestUringRealBlockDevices(t *testing.T) {
 		})
 	}
 }
+
+// A writer that closes gives its lock back at once: the same process (rbctl commands run one
+// after another in a test, a Go program reopening its cache) can open the file for writing
+// right after Close, although the kernel drops the rings' reference to the file later.
+func TestUringReopenRightAfterClose(t *testing.T) {
+	path := uringTestFile(t, 8<<20)
+	for i := range 200 {
+		d := openUringOrSkip(t, path, UringOptions{})
+		if err := WriteAt(d, make([]byte, 4096), int64(i%16)*4096, placement.None); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
