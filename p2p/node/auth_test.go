@@ -55,20 +55,7 @@ func TestTenantTokensAcrossNamespaces(t *testing.T) {
 	e := newEngine(t, nil)
 	o := fastOptions("a", nil)
 	o.Tokens = testTokens(t)
-	n, err := New(e, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := nt.Listen(0, "tcp", nt.Nodes[0].IP+":7470")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dl, err := nt.Listen(0, "tcp", nt.Nodes[0].IP+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Start(ctl, dl)
-	t.Cleanup(func() { n.Close() })
+	n := startNodeIn(t, nt, 0, e, o, "7470", "0")
 	dialer := nt.Dialer(1)
 	from := grpc.WithContextDialer(func(_ context.Context, addr string) (net.Conn, error) { return dialer("tcp", addr, 5*time.Second) })
 	as := func(secret string) *client.Client {

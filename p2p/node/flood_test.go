@@ -44,20 +44,7 @@ func TestIdleFloodDoesNotLockOutAPeer(t *testing.T) {
 	nt := p2ptest.NewNet(t, 3)
 	raiseNoFile(t, 4*floodControl)
 	e := newEngine(t, nil)
-	n, err := New(e, fastOptions("a", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := nt.Listen(0, "tcp", nt.Nodes[0].IP+":7470")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dl, err := nt.Listen(0, "tcp", nt.Nodes[0].IP+":7471")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Start(ctl, dl)
-	t.Cleanup(func() { n.Close() })
+	n := startNodeIn(t, nt, 0, e, fastOptions("a", nil), "7470", "7471")
 	keys := make([]engine.Key, 8)
 	vals := make([][]byte, 8)
 	for i := range keys {

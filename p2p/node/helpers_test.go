@@ -13,6 +13,7 @@ import (
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/client"
 	"github.com/rbctl/rbctl/p2p/p2ppb"
+	"github.com/rbctl/rbctl/p2p/p2ptest"
 )
 
 const chunkBytes = 256 << 10
@@ -64,6 +65,25 @@ func startNode(t testing.TB, e *engine.Engine, o Options) *Node {
 		t.Fatal(err)
 	}
 	n.Start(listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0"))
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// startNodeIn starts a node on engine e in namespace i of nt, its control plane on ctlPort
+// and its data plane on dataPort of the namespace's address ("0": any).
+func startNodeIn(t testing.TB, nt *p2ptest.Net, i int, e *engine.Engine, o Options, ctlPort, dataPort string) *Node {
+	t.Helper()
+	n, err := New(e, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ls [2]net.Listener
+	for j, port := range []string{ctlPort, dataPort} {
+		if ls[j], err = nt.Listen(i, "tcp", net.JoinHostPort(nt.Nodes[i].IP, port)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.Start(ls[0], ls[1])
 	t.Cleanup(func() { n.Close() })
 	return n
 }

@@ -135,20 +135,7 @@ func TestTLSRefusesOutsidersOnBothPlanes(t *testing.T) {
 	srv := p.material("node", nt.Nodes[0].IP)
 	o := fastOptions("a", nil)
 	o.TLS = srv
-	n, err := New(newEngine(t, nil), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := nt.Listen(0, "tcp", nt.Nodes[0].IP+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dl, err := nt.Listen(0, "tcp", nt.Nodes[0].IP+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Start(ctl, dl)
-	t.Cleanup(func() { n.Close() })
+	n := startNodeIn(t, nt, 0, newEngine(t, nil), o, "0", "0")
 
 	dialer := nt.Dialer(1)
 	grpcClient := func(cfg *tls.Config) p2ppb.CacheClient {
