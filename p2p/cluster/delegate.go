@@ -105,8 +105,13 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	if n.Name == d.cfg.Name {
 		return
 	}
-	// Dead, not left: memberlist logged its verdict just before (memberlistLog).
-	dead := n.State == memberlist.StateDead || d.c().noted(d.failedMark, n.Name, time.Minute)
+	// Dead, not left: memberlist logged its verdict just before (memberlistLog), or this
+	// node suspected it in the last minute and another member's verdict reached it first
+	// (memberlist passes a dead message from gossip on without a log line). A member that
+	// leaves says so itself, unsuspected; one suspected just before it left is taken for
+	// dead and only retried in vain.
+	c := d.c()
+	dead := n.State == memberlist.StateDead || c.noted(d.failedMark, n.Name, time.Minute) || c.noted(c.suspected, n.Name, time.Minute)
 	d.mu.Lock()
 	m, had := d.members[n.Name]
 	delete(d.members, n.Name)
