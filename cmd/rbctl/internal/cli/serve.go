@@ -43,7 +43,7 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			if err := tf.Serve(cmd.Context(), &opts, cmd.ErrOrStderr(), opts.Logger); err != nil {
+			if err := tf.Serve(cmd.Context(), &opts, opts.Logger); err != nil {
 				return err
 			}
 			if cl.BindAddr, cl.BindPort, err = cluster.SplitBind(gossip); err != nil {
@@ -55,6 +55,7 @@ func newServeCmd() *cobra.Command {
 			if err := af.Apply(&opts, &cl, len(peers) > 0, opts.Logger); err != nil {
 				return err
 			}
+			tf.Announce(cmd.ErrOrStderr())
 			if len(peers) > 0 {
 				opts.Directory = node.StaticPeers(peers)
 			} else if cl.Cluster != "none" {

@@ -57,14 +57,13 @@ func (f *TLS) given() string {
 
 // Serve checks and loads a node's files (all three or none) before anything opens. With
 // them it sets opts.TLS and reloads the files on SIGHUP and when they change, until ctx is
-// done; without, it writes one line to w saying that both planes are plain TCP.
-func (f *TLS) Serve(ctx context.Context, opts *node.Options, w io.Writer, log *slog.Logger) error {
+// done; without, it leaves opts plain (Announce says so once every flag is checked).
+func (f *TLS) Serve(ctx context.Context, opts *node.Options, log *slog.Logger) error {
 	if err := f.Files.CheckServer(); err != nil {
 		return fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together; only %s given", f.given())
 	}
 	if f.Files.Empty() {
-		fmt.Fprintln(w, "serve: plain TCP: no --tls-cert/--tls-key/--tls-ca given; anyone who can reach the control and data ports can read, write and delete keys")
-		return nil
+		return nil // Announce says so, once every flag has been checked
 	}
 	m, err := secure.Load(f.Files, log)
 	if err == nil {
@@ -81,6 +80,13 @@ func (f *TLS) Serve(ctx context.Context, opts *node.Options, w io.Writer, log *s
 	}()
 	opts.TLS = m
 	return nil
+}
+
+// Announce says in one line that the node serves plain TCP, when no TLS flag was given.
+func (f *TLS) Announce(w io.Writer) {
+	if f.Files.Empty() {
+		fmt.Fprintln(w, "serve: plain TCP: no --tls-cert/--tls-key/--tls-ca given; anyone who can reach the control and data ports can read, write and delete keys")
+	}
 }
 
 // Dial connects a client to addr: over TLS when --tls-ca is given, else plain TCP.
