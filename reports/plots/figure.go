@@ -158,6 +158,7 @@ func (f *Figure) fit() {
 	if !f.fitted {
 		fitRange(&f.Plot.X, f.x)
 		fitRange(&f.Plot.Y, f.y)
+		shareOrigin(&f.Plot.X, &f.Plot.Y)
 		f.fitted = true
 	}
 }

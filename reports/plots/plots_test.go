@@ -111,7 +111,8 @@ func TestFigureKinds(t *testing.T) {
 		legend string
 	}{
 		{"waf-over-time", wafOverTime, r, "0 2 4 6 8 10 12", "1.00 1.02 1.04 1.06 1.08 1.10 1.12", "none, cache-salt"},
-		{"throughput", throughput, r, "0 1 2 3 4 5", "0 200 400 600 800", "none, cache-salt, faint: each 0.1 s interval"},
+		// The origin's 0 is labelled once, on y.
+		{"throughput", throughput, r, "1 2 3 4 5", "0 200 400 600 800", "none, cache-salt, faint: each 0.1 s interval"},
 		{"latency-cdf", latencyCDF, r, "10 100 1000 10000 100000", "0.0 0.2 0.4 0.6 0.8 1.0", "none, cache-salt"},
 		{"sweep-util", sweep, sw, "0.5 0.6 0.7 0.8 0.9", "1.0 1.1 1.2 1.3 1.4", "none, cache-salt"},
 	}

@@ -17,7 +17,12 @@ const wantTicks = 6
 // between them, and labels from FormatTicks, so no two ticks share a label. A Figure fixes
 // the step it chose when it fitted the axis's range (so the range ends on a labelled tick);
 // the zero value chooses per range.
-type Ticks struct{ step step }
+type Ticks struct {
+	step step
+	// hideMin leaves the tick at the range's minimum unlabelled: the other axis labels the
+	// same value at the same corner (shareOrigin).
+	hideMin bool
+}
 
 var _ plot.Ticker = Ticks{}
 
@@ -42,7 +47,34 @@ func (t Ticks) Ticks(min, max float64) []plot.Tick {
 		}
 		ticks = append(ticks, t)
 	}
-	return label(ticks)
+	ticks = label(ticks)
+	if t.hideMin && len(ticks) > 0 && ticks[0].Value == min {
+		ticks[0].Label = ""
+	}
+	return ticks
+}
+
+// shareOrigin labels a corner value once: when both axes start on a labelled tick with the
+// same label (0 and 0), the y axis keeps it and the x axis's first tick goes unlabelled, so
+// no label sits on the other axis's line where it could be read as that axis's.
+func shareOrigin(x, y *plot.Axis) {
+	xt, xok := x.Tick.Marker.(Ticks)
+	if _, yok := y.Tick.Marker.(Ticks); !xok || !yok {
+		return
+	}
+	first := func(a *plot.Axis) (plot.Tick, bool) {
+		ts := a.Tick.Marker.Ticks(a.Min, a.Max)
+		if len(ts) < 2 {
+			return plot.Tick{}, false
+		}
+		return ts[0], ts[0].Value == a.Min && ts[0].Label != ""
+	}
+	xf, ok1 := first(x)
+	yf, ok2 := first(y)
+	if ok1 && ok2 && xf.Label == yf.Label {
+		xt.hideMin = true
+		x.Tick.Marker = xt
+	}
 }
 
 // step is m × 10^k.
