@@ -1,5 +1,7 @@
-# Fuzz every FuzzXxx target: briefly in `make test`, longer in `make fuzz`.
-# Found inputs are kept under testdata/fuzz/ as regression cases by `go test` itself.
+# Explore every FuzzXxx target: `make fuzz` (FUZZTIME each), `make fuzz-short` (3 s each).
+# Neither is part of `make test`, which runs the seeds and committed corpus only. A failing
+# input is written under <pkg>/testdata/fuzz/<target>/ by `go test`: fix the code, keep the
+# input, commit both, and the gate checks it from then on.
 .PHONY: fuzz fuzz-short
 FUZZ_RUN = scripts/fuzz.sh
 
