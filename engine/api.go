@@ -207,6 +207,13 @@ type Stats struct {
 	DeallocateRanges    int64
 	DeallocatesCanceled int64
 	LastCheckpointError string // "" when the last checkpoint attempt succeeded
+	// CheckpointFailingFor is how long the oldest change not in a checkpoint has waited
+	// while the last attempt failed (0 while checkpoints succeed); once past the crash
+	// window puts are refused (ErrCheckpointFailing, counted in PutsRefusedCheckpoint).
+	CheckpointFailingFor  time.Duration
+	PutsRefusedCheckpoint int64
+	// Room is the checkpoint room accounting (ErrIndexFull refusals in Room.Refused).
+	Room RoomStats
 
 	// Staging buffers (Config.BufferPoolBytes).
 	BufferPoolBytes      int64  // arena size (0: no arena)
@@ -311,6 +318,16 @@ var (
 	ErrKeyFormat        = errors.New("key cannot be parsed")
 	ErrDeviceTooSmall   = errors.New("device too small for the layout")
 	ErrBadHandle        = errors.New("placement handle outside the device's handles")
+	// ErrIndexFull refuses a put before anything is written: the key's index entry could
+	// not be held by the next checkpoint without taking room kept for the free slots
+	// (docs/engine.md, "Room in the checkpoint"). The key's bytes, its metadata or a new
+	// model prefix or cache_salt are too long for what meta_total_bytes has left.
+	ErrIndexFull = errors.New("index entry would not fit the checkpoint")
+	// ErrCheckpointFailing refuses a put while checkpoints have been failing for longer
+	// than the crash window (CheckpointInterval + ForceAfter): a write acknowledged now
+	// could be lost by a crash beyond what the window promises. Puts resume once a
+	// checkpoint succeeds; Stats.LastCheckpointError says why they fail.
+	ErrCheckpointFailing = errors.New("checkpoints are failing; writes refused")
 )
 
 // corruptionError is a specific kind of corruption: it is itself and ErrCorrupt.

@@ -47,6 +47,7 @@ func newEngine(dev blockdev.Device, cfg Config) (*Engine, error) {
 		deallocKick: make(chan struct{}, 1),
 	}
 	e.deallocDone.L = &e.mu
+	e.roomInit()
 	if e.now == nil {
 		e.now = time.Now
 	}

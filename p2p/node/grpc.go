@@ -17,8 +17,11 @@ func rpcErr(err error) error {
 	if errors.Is(err, errKey) {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	if errors.Is(err, engine.ErrClosed) {
+	if errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrCheckpointFailing) {
 		return status.Error(codes.Unavailable, err.Error())
+	}
+	if errors.Is(err, engine.ErrIndexFull) {
+		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
 }

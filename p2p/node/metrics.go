@@ -18,6 +18,7 @@ import (
 var gaugeCounters = map[string]bool{
 	"leases_active": true, "max_payload_bytes": true, "devices": true, "slots_total": true, "slots_used": true,
 	"dirty_ops": true, "members": true, "directory_local_keys": true, "directory_filter_bytes": true,
+	"healthy": true, "checkpoint_failing_seconds": true, "index_room_spare_bytes": true,
 }
 
 // metrics exports the node's Stats counters (the same names as `rbctl remote stats`,

@@ -36,6 +36,7 @@ type Node struct {
 	maxChunk int // the smallest largest payload of the shards
 	evict    *evictor
 	admit    *admitter // nil: every write is stored
+	health   ckptHealth
 	flights  *flights
 
 	leases   *leaseTable
@@ -99,6 +100,7 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	if n.admit, err = newAdmitter(opts.Admission, c.Usage().SlotsTotal); err != nil {
 		return nil, err
 	}
+	n.watchCheckpoints()
 	n.metrics = newMetrics(n)
 	n.peerLat.hist, n.localLat.hist = n.metrics.peerHist, n.metrics.locHist
 	n.data, err = dataplane.NewServer(n, dataplane.ServerConfig{
@@ -183,6 +185,7 @@ func (n *Node) Close() error {
 	n.closed = true
 	n.mu.Unlock()
 	close(n.metrics.stop)
+	n.unwatchCheckpoints()
 	n.grpc.Stop()
 	n.data.Close()
 	n.wg.Wait()

@@ -35,7 +35,9 @@ func (n *Node) cacheStats(m map[string]int64) {
 		m[prefix+"checkpoint_errors"], m[prefix+"dirty_ops"] = s.CheckpointErrors, s.DirtyOps
 	}
 	us, ss := n.cache.UsageByShard(), n.cache.StatsByShard()
-	add("", sharded.SumUsage(us), sharded.SumStats(ss))
+	sum := sharded.SumStats(ss)
+	add("", sharded.SumUsage(us), sum)
+	n.healthStats(m, sum)
 	m["devices"] = int64(len(us))
 	if len(us) > 1 {
 		for i := range us {
