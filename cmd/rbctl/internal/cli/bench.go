@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/bench"
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/lmcache"
@@ -105,6 +106,11 @@ func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 	}
 	o.Explain = func(err error) string { return withFlagHints(cmd, err).Error() }
 	o.Progress = flagsets.BenchProgress(f.quiet)
+	for _, p := range paths {
+		if w := cache.SpaceWarning(p); w != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "rbctl: warning: %s\n", w)
+		}
+	}
 	rep, err := bench.Run(cmd.Context(), o)
 	if err != nil {
 		return err

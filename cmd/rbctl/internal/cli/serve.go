@@ -2,11 +2,13 @@ package cli
 
 import (
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/cluster"
@@ -43,6 +45,12 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			flagsets.HangUp(cmd.Context(), opts.Logger, tf.Reloads)
+			for _, a := range args {
+				if w := cache.SpaceWarning(a); w != "" {
+					opts.Logger.Warn(w)
+				}
+			}
 			if err := tf.Serve(cmd.Context(), &opts, opts.Logger); err != nil {
 				return err
 			}
@@ -69,10 +77,10 @@ func newServeCmd() *cobra.Command {
 			}
 			ready := func(p p2p.Peer) {
 				if asJSON {
-					printJSON(cmd.OutOrStdout(), map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data})
+					printJSON(cmd.OutOrStdout(), map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data, "pid": os.Getpid()})
 					return
 				}
-				cmd.Printf("serving %s: control %s, data %s\n", rbEscape(strings.Join(args, " ")), p.Control, p.Data)
+				cmd.Printf("serving %s: control %s, data %s, pid %d\n", rbEscape(strings.Join(args, " ")), p.Control, p.Data, os.Getpid())
 			}
 			err = node.Serve(cmd.Context(), e, listen, dataListen, opts, ready)
 			if cerr := e.Close(); err == nil { // with its final checkpoint
