@@ -50,13 +50,13 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutRe
 		}
 	}
 	maxPayload := e.layout.PayloadBytes()
-	costs := make([]int64, len(keys))
+	costs := make([]roomCost, len(keys))
 	for i, k := range keys {
 		var m *ObjMeta
 		if metas != nil {
 			m = metas[i]
 		}
-		costs[i] = e.entryCost(k, len(payloads[i]), m)
+		costs[i] = e.roomCostOf(k, len(payloads[i]), m)
 	}
 	var dup map[string]int
 	if len(keys) > 1 {
@@ -103,7 +103,7 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutRe
 				}
 				continue
 			}
-			if ok, need, left := e.roomFor(k, costs[i]); !ok {
+			if ok, need, left := e.roomFor(costs[i]); !ok {
 				e.st.putFailed.Add(1)
 				e.st.putRoom.Add(1)
 				if firstErr == nil {
@@ -126,7 +126,7 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutRe
 			r.handle = int16(handles[i]) // checkHandle keeps it within -1..maxStoredHandle
 			r.flags &= flTouched
 			r.locks = 0
-			e.bind(s, k, costs[i])
+			e.bind(s, k, costs[i].entry)
 			e.inflight++
 			jobs = append(jobs, putJob{idx: i, slot: s})
 		}

@@ -79,22 +79,34 @@ func uvarintLen(v uint64) int {
 // strCost is what s takes in a compact checkpoint's string table.
 func strCost(s string) int64 { return int64(uvarintLen(uint64(len(s))) + len(s)) }
 
-// newStrCost is what binding k would add to the string tables (compact format): its
-// prefix and salt when not interned yet. Called under e.mu.
-func (e *Engine) newStrCost(k Key) int64 {
-	if e.cfg.CheckpointFormat == CheckpointLMCacheV1 {
-		return 0
+// roomCost is what a put of k asks of the room: its entry's cost (entryCost) and, in the
+// compact format, the prefix and salt it would intern (checked under e.mu by newStrCost).
+type roomCost struct {
+	entry          int64
+	prefix, salt   string
+	object, salted bool
+}
+
+func (e *Engine) roomCostOf(k Key, size int, meta *ObjMeta) roomCost {
+	c := roomCost{entry: e.entryCost(k, size, meta)}
+	if e.cfg.CheckpointFormat != CheckpointLMCacheV1 {
+		c.prefix, _, c.salt, c.salted, c.object = splitObject(k.enc)
 	}
-	prefix, _, salt, hasSalt, ok := splitObject(k.enc)
-	if !ok {
+	return c
+}
+
+// newStrCost is what binding a key of cost c would add to the string tables: its prefix and
+// salt when not interned yet. Called under e.mu.
+func (e *Engine) newStrCost(c roomCost) int64 {
+	if !c.object {
 		return 0
 	}
 	var n int64
-	if _, in := e.prefixes.ids[prefix]; !in {
-		n += strCost(prefix)
+	if _, in := e.prefixes.ids[c.prefix]; !in {
+		n += strCost(c.prefix)
 	}
-	if _, in := e.salts.ids[salt]; hasSalt && !in {
-		n += strCost(salt)
+	if _, in := e.salts.ids[c.salt]; c.salted && !in {
+		n += strCost(c.salt)
 	}
 	return n
 }
@@ -110,14 +122,14 @@ func (e *Engine) strBytes() int64 {
 
 func (e *Engine) charge(cost int64) int64 { return max(cost, e.ixPerSlot) }
 
-// roomFor reports whether an entry of cost for k can be bound now without breaking the
+// roomFor reports whether an entry of cost c can be bound now without breaking the
 // invariant; when not, it returns what it would need and what is left. Called under e.mu.
-func (e *Engine) roomFor(k Key, cost int64) (ok bool, need, left int64) {
+func (e *Engine) roomFor(c roomCost) (ok bool, need, left int64) {
 	free := e.layout.MaxSlots - e.live - e.inflight
 	if free <= 0 {
 		return true, 0, 0 // no slot either: allocation refuses it as full
 	}
-	need = e.charge(cost) + e.newStrCost(k)
+	need = e.charge(c.entry) + e.newStrCost(c)
 	left = e.ixBudget - e.ixUsed - e.strBytes() - (free-1)*e.ixPerSlot
 	return need <= left, need, left
 }
