@@ -404,6 +404,15 @@ func (e *Engine) MetadataPrefix(keys []Key, lock bool) []EntryMeta {
 	return e.metadataPrefix(keys, lock)
 }
 
+// LoadMany loads every key present into a buffer of its payload's size from alloc (nil:
+// make), pinned while it is read so that it cannot be deleted or replaced meanwhile; out[i]
+// is nil for a miss or a read that failed its checks. One call, two holds of the index lock,
+// for what MetadataPrefix(keys, true) + LoadManyInto + UnlockMany did (a remote get, a RESP
+// GET). alloc may return a longer buffer (aligned, say); out[i] is cut to the payload.
+func (e *Engine) LoadMany(keys []Key, alloc func(size int) []byte) ([][]byte, error) {
+	return e.loadMany(keys, alloc)
+}
+
 // UnlockMany decrements lock counts (floor 0); missing keys are ignored.
 func (e *Engine) UnlockMany(keys []Key) { e.unlockMany(keys) }
 

@@ -336,29 +336,22 @@ func (n *Node) Get(ctx context.Context, keys []engine.Key, localOnly bool) ([]Re
 	n.seen(keys)
 	out := make([]Result, len(keys))
 	var missing []int
-	// Each hit is pinned while it loads, so its size cannot change under the read.
-	bufs := make([][]byte, len(keys))
-	var pinned []engine.Key
-	for i, k := range keys {
-		if m := n.cache.MetadataPrefix(keys[i:i+1], true); len(m) == 1 {
-			bufs[i] = make([]byte, m[0].Size)
-			pinned = append(pinned, k)
-		}
-	}
+	// One engine call pins each hit, loads it into a buffer of its size and unpins it.
 	start := time.Now()
-	got, err := n.cache.LoadManyInto(keys, nonNil(bufs))
-	if len(pinned) > 0 { // a batch with nothing to load is not a load
-		n.localLat.record(time.Since(start))
-	}
-	n.cache.UnlockMany(pinned)
+	bufs, err := n.cache.LoadMany(keys, nil)
+	hits := 0
 	for i := range keys {
-		if got[i] && bufs[i] != nil {
+		if bufs[i] != nil {
+			hits++
 			out[i] = Result{Source: Local, Payload: bufs[i]}
 			n.c.localHits.Add(1)
 			n.evict.touch(n.cache.ShardOf(keys[i]), keys[i])
 		} else {
 			missing = append(missing, i)
 		}
+	}
+	if hits > 0 { // a batch with nothing to load is not a load
+		n.localLat.record(time.Since(start))
 	}
 	if len(missing) > 0 && !localOnly && n.opts.Directory != nil && ctx.Err() == nil && !n.isClosed() {
 		n.fetchShared(ctx, keys, missing, out)
