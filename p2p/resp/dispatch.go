@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/rbctl/rbctl/p2p/auth"
 )
@@ -43,24 +45,45 @@ type Auth func(user, password string) bool
 
 // Server holds what every connection shares.
 type Server struct {
-	Store   Store
-	Auth    Auth
-	Tokens  *auth.Tokens // tenant-scoped tokens as AUTH passwords (acl.go); nil: Auth's choice
-	Limits  Limits
-	Version string // reported by INFO and HELLO
+	Store  Store
+	Auth   Auth
+	Tokens *auth.Tokens // tenant-scoped tokens as AUTH passwords (acl.go); nil: Auth's choice
+	Limits Limits       // per request (parse.go)
+	Conns  ConnLimits   // admission, AUTH deadline and failures (admit.go)
+	// Budget bounds the request bytes of all connections together (nil: only
+	// Limits.MaxRequest per connection); a connection that holds part of a request waits for
+	// it at most BudgetWait (default 10 s).
+	Budget     *Budget
+	BudgetWait time.Duration
+	Logger     *slog.Logger // the first SET dropped for each reason, the first failed GET; nil: none
+	// AuthFailed, when set, is told of every failed AUTH (the node's auth_failed counter).
+	AuthFailed func()
+	Version    string // reported by INFO and HELLO
 
 	clients  atomic.Int64
 	commands atomic.Int64
 	nextID   atomic.Int64
+
+	refused    atomic.Int64 // connections closed at accept (ConnLimits)
+	authFailed atomic.Int64
+	authCut    atomic.Int64 // connections closed after MaxAuthFailures
+	drops      dropCounters
+	getErrs    atomic.Int64
+	getLogged  atomic.Bool
+	replyBytes atomic.Int64 // reply values loaded and not yet written, all connections
+	connPeak   atomic.Int64 // the most one connection held at once (request + reply value)
 }
 
 // session is one connection's state.
 type session struct {
-	id     int64
-	name   string
-	authed bool
-	quit   bool
-	token  *auth.Token // what AUTH presented (Server.Tokens)
+	id        int64
+	name      string
+	authed    bool
+	quit      bool
+	token     *auth.Token // what AUTH presented (Server.Tokens)
+	onAuth    func()      // told once the connection authenticates (admission)
+	authFails int
+	held      int64 // bytes of the request being run (its kept arguments)
 }
 
 // reply writes RESP2 replies.
@@ -109,6 +132,12 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 		r.err(msg)
 		return
 	}
+	for i, a := range args { // a discarded argument (nil, longer than Limits.MaxKeep) is a value SET drops
+		if a == nil && !((cmd == "SET" && i == 2) || (cmd == "MSET" && i > 0 && i%2 == 0)) {
+			r.err(fmt.Sprintf("ERR argument %d is longer than the %d bytes a request may keep", i, s.Limits.withDefaults().MaxKeep))
+			return
+		}
+	}
 	switch cmd {
 	case "PING":
 		switch n {
@@ -145,15 +174,7 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 			r.err(wrongArgs(cmd))
 			return
 		}
-		v, ok, err := s.Store.Get(args[1])
-		switch {
-		case err != nil:
-			r.err(storeErr(err))
-		case !ok:
-			r.null()
-		default:
-			r.bulk(v)
-		}
+		s.getOne(ss, args[1], r)
 	case "SET":
 		if n < 2 {
 			r.err(wrongArgs(cmd))
@@ -163,48 +184,25 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 			r.err("ERR SET options (" + strings.ToUpper(string(args[3])) + ") are not supported; plain SET key value only")
 			return
 		}
-		if err := s.set(args[1], args[2]); err != nil {
-			r.err(storeErr(err))
-			return
-		}
+		s.set(args[1], args[2])
 		r.ok()
-	case "MSET":
+	case "MSET": // each pair as a SET: what the store does not keep is dropped and counted
 		if n < 2 || n%2 != 0 {
 			r.err(wrongArgs(cmd))
 			return
 		}
-		for i := 1; i < len(args); i += 2 { // check every value first: all or nothing refused
-			if int64(len(args[i+1])) > s.Store.MaxValue() {
-				r.err(tooLarge(len(args[i+1]), s.Store.MaxValue()))
-				return
-			}
-		}
 		for i := 1; i < len(args); i += 2 {
-			if err := s.set(args[i], args[i+1]); err != nil {
-				r.err(storeErr(err))
-				return
-			}
+			s.set(args[i], args[i+1])
 		}
 		r.ok()
-	case "MGET":
+	case "MGET": // streamed: one value loaded and written at a time, never the whole reply
 		if n < 1 {
 			r.err(wrongArgs(cmd))
 			return
 		}
-		vals := make([][]byte, n)
-		for i, k := range args[1:] {
-			v, ok, err := s.Store.Get(k)
-			if err == nil && ok {
-				vals[i] = v
-			}
-		}
 		r.array(n)
-		for _, v := range vals {
-			if v == nil {
-				r.null()
-			} else {
-				r.bulk(v)
-			}
+		for _, k := range args[1:] {
+			s.getOne(ss, k, r)
 		}
 	case "EXISTS":
 		s.count(cmd, args[1:], s.Store.Exists, r)
@@ -265,15 +263,50 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 	}
 }
 
-func (s *Server) set(k, v []byte) error {
-	if int64(len(v)) > s.Store.MaxValue() {
-		return errors.New(tooLarge(len(v), s.Store.MaxValue()))
+// set stores v under k or drops it (nil v: discarded by the reader as too long), counted by
+// reason (drop.go); either way the SET is answered +OK.
+func (s *Server) set(k, v []byte) {
+	var err error
+	switch {
+	case v == nil || int64(len(v)) > s.Store.MaxValue():
+		err = drop(DropTooLarge, "a value larger than a slot's payload (%d bytes)", s.Store.MaxValue())
+	default:
+		err = s.Store.Set(k, v)
 	}
-	return s.Store.Set(k, v)
+	if err != nil {
+		s.dropped(k, err)
+	}
 }
 
-func tooLarge(n int, max int64) string {
-	return fmt.Sprintf("ERR value of %d bytes is larger than a slot's payload (%d bytes); nothing stored", n, max)
+// getOne answers one key of GET or MGET: the value, or $-1 for a miss, a key the store does
+// not take (it cannot exist) and a store error (counted as resp_get_failed: a cache that
+// cannot read a value has not got it). The value is counted against the connection while it
+// is written (Server.connPeak, resp_reply_bytes).
+func (s *Server) getOne(ss *session, k []byte, r reply) {
+	v, ok, err := s.Store.Get(k)
+	if err != nil && !errors.Is(err, ErrKey) {
+		s.getFailed(k, err)
+	}
+	if err != nil || !ok {
+		r.null()
+		return
+	}
+	n := int64(len(v))
+	s.replyBytes.Add(n)
+	s.noteHeld(ss.held + n)
+	r.bulk(v)
+	s.replyBytes.Add(-n)
+}
+
+// noteHeld records what a connection holds now (its request's kept arguments, plus a reply
+// value while one is written) in the per-connection peak.
+func (s *Server) noteHeld(now int64) {
+	for {
+		p := s.connPeak.Load()
+		if now <= p || s.connPeak.CompareAndSwap(p, now) {
+			return
+		}
+	}
 }
 
 // storeErr is the reply text of a Store error ("ERR ..." unless it already has a code).
@@ -327,11 +360,54 @@ func (s *Server) auth(ss *session, a [][]byte, r reply) {
 		return
 	}
 	if !s.login(ss, user, pass) {
-		r.err("WRONGPASS invalid username-password pair or user is disabled.")
+		s.wrongPass(ss, r)
 		return
 	}
-	ss.authed = true
+	s.authenticated(ss)
 	r.ok()
+}
+
+// wrongPass answers a failed AUTH: counted (auth_failed), answered after
+// Conns.AuthFailDelay, and the connection closed after Conns.MaxAuthFailures of them, so one
+// connection cannot try passwords at the speed of the network.
+func (s *Server) wrongPass(ss *session, r reply) {
+	lim := s.Conns.withDefaults()
+	s.authFailed.Add(1)
+	if s.AuthFailed != nil {
+		s.AuthFailed()
+	}
+	if lim.AuthFailDelay > 0 {
+		time.Sleep(lim.AuthFailDelay)
+	}
+	r.err("WRONGPASS invalid username-password pair or user is disabled.")
+	if ss.authFails++; ss.authFails >= lim.MaxAuthFailures {
+		s.authCut.Add(1)
+		ss.quit = true
+	}
+}
+
+func (s *Server) authenticated(ss *session) {
+	if !ss.authed && ss.onAuth != nil {
+		ss.onAuth()
+	}
+	ss.authed = true
+}
+
+// MaxClientName bounds a connection's name (CLIENT SETNAME, HELLO SETNAME).
+const MaxClientName = 256
+
+// clientName checks a name as Redis does (no spaces, newlines or other characters outside
+// '!'..'~'), and its length; "" is the reply text for a good one.
+func clientName(b []byte) string {
+	if len(b) > MaxClientName {
+		return fmt.Sprintf("ERR Client names are limited to %d bytes.", MaxClientName)
+	}
+	for _, c := range b {
+		if c < '!' || c > '~' {
+			return "ERR Client names cannot contain spaces, newlines or special characters."
+		}
+	}
+	return ""
 }
 
 // hello answers HELLO [2 [AUTH user pass] [SETNAME name]]; protocol 3 is refused, as a
@@ -355,14 +431,18 @@ func (s *Server) hello(ss *session, a [][]byte, r reply) {
 					return
 				}
 				if !s.login(ss, string(a[i+1]), string(a[i+2])) {
-					r.err("WRONGPASS invalid username-password pair or user is disabled.")
+					s.wrongPass(ss, r)
 					return
 				}
-				ss.authed = true
+				s.authenticated(ss)
 				i += 2
 			case "SETNAME":
 				if i+1 >= len(a) {
 					r.err("ERR Syntax error in HELLO option 'setname'")
+					return
+				}
+				if msg := clientName(a[i+1]); msg != "" {
+					r.err(msg)
 					return
 				}
 				ss.name = string(a[i+1])
@@ -488,9 +568,46 @@ func (s *Server) info(a [][]byte, r reply) {
 	section("Server", "redis_version:7.0.0", "rbctl_version:"+s.version(), "redis_mode:standalone", "resp_protocols:2")
 	section("Clients", "connected_clients:"+strconv.FormatInt(s.clients.Load(), 10))
 	section("Memory", append([]string{"maxmemory_policy:noeviction"}, mem...)...)
-	section("Stats", "total_commands_processed:"+strconv.FormatInt(s.commands.Load(), 10))
+	st := s.Stats()
+	stats := []string{"total_commands_processed:" + strconv.FormatInt(s.commands.Load(), 10),
+		"rejected_connections:" + strconv.FormatInt(st["resp_conns_refused"], 10)}
+	for _, k := range sortedKeys64(st) {
+		if k != "resp_conns_refused" {
+			stats = append(stats, "rbctl_"+strings.ReplaceAll(k, "/", "_")+":"+strconv.FormatInt(st[k], 10))
+		}
+	}
+	section("Stats", stats...)
 	section("Keyspace", fmt.Sprintf("db0:keys=%d,expires=0,avg_ttl=0", s.Store.Len()))
 	r.bulk(b.Bytes())
+}
+
+func sortedKeys64(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Stats are the server's counters, named as the node's stats show them (docs/resp.md):
+// resp_set_dropped/REASON per drop reason, resp_auth_failed, resp_conns (open now), ...
+func (s *Server) Stats() map[string]int64 {
+	m := map[string]int64{
+		"resp_conns": s.clients.Load(), "resp_conns_refused": s.refused.Load(),
+		"resp_auth_failed": s.authFailed.Load(), "resp_auth_cut": s.authCut.Load(),
+		"resp_get_failed": s.getErrs.Load(), "resp_reply_bytes": s.replyBytes.Load(),
+		"resp_conn_peak_bytes": s.connPeak.Load(),
+	}
+	for i, r := range DropReasons {
+		m["resp_set_dropped/"+r] = s.drops.n[i].Load()
+	}
+	if s.Budget != nil {
+		b := s.Budget.Stats()
+		m["resp_request_bytes"], m["resp_request_peak_bytes"] = b.Used, b.Peak
+		m["resp_budget_waits"], m["resp_budget_timeouts"] = b.Waits, b.Timeouts
+	}
+	return m
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -509,8 +626,12 @@ func (s *Server) client(ss *session, a [][]byte, r reply) {
 	}
 	switch strings.ToUpper(string(a[0])) {
 	case "SETNAME":
-		if len(a) != 2 || bytes.ContainsAny(a[1], " \r\n") {
-			r.err("ERR Client names cannot contain spaces, newlines or special characters.")
+		if len(a) != 2 {
+			r.err(wrongArgs("CLIENT|SETNAME"))
+			return
+		}
+		if msg := clientName(a[1]); msg != "" {
+			r.err(msg)
 			return
 		}
 		ss.name = string(a[1])
