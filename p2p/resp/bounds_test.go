@@ -2,12 +2,15 @@ package resp
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -270,3 +273,36 @@ func keepAlive(t *testing.T, c net.Conn) (bool, int) {
 	}
 	return on != 0, idle
 }
+
+// The first drop of each reason is logged, later ones only counted.
+func TestDropsLoggedOncePerReason(t *testing.T) {
+	log := &lockedBuffer{}
+	srv := &Server{Store: newMem(4), Logger: slog.New(slog.NewTextHandler(log, nil))}
+	c, err := net.Dial("tcp", serve(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 {
+		exchange(t, c, cmd("SET", key, "too long"), "+OK\r\n")
+		exchange(t, c, cmd("SET", "plain", "v"), "+OK\r\n")
+	}
+	if n := strings.Count(log.String(), "\n"); n != 2 || !strings.Contains(log.String(), "reason=too_large") || !strings.Contains(log.String(), "reason=key") {
+		t.Fatalf("%d lines logged:\n%s", n, log.String())
+	}
+	if st := srv.Stats(); st["resp_set_dropped/too_large"] != 3 || st["resp_set_dropped/key"] != 3 {
+		t.Fatalf("stats %v", st)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
