@@ -31,6 +31,10 @@ type ConnLimits struct {
 	// for this long is closed (0: never, as valkey's default `timeout 0`; LMCache's client
 	// never reconnects). TCP keepalive finds dead peers instead.
 	Idle time.Duration
+	// WriteTimeout: a reply write that makes no progress for this long closes the connection
+	// (default 60 s): a client that sends requests and reads none of the replies cannot hold
+	// its request's bytes (and the server's budget) for ever.
+	WriteTimeout time.Duration
 	// KeepAlive: TCP keepalive of accepted connections: the first probe after this much
 	// silence (default 60 s), then every 15 s, 4 unanswered probes close it.
 	KeepAlive time.Duration
@@ -57,6 +61,9 @@ func (l ConnLimits) withDefaults() ConnLimits {
 	}
 	if l.KeepAlive <= 0 {
 		l.KeepAlive = time.Minute
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = time.Minute
 	}
 	return l
 }

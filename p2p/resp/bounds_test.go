@@ -306,3 +306,28 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// A client that sends a request and reads none of its reply is cut once a write makes no
+// progress for WriteTimeout: its request's bytes go back to the budget.
+func TestWriteTimeoutCutsNonReader(t *testing.T) {
+	store := newMem(64 << 10)
+	store.Set([]byte(key), []byte(strings.Repeat("z", 64<<10)))
+	srv := &Server{Store: store, Budget: NewBudget(16 << 20), Conns: ConnLimits{WriteTimeout: 100 * time.Millisecond}}
+	c, err := net.Dial("tcp", serve(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	args := []string{"MGET"}
+	for range 4000 { // a 256 MiB reply, never read
+		args = append(args, key)
+	}
+	if _, err := io.WriteString(c, cmd(args...)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the request is being answered", func() bool { return srv.Stats()["resp_conn_peak_bytes"] > 0 })
+	eventually(t, "the connection that reads nothing is closed", func() bool { return srv.clients.Load() == 0 })
+	if st := srv.Stats(); st["resp_request_bytes"] != 0 || st["resp_reply_bytes"] != 0 {
+		t.Fatalf("bytes held after the cut: %v", st)
+	}
+}

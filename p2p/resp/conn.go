@@ -26,7 +26,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) 
 	rd := NewReader(c, s.Limits)
 	rd.Budget, rd.Ctx, rd.BudgetWait = s.Budget, ctx, s.budgetWait()
 	defer rd.Release()
-	w := bufio.NewWriterSize(c, 64<<10)
+	w := bufio.NewWriterSize(progressWriter{c, lim.WriteTimeout}, 64<<10)
 	r := reply{w: w}
 	ss := &session{id: s.nextID.Add(1)}
 	ac, _ := c.(*admitConn)
@@ -76,6 +76,18 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) 
 			}
 		}
 	}
+}
+
+// progressWriter gives every write to the connection d to make progress: a reader that is
+// slow is served, one that stopped reading is cut.
+type progressWriter struct {
+	c net.Conn
+	d time.Duration
+}
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	p.c.SetWriteDeadline(time.Now().Add(p.d))
+	return p.c.Write(b)
 }
 
 func (s *Server) budgetWait() time.Duration {
