@@ -41,6 +41,9 @@ func TestServeAuthFlagsRefuseBadInput(t *testing.T) {
 		{[]string{"--gossip-key-file", badKeys, "--cluster", "none"}, "--gossip-key-file encrypts cluster gossip"},
 		{[]string{"--max-leases", "10", "--max-leases-per-client", "11"}, "--max-leases-per-client 11 is above --max-leases 10"},
 		{[]string{"--max-leases", "0"}, "--max-leases"},
+		{[]string{"--resp", "127.0.0.1:0", "--resp-max-conns", "0"}, "--resp-max-conns 0: out of range"},
+		{[]string{"--resp", "127.0.0.1:0", "--resp-conns-per-addr", "0"}, "--resp-conns-per-addr 0: out of range"},
+		{[]string{"--resp", "127.0.0.1:0", "--resp-idle-timeout", "-1s"}, "--resp-idle-timeout -1s: out of range"},
 	} {
 		code, _, se := runRbctl(t, dir, 30*time.Second, append([]string{"serve", "--listen", "127.0.0.1:0", dev}, c.args...)...)
 		if code != exitError || !strings.Contains(se, c.want) {

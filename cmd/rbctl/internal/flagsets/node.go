@@ -86,9 +86,6 @@ func (f *Node) Check(opts *node.Options) error {
 		if _, _, err := net.SplitHostPort(f.RESP); err != nil {
 			return fmt.Errorf("--resp %q: want HOST:PORT", f.RESP)
 		}
-		if f.RESPConns.Idle < 0 || f.RESPConns.MaxConns < 1 || f.RESPConns.PerAddr < 1 || f.RESPMemory < 0 {
-			return fmt.Errorf("--resp-idle-timeout, --resp-max-conns, --resp-conns-per-addr and --resp-memory take positive values (idle timeout: 0 for none)")
-		}
 		opts.FrontEnds = append(opts.FrontEnds, resp.FrontEnd(resp.FrontEndOptions{Listen: f.RESP, Version: "rbctl",
 			Conns: f.RESPConns, Memory: f.RESPMemory,
 			Ready: func(addr string) { fmt.Fprintf(f.cmd.ErrOrStderr(), "RESP (Redis protocol) on %s\n", addr) }}))
