@@ -132,6 +132,24 @@ func TestServeAuthRemoteAndRESP(t *testing.T) {
 			t.Errorf("redis-cli %v: %q, want %q", c.args[len(c.args)-2:], got, c.want)
 		}
 	}
+	// A wrong RESP password counts in the node's auth_failed (with the control plane's) and
+	// in resp_auth_failed; remote stats and INFO show both.
+	authFailed := func() (int64, int64) {
+		code, so, se := remote("stats", "--server", ctl, "--json")
+		var st struct{ Counters map[string]int64 }
+		if code != 0 || json.Unmarshal([]byte(so), &st) != nil {
+			t.Fatalf("remote stats: exit %d %q", code, se)
+		}
+		return st.Counters["auth_failed"], st.Counters["resp_auth_failed"]
+	}
+	all0, resp0 := authFailed()
+	redis("-a", "not-a-token-0123456789", "PING")
+	if all, rf := authFailed(); all != all0+1 || rf != resp0+1 {
+		t.Errorf("after a wrong RESP password: auth_failed %d -> %d, resp_auth_failed %d -> %d", all0, all, resp0, rf)
+	}
+	if info := redis("-a", secOps, "INFO"); !strings.Contains(info, "rbctl_resp_auth_failed:1") || !strings.Contains(info, "rbctl_auth_failed:") {
+		t.Errorf("INFO:\n%s", info)
+	}
 }
 
 // TestServeGossipKeyFile: two nodes with the same --gossip-key-file find each other through
