@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sort"
 	"sync"
@@ -48,6 +49,8 @@ type Node struct {
 	c                 counters
 	peerLat, localLat *latency
 	metrics           *metrics
+	extraMu           sync.Mutex
+	extraStats        []func() map[string]int64 // AddStats
 
 	mu       sync.Mutex
 	ctlAddr  string
@@ -448,6 +451,15 @@ func (n *Node) Exists(keys []engine.Key) []bool {
 
 // Usage is the cache's slot usage over all its devices.
 func (n *Node) Usage() engine.Usage { return n.cache.Usage() }
+
+// Full says whether the device k is routed to has no free slot.
+func (n *Node) Full(k engine.Key) bool {
+	u := n.cache.UsageByShard()[n.cache.ShardOf(k)]
+	return u.SlotsUsed >= u.SlotsTotal
+}
+
+// Logger is the node's logger (Options.Logger).
+func (n *Node) Logger() *slog.Logger { return n.opts.Logger }
 
 // MaxPayload is the largest payload Put takes (the smallest of the shards').
 func (n *Node) MaxPayload() int { return n.maxChunk }
