@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/rbctl/rbctl/engine"
 )
 
 // A SET the store does not keep is answered +OK and its value dropped, as a cache may evict
@@ -18,11 +20,17 @@ const (
 	DropFull     = "full"      // no slot could be had (eviction none, or every slot pinned)
 	DropDeclined = "declined"  // the node's admission policy declined the write
 	DropKey      = "key"       // the store does not take the key (ErrKey)
-	DropError    = "error"     // any other store error: an I/O error, an engine refusal
+	// DropIndexRoom: the key's index entry would not fit the checkpoint (a very long model
+	// name or key; engine.ErrIndexFull, docs/engine.md "Room in the checkpoint").
+	DropIndexRoom = "index_room"
+	// DropCheckpointFailing: checkpoints have failed for longer than the crash window, so
+	// the node keeps nothing new until one succeeds (engine.ErrCheckpointFailing).
+	DropCheckpointFailing = "checkpoint_failing"
+	DropError             = "error" // any other store error: an I/O error
 )
 
 // DropReasons lists the reasons in the order stats show them.
-var DropReasons = []string{DropTooLarge, DropEmpty, DropFull, DropDeclined, DropKey, DropError}
+var DropReasons = []string{DropTooLarge, DropEmpty, DropFull, DropDeclined, DropKey, DropIndexRoom, DropCheckpointFailing, DropError}
 
 // Dropped is a store's refusal to keep a value, with its reason (one of DropReasons).
 type Dropped struct {
@@ -46,14 +54,18 @@ func dropReason(err error) string {
 		return d.Reason
 	case errors.Is(err, ErrKey):
 		return DropKey
+	case errors.Is(err, engine.ErrIndexFull):
+		return DropIndexRoom
+	case errors.Is(err, engine.ErrCheckpointFailing):
+		return DropCheckpointFailing
 	}
 	return DropError
 }
 
 // dropCounters count drops by reason; logged remembers which reasons were logged.
 type dropCounters struct {
-	n      [6]atomic.Int64 // as DropReasons
-	logged [6]atomic.Bool
+	n      [8]atomic.Int64 // as DropReasons
+	logged [8]atomic.Bool
 }
 
 func reasonIndex(r string) int {

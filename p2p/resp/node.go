@@ -102,6 +102,11 @@ func (s NodeStore) Info() map[string]string {
 		"rbctl_evicted":            strconv.FormatInt(c["evicted"], 10),
 		"rbctl_admission_declined": strconv.FormatInt(c["admission_declined"], 10),
 		"rbctl_auth_failed":        strconv.FormatInt(c["auth_failed"], 10), // gRPC and RESP
+		// Checkpoint health (docs/p2p.md, "Crash contract"): 0 while checkpoints fail.
+		"rbctl_healthy":                    strconv.FormatInt(c["healthy"], 10),
+		"rbctl_checkpoint_failing_seconds": strconv.FormatInt(c["checkpoint_failing_seconds"], 10),
+		"rbctl_checkpoint_errors":          strconv.FormatInt(c["checkpoint_errors"], 10),
+		"rbctl_index_room_refused":         strconv.FormatInt(c["index_room_refused"], 10),
 	}
 }
 

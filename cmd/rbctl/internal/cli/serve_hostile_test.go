@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,4 +168,90 @@ func TestServeSparseFileOnAFullFilesystem(t *testing.T) {
 		}
 	}
 	t.Logf("acknowledged %d, refused %d (ENOSPC), all %d present after SIGTERM and restart", len(acked), refused, len(acked))
+}
+
+// TestServeRESPLongKeysLoseNothing is issue 35's first case through the binary and RESP:
+// `format --create 64M --slot-bytes 260K`, 5 SETs, 12 SETs whose model part is 60,000
+// letters, 5 more SETs, SIGTERM, restart. Before, all 22 were +OK, every checkpoint failed
+// silently and the restart kept the first 5. Now every SET is +OK (LMCache's client reads 5
+// bytes), the long ones that do not fit are dropped and counted (resp_set_dropped/index_room),
+// INFO stays healthy, and every kept key is there after the restart.
+func TestServeRESPLongKeysLoseNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	dev := filepath.Join(dir, "long.img")
+	if code, _, se := runRbctl(t, dir, time.Minute, "format", "--create", "64M", "--slot-bytes", "260K", dev); code != 0 {
+		t.Fatalf("format: exit %d: %s", code, se)
+	}
+	addr := freePort(t)
+	srv, _, log := serveLogged(t, dir, dev, "--resp", addr, "--checkpoint-interval", "200ms")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	key := func(model string, i int) string { return fmt.Sprintf("%s@%08x@0@%08x@tenant%d", model, 0, i, i%2) }
+	var keys []string
+	for i := 0; i < 22; i++ {
+		model := "org/model"
+		if i >= 5 && i < 17 {
+			model = strings.Repeat(string(rune('a'+i)), 60000)
+		}
+		k := key(model, i)
+		keys = append(keys, k)
+		respCmd(c, "SET", k, fmt.Sprintf("value-%d", i))
+		var b [5]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil || string(b[:]) != "+OK\r\n" {
+			t.Fatalf("SET %d: %q %v", i, b, err)
+		}
+	}
+	respCmd(c, "INFO")
+	info, _, err := readBulk(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := 0
+	for _, l := range strings.Split(string(info), "\r\n") {
+		if v, ok := strings.CutPrefix(l, "rbctl_resp_set_dropped_index_room:"); ok {
+			dropped, _ = strconv.Atoi(v)
+		}
+	}
+	if dropped == 0 || !strings.Contains(string(info), "rbctl_healthy:1") {
+		t.Fatalf("INFO: index_room drops %d, want > 0 and healthy:\n%s", dropped, info)
+	}
+	c.Close()
+	stopServe(t, srv, syscall.SIGTERM)
+	if strings.Contains(log.String(), "final checkpoint") {
+		t.Fatalf("final checkpoint failed:\n%s", log.String())
+	}
+	_, _, _ = serveLogged(t, dir, dev, "--resp", addr)
+	c, err = net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r = bufio.NewReader(c)
+	kept := 0
+	for i, k := range keys {
+		respCmd(c, "GET", k)
+		v, ok, err := readBulk(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		long := i >= 5 && i < 17
+		switch {
+		case ok && string(v) != fmt.Sprintf("value-%d", i):
+			t.Fatalf("key %d: wrong bytes", i)
+		case !ok && !long:
+			t.Fatalf("ordinary key %d lost after SIGTERM and restart", i)
+		case ok:
+			kept++
+		}
+	}
+	if want := len(keys) - dropped; kept != want {
+		t.Fatalf("%d keys after restart; %d SETs were +OK and %d of them dropped for index room", kept, len(keys), dropped)
+	}
+	t.Logf("22 SETs +OK, %d long ones dropped (index_room), %d kept and all present after SIGTERM and restart", dropped, kept)
 }
