@@ -299,8 +299,10 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 		notes = append(notes, warmupCut)
 	}
 	if res.Cut && p.src.Trace != nil {
-		notes = append(notes, fmt.Sprintf("the trace was cut by the %s duration after %d of its %d requests (the whole trace runs without --duration)",
-			o.Duration, res.Total.Requests, p.src.Trace.Requests))
+		win := p.src.TraceWindow(res.Total.Requests)
+		notes = append(notes, fmt.Sprintf("the trace was cut by the %s duration after %d of its %d requests; the ceiling of those is %.2f %% of chunks "+
+			"(the whole trace's: %.2f %%; the whole trace runs without --duration)",
+			o.Duration, res.Total.Requests, p.src.Trace.Requests, 100*win.CeilingRatio(), 100*p.src.Trace.CeilingRatio()))
 	}
 	if res.WarmupTimedOut {
 		notes = append(notes, "warm-up timed out before the target was stored")

@@ -121,6 +121,9 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	if src.Trace != nil {
 		rep.Trace = src.Trace
 		rep.Window.Description = "the whole trace, from its first request (no warm-up); steady WAF = last half of the payload written"
+		if n := src.Trace.FileRequests; n > 0 {
+			rep.Window.Description = fmt.Sprintf("the trace's first %d of %d requests (--requests; no warm-up); steady WAF = last half of the payload written", src.Trace.Requests, n)
+		}
 	}
 	if o.Sweep != nil {
 		rep.Sweep = o.Sweep.Name

@@ -52,6 +52,9 @@ type Source struct {
 	TTL         []float64 // per tenant, in capacity-writes
 	ChunkBytes  int
 	Trace       *TraceStats // a request trace's figures (mooncake); nil otherwise
+	// TraceWindow, for a request trace, is the figures of its first n requests (a run a
+	// duration cut short).
+	TraceWindow func(n int64) TraceStats
 	Name        string      // the workload kind
 	Description string
 	Salts       []string
@@ -188,11 +191,21 @@ func (s Spec) buildMooncake(src *Source, model string, bpt int) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	chunk, loops := s.ChunkTokens*bpt, s.TraceLoops
+	if s.Requests > 0 && loops <= 1 {
+		// --requests is the replayed window: its figures, ceiling and tenants are those
+		// of the first Requests requests, not the file's.
+		tr = tr.Window(s.Requests)
+	}
 	src.New = func() (Generator, error) { return tr.Replay(s.ChunkTokens, chunk, loops), nil }
 	st := tr.Chunked(s.ChunkTokens)
 	src.Salts, src.Trace = tr.Salts(), &st
-	src.Description = fmt.Sprintf("mooncake trace %s: %d requests, %d block references, %d distinct blocks of %d tokens; %s, %d tokens/chunk × %d B/token = %.2f MiB chunks; salt by %s (%d salts)",
-		path, st.Requests, st.BlockRefs, st.DistinctBlocks, MooncakeBlockTokens, model, s.ChunkTokens, bpt, float64(chunk)/(1<<20), sb, len(src.Salts))
+	src.TraceWindow = func(n int64) TraceStats { return tr.Window(n).Chunked(s.ChunkTokens) }
+	what := fmt.Sprintf("%d requests", st.Requests)
+	if st.FileRequests > 0 {
+		what = fmt.Sprintf("the first %d of %d requests", st.Requests, st.FileRequests)
+	}
+	src.Description = fmt.Sprintf("mooncake trace %s: %s, %d block references, %d distinct blocks of %d tokens; %s, %d tokens/chunk × %d B/token = %.2f MiB chunks; salt by %s (%d salts)",
+		path, what, st.BlockRefs, st.DistinctBlocks, MooncakeBlockTokens, model, s.ChunkTokens, bpt, float64(chunk)/(1<<20), sb, len(src.Salts))
 	return nil
 }
 

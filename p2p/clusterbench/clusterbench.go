@@ -94,7 +94,7 @@ type Options struct {
 	ChunkTokens int
 	SaltBy      string
 	// Route sends each request to a node: RoundRobin (default), Session (by the request's
-	// root block, or tenant: a conversation stays on one node) or Random (from Seed).
+	// tenant: its cache_salt, so a tenant stays on one node) or Random (from Seed).
 	Route Route
 	// Admission is every node's admission policy (node.Options.Admission; "" = all).
 	Admission string

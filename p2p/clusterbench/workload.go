@@ -59,6 +59,8 @@ func (o *Options) readTrace() error {
 	if o.Requests == 0 {
 		o.Requests = int(o.trace.Stats.Requests)
 	}
+	// The report's trace figures are those of the requests replayed.
+	o.trace = o.trace.Window(int64(o.Requests))
 	return nil
 }
 
@@ -80,7 +82,7 @@ func (w *workload) request(r int) ([]engine.Key, int, bool) {
 	return keys, w.node(r, uint64(t)), true
 }
 
-// traceRequest is the trace's next request; a session is its root block.
+// traceRequest is the trace's next request; a session is its tenant (--salt-by).
 func (w *workload) traceRequest(r int) ([]engine.Key, int, bool) {
 	var op workloads.Op
 	if !w.gen.Next(&op) {
@@ -91,7 +93,7 @@ func (w *workload) traceRequest(r int) ([]engine.Key, int, bool) {
 	for i, k := range op.Keys {
 		keys[i] = engine.ObjectKey(model, 0, binary.BigEndian.AppendUint64(nil, k.Hash), salt)
 	}
-	return keys, w.node(r, op.Keys[0].Hash), true
+	return keys, w.node(r, saltHash(salt)), true
 }
 
 // node is where request r of session s goes (mod the node count).
@@ -106,6 +108,15 @@ func (w *workload) node(r int, s uint64) int {
 		return w.route.IntN(1 << 30)
 	}
 	return r
+}
+
+// saltHash is a tenant's session identity for routing (FNV-1a 64).
+func saltHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * 1099511628211
+	}
+	return h
 }
 
 func chunkHash(kind byte, a, b uint64) []byte {
