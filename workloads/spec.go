@@ -48,14 +48,14 @@ type Spec struct {
 
 // Source makes identical op streams of a workload (one per run) and says what it is.
 type Source struct {
-	New         func() (Generator, error)
-	TTL         []float64 // per tenant, in capacity-writes
-	ChunkBytes  int
-	Trace       *TraceStats // a request trace's figures (mooncake); nil otherwise
+	New        func() (Generator, error)
+	TTL        []float64 // per tenant, in capacity-writes
+	ChunkBytes int
+	Trace      *TraceStats // a request trace's figures (mooncake); nil otherwise
 	// TraceWindow, for a request trace, is the figures of its first n requests (a run a
 	// duration cut short).
 	TraceWindow func(n int64) TraceStats
-	Name        string      // the workload kind
+	Name        string // the workload kind
 	Description string
 	Salts       []string
 }
