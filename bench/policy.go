@@ -142,6 +142,7 @@ type window struct {
 	mu        sync.Mutex
 	samples   []sample
 	warmStats []ftl.Stats
+	warmHost  int64 // bytes written to the devices when the window began (measured)
 	warmDev   []*fdp.Stats
 	warmAt    time.Duration
 	devErr    error
@@ -248,8 +249,9 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 	dc.OnWarm = func() {
 		ws, wd, werr := p.snapshot(shs, true)
 		rec.begin(time.Now(), cache.StatsByShard())
+		wh := writtenBytes(shs)
 		w.mu.Lock()
-		w.warmStats, w.warmAt, w.warmDev, w.devErr = ws, time.Since(start), wd, werr
+		w.warmStats, w.warmAt, w.warmDev, w.devErr, w.warmHost = ws, time.Since(start), wd, werr, wh
 		w.mu.Unlock()
 	}
 	d, err := workloads.NewDriver(dc, gen, be)

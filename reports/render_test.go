@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/workloads"
 )
 
 // maxWidth is the widest line a table may print (the demo's terminal budget).
@@ -137,6 +140,17 @@ func TestUnmeasuredFigures(t *testing.T) {
 			t.Errorf("run without host WAF shows one (only the device's 2.100 may appear):\n%s", l)
 		}
 	}
+	// One that says why shows it in the modelled cells ("no model"; the note has the why).
+	b.Runs[0].NoModel = "no host WAF estimate: garbage collection needs 9 spare RUs"
+	found := false
+	for _, l := range lines(t, b, "table") {
+		if strings.HasPrefix(l, "| none ") && !strings.Contains(l, "request") {
+			found = found || strings.Count(l, "no model") == 2
+		}
+	}
+	if !found {
+		t.Error("a run without a model that says why shows no \"no model\" cells")
+	}
 }
 
 func TestInterruptedMark(t *testing.T) {
@@ -187,5 +201,22 @@ func TestTableOutputWithinTextWidth(t *testing.T) {
 		if len(l) > TextWidth {
 			t.Errorf("line %d is %d bytes: %q", i, len(l), l)
 		}
+	}
+}
+
+// TestTraceTableWithoutModel: a bench trace run whose shadow model could not run shows the
+// host bytes it measured and "no model" where a model's figure would be.
+func TestTraceTableWithoutModel(t *testing.T) {
+	r := sample()
+	r.Trace = &workloads.TraceStats{Requests: 10, BlockRefs: 40, ChunkTokens: 256, ChunkRefs: 80, CeilingChunks: 20}
+	run := &r.Runs[0]
+	run.HostWAF, run.DeviceWAF, run.Infeasible = nil, nil, true
+	run.NoModel, run.HostBytes = "no host WAF estimate: 9 spare RUs needed, 8 present", I64(3<<30)
+	run.Trace = &TraceRun{TokensRequested: 100, TokensSaved: 50, PrefixHits: make([]int64, 6)}
+	h, rows := perTrace(r)
+	row := rows[0]
+	cell := func(name string) string { return row[slices.Index(h, name)] }
+	if cell("host GiB") != "3.00" || cell("flash GiB") != "no model" || cell("flash KiB/tok") != "no model" {
+		t.Fatalf("row %q", row)
 	}
 }

@@ -168,20 +168,27 @@ type CDFPoint struct {
 // when the command does not measure them: simulate has no wall clock (rates) and no device
 // (deallocated bytes).
 type Run struct {
-	Policy           string     `json:"policy"`
-	Admission        string     `json:"admission,omitempty"` // admission policy (workloads.NewAdmission) of a trace or non-default run
-	Param            float64    `json:"param,omitempty"`     // sweep value
-	Ops              int64      `json:"ops"`
-	Requests         int64      `json:"requests"`
-	ElapsedSec       float64    `json:"elapsed_sec"`
-	OpsPerSec        *float64   `json:"ops_per_sec"`
-	ReadBytes        int64      `json:"read_bytes"`
-	WrittenBytes     int64      `json:"written_bytes"`
-	ReadGBps         *float64   `json:"read_gbps"`
-	WriteGBps        *float64   `json:"write_gbps"`
-	HitRatio         float64    `json:"hit_ratio"`
-	Latency          []Latency  `json:"latency"`
-	HostWAF          *WAF       `json:"host_waf"`             // modelled; nil when no model ran or it could not finish
+	Policy       string    `json:"policy"`
+	Admission    string    `json:"admission,omitempty"` // admission policy (workloads.NewAdmission) of a trace or non-default run
+	Param        float64   `json:"param,omitempty"`     // sweep value
+	Ops          int64     `json:"ops"`
+	Requests     int64     `json:"requests"`
+	ElapsedSec   float64   `json:"elapsed_sec"`
+	OpsPerSec    *float64  `json:"ops_per_sec"`
+	ReadBytes    int64     `json:"read_bytes"`
+	WrittenBytes int64     `json:"written_bytes"`
+	ReadGBps     *float64  `json:"read_gbps"`
+	WriteGBps    *float64  `json:"write_gbps"`
+	HitRatio     float64   `json:"hit_ratio"`
+	Latency      []Latency `json:"latency"`
+	HostWAF      *WAF      `json:"host_waf"` // modelled; nil when no model ran or it could not finish
+	// HostBytes is the bytes written to the device over the measured window, measured at
+	// the device (bench: payload, slot headers, checkpoints), with or without a model; nil
+	// where nothing measures it (simulate: HostWAF's are the model's input).
+	HostBytes *int64 `json:"host_bytes,omitempty"`
+	// NoModel says why HostWAF is nil — the shadow FTL model was infeasible for the device
+	// (and what would make it feasible) or ran out of room — when it is.
+	NoModel          string     `json:"no_model,omitempty"`
 	DeviceWAF        *WAF       `json:"device_waf,omitempty"` // FDP statistics delta; nil without FDP
 	DeallocatedBytes *int64     `json:"deallocated_bytes"`
 	Evicted          int64      `json:"evicted"`

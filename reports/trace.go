@@ -90,7 +90,7 @@ func traceLine(r *Report) string {
 // one request.
 func TenantLine(t *workloads.TraceStats) string {
 	k := t.Tenants
-	return fmt.Sprintf("%d tenant(s) (salt by %s): the largest has %.2f %% of block references, the largest tenth %.1f %%; median %d requests, %d of one request",
+	return fmt.Sprintf("%d tenant(s) (salt by %s): the largest has %.2f %% of block references, the largest tenth %.1f %%; the median tenant %d request(s), %d tenant(s) of one request",
 		k.Tenants, cmp.Or(t.SaltBy, "root"), 100*k.LargestShare, 100*k.Top10Share, k.MedianRequests, k.Singletons)
 }
 
@@ -116,14 +116,19 @@ func perTrace(r *Report) ([]string, [][]string) {
 		if r.Sweep != "" {
 			row = append(row, sweepCell(r, run.Param))
 		}
-		host, media := "-", "-"
+		host, media, per := "-", "-", "-"
+		if run.NoModel != "" {
+			media, per = noModel, noModel
+		}
 		if w := run.HostWAF; w != nil {
 			host, media = GiB(int64(w.HostBytes)), GiB(int64(w.MediaBytes))
+		}
+		if run.HostBytes != nil { // measured at the device: shown with or without a model
+			host = GiB(*run.HostBytes)
 		}
 		if w := run.DeviceWAF; w != nil && w.MediaBytes > 0 {
 			media = GiB(int64(w.MediaBytes))
 		}
-		per := "-"
 		if v, _, ok := run.FlashPerToken(); ok {
 			per = f2(v / 1024)
 		}
