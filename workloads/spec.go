@@ -13,7 +13,7 @@ import (
 // Spec describes a workload and how the cache is driven, as rbctl bench and rbctl simulate
 // take it (docs/bench.md). Build turns it into a Source; Driver into a DriverConfig.
 type Spec struct {
-	Kind          string   // kv, sequential, uniform, zipf, trace:FILE (.jsonl or .csv) or mooncake:FILE
+	Kind          string   // kv, sequential, uniform, zipf, trace:FILE (.jsonl or .csv), mooncake:FILE or l2trace:FILE[,FILE...]
 	Preset        string   // kv without Tenants: multi-tenant (default), chat or workers:N
 	Tenants       []string // kv tenants as ParseTenant takes them
 	Model         string   // model preset (ModelPresets) for KV bytes per token
@@ -55,6 +55,9 @@ type Source struct {
 	// TraceWindow, for a request trace, is the figures of its first n requests (a run a
 	// duration cut short).
 	TraceWindow func(n int64) TraceStats
+	// Recorded, for a node's recording (l2trace:FILE), says what it holds and the
+	// recording node's cache; nil otherwise.
+	Recorded    *Recorded
 	Name        string // the workload kind
 	Description string
 	Salts       []string
@@ -118,6 +121,10 @@ func (s Spec) Build() (*Source, error) {
 			float64(chunk)/(1<<20), strings.Join(parts, " "))
 	case strings.HasPrefix(s.Kind, "mooncake:"):
 		if err := s.buildMooncake(src, m.Name, bpt); err != nil {
+			return nil, err
+		}
+	case strings.HasPrefix(s.Kind, "l2trace:"):
+		if err := s.buildL2(src); err != nil {
 			return nil, err
 		}
 	case strings.HasPrefix(s.Kind, "trace:"):

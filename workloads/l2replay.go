@@ -1,0 +1,168 @@
+package workloads
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rbctl/rbctl/workloads/l2trace"
+)
+
+// Replaying a node's recording (--workload l2trace:FILE[,FILE...]; docs/record.md): every
+// get and peer fetch is a KindGet of its chunk (lookup, load a hit), every set a KindPut,
+// every delete a KindDelete, at the recorded time (Op.At; DriverConfig.Speed replays it).
+// An exists changes no cache state but admission's and is not replayed; a failed
+// operation is not replayed either; Recorded counts both.
+
+// Recorded is what a recording says of itself and of the node that made it.
+type Recorded struct {
+	Files     []string
+	Nodes     int
+	Capacity  l2trace.Capacity // the nodes' slots summed: the cache a replay without size flags gets
+	Eviction  string           // the first node's
+	Admission string           // the first node's
+	Records   int64
+	Gets      int64 // get records (fetches are peers' reads, counted apart)
+	GetHits   int64 // of them, hits at the node
+	Fetches   int64
+	Sets      int64
+	Deletes   int64
+	Exists    int64 // not replayed
+	Failed    int64 // records of failed operations, not replayed
+	Dropped   int64 // records the recorders lost
+	Duration  time.Duration
+}
+
+// l2Replay is a recording as ops, compactly.
+type l2Replay struct {
+	kind  []Kind
+	key   []Key
+	size  []int32
+	at    []int64 // ns since the first record
+	salts []string
+	max   int
+}
+
+// readL2 reads the recordings of spec (comma-separated paths) into a replay.
+func readL2(spec string) (*l2Replay, *Recorded, error) {
+	rg, err := l2trace.ReadFiles(strings.Split(spec, ",")...)
+	if err != nil {
+		return nil, nil, err
+	}
+	rd := &Recorded{Files: rg.Files, Nodes: len(rg.Nodes), Capacity: rg.Capacity(), Dropped: rg.Dropped, Records: int64(len(rg.Records))}
+	if len(rg.Nodes) > 0 {
+		rd.Eviction, rd.Admission = rg.Nodes[0].Eviction, rg.Nodes[0].Admission
+	}
+	r := &l2Replay{}
+	saltIdx := map[string]int32{}
+	var t0 time.Time
+	for i, x := range rg.Records {
+		if i == 0 {
+			t0 = x.Time
+		}
+		rd.Duration = x.Time.Sub(t0)
+		var k Kind
+		switch {
+		case x.Err != "":
+			rd.Failed++
+			continue
+		case x.Op == l2trace.OpGet:
+			rd.Gets++
+			if x.Hit {
+				rd.GetHits++
+			}
+			k = KindGet
+		case x.Op == l2trace.OpFetch:
+			rd.Fetches++
+			k = KindGet
+		case x.Op == l2trace.OpSet:
+			rd.Sets++
+			k = KindPut
+		case x.Op == l2trace.OpDelete:
+			rd.Deletes++
+			k = KindDelete
+		default:
+			rd.Exists++
+			continue
+		}
+		ti, ok := saltIdx[x.Salt]
+		if !ok {
+			ti = int32(len(r.salts))
+			saltIdx[x.Salt] = ti
+			r.salts = append(r.salts, x.Salt)
+		}
+		size := int(min(x.Size, 1<<31-1))
+		r.max = max(r.max, size)
+		r.kind = append(r.kind, k)
+		r.key = append(r.key, Key{Hash: l2Key(x.Model, x.KVRank, x.Chunk), Tenant: ti})
+		r.size = append(r.size, int32(size))
+		r.at = append(r.at, int64(x.Time.Sub(t0)))
+	}
+	if len(r.kind) == 0 {
+		return nil, nil, fmt.Errorf("%w: %s: no get, set, delete or fetch to replay", ErrSpec, spec)
+	}
+	if r.max == 0 {
+		r.max = int(rd.Capacity.SlotBytes)
+	}
+	if r.max <= 0 {
+		return nil, nil, fmt.Errorf("%w: %s: no record says how large a chunk is and the header gives no slot size", ErrSpec, spec)
+	}
+	return r, rd, nil
+}
+
+// l2Key is a recorded chunk's identity: its key's model, kv rank and chunk hash (FNV-1a
+// 64), as the engine's key names a chunk; the salt is the Key's tenant.
+func l2Key(model string, rank int, chunk string) uint64 {
+	h := uint64(14695981039346656037)
+	for _, s := range []string{model, "@", strconv.Itoa(rank), "@", chunk} {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * 1099511628211
+		}
+	}
+	return h
+}
+
+type l2Gen struct {
+	r    *l2Replay
+	i    int
+	keys [1]Key
+}
+
+func (g *l2Gen) Salts() []string { return g.r.salts }
+func (g *l2Gen) ChunkBytes() int { return g.r.max }
+
+func (g *l2Gen) Next(op *Op) bool {
+	r := g.r
+	if g.i == len(r.kind) {
+		return false
+	}
+	i := g.i
+	g.i++
+	g.keys[0] = r.key[i]
+	size := int(r.size[i])
+	if size == 0 { // a miss carries no size: the chunk's would be
+		size = r.max
+	}
+	*op = Op{Kind: r.kind[i], Tenant: r.key[i].Tenant, Keys: g.keys[:], Size: size, At: time.Duration(r.at[i])}
+	return true
+}
+
+// buildL2 reads the recordings of s.Kind into src.
+func (s Spec) buildL2(src *Source) error {
+	r, rd, err := readL2(strings.TrimPrefix(s.Kind, "l2trace:"))
+	if err != nil {
+		return err
+	}
+	src.New = func() (Generator, error) { return &l2Gen{r: r}, nil }
+	src.ChunkBytes, src.Salts, src.Recorded = r.max, r.salts, rd
+	hit := 0.0
+	if rd.Gets > 0 {
+		hit = 100 * float64(rd.GetHits) / float64(rd.Gets)
+	}
+	src.Description = fmt.Sprintf("l2trace %s: %d records over %.1f s from %d node(s) of %d slots of %d B (eviction %s, admission %s): "+
+		"%d gets (%.2f %% hit at the node), %d peer fetches, %d sets, %d deletes; %d exists and %d failed not replayed; %d dropped by the recorder; %d salts",
+		strings.Join(rd.Files, ","), rd.Records, rd.Duration.Seconds(), rd.Nodes, rd.Capacity.Slots, rd.Capacity.SlotBytes, rd.Eviction, rd.Admission,
+		rd.Gets, hit, rd.Fetches, rd.Sets, rd.Deletes, rd.Exists, rd.Failed, rd.Dropped, len(r.salts))
+	return nil
+}
