@@ -117,8 +117,8 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	if strings.Contains(o.Workload.Admission, ",") {
 		return nil, fmt.Errorf("%w: bench runs one admission policy, not %q (simulate compares several)", workloads.ErrSpec, o.Workload.Admission)
 	}
-	if src.Trace != nil {
-		// A trace is measured whole, from its first request, as simulate does.
+	if src.Trace != nil || src.Recorded != nil {
+		// A trace or a recording is measured whole, from its first request, as simulate does.
 		o.Warmup = 0
 	}
 	route, err := sharded.ParseRoute(o.ShardBy)

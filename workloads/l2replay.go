@@ -34,6 +34,9 @@ type Recorded struct {
 	Duration  time.Duration
 }
 
+// Ops is the records a replay runs.
+func (r *Recorded) Ops() int64 { return r.Gets + r.Fetches + r.Sets + r.Deletes }
+
 // l2Replay is a recording as ops, compactly.
 type l2Replay struct {
 	kind  []Kind

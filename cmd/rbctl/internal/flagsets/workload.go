@@ -26,7 +26,7 @@ func (w *Workload) Register(fs *pflag.FlagSet, defaultModel string) {
 		models = append(models, fmt.Sprintf("%s (%d KiB/token)", m.Name, m.BytesPerToken()>>10))
 	}
 	s := &w.Spec
-	fs.StringVar(&s.Kind, "workload", "kv", "kv, sequential, uniform, zipf, trace:FILE (.jsonl or .csv) or mooncake:FILE (a Mooncake request trace; docs/bench.md)")
+	fs.StringVar(&s.Kind, "workload", "kv", "kv, sequential, uniform, zipf, trace:FILE (.jsonl or .csv), mooncake:FILE (a Mooncake request trace; docs/bench.md) or l2trace:FILE[,FILE...] (a node's recording; docs/record.md)")
 	fs.StringVar(&s.Preset, "preset", "multi-tenant", "kv tenants when no --tenant is given: multi-tenant (chat/rag/agent with different lifetimes), chat, "+
 		"or workers:N (N equal tenants worker0:kv..., one per stress-runner worker)")
 	fs.StringArrayVar(&s.Tenants, "tenant", nil, "kv tenant SALT:k=v,... (w, prefixes, prefix, theta, sessions, turns, prompt, output, ttl); repeatable")
@@ -78,11 +78,17 @@ func (w *Workload) Inputs() []string {
 			return []string{f}
 		}
 	}
+	if fs, ok := strings.CutPrefix(w.Spec.Kind, "l2trace:"); ok {
+		return strings.Split(fs, ",")
+	}
 	return nil
 }
 
-// IsTrace says the workload replays a request trace (mooncake:FILE), which runs whole.
-func (w *Workload) IsTrace() bool { return strings.HasPrefix(w.Spec.Kind, "mooncake:") }
+// IsTrace says the workload replays a request trace (mooncake:FILE) or a node's recording
+// (l2trace:FILE), which runs whole.
+func (w *Workload) IsTrace() bool {
+	return strings.HasPrefix(w.Spec.Kind, "mooncake:") || strings.HasPrefix(w.Spec.Kind, "l2trace:")
+}
 
 // Traced writes the trace --write-trace asks for, reporting it on out; done says the
 // command ends there. inputs are the command's other inputs (its devices), which the trace
