@@ -332,7 +332,13 @@ func (d *Driver) worker(ctx context.Context, h *[NumPhases]*hdrhistogram.Histogr
 		case KindRequest, KindGet:
 			err = d.request(h, &w, &ok)
 		case KindPut:
-			err = d.overwrite(h, w.keys, w.op.Size, &ok)
+			if w.op.NodeOp {
+				// A node's write: a chunk it holds is kept (put_many skips indexed keys),
+				// a new one stored if the admission policy admits it.
+				err = d.store(h, w.keys, 0, w.op.Size, &ok)
+			} else {
+				err = d.overwrite(h, w.keys, w.op.Size, &ok)
+			}
 		case KindDelete:
 			err = d.delete(h, w.keys)
 		}
@@ -403,7 +409,7 @@ func (d *Driver) request(h *[NumPhases]*hdrhistogram.Histogram, w *work, ok *[]b
 	d.c.ChunksRequested += int64(len(keys))
 	d.c.ChunksHit += int64(hits)
 	d.c.countRequest(&w.op, len(keys), hits)
-	if d.adm != nil && w.op.Kind == KindRequest {
+	if d.adm != nil && (w.op.Kind == KindRequest || w.op.NodeOp) {
 		for _, k := range keys {
 			d.adm.Seen(admKey(k))
 		}

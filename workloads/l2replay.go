@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,11 +10,26 @@ import (
 	"github.com/rbctl/rbctl/workloads/l2trace"
 )
 
-// Replaying a node's recording (--workload l2trace:FILE[,FILE...]; docs/record.md): every
-// get and peer fetch is a KindGet of its chunk (lookup, load a hit), every set a KindPut,
-// every delete a KindDelete, at the recorded time (Op.At; DriverConfig.Speed replays it).
+// Replaying a node's recording (--workload l2trace:FILE[,FILE...]; docs/record.md), at the
+// recorded times (Op.At; DriverConfig.Speed replays them), as node calls (Op.NodeOp):
+//
+//   - L2Recorded (default): every get and peer fetch is a KindGet of its chunk (lookup,
+//     load a hit), every set a KindPut (a held chunk is kept, a new one goes through the
+//     admission policy), every delete a KindDelete.
+//   - L2Misses: every get and fetch is a one-chunk request that stores the chunk when it
+//     misses in the replay (through the admission policy), and recorded sets are not
+//     replayed: what a client that writes after a miss (LMCache's lookup, then store) would
+//     have sent to the replayed cache. Use it to compare admission policies: replaying the
+//     recorded sets shows a policy only the writes the recording node's misses caused.
+//
 // An exists changes no cache state but admission's and is not replayed; a failed
 // operation is not replayed either; Recorded counts both.
+
+// L2 replay modes (Spec.L2Replay).
+const (
+	L2Recorded = "recorded"
+	L2Misses   = "misses"
+)
 
 // Recorded is what a recording says of itself and of the node that made it.
 type Recorded struct {
@@ -48,7 +64,8 @@ type l2Replay struct {
 }
 
 // readL2 reads the recordings of spec (comma-separated paths) into a replay.
-func readL2(spec string) (*l2Replay, *Recorded, error) {
+func readL2(spec, mode string) (*l2Replay, *Recorded, error) {
+	misses := mode == L2Misses
 	rg, err := l2trace.ReadFiles(strings.Split(spec, ",")...)
 	if err != nil {
 		return nil, nil, err
@@ -82,6 +99,9 @@ func readL2(spec string) (*l2Replay, *Recorded, error) {
 		case x.Op == l2trace.OpSet:
 			rd.Sets++
 			k = KindPut
+			if misses {
+				continue
+			}
 		case x.Op == l2trace.OpDelete:
 			rd.Deletes++
 			k = KindDelete
@@ -97,6 +117,9 @@ func readL2(spec string) (*l2Replay, *Recorded, error) {
 		}
 		size := int(min(x.Size, 1<<31-1))
 		r.max = max(r.max, size)
+		if k == KindGet && misses {
+			k = KindRequest
+		}
 		r.kind = append(r.kind, k)
 		r.key = append(r.key, Key{Hash: l2Key(x.Model, x.KVRank, x.Chunk), Tenant: ti})
 		r.size = append(r.size, int32(size))
@@ -147,13 +170,17 @@ func (g *l2Gen) Next(op *Op) bool {
 	if size == 0 { // a miss carries no size: the chunk's would be
 		size = r.max
 	}
-	*op = Op{Kind: r.kind[i], Tenant: r.key[i].Tenant, Keys: g.keys[:], Size: size, At: time.Duration(r.at[i])}
+	*op = Op{Kind: r.kind[i], Tenant: r.key[i].Tenant, Keys: g.keys[:], Size: size, At: time.Duration(r.at[i]), NodeOp: true}
 	return true
 }
 
 // buildL2 reads the recordings of s.Kind into src.
 func (s Spec) buildL2(src *Source) error {
-	r, rd, err := readL2(strings.TrimPrefix(s.Kind, "l2trace:"))
+	mode := cmp.Or(s.L2Replay, L2Recorded)
+	if mode != L2Recorded && mode != L2Misses {
+		return fmt.Errorf("%w: l2trace replay %q is not %s or %s", ErrSpec, mode, L2Recorded, L2Misses)
+	}
+	r, rd, err := readL2(strings.TrimPrefix(s.Kind, "l2trace:"), mode)
 	if err != nil {
 		return err
 	}
@@ -163,9 +190,9 @@ func (s Spec) buildL2(src *Source) error {
 	if rd.Gets > 0 {
 		hit = 100 * float64(rd.GetHits) / float64(rd.Gets)
 	}
-	src.Description = fmt.Sprintf("l2trace %s: %d records over %.1f s from %d node(s) of %d slots of %d B (eviction %s, admission %s): "+
+	src.Description = fmt.Sprintf("l2trace %s (replay %s): %d records over %.1f s from %d node(s) of %d slots of %d B (eviction %s, admission %s): "+
 		"%d gets (%.2f %% hit at the node), %d peer fetches, %d sets, %d deletes; %d exists and %d failed not replayed; %d dropped by the recorder; %d salts",
-		strings.Join(rd.Files, ","), rd.Records, rd.Duration.Seconds(), rd.Nodes, rd.Capacity.Slots, rd.Capacity.SlotBytes, rd.Eviction, rd.Admission,
+		strings.Join(rd.Files, ","), mode, rd.Records, rd.Duration.Seconds(), rd.Nodes, rd.Capacity.Slots, rd.Capacity.SlotBytes, rd.Eviction, rd.Admission,
 		rd.Gets, hit, rd.Fetches, rd.Sets, rd.Deletes, rd.Exists, rd.Failed, rd.Dropped, len(r.salts))
 	return nil
 }

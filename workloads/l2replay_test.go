@@ -108,6 +108,13 @@ func TestL2ReplayGivesRecordedHits(t *testing.T) {
 	if c.ChunksRequested != ops || c.ChunksHit != want || c.ChunksStored != ops-want {
 		t.Fatalf("replay: %d gets, %d hits, %d stored; recorded %d gets, %d hits", c.ChunksRequested, c.ChunksHit, c.ChunksStored, ops, want)
 	}
+	// Replayed as misses (a get that misses stores), the same: this client set every miss.
+	g = &l2Gen{r: mustL2(t, path, L2Misses)}
+	d, _ = NewDriver(DriverConfig{Eviction: LRU, TargetUtil: 1}, g, newMapBackend(capacity))
+	res, _ = d.Run(context.Background())
+	if c := res.Total; c.ChunksRequested != ops || c.ChunksHit != want || c.Requests != ops {
+		t.Fatalf("misses replay: %d gets, %d hits, %d requests", c.ChunksRequested, c.ChunksHit, c.Requests)
+	}
 	// A smaller cache hits less: the replay is not reading the recorded outcomes back.
 	g, _ = src.New()
 	d, _ = NewDriver(DriverConfig{Eviction: LRU, TargetUtil: 1}, g, newMapBackend(capacity/2))
@@ -116,4 +123,13 @@ func TestL2ReplayGivesRecordedHits(t *testing.T) {
 		t.Fatalf("half the cache hit %d, the whole %d", res.Total.ChunksHit, want)
 	}
 	t.Logf("%d of %d gets hit at the node and in the replay", want, ops)
+}
+
+func mustL2(t *testing.T, path, mode string) *l2Replay {
+	t.Helper()
+	r, _, err := readL2(path, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -34,6 +34,7 @@ type Spec struct {
 	TraceLoops int // trace: replays of the trace
 
 	SaltBy    string  // mooncake: cache_salt rule (ParseSaltBy; "" = root)
+	L2Replay  string  // l2trace: L2Recorded ("" too) or L2Misses (l2replay.go)
 	Speed     float64 // trace arrival times replayed this many times faster (0: as fast as possible)
 	Admission string  // admission policy (NewAdmission; "" = all)
 

@@ -53,6 +53,7 @@ func (w *Workload) Register(fs *pflag.FlagSet, defaultModel string) {
 	fs.StringVar(&w.WriteTrace, "write-trace", "", "write the generated ops (--requests of them) as a trace file (.jsonl or .csv) and exit")
 	fs.IntVar(&s.TraceLoops, "trace-loops", 1, "trace: replay the trace this many times")
 	fs.StringVar(&s.SaltBy, "salt-by", "root", "mooncake: each request's cache_salt: none, root (its first block), hash:N (the root in N buckets), prefix:N (its first N blocks) or group[:F] (the block after its shared prompt, a block F (16) or more blocks follow; docs/bench.md)")
+	fs.StringVar(&s.L2Replay, "l2-replay", "recorded", "l2trace: recorded (the recorded gets, fetches, sets and deletes) or misses (a get that misses in the replay stores the chunk; recorded sets are dropped: for comparing admission policies; docs/record.md)")
 	fs.Float64Var(&s.Speed, "speed", 0, "mooncake: replay the trace's timestamps this many times faster (0: as fast as possible)")
 	fs.StringVar(&s.Admission, "admission", "all", "which missed chunks are stored: all, second-hit[:W], tinylfu[:W] or prefix-depth:N; simulate compares a comma-separated list (docs/bench.md)")
 }
