@@ -69,6 +69,8 @@ type Result struct {
 	// emulated SSDs and driver share the process).
 	CPUSeconds float64 `json:"process_cpu_seconds"`
 	Workload   string  `json:"workload,omitempty"` // mooncake:FILE; empty for the built-in tenants
+	// Recorded is the replayed recording's account of itself (l2trace:); nil otherwise.
+	Recorded *workloads.Recorded `json:"recorded,omitempty"`
 	// Trace is the replayed part of the trace (its first Requests requests).
 	Trace *workloads.TraceStats `json:"trace,omitempty"`
 	Nodes []NodeResult          `json:"nodes"`
@@ -140,6 +142,9 @@ func WriteText(w io.Writer, rs []Result) error {
 		if r.Trace != nil {
 			dir += fmt.Sprintf(", %s (%d requests, %d block references, ceiling %.1f%% of blocks, %d tenants by %s)", r.Workload, r.Trace.Requests,
 				r.Trace.BlockRefs, 100*float64(r.Trace.CeilingBlocks)/float64(max(r.Trace.BlockRefs, 1)), r.Trace.Tenants.Tenants, r.Trace.SaltBy)
+		}
+		if rd := r.Recorded; rd != nil {
+			dir += fmt.Sprintf(", %s (%d records: %d gets and %d peer fetches replayed as one-chunk requests)", r.Workload, rd.Records, rd.Gets, rd.Fetches)
 		}
 		if r.Admission != "" && r.Admission != "all" {
 			dir += fmt.Sprintf(", admission %s (%d writes declined)", r.Admission, r.Total.Declined)

@@ -32,14 +32,30 @@ func newWorkload(o Options) *workload {
 	if o.trace != nil {
 		w.gen = o.trace.Replay(o.ChunkTokens, o.ChunkBytes, 1)
 	}
+	if o.recording != nil {
+		w.gen, _ = o.recording.New()
+	}
 	return w
 }
 
-// readTrace reads the Mooncake trace o.Workload names.
+// readTrace reads the Mooncake trace or the node's recording o.Workload names.
 func (o *Options) readTrace() error {
+	if strings.HasPrefix(o.Workload, "l2trace:") {
+		// Each get or peer fetch is a one-chunk request (a miss computes and puts the
+		// chunk): the recording's client, replayed over the cluster.
+		src, err := workloads.Spec{Kind: o.Workload, Model: "tiny", ChunkTokens: 256, L2Replay: workloads.L2Misses}.Build()
+		if err != nil {
+			return err
+		}
+		o.recording = src
+		if o.Requests == 0 {
+			o.Requests = int(src.Recorded.Gets + src.Recorded.Fetches)
+		}
+		return nil
+	}
 	path, ok := strings.CutPrefix(o.Workload, "mooncake:")
 	if !ok {
-		return fmt.Errorf("cluster bench: workload %q is not mooncake:FILE", o.Workload)
+		return fmt.Errorf("cluster bench: workload %q is not mooncake:FILE or l2trace:FILE", o.Workload)
 	}
 	if err := workloads.CheckChunkTokens(o.ChunkTokens); err != nil {
 		return err
@@ -85,8 +101,13 @@ func (w *workload) request(r int) ([]engine.Key, int, bool) {
 // traceRequest is the trace's next request; a session is its tenant (--salt-by).
 func (w *workload) traceRequest(r int) ([]engine.Key, int, bool) {
 	var op workloads.Op
-	if !w.gen.Next(&op) {
-		return nil, 0, false
+	for {
+		if !w.gen.Next(&op) {
+			return nil, 0, false
+		}
+		if op.Kind == workloads.KindRequest { // a recording's deletes are not requests
+			break
+		}
 	}
 	salt := w.gen.Salts()[op.Tenant]
 	keys := make([]engine.Key, len(op.Keys))

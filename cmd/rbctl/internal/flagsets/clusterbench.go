@@ -41,7 +41,7 @@ func (c *ClusterBench) Register(f *pflag.FlagSet) {
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the tenant choice and of random routing")
 	f.StringVar(&o.Dir, "dir", "", "directory for the device images, removed after each mode (default: the system temp dir)")
 	f.BoolVar(&c.JSON, "json", false, "print JSON")
-	f.StringVar(&o.Workload, "workload", "", "replay a request trace instead of the tenants: mooncake:FILE (docs/p2p-cluster.md)")
+	f.StringVar(&o.Workload, "workload", "", "replay a request trace instead of the tenants: mooncake:FILE, or l2trace:FILE[,FILE...] (a node's recording: each get a one-chunk request; docs/record.md)")
 	f.IntVar(&o.ChunkTokens, "chunk-tokens", 256, "trace: tokens per chunk (divides the trace's 512-token blocks)")
 	f.StringVar(&o.SaltBy, "salt-by", "root", "trace: each request's cache_salt: none, root, hash:N, prefix:N or group[:F] (as bench; docs/bench.md)")
 	f.StringVar(&o.Admission, "admission", "all", "every node's admission policy, as serve --admission: all, second-hit[:W] or tinylfu[:W]")
