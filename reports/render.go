@@ -201,6 +201,9 @@ func footer(r *Report) []string {
 	if r.Trace != nil {
 		out = append(out, "note: "+traceNote(r))
 	}
+	if h, rows := queueDepth(r); len(rows) > 0 && h != nil {
+		out = append(out, "note: "+queueNote)
+	}
 	for _, n := range r.Notes {
 		out = append(out, "note: "+n)
 	}
@@ -297,6 +300,13 @@ func Table(w io.Writer, r *Report) error {
 		if len(rows) > 0 {
 			if err := renderTable(w, h, rows); err != nil {
 				return err
+			}
+		}
+		for _, tab := range []func(*Report) ([]string, [][]string){queueDepth, queueOverTime} {
+			if h, rows = tab(r); len(rows) > 0 {
+				if err := renderTable(w, h, rows); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -220,3 +220,22 @@ func TestTraceTableWithoutModel(t *testing.T) {
 		t.Fatalf("row %q", row)
 	}
 }
+
+// TestQueueTables: a bench run with a queue shows its depth percentiles and histogram, and
+// one row per interval ("-" where no op finished); a run without one shows neither.
+func TestQueueTables(t *testing.T) {
+	r := sample()
+	out := strings.Join(lines(t, r, "table"), "\n")
+	if strings.Contains(out, "QD p50") {
+		t.Fatal("queue tables without a queue")
+	}
+	r.Runs[0].Queue = &workloads.QueueStats{Ops: 3, Seconds: 2, P50: 1, P90: 2, P99: 2, Max: 2,
+		Depth:     []workloads.DepthShare{{Min: 0, Max: 0, Share: 0.25}, {Min: 1, Max: 1, Share: 0.5}, {Min: 2, Max: 3, Share: 0.25}},
+		Intervals: []workloads.QueueInterval{{EndSeconds: 1, MeanDepth: 1.5, MaxDepth: 2}, {EndSeconds: 2, Ops: 3, MeanDepth: 0.5, MaxDepth: 1, P50Us: 900, P99Us: 1500}}}
+	out = strings.Join(lines(t, r, "table"), "\n")
+	for _, want := range []string{"QD p50", "0: 25.0%, 1: 50.0%, 2-3: 25.0%", "| none   | 1.00    | 0        | 1.50    | 2      | -     | -      |", "note: queue depth (QD)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}

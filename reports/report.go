@@ -188,21 +188,24 @@ type Run struct {
 	HostBytes *int64 `json:"host_bytes,omitempty"`
 	// NoModel says why HostWAF is nil — the shadow FTL model was infeasible for the device
 	// (and what would make it feasible) or ran out of room — when it is.
-	NoModel          string     `json:"no_model,omitempty"`
-	DeviceWAF        *WAF       `json:"device_waf,omitempty"` // FDP statistics delta; nil without FDP
-	DeallocatedBytes *int64     `json:"deallocated_bytes"`
-	Evicted          int64      `json:"evicted"`
-	Expired          int64      `json:"expired"`
-	StoreFailed      int64      `json:"store_failed"`
-	Utilisation      *float64   `json:"utilisation"` // valid bytes / logical bytes at the end (model); null without one
-	Infeasible       bool       `json:"infeasible,omitempty"`
-	Tenants          []Tenant   `json:"tenants,omitempty"`
-	Trace            *TraceRun  `json:"trace,omitempty"` // request traces: tokens and blocks (trace.go)
-	Timeline         []Point    `json:"timeline,omitempty"`
-	RequestCDF       []CDFPoint `json:"request_cdf,omitempty"`
-	Note             string     `json:"note,omitempty"`        // caveats (warm-up timed out, ...)
-	Error            string     `json:"error,omitempty"`       // the run failed part-way; figures cover what ran
-	Interrupted      bool       `json:"interrupted,omitempty"` // stopped by a signal; figures cover what ran
+	NoModel          string    `json:"no_model,omitempty"`
+	DeviceWAF        *WAF      `json:"device_waf,omitempty"` // FDP statistics delta; nil without FDP
+	DeallocatedBytes *int64    `json:"deallocated_bytes"`
+	Evicted          int64     `json:"evicted"`
+	Expired          int64     `json:"expired"`
+	StoreFailed      int64     `json:"store_failed"`
+	Utilisation      *float64  `json:"utilisation"` // valid bytes / logical bytes at the end (model); null without one
+	Infeasible       bool      `json:"infeasible,omitempty"`
+	Tenants          []Tenant  `json:"tenants,omitempty"`
+	Trace            *TraceRun `json:"trace,omitempty"` // request traces: tokens and blocks (trace.go)
+	// Queue is the queue depth over time of a run with arrival times (bench: a trace or a
+	// recording at --speed, or --rate); nil otherwise (queue.go).
+	Queue       *workloads.QueueStats `json:"queue,omitempty"`
+	Timeline    []Point               `json:"timeline,omitempty"`
+	RequestCDF  []CDFPoint            `json:"request_cdf,omitempty"`
+	Note        string                `json:"note,omitempty"`        // caveats (warm-up timed out, ...)
+	Error       string                `json:"error,omitempty"`       // the run failed part-way; figures cover what ran
+	Interrupted bool                  `json:"interrupted,omitempty"` // stopped by a signal; figures cover what ran
 	// Devices has one row per device of the cache (bench; one row for one device) and
 	// DevicesTotal their sum (devices.go).
 	Devices      []DeviceRun `json:"devices,omitempty"`

@@ -80,6 +80,8 @@ type Driver struct {
 	salts []string
 	size  int
 
+	queue queueLog // ops with arrival times: when due, when done
+
 	mu       sync.Mutex // guards res, genErr, next sample, the generator
 	res      *residency
 	c        Counters
@@ -278,6 +280,7 @@ func (d *Driver) Run(parent context.Context) (*Result, error) {
 	res.Interrupted = parent.Err() != nil && !d.done
 	res.Cut = parent.Err() == nil && !d.done
 	res.Warmed = d.warmed
+	res.Queue = d.queue.stats()
 	res.Total = d.c.clone()
 	if d.warmed {
 		res.Counters = d.c.Sub(d.warm)
@@ -309,7 +312,8 @@ func (d *Driver) worker(ctx context.Context, h *[NumPhases]*hdrhistogram.Histogr
 			}
 		}
 		w.start = time.Now()
-		if arrivals != nil || (d.cfg.Speed > 0 && w.op.At > 0) {
+		due := arrivals != nil || (d.cfg.Speed > 0 && w.op.At > 0)
+		if due {
 			var at time.Time
 			if arrivals != nil {
 				at = arrivals()
@@ -349,6 +353,9 @@ func (d *Driver) worker(ctx context.Context, h *[NumPhases]*hdrhistogram.Histogr
 			return fmt.Errorf("%s op: %w", w.op.Kind, err)
 		}
 		h[PhaseRequest].RecordValue(int64(time.Since(w.start)))
+		if due || d.cfg.Speed > 0 {
+			d.queue.add(w.start.Sub(d.start), time.Since(d.start))
+		}
 	}
 }
 
