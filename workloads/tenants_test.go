@@ -3,6 +3,8 @@ package workloads
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -132,5 +134,34 @@ func TestParseSaltBy(t *testing.T) {
 		if _, err := ParseSaltBy(s); !errors.Is(err, ErrSpec) {
 			t.Errorf("%q: %v, want ErrSpec", s, err)
 		}
+	}
+}
+
+// TestSpecRequestsWindow: --requests on a trace is the window the report describes.
+func TestSpecRequestsWindow(t *testing.T) {
+	var b strings.Builder
+	for i, ids := range twoPrompts {
+		var s []string
+		for _, id := range ids {
+			s = append(s, fmt.Sprint(id))
+		}
+		fmt.Fprintf(&b, `{"timestamp": %d, "input_length": %d, "hash_ids": [%s]}`+"\n", i, 512*len(ids), strings.Join(s, ", "))
+	}
+	path := filepath.Join(t.TempDir(), "t.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := Spec{Kind: "mooncake:" + path, Model: "tiny", ChunkTokens: 256, Requests: 3, SaltBy: "prefix:2"}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := src.Trace
+	// {0,1,2}, {0,1,2,3}, {0,4}: tenants p1, p1, p4; 3 of 9 requests; blocks 0,1,2 hit.
+	if st.Requests != 3 || st.FileRequests != 9 || st.CeilingBlocks != 3 || st.Tenants.Tenants != 2 || len(src.Salts) != 2 ||
+		!strings.Contains(src.Description, "the first 3 of 9 requests") {
+		t.Fatalf("window %+v, salts %v, %s", st, src.Salts, src.Description)
+	}
+	if w := src.TraceWindow(2); w.Requests != 2 || w.CeilingBlocks != 3 {
+		t.Errorf("window of 2: %+v", w)
 	}
 }
