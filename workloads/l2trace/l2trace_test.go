@@ -178,3 +178,20 @@ func TestReadRefuses(t *testing.T) {
 		t.Errorf("cut file: %d records, %v", len(recs), err)
 	}
 }
+
+// BenchmarkRecord is what Record costs the caller (the writer runs in the background):
+// go test -bench Record ./workloads/l2trace.
+func BenchmarkRecord(b *testing.B) {
+	r, err := New(Options{Path: filepath.Join(b.TempDir(), "rec.jsonl")}, Header{Node: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	x := rec(0, OpGet, true)
+	for b.Loop() {
+		r.Record(x)
+	}
+	b.StopTimer()
+	r.Close()
+	s := r.Stats()
+	b.ReportMetric(float64(s.Dropped)/float64(s.Records+s.Dropped), "dropped/op")
+}
