@@ -49,8 +49,12 @@ type Options struct {
 	IOEngine   string // devices.Options.IOEngine
 	QueueDepth int    // device and engine queue depth
 
-	Policies      []string // placement.Parse specs, run in order
-	Workload      workloads.Spec
+	Policies []string // placement.Parse specs, run in order
+	Workload workloads.Spec
+	// Fit, for a node's recording (workloads l2trace:), takes the recording node's slots
+	// (as the target, when the devices hold them), eviction and admission where the
+	// caller gave none.
+	Fit           workloads.Fit
 	Duration      time.Duration // measured window per policy (0: bounded by Workload.Requests)
 	Warmup        float64       // warm-up, in cache capacities of payload stored
 	WarmupTimeout time.Duration

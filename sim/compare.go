@@ -47,7 +47,7 @@ type Options struct {
 	MemAvailable func() (int64, error)
 	// Fit, for a node's recording (workloads l2trace:), takes the recording node's cache
 	// where the caller gave none (recording.go).
-	Fit Fit
+	Fit workloads.Fit
 	// Progress, when set, is called before each run with its label and position.
 	Progress func(run string, i, n int)
 }

@@ -69,7 +69,7 @@ func TestSimulateRecordingGivesNodeHits(t *testing.T) {
 	gets, hits := writeRecording(t, path, 500, 3000, 6000)
 	o := Options{Workload: workloads.Spec{Kind: "l2trace:" + path, Model: "tiny", ChunkTokens: 256, Util: 0.9, Workers: 1},
 		DeviceSize: 1 << 40, OP: 0.07, Handles: 4, Policies: []string{"none", "cache-salt"}, Deallocate: true, CheckpointOps: 2000,
-		Fit: Fit{Size: true, Eviction: true, Admission: true}, MemAvailable: func() (int64, error) { return 1 << 40, nil }}
+		Fit: workloads.Fit{Size: true, Eviction: true, Admission: true}, MemAvailable: func() (int64, error) { return 1 << 40, nil }}
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

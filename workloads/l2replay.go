@@ -3,6 +3,7 @@ package workloads
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,46 @@ type Recorded struct {
 	Failed    int64 // records of failed operations, not replayed
 	Dropped   int64 // records the recorders lost
 	Duration  time.Duration
+}
+
+// Fit says which parts of the recording node's cache a replay takes because the caller
+// set none of its own: its slots (Size), its eviction, its admission policy.
+type Fit struct {
+	Size      bool
+	Eviction  bool
+	Admission bool
+}
+
+// Policies sets s's eviction and admission to the recording node's where f says so, and
+// says what it took.
+func (r *Recorded) Policies(f Fit, s *Spec) (notes []string) {
+	if f.Eviction {
+		switch ev := Eviction(r.Eviction); ev {
+		case LRU, FIFO, Region:
+			s.Eviction = ev
+			notes = append(notes, "eviction "+r.Eviction+" as the recording node's")
+		default:
+			notes = append(notes, fmt.Sprintf("the recording node's eviction %q is not replayed; %s", r.Eviction, cmp.Or(s.Eviction, LRU)))
+		}
+	}
+	if f.Admission && r.Admission != "" && CheckAdmission(r.Admission) == nil {
+		s.Admission = r.Admission
+		notes = append(notes, "admission "+r.Admission+" as the recording node's")
+	}
+	return notes
+}
+
+// FitUtil is the utilisation at which a cache of slots slots keeps exactly want (false when
+// it has fewer).
+func FitUtil(want, slots int64) (float64, bool) {
+	if want <= 0 || slots < want {
+		return 0, false
+	}
+	util := float64(want) / float64(slots)
+	for TargetSlots(util, slots) < want {
+		util = math.Nextafter(util, 2)
+	}
+	return min(util, 1), true
 }
 
 // Ops is the records a replay runs.

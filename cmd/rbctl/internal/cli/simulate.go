@@ -90,8 +90,7 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 		return err
 	}
 	o.MemAvailable = memAvailable
-	fl := cmd.Flags() // a recording's replay takes its node's cache where no flag sets one
-	o.Fit = sim.Fit{Size: !fl.Changed("device-size") && !fl.Changed("util"), Eviction: !fl.Changed("eviction"), Admission: !fl.Changed("admission")}
+	o.Fit = f.wl.Fit(cmd.Flags(), "device-size") // a recording's replay: its node's cache where no flag sets one
 	rep, err := sim.Run(cmd.Context(), o)
 	if err != nil {
 		return err

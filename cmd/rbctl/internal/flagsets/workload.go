@@ -85,6 +85,16 @@ func (w *Workload) Inputs() []string {
 	return nil
 }
 
+// Fit says which of a recording node's cache settings an l2trace replay takes: those whose
+// flags were not given (sizeFlags and --util for its size, --eviction, --admission).
+func (w *Workload) Fit(fs *pflag.FlagSet, sizeFlags ...string) workloads.Fit {
+	size := !fs.Changed("util")
+	for _, f := range sizeFlags {
+		size = size && !fs.Changed(f)
+	}
+	return workloads.Fit{Size: size, Eviction: !fs.Changed("eviction"), Admission: !fs.Changed("admission")}
+}
+
 // IsTrace says the workload replays a request trace (mooncake:FILE) or a node's recording
 // (l2trace:FILE), which runs whole.
 func (w *Workload) IsTrace() bool {
