@@ -80,6 +80,7 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 	o := f.o
 	o.Paths, o.Workload = paths, f.wl.Spec
+	o.Fit = f.wl.Fit(cmd.Flags()) // a recording's replay: its node's cache where no flag sets one
 	if f.wl.IsTrace() && !cmd.Flags().Changed("duration") {
 		o.Duration = 0 // a request trace is measured whole
 	}
