@@ -28,7 +28,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) 
 	defer rd.Release()
 	w := bufio.NewWriterSize(progressWriter{c, lim.WriteTimeout}, 64<<10)
 	r := reply{w: w}
-	ss := &session{id: s.nextID.Add(1)}
+	ss := &session{id: s.nextID.Add(1), client: c.RemoteAddr().String()}
 	ac, _ := c.(*admitConn)
 	ss.onAuth = func() {
 		if ac != nil {

@@ -57,6 +57,11 @@ type Server struct {
 	// AuthFailed, when set, is told of every failed AUTH (the node's auth_failed counter).
 	AuthFailed func()
 	Version    string // reported by INFO and HELLO
+	// Record, when set, is told of every key a GET, MGET, SET, MSET, EXISTS, DEL or UNLINK
+	// answered (serve --record): the command's op (get, set, exists, delete), the client's
+	// address, the key, the bytes stored or returned, whether it was there (get, exists,
+	// delete) or kept (set), when the request arrived and the store's error.
+	Record func(op, client string, key []byte, size int, hit bool, start time.Time, err error)
 
 	clients  atomic.Int64
 	commands atomic.Int64
@@ -81,7 +86,9 @@ type session struct {
 	token     *auth.Token // what AUTH presented (Server.Tokens)
 	onAuth    func()      // told once the connection authenticates (admission)
 	authFails int
-	held      int64 // bytes of the request being run (its kept arguments)
+	held      int64     // bytes of the request being run (its kept arguments)
+	client    string    // the peer's address
+	start     time.Time // when the request being run was read
 }
 
 // reply writes RESP2 replies.
@@ -120,6 +127,9 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 		return
 	}
 	s.commands.Add(1)
+	if s.Record != nil {
+		ss.start = time.Now()
+	}
 	cmd := strings.ToUpper(string(args[0]))
 	n := len(args) - 1
 	if s.authRequired() && !ss.authed && cmd != "AUTH" && cmd != "HELLO" && cmd != "QUIT" {
@@ -182,7 +192,7 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 			r.err("ERR SET options (" + strings.ToUpper(string(args[3])) + ") are not supported; plain SET key value only")
 			return
 		}
-		s.set(args[1], args[2])
+		s.set(ss, args[1], args[2])
 		r.ok()
 	case "MSET": // each pair as a SET: what the store does not keep is dropped and counted
 		if n < 2 || n%2 != 0 {
@@ -190,7 +200,7 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 			return
 		}
 		for i := 1; i < len(args); i += 2 {
-			s.set(args[i], args[i+1])
+			s.set(ss, args[i], args[i+1])
 		}
 		r.ok()
 	case "MGET": // streamed: one value loaded and written at a time, never the whole reply
@@ -203,9 +213,9 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 			s.getOne(ss, k, r)
 		}
 	case "EXISTS":
-		s.count(cmd, args[1:], s.Store.Exists, r)
+		s.count(ss, cmd, args[1:], s.Store.Exists, r)
 	case "DEL", "UNLINK":
-		s.count(cmd, args[1:], s.Store.Delete, r)
+		s.count(ss, cmd, args[1:], s.Store.Delete, r)
 	case "STRLEN":
 		if n != 1 {
 			r.err(wrongArgs(cmd))
@@ -263,7 +273,7 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 
 // set stores v under k or drops it (nil v: discarded by the reader as too long), counted by
 // reason (drop.go); either way the SET is answered +OK.
-func (s *Server) set(k, v []byte) {
+func (s *Server) set(ss *session, k, v []byte) {
 	var err error
 	switch {
 	case v == nil || int64(len(v)) > s.Store.MaxValue():
@@ -273,6 +283,9 @@ func (s *Server) set(k, v []byte) {
 	}
 	if err != nil {
 		s.dropped(k, err)
+	}
+	if s.Record != nil {
+		s.Record("set", ss.client, k, len(v), err == nil, ss.start, err)
 	}
 }
 
@@ -284,6 +297,9 @@ func (s *Server) getOne(ss *session, k []byte, r reply) {
 	v, ok, err := s.Store.Get(k)
 	if err != nil && !errors.Is(err, ErrKey) {
 		s.getFailed(k, err)
+	}
+	if s.Record != nil {
+		s.Record("get", ss.client, k, len(v), err == nil && ok, ss.start, err)
 	}
 	if err != nil || !ok {
 		r.null()
@@ -414,7 +430,7 @@ func globMatch(pattern, s string) (bool, error) {
 
 // count answers EXISTS and DEL: how many of keys op says yes to (a refused key counts as
 // absent, as a key that cannot exist).
-func (s *Server) count(cmd string, keys [][]byte, op func([]byte) (bool, error), r reply) {
+func (s *Server) count(ss *session, cmd string, keys [][]byte, op func([]byte) (bool, error), r reply) {
 	if len(keys) < 1 {
 		r.err(wrongArgs(cmd))
 		return
@@ -422,6 +438,13 @@ func (s *Server) count(cmd string, keys [][]byte, op func([]byte) (bool, error),
 	var c int64
 	for _, k := range keys {
 		ok, err := op(k)
+		if s.Record != nil {
+			name := "exists"
+			if cmd != "EXISTS" {
+				name = "delete"
+			}
+			s.Record(name, ss.client, k, 0, ok, ss.start, err)
+		}
 		if err != nil && !errors.Is(err, ErrKey) {
 			r.err(storeErr(err))
 			return

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/p2p/node"
+	"github.com/rbctl/rbctl/workloads/l2trace"
 )
 
 // NodeStore is a Store over a cache node (rbctl serve --resp): keys as EngineStore takes
@@ -159,6 +161,16 @@ func FrontEnd(o FrontEndOptions) node.FrontEnd {
 		}
 		srv := &Server{Store: NodeStore{N: n, Ctx: ctx}, Auth: o.Auth, Tokens: n.Tokens(), Version: o.Version,
 			Limits: lim, Conns: o.Conns, Budget: NewBudget(mem), Logger: logger, AuthFailed: n.CountAuthFailure}
+		if n.Recording() {
+			st := srv.Store.(NodeStore)
+			srv.Record = func(op, client string, key []byte, size int, hit bool, start time.Time, err error) {
+				k, kerr := st.key(key)
+				if kerr != nil {
+					return // a key the store does not take names no chunk
+				}
+				n.RecordOp(l2trace.Op(op), "resp", client, k, size, hit, start, err)
+			}
+		}
 		n.AddStats(srv.Stats)
 		sctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})

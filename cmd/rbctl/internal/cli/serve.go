@@ -32,6 +32,7 @@ func newServeCmd() *cobra.Command {
 	var mf flagsets.Membership
 	var tf flagsets.TLS
 	var af flagsets.Access
+	var rf flagsets.Record
 	cmd := &cobra.Command{
 		Use:   "serve DEV [DEV...]",
 		Short: "Serve a cache (several DEVs: the shards of one) to clients and peers (gRPC control plane, TCP data plane) until interrupted",
@@ -40,6 +41,9 @@ func newServeCmd() *cobra.Command {
 			err := pf.check()
 			if err == nil {
 				err = nf.Check(&opts)
+			}
+			if err == nil {
+				err = rf.Check(cmd)
 			}
 			if err != nil {
 				return err
@@ -75,6 +79,12 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			rec, err := rf.Start(e, &nf, &opts, Version)
+			if err != nil {
+				e.CloseNoCheckpoint()
+				return err
+			}
+			defer rec.Close()
 			ready := func(p p2p.Peer) {
 				if asJSON {
 					printJSON(cmd.OutOrStdout(), map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data, "pid": os.Getpid()})
@@ -107,6 +117,7 @@ func newServeCmd() *cobra.Command {
 	mf.Add(cmd)
 	tf.Add(cmd, true)
 	af.Add(cmd)
+	rf.Add(cmd)
 	pf.add(cmd, "the node's writes")
 	dev.cache.addNamespace(cmd)
 	return cmd
