@@ -1,12 +1,5 @@
 package resp
 
-import (
-	"fmt"
-	"strings"
-
-	"github.com/rbctl/rbctl/p2p/auth"
-)
-
 // Tenant-scoped access over RESP (issue 28): with Server.Tokens set, a connection
 // authenticates with AUTH [user] TOKEN (user "default" or the token's name; HELLO 2 AUTH
 // too) and every later command is checked against the token before it runs: a command
@@ -19,7 +12,9 @@ import (
 //	DEL UNLINK                    delete on every key's cache_salt
 //	SCAN DBSIZE INFO              admin (they show every tenant's keys or counts)
 //
-// PING, ECHO, QUIT, AUTH, HELLO, SELECT, CLIENT, COMMAND and CONFIG GET need no right.
+// PING, ECHO, QUIT, AUTH, HELLO, SELECT, CLIENT, COMMAND and CONFIG GET need no right. The
+// rights are the command table's (commands.go); permit checks them against the keys the
+// dispatcher parsed.
 
 // authRequired says whether a connection must AUTH first.
 func (s *Server) authRequired() bool { return s.Auth != nil || s.Tokens != nil }
@@ -35,43 +30,4 @@ func (s *Server) login(ss *session, user, pass string) bool {
 		return true
 	}
 	return s.Auth != nil && s.Auth(user, pass)
-}
-
-// permit returns the NOPERM reply for a command the session's token does not cover, or "".
-func (s *Server) permit(ss *session, cmd string, args [][]byte) string {
-	if s.Tokens == nil || ss.token == nil {
-		return ""
-	}
-	var right auth.Right
-	keys := args[1:]
-	switch cmd {
-	case "GET", "MGET", "STRLEN", "EXISTS", "TYPE":
-		right = auth.Read
-	case "SET":
-		right, keys = auth.Write, keys[:min(1, len(keys))]
-	case "MSET":
-		right, keys = auth.Write, nil
-		for i := 1; i < len(args); i += 2 {
-			keys = append(keys, args[i])
-		}
-	case "DEL", "UNLINK":
-		right = auth.Delete
-	case "SCAN", "DBSIZE", "INFO":
-		if !ss.token.Allows(auth.Admin, "") {
-			return fmt.Sprintf("NOPERM token %s has no permissions to run the '%s' command (it needs admin)", ss.token.Name, strings.ToLower(cmd))
-		}
-		return ""
-	default:
-		return ""
-	}
-	for _, k := range keys {
-		salt := ""
-		if key, err := storeKey(k); err == nil {
-			salt = key.CacheSalt()
-		}
-		if !ss.token.Allows(right, salt) {
-			return fmt.Sprintf("NOPERM token %s has no %s right on cache_salt %q", ss.token.Name, right, salt)
-		}
-	}
-	return ""
 }

@@ -71,7 +71,7 @@ func TestRedisCLITenantTokens(t *testing.T) {
 			t.Errorf("%.6s %v: %q, want %q", c.pass, c.args, got, c.want)
 		}
 	}
-	if v, _, _ := store.Get([]byte(kb)); string(v) != "B's value" {
+	if v, _, _ := store.Get(store.Key([]byte(kb))); string(v) != "B's value" {
 		t.Fatalf("B's key after A's attempts: %q", v)
 	}
 	if got := run(secOps, "DEL", kb); got != "1\n" {

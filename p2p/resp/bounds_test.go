@@ -174,7 +174,7 @@ func TestRequestBudgetBackPressure(t *testing.T) {
 func TestMGETStreamsUnderBudget(t *testing.T) {
 	store := newMem(64 << 10)
 	val := strings.Repeat("z", 64<<10)
-	store.Set([]byte(key), []byte(val))
+	store.Set(store.Key([]byte(key)), []byte(val))
 	srv := &Server{Store: store, Budget: NewBudget(16 << 20)}
 	c, err := net.Dial("tcp", serve(t, srv))
 	if err != nil {
@@ -311,7 +311,7 @@ func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); retur
 // progress for WriteTimeout: its request's bytes go back to the budget.
 func TestWriteTimeoutCutsNonReader(t *testing.T) {
 	store := newMem(64 << 10)
-	store.Set([]byte(key), []byte(strings.Repeat("z", 64<<10)))
+	store.Set(store.Key([]byte(key)), []byte(strings.Repeat("z", 64<<10)))
 	srv := &Server{Store: store, Budget: NewBudget(16 << 20), Conns: ConnLimits{WriteTimeout: 100 * time.Millisecond}}
 	c, err := net.Dial("tcp", serve(t, srv))
 	if err != nil {

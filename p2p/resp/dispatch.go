@@ -14,16 +14,18 @@ import (
 	"github.com/rbctl/rbctl/p2p/auth"
 )
 
-// Store is what the dispatcher needs of a cache. Keys are passed as the client sent them;
-// the Store maps them to its own keys and refuses the ones it does not take (an error
-// wrapping ErrKey is answered "-ERR ..." and changes nothing).
+// Store is what the dispatcher needs of a cache. Key parses a client's key once per request
+// (the Store's own key, its cache_salt, or why it does not take it); the other methods get
+// the parsed Key and answer a key the Store does not take with an error wrapping ErrKey.
 type Store interface {
-	Get(key []byte) (val []byte, found bool, err error)
-	// Set stores val under key (replacing an older value). A value larger than MaxValue is
-	// refused by the dispatcher before Set is called.
-	Set(key, val []byte) error
-	Exists(key []byte) (bool, error)
-	Delete(key []byte) (bool, error)
+	Key(raw []byte) Key
+	Get(key Key) (val []byte, found bool, err error)
+	// Set stores val under key; a key already stored keeps its value (a key names one
+	// immutable chunk). A value larger than MaxValue is dropped by the dispatcher before
+	// Set is called.
+	Set(key Key, val []byte) error
+	Exists(key Key) (bool, error)
+	Delete(key Key) (bool, error)
 	Len() int64
 	// Scan returns up to count keys from cursor on (0 starts) and the cursor of the next
 	// call (0 when the scan is complete); keys may repeat or be missed across changes, as
@@ -61,7 +63,7 @@ type Server struct {
 	// answered (serve --record): the command's op (get, set, exists, delete), the client's
 	// address, the key, the bytes stored or returned, whether it was there (get, exists,
 	// delete) or kept (set), when the request arrived and the store's error.
-	Record func(op, client string, key []byte, size int, hit bool, start time.Time, err error)
+	Record func(op, client string, key Key, size int, hit bool, start time.Time, err error)
 
 	clients  atomic.Int64
 	commands atomic.Int64
@@ -121,7 +123,9 @@ func wrongArgs(cmd string) string {
 	return "ERR wrong number of arguments for '" + strings.ToLower(cmd) + "' command"
 }
 
-// dispatch runs one request and writes its reply.
+// dispatch runs one request and writes its reply: the command's row of the table (commands.go)
+// gives its arity, its key arguments (parsed once, Store.Key), the right a token needs and
+// its handler.
 func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 	if len(args) == 0 {
 		return
@@ -130,150 +134,40 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 	if s.Record != nil {
 		ss.start = time.Now()
 	}
-	cmd := strings.ToUpper(string(args[0]))
-	n := len(args) - 1
-	if s.authRequired() && !ss.authed && cmd != "AUTH" && cmd != "HELLO" && cmd != "QUIT" {
+	name := strings.ToUpper(string(args[0]))
+	c, known := commandTable[name]
+	if s.authRequired() && !ss.authed && !c.preAuth {
 		r.err("NOAUTH Authentication required.")
 		return
 	}
-	if msg := s.permit(ss, cmd, args); msg != "" {
-		r.err(msg)
+	if !known {
+		r.err("ERR unknown command '" + printableArg(args[0]) + "', with args beginning with: " + argsBeginning(args[1:]))
 		return
 	}
 	for i, a := range args { // a discarded argument (nil, longer than Limits.MaxKeep) is a value SET drops
-		if a == nil && !((cmd == "SET" && i == 2) || (cmd == "MSET" && i > 0 && i%2 == 0)) {
+		if a == nil && !((name == "SET" && i == 2) || (name == "MSET" && i > 0 && i%2 == 0)) {
 			r.err(fmt.Sprintf("ERR argument %d is longer than the %d bytes a request may keep", i, s.Limits.withDefaults().MaxKeep))
 			return
 		}
 	}
-	switch cmd {
-	case "PING":
-		switch n {
-		case 0:
-			r.simple("PONG")
-		case 1:
-			r.bulk(args[1])
-		default:
-			r.err(wrongArgs(cmd))
-		}
-	case "ECHO":
-		if n != 1 {
-			r.err(wrongArgs(cmd))
-			return
-		}
-		r.bulk(args[1])
-	case "QUIT":
-		ss.quit = true
-		r.ok()
-	case "AUTH":
-		s.auth(ss, args[1:], r)
-	case "HELLO":
-		s.hello(ss, args[1:], r)
-	case "SELECT":
-		if n != 1 {
-			r.err(wrongArgs(cmd))
-		} else if string(args[1]) != "0" {
-			r.err("ERR DB index is out of range")
-		} else {
-			r.ok()
-		}
-	case "GET":
-		if n != 1 {
-			r.err(wrongArgs(cmd))
-			return
-		}
-		s.getOne(ss, args[1], r)
-	case "SET":
-		if n < 2 {
-			r.err(wrongArgs(cmd))
-			return
-		}
-		if n > 2 {
-			r.err("ERR SET options (" + strings.ToUpper(string(args[3])) + ") are not supported; plain SET key value only")
-			return
-		}
-		s.set(ss, args[1], args[2])
-		r.ok()
-	case "MSET": // each pair as a SET: what the store does not keep is dropped and counted
-		if n < 2 || n%2 != 0 {
-			r.err(wrongArgs(cmd))
-			return
-		}
-		for i := 1; i < len(args); i += 2 {
-			s.set(ss, args[i], args[i+1])
-		}
-		r.ok()
-	case "MGET": // streamed: one value loaded and written at a time, never the whole reply
-		if n < 1 {
-			r.err(wrongArgs(cmd))
-			return
-		}
-		r.array(n)
-		for _, k := range args[1:] {
-			s.getOne(ss, k, r)
-		}
-	case "EXISTS":
-		s.count(ss, cmd, args[1:], s.Store.Exists, r)
-	case "DEL", "UNLINK":
-		s.count(ss, cmd, args[1:], s.Store.Delete, r)
-	case "STRLEN":
-		if n != 1 {
-			r.err(wrongArgs(cmd))
-			return
-		}
-		v, ok, err := s.Store.Get(args[1])
-		if err != nil && !errors.Is(err, ErrKey) {
-			r.err(storeErr(err))
-			return
-		}
-		if !ok {
-			r.int(0)
-			return
-		}
-		r.int(int64(len(v)))
-	case "TYPE":
-		if n != 1 {
-			r.err(wrongArgs(cmd))
-			return
-		}
-		ok, err := s.Store.Exists(args[1])
-		if err != nil && !errors.Is(err, ErrKey) {
-			r.err(storeErr(err))
-			return
-		}
-		if ok {
-			r.simple("string")
-		} else {
-			r.simple("none")
-		}
-	case "DBSIZE":
-		if n != 0 {
-			r.err(wrongArgs(cmd))
-			return
-		}
-		r.int(s.Store.Len())
-	case "SCAN":
-		s.scan(args[1:], r)
-	case "INFO":
-		s.info(args[1:], r)
-	case "CLIENT":
-		s.client(ss, args[1:], r)
-	case "COMMAND":
-		s.command(args[1:], r)
-	case "CONFIG": // redis-benchmark asks CONFIG GET save / appendonly: no settings to show
-		if n >= 2 && strings.EqualFold(string(args[1]), "GET") {
-			r.array(0)
-		} else {
-			r.err("ERR CONFIG is read-only here; only CONFIG GET (answered empty)")
-		}
-	default:
-		r.err("ERR unknown command '" + printableArg(args[0]) + "', with args beginning with: " + argsBeginning(args[1:]))
+	if !c.arityOK(len(args)) {
+		r.err(wrongArgs(name))
+		return
 	}
+	q := &request{name: name, args: args}
+	for _, i := range c.keyArgs(args) {
+		q.keys = append(q.keys, s.Store.Key(args[i]))
+	}
+	if msg := s.permit(ss, c, q); msg != "" {
+		r.err(msg)
+		return
+	}
+	c.run(s, ss, q, r)
 }
 
 // set stores v under k or drops it (nil v: discarded by the reader as too long), counted by
 // reason (drop.go); either way the SET is answered +OK.
-func (s *Server) set(ss *session, k, v []byte) {
+func (s *Server) set(ss *session, k Key, v []byte) {
 	var err error
 	switch {
 	case v == nil || int64(len(v)) > s.Store.MaxValue():
@@ -282,7 +176,7 @@ func (s *Server) set(ss *session, k, v []byte) {
 		err = s.Store.Set(k, v)
 	}
 	if err != nil {
-		s.dropped(k, err)
+		s.dropped(k.Raw, err)
 	}
 	if s.Record != nil {
 		s.Record("set", ss.client, k, len(v), err == nil, ss.start, err)
@@ -293,10 +187,10 @@ func (s *Server) set(ss *session, k, v []byte) {
 // not take (it cannot exist) and a store error (counted as resp_get_failed: a cache that
 // cannot read a value has not got it). The value is counted against the connection while it
 // is written (Server.connPeak, resp_reply_bytes).
-func (s *Server) getOne(ss *session, k []byte, r reply) {
+func (s *Server) getOne(ss *session, k Key, r reply) {
 	v, ok, err := s.Store.Get(k)
 	if err != nil && !errors.Is(err, ErrKey) {
-		s.getFailed(k, err)
+		s.getFailed(k.Raw, err)
 	}
 	if s.Record != nil {
 		s.Record("get", ss.client, k, len(v), err == nil && ok, ss.start, err)
@@ -429,21 +323,13 @@ func globMatch(pattern, s string) (bool, error) {
 }
 
 // count answers EXISTS and DEL: how many of keys op says yes to (a refused key counts as
-// absent, as a key that cannot exist).
-func (s *Server) count(ss *session, cmd string, keys [][]byte, op func([]byte) (bool, error), r reply) {
-	if len(keys) < 1 {
-		r.err(wrongArgs(cmd))
-		return
-	}
+// absent, as a key that cannot exist); op is the record's name for them.
+func (s *Server) count(ss *session, op string, keys []Key, do func(Key) (bool, error), r reply) {
 	var c int64
 	for _, k := range keys {
-		ok, err := op(k)
+		ok, err := do(k)
 		if s.Record != nil {
-			name := "exists"
-			if cmd != "EXISTS" {
-				name = "delete"
-			}
-			s.Record(name, ss.client, k, 0, ok, ss.start, err)
+			s.Record(op, ss.client, k, 0, ok, ss.start, err)
 		}
 		if err != nil && !errors.Is(err, ErrKey) {
 			r.err(storeErr(err))

@@ -15,33 +15,25 @@ import (
 // a miss, eviction and metrics around it; this is the engine part.
 type EngineStore struct{ E *engine.Engine }
 
-func (s EngineStore) key(k []byte) (engine.Key, error) { return storeKey(k) }
+// Key parses a client's key once per request (parseKey).
+func (s EngineStore) Key(raw []byte) Key { return parseKey(raw) }
 
-func (s EngineStore) Get(k []byte) ([]byte, bool, error) {
-	key, err := s.key(k)
+func (s EngineStore) Get(k Key) ([]byte, bool, error) {
+	if k.Err != nil {
+		return nil, false, k.Err
+	}
+	got, err := s.E.LoadMany([]engine.Key{k.Engine}, nil)
 	if err != nil {
 		return nil, false, err
 	}
-	m, ok := s.E.Lookup(key)
-	if !ok {
-		return nil, false, nil
-	}
-	buf := make([]byte, m.Size)
-	got, err := s.E.LoadManyInto([]engine.Key{key}, [][]byte{buf})
-	if err != nil {
-		return nil, false, err
-	}
-	if !got[0] { // deleted between the lookup and the load
-		return nil, false, nil
-	}
-	return buf, true, nil
+	return got[0], got[0] != nil, nil
 }
 
-func (s EngineStore) Set(k, v []byte) error {
-	key, err := s.key(k)
-	if err != nil {
-		return err
+func (s EngineStore) Set(k Key, v []byte) error {
+	if k.Err != nil {
+		return k.Err
 	}
+	key := k.Engine
 	if len(v) == 0 {
 		return drop(DropEmpty, "an empty value cannot be stored (a slot holds 1 byte or more)")
 	}
@@ -55,20 +47,18 @@ func (s EngineStore) Set(k, v []byte) error {
 	})
 }
 
-func (s EngineStore) Exists(k []byte) (bool, error) {
-	key, err := s.key(k)
-	if err != nil {
-		return false, err
+func (s EngineStore) Exists(k Key) (bool, error) {
+	if k.Err != nil {
+		return false, k.Err
 	}
-	return s.E.ExistsMany([]engine.Key{key}, false)[0], nil
+	return s.E.ExistsMany([]engine.Key{k.Engine}, false)[0], nil
 }
 
-func (s EngineStore) Delete(k []byte) (bool, error) {
-	key, err := s.key(k)
-	if err != nil {
-		return false, err
+func (s EngineStore) Delete(k Key) (bool, error) {
+	if k.Err != nil {
+		return false, k.Err
 	}
-	return s.E.DeleteMany([]engine.Key{key}, false)[0], nil
+	return s.E.DeleteMany([]engine.Key{k.Engine}, false)[0], nil
 }
 
 func (s EngineStore) Len() int64 { return s.E.Usage().SlotsUsed }

@@ -17,6 +17,16 @@ const GenericModel = "rbctl.resp.generic"
 // hold the encoded key for recover --scan).
 const MaxGenericKey = 1024
 
+// parseKey is the Key of raw for a raw-block store (EngineStore, NodeStore): storeKey's
+// engine key and its cache_salt, or the refusal.
+func parseKey(raw []byte) Key {
+	k, err := storeKey(raw)
+	if err != nil {
+		return Key{Raw: raw, Err: err}
+	}
+	return Key{Raw: raw, Engine: k, Salt: k.CacheSalt()}
+}
+
 // storeKey maps a RESP key to the engine key it is stored under: a key in LMCache's native
 // spelling to the raw-block key of the same ObjectKey (one entry whichever codec wrote it),
 // any other key of 1..MaxGenericKey bytes into the generic namespace.

@@ -27,14 +27,14 @@ type NodeStore struct {
 
 var _ Store = NodeStore{}
 
-func (s NodeStore) key(k []byte) (engine.Key, error) { return EngineStore{}.key(k) }
+// Key parses a client's key once per request (parseKey).
+func (s NodeStore) Key(raw []byte) Key { return parseKey(raw) }
 
-func (s NodeStore) Get(k []byte) ([]byte, bool, error) {
-	key, err := s.key(k)
-	if err != nil {
-		return nil, false, err
+func (s NodeStore) Get(k Key) ([]byte, bool, error) {
+	if k.Err != nil {
+		return nil, false, k.Err
 	}
-	res, err := s.N.Get(s.Ctx, []engine.Key{key}, false)
+	res, err := s.N.Get(s.Ctx, []engine.Key{k.Engine}, false)
 	if err != nil {
 		return nil, false, err
 	}
@@ -44,17 +44,17 @@ func (s NodeStore) Get(k []byte) ([]byte, bool, error) {
 	return res[0].Payload, true, nil
 }
 
-func (s NodeStore) Set(k, v []byte) error {
-	key, err := s.key(k)
-	if err != nil {
-		return err
+func (s NodeStore) Set(k Key, v []byte) error {
+	if k.Err != nil {
+		return k.Err
 	}
+	key := k.Engine
 	if len(v) == 0 {
 		return drop(DropEmpty, "an empty value cannot be stored (a slot holds 1 byte or more)")
 	}
 	keys := []engine.Key{key}
 	declined := false
-	err = putOrPresent(func() (bool, error) {
+	err := putOrPresent(func() (bool, error) {
 		res, err := s.N.Put(keys, [][]byte{v})
 		if err == nil && len(res.Declined) > 0 {
 			declined = true
@@ -70,20 +70,18 @@ func (s NodeStore) Set(k, v []byte) error {
 	return err
 }
 
-func (s NodeStore) Exists(k []byte) (bool, error) {
-	key, err := s.key(k)
-	if err != nil {
-		return false, err
+func (s NodeStore) Exists(k Key) (bool, error) {
+	if k.Err != nil {
+		return false, k.Err
 	}
-	return s.N.Exists([]engine.Key{key})[0], nil
+	return s.N.Exists([]engine.Key{k.Engine})[0], nil
 }
 
-func (s NodeStore) Delete(k []byte) (bool, error) {
-	key, err := s.key(k)
-	if err != nil {
-		return false, err
+func (s NodeStore) Delete(k Key) (bool, error) {
+	if k.Err != nil {
+		return false, k.Err
 	}
-	return s.N.Delete([]engine.Key{key}, false)[0], nil
+	return s.N.Delete([]engine.Key{k.Engine}, false)[0], nil
 }
 
 func (s NodeStore) Len() int64 { return s.N.Usage().SlotsUsed }
@@ -162,13 +160,10 @@ func FrontEnd(o FrontEndOptions) node.FrontEnd {
 		srv := &Server{Store: NodeStore{N: n, Ctx: ctx}, Auth: o.Auth, Tokens: n.Tokens(), Version: o.Version,
 			Limits: lim, Conns: o.Conns, Budget: NewBudget(mem), Logger: logger, AuthFailed: n.CountAuthFailure}
 		if n.Recording() {
-			st := srv.Store.(NodeStore)
-			srv.Record = func(op, client string, key []byte, size int, hit bool, start time.Time, err error) {
-				k, kerr := st.key(key)
-				if kerr != nil {
-					return // a key the store does not take names no chunk
+			srv.Record = func(op, client string, k Key, size int, hit bool, start time.Time, err error) {
+				if k.Err == nil { // a key the store does not take names no chunk
+					n.RecordOp(l2trace.Op(op), "resp", client, k.Engine, size, hit, start, err)
 				}
-				n.RecordOp(l2trace.Op(op), "resp", client, k, size, hit, start, err)
 			}
 		}
 		n.AddStats(srv.Stats)

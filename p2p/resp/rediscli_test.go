@@ -79,16 +79,17 @@ func TestRedisCLI(t *testing.T) {
 // anyKey is memStore without the key check (redis-benchmark's keys are plain).
 type anyKey struct{ *memStore }
 
-func (a anyKey) Get(k []byte) ([]byte, bool, error) {
+func (a anyKey) Key(raw []byte) Key { return Key{Raw: raw} }
+func (a anyKey) Get(k Key) ([]byte, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v, ok := a.m[string(k)]
+	v, ok := a.m[string(k.Raw)]
 	return v, ok, nil
 }
-func (a anyKey) Set(k, v []byte) error {
+func (a anyKey) Set(k Key, v []byte) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.m[string(k)] = append([]byte(nil), v...)
+	a.m[string(k.Raw)] = append([]byte(nil), v...)
 	return nil
 }
 

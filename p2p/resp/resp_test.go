@@ -30,33 +30,42 @@ func (s *memStore) check(k []byte) error {
 	}
 	return nil
 }
-func (s *memStore) Get(k []byte) ([]byte, bool, error) {
-	if err := s.check(k); err != nil {
-		return nil, false, err
+// Key: the memory store's keys are the bytes; their salt is the one a raw-block store would
+// give them (so the access tests see the same tenants).
+func (s *memStore) Key(raw []byte) Key {
+	k := Key{Raw: raw, Err: s.check(raw)}
+	if ek, err := storeKey(raw); err == nil {
+		k.Salt = ek.CacheSalt()
+	}
+	return k
+}
+func (s *memStore) Get(k Key) ([]byte, bool, error) {
+	if k.Err != nil {
+		return nil, false, k.Err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, ok := s.m[string(k)]
+	v, ok := s.m[string(k.Raw)]
 	return v, ok, nil
 }
-func (s *memStore) Set(k, v []byte) error {
-	if err := s.check(k); err != nil {
-		return err
+func (s *memStore) Set(k Key, v []byte) error {
+	if k.Err != nil {
+		return k.Err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.m[string(k)] = append([]byte(nil), v...)
+	s.m[string(k.Raw)] = append([]byte(nil), v...)
 	return nil
 }
-func (s *memStore) Exists(k []byte) (bool, error) { _, ok, err := s.Get(k); return ok, err }
-func (s *memStore) Delete(k []byte) (bool, error) {
-	if err := s.check(k); err != nil {
-		return false, err
+func (s *memStore) Exists(k Key) (bool, error) { _, ok, err := s.Get(k); return ok, err }
+func (s *memStore) Delete(k Key) (bool, error) {
+	if k.Err != nil {
+		return false, k.Err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.m[string(k)]
-	delete(s.m, string(k))
+	_, ok := s.m[string(k.Raw)]
+	delete(s.m, string(k.Raw))
 	return ok, nil
 }
 func (s *memStore) Len() int64 { s.mu.Lock(); defer s.mu.Unlock(); return int64(len(s.m)) }
@@ -197,9 +206,9 @@ func TestCommands(t *testing.T) {
 func TestScanMatchCount(t *testing.T) {
 	store := newMem(16)
 	for i := range 25 {
-		store.Set([]byte(fmt.Sprintf("m/x@00000000@0@%04x", i)), []byte("v"))
+		store.Set(store.Key([]byte(fmt.Sprintf("m/x@00000000@0@%04x", i))), []byte("v"))
 	}
-	store.Set([]byte("other@00000000@0@00"), []byte("v"))
+	store.Set(store.Key([]byte("other@00000000@0@00")), []byte("v"))
 	srv := &Server{Store: store}
 	c, err := net.Dial("tcp", serve(t, srv))
 	if err != nil {

@@ -1,0 +1,208 @@
+package resp
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/p2p/auth"
+)
+
+// The command table: one row per command says its arity, the right a token needs, which
+// arguments are keys and what runs it. The dispatcher, the access check (permit) and
+// COMMAND COUNT are derived from it, so a command is added in one place. Every key argument
+// is parsed once per request (Store.Key) and handed to the Store parsed.
+
+// Key is a client's key as the Store parsed it, once per request.
+type Key struct {
+	Raw    []byte     // as the client sent it
+	Engine engine.Key // what it maps to in a raw-block cache (EngineStore, NodeStore)
+	Salt   string     // its cache_salt: the tenant a token's salts are checked against
+	Err    error      // why the Store does not take it (wraps ErrKey); nil when it does
+}
+
+// keySpec says which arguments of a command are keys.
+type keySpec uint8
+
+const (
+	keysNone  keySpec = iota
+	keysFirst         // args[1]
+	keysAll           // args[1:]
+	keysPairs         // args[1], args[3], ... (MSET's key-value pairs)
+)
+
+// request is one command with its key arguments parsed.
+type request struct {
+	name string   // upper case
+	args [][]byte // args[0] is the command
+	keys []Key    // the key arguments, parsed, in order
+}
+
+// command is one row of the table.
+type command struct {
+	// arity counts the command's name, as Redis's COMMAND does: n exactly n arguments, -n
+	// at least n.
+	arity int
+	// right a token needs on every key's cache_salt (auth.Read, Write, Delete), or
+	// auth.Admin for a command that shows every tenant's keys; 0: none.
+	right auth.Right
+	keys  keySpec
+	run   func(s *Server, ss *session, q *request, r reply)
+	// preAuth: the command runs before the connection authenticates (AUTH, HELLO, QUIT).
+	preAuth bool
+}
+
+var commandTable map[string]command
+
+func init() {
+	commandTable = map[string]command{
+		"PING": {arity: -1, run: func(s *Server, ss *session, q *request, r reply) {
+			switch len(q.args) {
+			case 1:
+				r.simple("PONG")
+			case 2:
+				r.bulk(q.args[1])
+			default:
+				r.err(wrongArgs(q.name))
+			}
+		}},
+		"ECHO":   {arity: 2, run: func(s *Server, ss *session, q *request, r reply) { r.bulk(q.args[1]) }},
+		"QUIT":   {arity: 1, preAuth: true, run: func(s *Server, ss *session, q *request, r reply) { ss.quit = true; r.ok() }},
+		"AUTH":   {arity: -2, preAuth: true, run: func(s *Server, ss *session, q *request, r reply) { s.auth(ss, q.args[1:], r) }},
+		"HELLO":  {arity: -1, preAuth: true, run: func(s *Server, ss *session, q *request, r reply) { s.hello(ss, q.args[1:], r) }},
+		"SELECT": {arity: 2, run: cmdSelect},
+		"GET": {arity: 2, right: auth.Read, keys: keysFirst, run: func(s *Server, ss *session, q *request, r reply) {
+			s.getOne(ss, q.keys[0], r)
+		}},
+		"SET":  {arity: -3, right: auth.Write, keys: keysFirst, run: cmdSet},
+		"MSET": {arity: -3, right: auth.Write, keys: keysPairs, run: cmdMSet},
+		"MGET": {arity: -2, right: auth.Read, keys: keysAll, run: func(s *Server, ss *session, q *request, r reply) {
+			r.array(len(q.keys)) // streamed: one value loaded and written at a time
+			for _, k := range q.keys {
+				s.getOne(ss, k, r)
+			}
+		}},
+		"EXISTS": {arity: -2, right: auth.Read, keys: keysAll, run: func(s *Server, ss *session, q *request, r reply) {
+			s.count(ss, "exists", q.keys, s.Store.Exists, r)
+		}},
+		"DEL": {arity: -2, right: auth.Delete, keys: keysAll, run: func(s *Server, ss *session, q *request, r reply) {
+			s.count(ss, "delete", q.keys, s.Store.Delete, r)
+		}},
+		"STRLEN":  {arity: 2, right: auth.Read, keys: keysFirst, run: cmdStrlen},
+		"TYPE":    {arity: 2, right: auth.Read, keys: keysFirst, run: cmdType},
+		"DBSIZE":  {arity: 1, right: auth.Admin, run: func(s *Server, ss *session, q *request, r reply) { r.int(s.Store.Len()) }},
+		"SCAN":    {arity: -2, right: auth.Admin, run: func(s *Server, ss *session, q *request, r reply) { s.scan(q.args[1:], r) }},
+		"INFO":    {arity: -1, right: auth.Admin, run: func(s *Server, ss *session, q *request, r reply) { s.info(q.args[1:], r) }},
+		"CLIENT":  {arity: -2, run: func(s *Server, ss *session, q *request, r reply) { s.client(ss, q.args[1:], r) }},
+		"COMMAND": {arity: -1, run: func(s *Server, ss *session, q *request, r reply) { s.command(q.args[1:], r) }},
+		"CONFIG": {arity: -2, run: func(s *Server, ss *session, q *request, r reply) {
+			if len(q.args) >= 3 && strings.EqualFold(string(q.args[1]), "GET") {
+				r.array(0) // redis-benchmark asks CONFIG GET save / appendonly: no settings
+			} else {
+				r.err("ERR CONFIG is read-only here; only CONFIG GET (answered empty)")
+			}
+		}},
+	}
+	commandTable["UNLINK"] = commandTable["DEL"]
+}
+
+// arityOK checks n arguments (the name included) against a command's arity.
+func (c command) arityOK(n int) bool {
+	if c.arity >= 0 {
+		return n == c.arity
+	}
+	return n >= -c.arity
+}
+
+// keyArgs returns the indices of args that are keys.
+func (c command) keyArgs(args [][]byte) []int {
+	var idx []int
+	switch c.keys {
+	case keysFirst:
+		idx = []int{1}
+	case keysAll:
+		for i := 1; i < len(args); i++ {
+			idx = append(idx, i)
+		}
+	case keysPairs:
+		for i := 1; i < len(args); i += 2 {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// permit returns the NOPERM reply for a request the session's token does not cover, or "".
+func (s *Server) permit(ss *session, c command, q *request) string {
+	if s.Tokens == nil || ss.token == nil || c.right == 0 {
+		return ""
+	}
+	if c.right == auth.Admin {
+		if !ss.token.Allows(auth.Admin, "") {
+			return fmt.Sprintf("NOPERM token %s has no permissions to run the '%s' command (it needs admin)", ss.token.Name, strings.ToLower(q.name))
+		}
+		return ""
+	}
+	for _, k := range q.keys {
+		if !ss.token.Allows(c.right, k.Salt) {
+			return fmt.Sprintf("NOPERM token %s has no %s right on cache_salt %q", ss.token.Name, c.right, k.Salt)
+		}
+	}
+	return ""
+}
+
+func cmdSelect(s *Server, ss *session, q *request, r reply) {
+	if string(q.args[1]) != "0" {
+		r.err("ERR DB index is out of range")
+		return
+	}
+	r.ok()
+}
+
+func cmdSet(s *Server, ss *session, q *request, r reply) {
+	if len(q.args) > 3 {
+		r.err("ERR SET options (" + strings.ToUpper(string(q.args[3])) + ") are not supported; plain SET key value only")
+		return
+	}
+	s.set(ss, q.keys[0], q.args[2])
+	r.ok()
+}
+
+// cmdMSet stores each pair as a SET: what the store does not keep is dropped and counted.
+func cmdMSet(s *Server, ss *session, q *request, r reply) {
+	if len(q.args)%2 != 1 {
+		r.err(wrongArgs(q.name))
+		return
+	}
+	for i, k := range q.keys {
+		s.set(ss, k, q.args[2+2*i])
+	}
+	r.ok()
+}
+
+func cmdStrlen(s *Server, ss *session, q *request, r reply) {
+	v, ok, err := s.Store.Get(q.keys[0])
+	if err != nil && !errors.Is(err, ErrKey) {
+		r.err(storeErr(err))
+		return
+	}
+	if !ok {
+		r.int(0)
+		return
+	}
+	r.int(int64(len(v)))
+}
+
+func cmdType(s *Server, ss *session, q *request, r reply) {
+	ok, err := s.Store.Exists(q.keys[0])
+	if err != nil && !errors.Is(err, ErrKey) {
+		r.err(storeErr(err))
+		return
+	}
+	if ok {
+		r.simple("string")
+	} else {
+		r.simple("none")
+	}
+}
