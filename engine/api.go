@@ -380,12 +380,27 @@ func DetectConfig(dev blockdev.Device) (Config, error) { return detectConfig(dev
 // memory starts on a block_align boundary, as blockdev.Alloc's does) is written from the
 // caller's memory without a copy: payloads must not change until PutMany returns.
 func (e *Engine) PutMany(keys []Key, payloads [][]byte) (PutResult, error) {
-	return e.putMany(keys, payloads, nil)
+	return e.putMany(keys, payloads, PutOptions{})
 }
 
 // PutManyMeta is PutMany with per-key tensor metadata (metas may be nil or hold nils).
 func (e *Engine) PutManyMeta(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutResult, error) {
-	return e.putMany(keys, payloads, metas)
+	return e.putMany(keys, payloads, PutOptions{Metas: metas})
+}
+
+// PutOptions are what one PutManyWith call says of its writes.
+type PutOptions struct {
+	Metas []*ObjMeta // per-key tensor metadata (nil, or nils: none)
+	// Placed writes every key with Handle instead of asking Config.Placer (a node's replicas
+	// of chunks fetched from a peer, written with their own handle); the handle is checked
+	// against the device's as the policy's would be. The policy still observes the stores.
+	Placed bool
+	Handle placement.Handle
+}
+
+// PutManyWith is PutMany with the call's options.
+func (e *Engine) PutManyWith(keys []Key, payloads [][]byte, o PutOptions) (PutResult, error) {
+	return e.putMany(keys, payloads, o)
 }
 
 // LoadManyInto reads each key's payload into bufs[i] (len(bufs[i]) must be >= the size; the

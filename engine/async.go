@@ -118,7 +118,7 @@ func (e *Engine) worker(q *taskQueue) {
 		r := TaskResult{ID: t.id, Kind: t.kind}
 		switch t.kind {
 		case TaskStore:
-			pr, err := e.putMany(t.keys, t.bufs, nil)
+			pr, err := e.putMany(t.keys, t.bufs, PutOptions{})
 			r.Results, r.Stored, r.Err = pr.Results, pr.Stored, err
 		case TaskLookup:
 			r.Results = e.existsMany(t.keys, true)

@@ -26,7 +26,8 @@ func (e *Engine) writesInPlace(p []byte) bool {
 	return e.vectored && int64(len(p))%e.lbs == 0 && (!e.direct || blockdev.Aligned(p, int(e.lbs)))
 }
 
-func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutResult, error) {
+func (e *Engine) putMany(keys []Key, payloads [][]byte, o PutOptions) (PutResult, error) {
+	metas := o.Metas
 	if len(keys) != len(payloads) || (metas != nil && len(metas) != len(keys)) {
 		return PutResult{}, fmt.Errorf("%w: PutMany got %d keys, %d payloads, %d metas", ErrConfig, len(keys), len(payloads), len(metas))
 	}
@@ -41,6 +42,9 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutRe
 	var firstErr error
 	for i, k := range keys {
 		h, err := e.placeData(k, len(payloads[i]))
+		if o.Placed {
+			h, err = o.Handle, e.checkHandle(o.Handle, "data write", "PutOptions.Handle")
+		}
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}

@@ -99,8 +99,14 @@ func (c *Cache) PutMany(keys []engine.Key, payloads [][]byte) (engine.PutResult,
 
 // PutManyMeta is PutMany with per-key tensor metadata (metas may be nil).
 func (c *Cache) PutManyMeta(keys []engine.Key, payloads [][]byte, metas []*engine.ObjMeta) (engine.PutResult, error) {
+	return c.PutManyWith(keys, payloads, engine.PutOptions{Metas: metas})
+}
+
+// PutManyWith is engine.PutManyWith over the shards.
+func (c *Cache) PutManyWith(keys []engine.Key, payloads [][]byte, o engine.PutOptions) (engine.PutResult, error) {
+	metas := o.Metas
 	if len(keys) != len(payloads) || (metas != nil && len(metas) != len(keys)) {
-		return c.shards[0].PutManyMeta(keys, payloads, metas) // the engine's own argument error
+		return c.shards[0].PutManyWith(keys, payloads, o) // the engine's own argument error
 	}
 	res := engine.PutResult{Results: make([]bool, len(keys))}
 	parts, none := c.split(keys)
@@ -114,7 +120,9 @@ func (c *Cache) PutManyMeta(keys []engine.Key, payloads [][]byte, metas []*engin
 			m = pick(metas, idx)
 		}
 		p := pick(payloads, idx)
-		r, err := c.shards[s].PutManyMeta(pick(keys, idx), p, m)
+		so := o
+		so.Metas = m
+		r, err := c.shards[s].PutManyWith(pick(keys, idx), p, so)
 		var bytes int64
 		for _, j := range r.Stored {
 			bytes += int64(len(p[j]))

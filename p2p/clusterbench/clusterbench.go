@@ -388,7 +388,6 @@ func startMembers(o Options, mode Mode, dir string, tl bool) ([]*member, error) 
 			opts.SeparateReplicas, opts.ReplicaHandle = true, placement.Handle(o.Handles-1)
 			dataHandles--
 		}
-		hook := node.PlacementHook(&opts)
 		pol, err := placement.Parse(o.Policy, dataHandles)
 		if err != nil {
 			return ms, err
@@ -398,7 +397,6 @@ func startMembers(o Options, mode Mode, dir string, tl bool) ([]*member, error) 
 		cfg.MetaTotalBytes = engine.MetaBytesFor(o.DeviceBytes, cfg.SlotBytes, cfg.BlockAlign, cfg.CheckpointFormat)
 		cfg.Periodic = false
 		cfg.Placer = pol
-		hook(&cfg)
 		if mb.eng, err = engine.Format(dev.Block, cfg); err != nil {
 			return ms, err
 		}

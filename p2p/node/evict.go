@@ -260,9 +260,9 @@ func (n *Node) evictRegions(s int, r *recency, want int64, out []engine.Key) []e
 
 // putMany stores keys through the cache, evicting first when the node evicts; keys refused
 // for want of room are retried after evicting again, a few rounds at most.
-func (n *Node) putMany(keys []engine.Key, payloads [][]byte) (engine.PutResult, error) {
+func (n *Node) putMany(keys []engine.Key, payloads [][]byte, o engine.PutOptions) (engine.PutResult, error) {
 	if n.evict == nil {
-		return n.cache.PutMany(keys, payloads)
+		return n.cache.PutManyWith(keys, payloads, o)
 	}
 	res := engine.PutResult{Results: make([]bool, len(keys))}
 	idx := make([]int, len(keys))
@@ -275,7 +275,7 @@ func (n *Node) putMany(keys []engine.Key, payloads [][]byte) (engine.PutResult, 
 		for _, k := range n.makeRoom(ks) {
 			n.evicted(k)
 		}
-		r, err := n.cache.PutMany(ks, ps)
+		r, err := n.cache.PutManyWith(ks, ps, o)
 		if err != nil && errs == nil {
 			errs = err
 		}

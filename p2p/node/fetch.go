@@ -111,22 +111,19 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) 
 // storeReplicas keeps the fetched chunks the admission policy admits locally (the answer does not wait on success: the
 // bytes are verified either way).
 func (n *Node) storeReplicas(keys []engine.Key, payloads [][]byte) {
-	ids := make([]uint64, len(keys))
-	for i, k := range keys {
-		ids[i] = k.Identity()
-	}
-	stored := make([]bool, len(keys))
-	n.replicas.begin(ids)
 	keep, _ := n.admitWrites(keys) // a replica is a write to flash like a put
-	res, err := n.putMany(pick(keys, keep), pick(payloads, keep))
+	res, err := n.putMany(pick(keys, keep), pick(payloads, keep), n.replicaWrite())
+	ids := make([]uint64, 0, len(res.Stored))
 	for _, j := range res.Stored {
 		i := keep[j]
-		stored[i] = true
+		ids = append(ids, keys[i].Identity())
 		n.c.replicas.Add(1)
 		n.c.replicaBytes.Add(int64(len(payloads[i])))
-		n.admitted(keys[i])
 	}
-	n.replicas.end(ids, stored)
+	n.replicas.mark(ids) // before admitted: the directory and eviction see a replica
+	for _, j := range res.Stored {
+		n.admitted(keys[keep[j]])
+	}
 	if miss := len(keep) - len(res.Stored); miss > 0 {
 		n.c.replicaFailed.Add(int64(miss))
 		if err != nil {

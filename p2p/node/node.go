@@ -10,7 +10,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -77,9 +76,6 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	for i := range c.Len() {
 		e := c.Shard(i)
 		if opts.SeparateReplicas {
-			if opts.replicas == nil {
-				return nil, errors.New("node: a replica handle needs PlacementHook applied before the engine opened")
-			}
 			if h := e.Device().Info().Handles; opts.ReplicaHandle != placement.None && int(opts.ReplicaHandle) >= h {
 				return nil, fmt.Errorf("node: replica handle %d, device %d has %d placement handles", opts.ReplicaHandle, i, h)
 			}
@@ -88,13 +84,10 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 			maxChunk = int(m)
 		}
 	}
-	if opts.replicas == nil {
-		opts.replicas = newReplicas()
-	}
 	var err error
 	n := &Node{
 		cache: c, opts: opts, maxChunk: maxChunk,
-		leases: newLeaseTable(c, &opts.Limits), peers: newPeerPool(&opts), replicas: opts.replicas,
+		leases: newLeaseTable(c, &opts.Limits), peers: newPeerPool(&opts), replicas: newReplicas(),
 		peerLat: newLatency(), localLat: newLatency(), flights: newFlights(),
 	}
 	if opts.Eviction != EvictNone {
@@ -273,7 +266,7 @@ func (n *Node) Put(keys []engine.Key, payloads [][]byte) (PutResult, error) {
 	if len(declined) > 0 {
 		ks, ps = pick(keys, keep), pick(payloads, keep)
 	}
-	r, err := n.putMany(ks, ps)
+	r, err := n.putMany(ks, ps, engine.PutOptions{})
 	res := PutResult{PutResult: engine.PutResult{Results: make([]bool, len(keys))}, Declined: declined}
 	for j, ok := range r.Results {
 		res.Results[keep[j]] = ok

@@ -214,7 +214,7 @@ func TestReplicaHandle(t *testing.T) {
 	a := startNode(t, ea, fastOptions("a", nil))
 	ob := fastOptions("b", NewStaticDirectory(a.Peer()))
 	ob.SeparateReplicas, ob.ReplicaHandle = true, 5
-	eb := newEngine(t, PlacementHook(&ob))
+	eb := newEngine(t, nil)
 	b := startNode(t, eb, ob)
 	put(t, dial(t, a), 1, 100)
 	cb := dial(t, b)
@@ -228,8 +228,8 @@ func TestReplicaHandle(t *testing.T) {
 		t.Fatalf("replica written with handle %d, own put with %d; want 5 and none", m1.Handle, m2.Handle)
 	}
 	ob2 := fastOptions("c", nil)
-	ob2.SeparateReplicas, ob2.ReplicaHandle = true, 3
+	ob2.SeparateReplicas, ob2.ReplicaHandle = true, 300
 	if _, err := New(newEngine(t, nil), ob2); err == nil {
-		t.Fatal("a replica handle without PlacementHook was accepted")
+		t.Fatal("a replica handle past the device's handles was accepted")
 	}
 }

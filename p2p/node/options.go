@@ -102,7 +102,6 @@ type Options struct {
 
 	Logger *slog.Logger // default: discard
 
-	replicas *replicas // set by PlacementHook
 }
 
 func (o *Options) defaults() error {

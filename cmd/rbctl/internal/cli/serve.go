@@ -75,7 +75,7 @@ func newServeCmd() *cobra.Command {
 			}
 			opts.SeparateReplicas, opts.ReplicaHandle = replica >= 0, placement.Handle(replica)
 			dev.Cache = dev.cache.Cache
-			e, err := nf.OpenCache(&dev.Device, &pf.Placement, args, node.PlacementHook(&opts))
+			e, err := nf.OpenCache(&dev.Device, &pf.Placement, args, nil)
 			if err != nil {
 				return err
 			}
