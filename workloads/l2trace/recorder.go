@@ -170,7 +170,9 @@ func partPath(path string, n int) string {
 }
 
 func (r *Recorder) open(part int) (*file, error) {
-	f, err := os.Create(partPath(r.o.Path, part))
+	// Owner-only, as every data file rbctl writes: a recording names tenants, models and
+	// clients (blockdev.DataFileMode; this package imports nothing of ours).
+	f, err := os.OpenFile(partPath(r.o.Path, part), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err
 	}
