@@ -153,6 +153,9 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 		return nil, err
 	}
 	p.route = route
+	for i := range min(len(paths), len(ts)) {
+		ts[i].mark = markFile(paths[i]) // bench formats it from here on: its own (own.go)
+	}
 	rep := p.report()
 	err = runAll(ctx, rep, o.Policies, o.Duration, resetTargets(ts, names), func(pol string) (reports.Run, error) { return p.runPolicy(ctx, pol) })
 	if err != nil {
