@@ -16,11 +16,11 @@ import (
 
 // docCmd is one rbctl command shown in a code block of README.md or docs/*.md.
 type docCmd struct {
-	file string // relative to the module root
-	line int
-	block int  // the code block it is in (numbered from 1 in the file)
-	text string // the command, continuation lines joined
-	want string // for a "$ rbctl ..." line, the output printed under it
+	file  string // relative to the module root
+	line  int
+	block int    // the code block it is in (numbered from 1 in the file)
+	text  string // the command, continuation lines joined
+	want  string // for a "$ rbctl ..." line, the output printed under it
 }
 
 // docSkips are the commands of the documents that this test does not run, and why. Every
