@@ -47,6 +47,20 @@ type Options struct {
 	MemAvailable func() (int64, error)
 	// Progress, when set, is called before each run with its label and position.
 	Progress func(run string, i, n int)
+	// Step, when set, is called as a run advances (at each timeline sample).
+	Step func(Step)
+	// Plan, when set, is called once every check has passed, before the first run, with what
+	// the comparison is expected to take.
+	Plan func(Estimate)
+}
+
+// Step is a run's position: run I (from 0) of N, labelled Run, Frac of it done, in its
+// warm-up or not.
+type Step struct {
+	Run  string
+	I, N int
+	Frac float64
+	Warm bool
 }
 
 // point is one sweep value's configuration.
@@ -109,6 +123,11 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	}
 	if err := checkMemory(all, avail, otherLimits()); err != nil {
 		return nil, err
+	}
+	if o.Plan != nil {
+		if est, err := estimate(all, len(o.Admissions), src.Trace != nil); err == nil {
+			o.Plan(est)
+		}
 	}
 	w := o.Workload
 	rep := reports.New("simulate")
@@ -269,6 +288,10 @@ func (o Options) runAll(ctx context.Context, rep *reports.Report, src *workloads
 				return err
 			}
 			rc.AnySlot = !affinity
+		}
+		if o.Step != nil {
+			label, i, n := o.label(j), i, len(jobs)
+			rc.OnSample = func(frac float64, warm bool) { o.Step(Step{Run: label, I: i, N: n, Frac: frac, Warm: warm}) }
 		}
 		res, err := RunOne(ctx, rc)
 		if err != nil && ctx.Err() != nil {

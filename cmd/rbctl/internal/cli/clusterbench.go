@@ -20,7 +20,9 @@ func newClusterBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			finish := flagsets.ClusterProgress(&o)
 			rs, err := clusterbench.Run(cmd.Context(), o)
+			finish()
 			if cmd.Context().Err() != nil {
 				err = errInterrupted
 			}

@@ -90,7 +90,9 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 		return err
 	}
 	o.MemAvailable = memAvailable
+	finish := flagsets.SimProgress(&o)
 	rep, err := sim.Run(cmd.Context(), o)
+	finish()
 	if err != nil {
 		return err
 	}
