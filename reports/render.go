@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/rbctl/rbctl/units"
 )
 
 // JSON writes the report as indented JSON.
@@ -29,6 +31,10 @@ func us(v float64) string {
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64) + "us" // ASCII: "µ" is two bytes and ambiguous-width
 }
+
+// gibps formats a rate given in GB/s (10^9 B/s, as the JSON's _gbps fields carry it) in
+// GiB/s: every size and rate in rbctl's text is binary (docs/cli.md, "Units").
+func gibps(gbps float64) string { return f3(gbps * 1e9 / (1 << 30)) }
 
 // GiB formats bytes in GiB.
 func GiB(b int64) string { return f2(float64(b) / (1 << 30)) }
@@ -127,8 +133,8 @@ func summary(r *Report) ([]string, [][]string) {
 	}
 	dev := deviceWAFHeader(r)
 	// req p99.9 and max are in the latency table below; this one stays within 160 columns.
-	h := []string{"policy", "ops/s", "read GB/s", "write GB/s", "hit %", "req p50", "req p99",
-		"host WAF (model)", "steady"}
+	h := []string{"policy", "ops/s", "read GiB/s", "write GiB/s", "hit %", "req p50", "req p99",
+		"host WAF model", "steady"}
 	if dev != "" {
 		h = append(h, dev)
 	}
@@ -144,7 +150,7 @@ func summary(r *Report) ([]string, [][]string) {
 			dealloc = GiB(*run.DeallocatedBytes)
 		}
 		row := []string{run.Policy, optF(run.OpsPerSec, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }),
-			optF(run.ReadGBps, f3), optF(run.WriteGBps, f3), f2(100 * run.HitRatio), p50, p99,
+			optF(run.ReadGBps, gibps), optF(run.WriteGBps, gibps), f2(100 * run.HitRatio), p50, p99,
 			wafCell(run.HostWAF, false), wafCell(run.HostWAF, true)}
 		if dev != "" {
 			row = append(row, wafCell(run.DeviceWAF, false))
@@ -319,7 +325,7 @@ func deviceName(r *Report) string {
 	if r.Sweep == "size" {
 		return "a model of each swept size"
 	}
-	return fmt.Sprintf("a %s GiB model", GiB(r.Device.SizeBytes))
+	return "a " + units.FormatHuman(r.Device.SizeBytes) + " model"
 }
 
 // Markdown writes the comparison as GitHub-flavoured Markdown tables.
@@ -439,4 +445,12 @@ func Write(w io.Writer, r *Report, format string) error {
 		return Markdown(w, r)
 	}
 	return fmt.Errorf("unknown output format %q (table, json, csv, markdown)", format)
+}
+
+// Count is n and the noun for it: "1 entry", "2 entries", "0 entries".
+func Count(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.FormatInt(n, 10) + " " + many
 }

@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/help"
 )
 
 var constructors []func() *cobra.Command
@@ -51,7 +54,10 @@ func NewRoot() *cobra.Command {
 	root.InitDefaultCompletionCmd()
 	strictGroups(root)
 	attachExamples(root)
-	hintAll(root) // library errors name config fields; say which flag sets them (hints.go)
+	help.Arrange(root)      // commands and long flag lists under headings
+	flagsets.Complete(root) // shell completion of enumerated flag values
+	flagsets.Suggest(root)  // "did you mean" for mistyped flags
+	hintAll(root)           // library errors name config fields; say which flag sets them (hints.go)
 	return root
 }
 
@@ -61,7 +67,9 @@ func strictGroups(c *cobra.Command) {
 	if c.HasSubCommands() && !c.Runnable() {
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
+			if s := cmd.SuggestionsFor(args[0]); len(args) > 0 && len(s) > 0 {
+				return fmt.Errorf("unknown command %q for %q; did you mean %s?", args[0], cmd.CommandPath(), strings.Join(s, " or "))
+			} else if len(args) > 0 {
 				return fmt.Errorf("unknown command %q for %q (%s --help lists them)", args[0], cmd.CommandPath(), cmd.CommandPath())
 			}
 			return cmd.Help()

@@ -56,7 +56,7 @@ func SimProgress(o *sim.Options) (finish func()) {
 		if e.Time > sim.Long {
 			l.Done()
 			fmt.Fprintf(os.Stderr, "simulate: %d runs, estimated %s and %s of memory at most (a rough figure; Ctrl-C stops with a partial result)\n",
-				e.Runs, progress.Duration(e.Time), units.FormatSize(e.MemoryBytes))
+				e.Runs, progress.Duration(e.Time), units.FormatHuman(e.MemoryBytes))
 		}
 	}
 	if l == nil {
