@@ -377,7 +377,7 @@ func Markdown(w io.Writer, r *Report) error {
 // CSV writes one row per run with every scalar field (latency columns per op).
 func CSV(w io.Writer, r *Report) error {
 	cw := csv.NewWriter(w)
-	h := []string{"command", "policy", "param", "ops", "requests", "elapsed_sec", "ops_per_sec", "read_bytes", "written_bytes",
+	h := []string{"command", "policy", "param", "ops", "requests", "elapsed_seconds", "ops_per_sec", "read_bytes", "written_bytes",
 		"read_gbps", "write_gbps", "hit_ratio", "host_waf", "host_waf_steady", "device_waf", "device_waf_source", "deallocated_bytes",
 		"evicted", "expired", "store_failed", "utilisation", "infeasible", "interrupted", "error",
 		"admission", "tokens_saved", "token_hit_ratio", "flash_bytes_per_token_saved"}

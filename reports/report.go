@@ -173,7 +173,7 @@ type Run struct {
 	Param            float64    `json:"param,omitempty"`     // sweep value
 	Ops              int64      `json:"ops"`
 	Requests         int64      `json:"requests"`
-	ElapsedSec       float64    `json:"elapsed_sec"`
+	ElapsedSec       float64    `json:"elapsed_seconds"`
 	OpsPerSec        *float64   `json:"ops_per_sec"`
 	ReadBytes        int64      `json:"read_bytes"`
 	WrittenBytes     int64      `json:"written_bytes"`

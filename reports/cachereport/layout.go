@@ -17,7 +17,7 @@ import (
 
 // Layout is a cache's geometry and format as JSON.
 type Layout struct {
-	DeviceSize       int64  `json:"device_size"`
+	DeviceSize       int64  `json:"device_size_bytes"`
 	CapacityBytes    int64  `json:"capacity_bytes"`
 	BlockAlign       int    `json:"block_align"`
 	HeaderBytes      int    `json:"header_bytes"`

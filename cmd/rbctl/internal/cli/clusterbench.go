@@ -27,7 +27,7 @@ func newClusterBenchCmd() *cobra.Command {
 				err = errInterrupted
 			}
 			if f.JSON {
-				printJSON(cmd.OutOrStdout(), map[string]any{"waf_source": clusterbench.WAFSource, "results": rs})
+				printJSON(cmd, map[string]any{"waf_source": clusterbench.WAFSource, "results": rs})
 			} else if werr := clusterbench.WriteText(cmd.OutOrStdout(), rs); err == nil {
 				err = werr
 			}

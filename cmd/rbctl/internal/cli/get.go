@@ -61,7 +61,7 @@ func newGetCmd() *cobra.Command {
 			case out.File():
 				return out.Write(buf)
 			case asJSON:
-				return printJSON(cmd.OutOrStdout(), getResult{Key: rbEscape(k.String()), Slot: m.Slot, Size: m.Size, Payload: buf})
+				return printJSON(cmd, getResult{Key: rbEscape(k.String()), Slot: m.Slot, Size: m.Size, Payload: buf})
 			}
 			_, err = cmd.OutOrStdout().Write(buf)
 			return err

@@ -69,7 +69,7 @@ func newServeCmd() *cobra.Command {
 			}
 			ready := func(p p2p.Peer) {
 				if asJSON {
-					printJSON(cmd.OutOrStdout(), map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data})
+					printJSON(cmd, map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data})
 					return
 				}
 				cmd.Printf("serving %s: control %s, data %s\n", rbEscape(strings.Join(args, " ")), p.Control, p.Data)
