@@ -366,9 +366,13 @@ func reportRun(res *Result, logical int64) reports.Run {
 	if n := len(tl); n > 0 {
 		run.Utilisation = reports.F64(float64(tl[n-1].Stats.ValidBytes) / float64(logical))
 	}
+	_, _, start, _, _ := WAFWindows(tl, res.WarmupBytes) // the table's window starts there
 	for i := 1; i < len(tl); i++ {
 		p := reports.Point{PayloadBytes: tl[i].PayloadBytes, WAF: reports.F64(tl[i].Stats.Sub(tl[i-1].Stats).WAF()),
 			CumWAF: reports.F64(tl[i].Stats.WAF())}
+		if i > start && tl[i].Stats.Sub(tl[start].Stats).HostBytes > 0 {
+			p.MeasuredWAF = reports.F64(tl[i].Stats.Sub(tl[start].Stats).WAF())
+		}
 		if res.Run != nil && res.Run.Total.ChunksRequested > 0 {
 			p.Requests = reports.I64(tl[i].Requests)
 			if n := tl[i].ChunksRequested - tl[i-1].ChunksRequested; n > 0 {
