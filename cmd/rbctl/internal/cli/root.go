@@ -14,6 +14,7 @@ import (
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/help"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/logging"
 )
 
 var constructors []func() *cobra.Command
@@ -32,6 +33,7 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // NewRoot builds the root command with every registered sub-command.
 func NewRoot() *cobra.Command {
+	var logs logging.Options
 	root := &cobra.Command{
 		Use:           "rbctl",
 		Short:         "NVMe FDP research toolkit for raw-block LLM KV-caches",
@@ -41,8 +43,14 @@ func NewRoot() *cobra.Command {
 		Version:       versionString(),
 		// The contract's one gate: every flag of every command is range-checked before the
 		// command runs (contract.go).
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return validateFlags(cmd) },
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := logs.Setup(cmd.ErrOrStderr()); err != nil { // one slog log (logging)
+				return err
+			}
+			return validateFlags(cmd)
+		},
 	}
+	logs.Register(root.PersistentFlags())
 	root.SetVersionTemplate("{{.Version}}\n")
 	cmds := make([]*cobra.Command, 0, len(constructors))
 	for _, c := range constructors {
