@@ -176,8 +176,16 @@ func (f *Figure) LegendWidth() vg.Length {
 	}
 	l := f.legend()
 	r := l.Rectangle(draw.Canvas{})
-	return r.Size().X + 2*vg.Points(legendGap)
+	// Room for the box around it, and slack for an SVG viewer whose fallback font is wider
+	// than Liberation Sans (DejaVu Sans is about 12 % wider).
+	return r.Size().X*legendSlack + 2*vg.Points(legendGap+legendPad)
 }
+
+// legendPad is the margin of the legend's box; legendSlack the strip's room for wider fonts.
+const (
+	legendPad   = 3
+	legendSlack = 1.15
+)
 
 // fit sets both axes' ranges and ticks (once, after the data are added; Draw, Layout,
 // AxisTicks and DrawGrid call it).
@@ -212,8 +220,9 @@ func (f *Figure) Draw(c draw.Canvas, strip vg.Length) {
 	if len(f.entries) > 0 {
 		// An opaque box under the legend: its text stays readable on a viewer's dark
 		// background, and the strip reads as one block.
-		box := l.Rectangle(la)
-		pad := vg.Points(3)
+		size := l.Rectangle(la).Size() // its size; gonum places a Left legend's rectangle on the right
+		box := vg.Rectangle{Min: vg.Point{X: la.Min.X, Y: la.Max.Y - size.Y}, Max: vg.Point{X: la.Min.X + size.X, Y: la.Max.Y}}
+		pad := vg.Points(legendPad)
 		box.Min.X, box.Min.Y, box.Max.X, box.Max.Y = box.Min.X-pad, box.Min.Y-pad, box.Max.X+pad, box.Max.Y+pad
 		la.SetColor(color.White)
 		la.Fill(box.Path())

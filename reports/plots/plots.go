@@ -89,8 +89,31 @@ func wafOverTime(r *reports.Report) (*Figure, error) {
 		return xy
 	})
 	f, err := LineFigure(title, Axis{Label: "payload written since the start (GiB)", Start: FromZero}, Axis{Label: ylabel, Start: From(1)}, series)
-	if err != nil || r.Window.WarmupBytes == nil || *r.Window.WarmupBytes <= 0 {
+	if err != nil || !measured {
 		return f, err
+	}
+	// The warm-up, faint: its cumulative WAF up to where the tables' window begins (each
+	// run's own point in a bench, whose warm-up ends when the cache has filled).
+	warm := false
+	for i, run := range drawn(r) {
+		var xy plotter.XYs
+		for _, pt := range run.Timeline {
+			if pt.MeasuredWAF == nil && pt.CumWAF != nil && *pt.CumWAF > 0 {
+				xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: *pt.CumWAF})
+			}
+		}
+		if len(xy) > 0 {
+			if err := f.Faint(i, xy); err != nil {
+				return nil, err
+			}
+			warm = true
+		}
+	}
+	if warm {
+		f.AddLegend("faint: warm-up, cumulative (not in the tables)", FaintThumb())
+	}
+	if r.Window.WarmupBytes == nil || *r.Window.WarmupBytes <= 0 {
+		return f, nil
 	}
 	return f, f.MarkX(float64(*r.Window.WarmupBytes)/(1<<30), series, "warm-up ends: the tables' window starts")
 }

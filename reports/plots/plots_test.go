@@ -129,7 +129,7 @@ func TestFigureKinds(t *testing.T) {
 		{"waf-over-time", wafOverTime, r, "0 2 4 6 8 10 12", "1.00 1.02 1.04 1.06 1.08 1.10 1.12", "none, cache-salt"},
 		// With a measured window: its WAF (ending at the table's), the warm-up's end marked.
 		{"waf-measured", wafOverTime, measuredReport(), "0 2 4 6 8 10 12", "1.00 1.02 1.04 1.06",
-			"none, cache-salt, warm-up ends: the tables' window starts"},
+			"none, cache-salt, faint: warm-up, cumulative (not in the tables), warm-up ends: the tables' window starts"},
 		// The origin's 0 is labelled once, on y.
 		{"throughput", throughput, r, "1 2 3 4 5", "0 200 400 600 800", "none, cache-salt, faint: each 0.1 s interval"},
 		{"latency-cdf", latencyCDF, r, "10 µs 100 µs 1 ms 10 ms 100 ms", "0.0 0.2 0.4 0.6 0.8 1.0", "none, cache-salt"},

@@ -31,7 +31,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench DEV [DEV...]",
 		Short: "Run a KV-cache workload through the engine once per placement policy and compare them",
 		Long: `bench formats DEV and runs the workload through the engine once per policy in --placement,
-then prints one comparison: ops/s, GB/s read and written, latency percentiles per operation,
+then prints one comparison: ops/s, GiB/s read and written, latency percentiles per operation,
 hit ratio, the host WAF of a shadow FTL model fed exactly the engine's writes and deallocates
 ("modelled"), the device WAF from the FDP statistics log when DEV has FDP (emulated or real),
 and bytes deallocated. Figures cover the measured window: after --warmup device capacities
