@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A mistyped command or flag gets the nearest one; an unknown one with nothing near gets
@@ -76,6 +78,40 @@ func TestHelpGroups(t *testing.T) {
 		}
 		if strings.Contains(out, "(H4)") || strings.Contains(out, "(H6)") {
 			t.Errorf("%s --help carries an internal tag", cmd)
+		}
+	}
+}
+
+// A read-only command on a device a node serves points to the node; a missing DEV is named
+// as such, not as an I/O engine's; a count of one reads "1 entry".
+func TestServedMissingAndOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	img := dir + "/a.img"
+	if code, _, se := runRbctl(t, dir, time.Minute, "format", "--create", "16M", "--slot-bytes", "64K", img); code != 0 {
+		t.Fatalf("format: exit %d: %s", code, se)
+	}
+	if err := os.WriteFile(dir+"/v", []byte("value"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, se := runRbctl(t, dir, time.Minute, "put", img, "--key", "m@0x00000000@aa", dir+"/v"); code != 0 {
+		t.Fatalf("put: exit %d: %s", code, se)
+	}
+	if out, err := runCLI(t, "recover", "--dry-run", img); err != nil || !strings.Contains(out, ": 1 entry, kept 1") {
+		t.Errorf("recover: %v\n%s", err, out)
+	}
+	code, _, se := runRbctl(t, dir, time.Minute, "inspect", dir+"/no-such.img")
+	if code != exitNotFound || strings.Contains(se, "uring") || !strings.Contains(se, "no-such.img: no such file or directory") {
+		t.Errorf("inspect of a missing file: exit %d, %q", code, se)
+	}
+	srv, _, _ := startServe(t, dir, img, "--cluster", "none")
+	defer srv.Process.Kill()
+	for _, c := range []string{"inspect", "ls"} {
+		code, _, se := runRbctl(t, dir, time.Minute, c, img)
+		if code == 0 || !strings.Contains(se, "serve); a node serves it: rbctl remote ls --server HOST:PORT lists its keys") {
+			t.Errorf("%s on a served device: exit %d, %q", c, code, se)
 		}
 	}
 }
