@@ -14,10 +14,11 @@ type Estimate struct {
 	SlotWrites int64
 }
 
-// slotWritesPerSecond is the model's speed, measured with the multi-tenant preset at 1 TiB
-// (llama3-8b chunks, 16 mapping units a slot: about 180,000 stores a second on one core of
-// a loaded 2-core machine), rounded down for a margin.
-const slotWritesPerSecond = 120_000
+// slotWritesPerSecond is the model's speed with the multi-tenant preset (llama3-8b chunks,
+// 16 mapping units a slot) on one core of a loaded 2-core machine: about 180,000 stores a
+// second at 1 TiB, fewer on larger models (16 TiB: about 90,000, the cache misses more),
+// rounded down for a margin.
+const slotWritesPerSecond = 80_000
 
 // Long is how long a comparison may take before simulate warns that it will be long.
 const Long = 30 * time.Second

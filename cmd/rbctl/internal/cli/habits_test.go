@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +115,30 @@ func TestServedMissingAndOne(t *testing.T) {
 		if code == 0 || !strings.Contains(se, "serve); a node serves it: rbctl remote ls --server HOST:PORT lists its keys") {
 			t.Errorf("%s on a served device: exit %d, %q", c, code, se)
 		}
+	}
+}
+
+// simulate says before a long run what it will take, on stderr even when that is no
+// terminal (and draws no progress line there).
+func TestSimulateWarnsOfALongRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	cmd := exec.Command(os.Args[0], "simulate", "--device-size", "16T", "--placement", "none,cache-salt")
+	cmd.Env = append(os.Environ(), envAsMain+"=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(line, "simulate: 2 runs, estimated ") || !strings.Contains(line, "of memory at most") || strings.Contains(line, "ETA") {
+		t.Fatalf("first stderr line %q", line)
 	}
 }

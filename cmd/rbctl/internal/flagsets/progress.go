@@ -9,6 +9,7 @@ import (
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/progress"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/torture"
 	"github.com/rbctl/rbctl/p2p/clusterbench"
+	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/sim"
 	"github.com/rbctl/rbctl/units"
 )
@@ -55,8 +56,8 @@ func SimProgress(o *sim.Options) (finish func()) {
 	o.Plan = func(e sim.Estimate) {
 		if e.Time > sim.Long {
 			l.Done()
-			fmt.Fprintf(os.Stderr, "simulate: %d runs, estimated %s and %s of memory at most (a rough figure; Ctrl-C stops with a partial result)\n",
-				e.Runs, progress.Duration(e.Time), units.FormatHuman(e.MemoryBytes))
+			fmt.Fprintf(os.Stderr, "simulate: %s, estimated %s and %s of memory at most (a rough figure; Ctrl-C stops with a partial result)\n",
+				reports.Count(int64(e.Runs), "run", "runs"), progress.Duration(e.Time), units.FormatHuman(e.MemoryBytes))
 		}
 	}
 	if l == nil {

@@ -17,15 +17,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: mangen DIR")
 		os.Exit(2)
 	}
-	if err := os.MkdirAll(os.Args[1], 0o755); err != nil {
+	if err := write(os.Args[1]); err != nil {
 		fmt.Fprintln(os.Stderr, "mangen:", err)
 		os.Exit(1)
+	}
+}
+
+// write writes a page per command of rbctl's tree into dir.
+func write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
 	root := cli.NewRoot()
 	root.DisableAutoGenTag = true // the pages change only when the commands do
 	hdr := &doc.GenManHeader{Title: "RBCTL", Section: "1", Source: "rbctl", Manual: "rbctl manual"}
-	if err := doc.GenManTree(root, hdr, os.Args[1]); err != nil {
-		fmt.Fprintln(os.Stderr, "mangen:", err)
-		os.Exit(1)
-	}
+	return doc.GenManTree(root, hdr, dir)
 }
