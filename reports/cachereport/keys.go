@@ -13,7 +13,7 @@ type Key struct {
 	Key    string `json:"key"`
 	Slot   uint32 `json:"slot"`
 	Offset int64  `json:"offset"`
-	Size   int    `json:"size"`
+	Size   int    `json:"size_bytes"`
 	Salt   string `json:"cache_salt,omitempty"`
 	Handle int32  `json:"handle"` // -1: written without a placement directive (absent in JSON)
 	CRC    string `json:"crc32c,omitempty"`

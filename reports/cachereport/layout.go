@@ -24,7 +24,7 @@ type Layout struct {
 	SlotBytes        int64  `json:"slot_bytes"`
 	MetaTotalBytes   int64  `json:"meta_total_bytes"`
 	ContainerBytes   int64  `json:"container_bytes"`
-	PayloadCapacity  int64  `json:"container_payload_capacity"`
+	PayloadCapacity  int64  `json:"container_payload_capacity_bytes"`
 	DataBaseOffset   int64  `json:"data_base_offset"`
 	MaxSlots         int64  `json:"max_slots"`
 	MetaMagic        string `json:"meta_magic"`

@@ -16,7 +16,7 @@ func init() { register(newGetCmd) }
 type getResult struct {
 	Key     string `json:"key"`
 	Slot    uint32 `json:"slot"`
-	Size    int    `json:"size"`
+	Size    int    `json:"size_bytes"`
 	Payload []byte `json:"payload"`
 }
 
