@@ -24,6 +24,8 @@ type Line struct {
 	width func() int
 	now   func() time.Time
 	start time.Time // of the current task, for its estimate
+	f0    float64   // the fraction done at start
+	fresh bool      // Restart was called: the next Set starts the estimate
 	last  time.Time // of the last draw (draws are throttled)
 	drawn bool
 }
@@ -49,13 +51,15 @@ func newLine(w io.Writer, width func() int, now func() time.Time) *Line {
 	return &Line{w: w, width: width, now: now, start: now()}
 }
 
-// Restart starts a new estimate: the time left is reckoned from now on.
+// Restart starts a new estimate: the time left is reckoned from the next Set on, from the
+// pace between that Set's fraction and the later ones' (a task's first report may come when
+// it is already under way).
 func (l *Line) Restart() {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
-	l.start = l.now()
+	l.fresh = true
 	l.mu.Unlock()
 }
 
@@ -68,11 +72,23 @@ func (l *Line) Set(label string, frac float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
+	if l.fresh {
+		l.start, l.f0, l.fresh = now, frac, false
+	}
 	if l.drawn && now.Sub(l.last) < throttle && frac < 1 {
 		return
 	}
 	l.last, l.drawn = now, true
-	fmt.Fprint(l.w, "\r\x1b[K"+Render(label, frac, now.Sub(l.start), l.width()))
+	fmt.Fprint(l.w, "\r\x1b[K"+render(label, frac, eta(frac-l.f0, 1-frac, now.Sub(l.start)), l.width()))
+}
+
+// eta is the time left when done of the work took elapsed and left remains, at that pace;
+// "--" until 1 % is done.
+func eta(done, left float64, elapsed time.Duration) string {
+	if done < 0.01 {
+		return "ETA --"
+	}
+	return "ETA " + Duration(time.Duration(float64(elapsed)*max(left, 0)/done))
 }
 
 // Done clears the line, so that what the command prints next starts on a clean one.
@@ -104,10 +120,11 @@ func (l *Line) Print(format string, a ...any) {
 // The estimate assumes the rest goes as fast as what is done; below 1 % it is not given.
 func Render(label string, frac float64, elapsed time.Duration, width int) string {
 	frac = min(max(frac, 0), 1)
-	eta := "ETA --"
-	if frac >= 0.01 {
-		eta = "ETA " + Duration(time.Duration(float64(elapsed)*(1-frac)/frac))
-	}
+	return render(label, frac, eta(frac, 1-frac, elapsed), width)
+}
+
+func render(label string, frac float64, eta string, width int) string {
+	frac = min(max(frac, 0), 1)
 	tail := fmt.Sprintf(" %3.0f%%  %s", 100*frac, eta)
 	room := width - 1 - utf8.RuneCountInString(tail)
 	bar := ""

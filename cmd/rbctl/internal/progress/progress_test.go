@@ -68,3 +68,19 @@ func TestLine(t *testing.T) {
 		t.Fatalf("drew %q", out)
 	}
 }
+
+// After Restart the estimate runs from the next report's fraction: a phase first reported
+// at 40 % that reaches 60 % one second later has two seconds left, not a fraction of one.
+func TestRestartReckonsFromTheNextReport(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Unix(0, 0)
+	l := newLine(&buf, func() int { return 80 }, func() time.Time { return now })
+	l.Restart()
+	now = now.Add(5 * time.Second)
+	l.Set("b", 0.4)
+	now = now.Add(time.Second)
+	l.Set("b", 0.6)
+	if out := buf.String(); !strings.Contains(out, " 40%  ETA --") || !strings.Contains(out, " 60%  ETA 2s") {
+		t.Fatalf("drew %q", out)
+	}
+}
