@@ -82,10 +82,15 @@ type Options struct {
 // Progress is a running policy's position in its measured window.
 type Progress struct {
 	Policy  string
+	Index   int           // the policy's place in Options.Policies, from 1
+	Of      int           // policies in the comparison
 	Warm    bool          // the measured window has begun
 	Elapsed time.Duration // into the measured window
 	Window  time.Duration // Options.Duration
-	Done    bool          // the policy's run has ended
+	// WarmFrac is the warm-up's progress (payload stored of what it needs) before the window
+	// begins; Frac the window's (Elapsed of Window, or requests of Workload.Requests).
+	WarmFrac, Frac float64
+	Done           bool // the policy's run has ended
 }
 
 // ErrNoPolicy: Options.Policies is empty.
@@ -157,6 +162,9 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 		return nil, err
 	}
 	p.route = route
+	for i := range min(len(paths), len(ts)) {
+		ts[i].mark = markFile(paths[i]) // bench formats it from here on: its own (own.go)
+	}
 	rep := p.report()
 	err = runAll(ctx, rep, o.Policies, o.Duration, resetTargets(ts, names), func(pol string) (reports.Run, error) { return p.runPolicy(ctx, pol) })
 	if err != nil {

@@ -39,6 +39,9 @@ func TestRunOnAnOpenDevice(t *testing.T) {
 	o.Progress = func(p Progress) {
 		if p.Done {
 			progress++
+			if p.Index != (progress-1)%2+1 || p.Of != 2 || p.Frac != 1 {
+				t.Errorf("progress end %+v: want policy %d of 2", p, progress)
+			}
 		}
 	}
 	rep, err := Run(context.Background(), o)

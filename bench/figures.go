@@ -54,6 +54,9 @@ func (p *planned) figures(run *reports.Run, w *window, shs []*ShadowDevice, poli
 			ReadGBps: reports.F64(float64(z.c.BytesRead-a.c.BytesRead) / dt / 1e9)}
 		if run.HostWAF != nil { // no model, no modelled WAF (null, never 0)
 			pt.WAF, pt.CumWAF = reports.F64(z.stats.Sub(a.stats).WAF()), reports.F64(z.stats.Sub(ss[0].stats).WAF())
+			if w.warmAt > 0 && z.t >= w.warmAt {
+				pt.MeasuredWAF = reports.F64(z.stats.Sub(sumFTL(w.warmStats)).WAF())
+			}
 		}
 		run.Timeline = append(run.Timeline, pt)
 	}

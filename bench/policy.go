@@ -27,6 +27,7 @@ type planned struct {
 	route  sharded.Route
 	region float64  // chunks per eviction region (0: not regional)
 	notes  []string // what a recording's replay took from its node
+	ran    int      // policies begun, for Progress.Index
 }
 
 // plan derives each device's shadow model and engine configuration, and checks the policies
@@ -172,6 +173,8 @@ func (p *planned) unshard(err error) error {
 // run.
 func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error) {
 	o, n := p.o, len(p.shards)
+	p.ran++
+	k := p.ran
 	policies := make([]placement.Policy, n)
 	shs := make([]*ShadowDevice, n)
 	devs := make([]blockdev.Device, n)
@@ -278,13 +281,13 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		p.sample(&w, d, shs, name, start, stop)
+		p.sample(&w, d, shs, Progress{Policy: name, Index: k, Of: len(o.Policies), Window: o.Duration}, dc.WarmupBytes, start, stop)
 	}()
 	res, runErr := d.Run(ctx)
 	close(stop)
 	wg.Wait()
 	if o.Progress != nil {
-		o.Progress(Progress{Policy: name, Warm: res != nil && res.Warmed, Window: o.Duration, Done: true})
+		o.Progress(Progress{Policy: name, Index: k, Of: len(o.Policies), Warm: res != nil && res.Warmed, Window: o.Duration, Frac: 1, Done: true})
 	}
 	w.mu.Lock() // the sampler has stopped; this orders the OnWarm writes before the reads below
 	defer w.mu.Unlock()
@@ -360,7 +363,7 @@ func (p *planned) snapshot(shs []*ShadowDevice, dev bool) ([]ftl.Stats, []*fdp.S
 }
 
 // sample records the driver's counters and the models' until stop, and reports progress.
-func (p *planned) sample(w *window, d *workloads.Driver, shs []*ShadowDevice, pol string, start time.Time, stop <-chan struct{}) {
+func (p *planned) sample(w *window, d *workloads.Driver, shs []*ShadowDevice, pr0 Progress, warmBytes int64, start time.Time, stop <-chan struct{}) {
 	tick := time.NewTicker(max(p.o.Duration/50, 100*time.Millisecond))
 	defer tick.Stop()
 	ms := make([]ftl.Stats, len(shs))
@@ -378,9 +381,17 @@ func (p *planned) sample(w *window, d *workloads.Driver, shs []*ShadowDevice, po
 			warmAt := w.warmAt
 			w.mu.Unlock()
 			if p.o.Progress != nil {
-				pr := Progress{Policy: pol, Warm: warmAt > 0, Window: p.o.Duration}
-				if warmAt > 0 {
+				pr := pr0
+				pr.Warm = warmAt > 0
+				switch {
+				case !pr.Warm:
+					pr.WarmFrac = min(float64(s.c.BytesWritten)/float64(max(warmBytes, 1)), 1)
+				case pr.Window > 0:
 					pr.Elapsed = s.t - warmAt
+					pr.Frac = min(float64(pr.Elapsed)/float64(pr.Window), 1)
+				case p.o.Workload.Requests > 0:
+					pr.Elapsed = s.t - warmAt
+					pr.Frac = min(float64(s.c.Requests)/float64(p.o.Workload.Requests), 1)
 				}
 				p.o.Progress(pr)
 			}

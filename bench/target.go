@@ -29,6 +29,7 @@ type target struct {
 	// emulator: its FTL state would otherwise carry one policy's open RUs into the next).
 	reset func() error
 	close func() error
+	mark  string // the file closeTargets marks as bench's own (own.go); "" for none
 }
 
 // openTarget opens path (through devices.OpenDevice, which discovers FDP once) or adopts
@@ -145,10 +146,11 @@ func createEmu(spec string, force bool) error {
 	return c.Close()
 }
 
-// gate asks the safety gate about dev: all of it, or under force only what no override
-// lifts (mounted, held, backing a loop device).
+// gate asks the safety gate about dev: all of it, or under force (or on a file an earlier
+// bench left untouched, own.go) only what no override lifts (mounted, held, backing a loop
+// device).
 func gate(dev string, force bool) error {
-	if force {
+	if force || isOwn(dev) {
 		return safety.GateInUse(safety.Bench, dev)
 	}
 	return safety.Gate(safety.Bench, dev)
@@ -182,7 +184,7 @@ func checkFile(path string, create int64, force bool) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", path, err)
 	}
-	if force {
+	if force || isOwn(path) {
 		return false, safety.GateInUse(safety.Bench, path)
 	}
 	if !st.Mode().IsRegular() {

@@ -76,6 +76,7 @@ func openTargets(o *Options) ([]*target, []string, error) {
 func closeTargets(ts []*target) {
 	for _, t := range ts {
 		t.close()
+		markOwn(t.mark)
 	}
 }
 

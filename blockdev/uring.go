@@ -84,7 +84,7 @@ func OpenUring(path string, opt UringOptions) (*UringDevice, error) {
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return nil, fmt.Errorf("uring device %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err) // the path, not our I/O engine, is what is wrong
 	}
 	isBlock := st.Mode&unix.S_IFMT == unix.S_IFBLK
 	if !isBlock && st.Mode&unix.S_IFMT != unix.S_IFREG {

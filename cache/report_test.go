@@ -46,7 +46,7 @@ func TestInspectReportsTheIndex(t *testing.T) {
 		t.Errorf("inspection %+v", r)
 	}
 	js, _ := json.Marshal(r)
-	for _, field := range []string{`"layout":{"device_size":4194304,`, `"checkpoint_choice":{"container":`, `"bytes_by_cache_salt":{"s":131072}`, `"crc32c":"`} {
+	for _, field := range []string{`"layout":{"device_size_bytes":4194304,`, `"checkpoint_choice":{"container":`, `"bytes_by_cache_salt":{"s":131072}`, `"crc32c":"`} {
 		if !bytes.Contains(js, []byte(field)) {
 			t.Errorf("JSON lacks %s:\n%s", field, js)
 		}

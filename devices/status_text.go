@@ -142,6 +142,18 @@ func (m *EmuModel) section() Section {
 				m.TotalRUs, m.FreeRUs, m.OpenRUs, m.ClosedRUs, human(uint64(m.ValidBytes)), m.GCRuns, human(m.RelocatedBytes))},
 		Header: []string{"RUH", "Isolation", "Host", "Media", "Relocated", "WAF"},
 	}
+	var written uint64
+	for _, h := range m.Handles {
+		written += h.HostBytes
+	}
+	if written == 0 {
+		// The per-handle counters live in the process that writes (bench, emu serve, put);
+		// the statistics log above is the device's, kept across processes.
+		sec.Lines = append(sec.Lines, "  per handle: nothing written by this process (the statistics above count every process's writes;"+
+			" the per-handle split is kept only by the process that writes: bench --per-handle, emu serve)")
+		sec.Header = nil
+		return sec
+	}
 	for i, h := range m.Handles {
 		waf := "-"
 		if h.HostBytes > 0 {

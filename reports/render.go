@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/rbctl/rbctl/units"
 )
 
 // JSON writes the report as indented JSON.
@@ -29,6 +31,10 @@ func us(v float64) string {
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64) + "us" // ASCII: "µ" is two bytes and ambiguous-width
 }
+
+// gibps formats a rate given in GB/s (10^9 B/s, as the JSON's _gbps fields carry it) in
+// GiB/s: every size and rate in rbctl's text is binary (docs/cli.md, "Units").
+func gibps(gbps float64) string { return f3(gbps * 1e9 / (1 << 30)) }
 
 // GiB formats bytes in GiB.
 func GiB(b int64) string { return f2(float64(b) / (1 << 30)) }
@@ -140,8 +146,8 @@ func summary(r *Report) ([]string, [][]string) {
 	}
 	dev := deviceWAFHeader(r)
 	// req p99.9 and max are in the latency table below; this one stays within 160 columns.
-	h := []string{"policy", "ops/s", "read GB/s", "write GB/s", "hit %", "req p50", "req p99",
-		"host WAF (model)", "steady"}
+	h := []string{"policy", "ops/s", "read GiB/s", "write GiB/s", "hit %", "req p50", "req p99",
+		"host WAF model", "steady"}
 	if dev != "" {
 		h = append(h, dev)
 	}
@@ -157,7 +163,7 @@ func summary(r *Report) ([]string, [][]string) {
 			dealloc = GiB(*run.DeallocatedBytes)
 		}
 		row := []string{run.Policy, optF(run.OpsPerSec, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }),
-			optF(run.ReadGBps, f3), optF(run.WriteGBps, f3), f2(100 * run.HitRatio), p50, p99,
+			optF(run.ReadGBps, gibps), optF(run.WriteGBps, gibps), f2(100 * run.HitRatio), p50, p99,
 			modelCell(&run, false), modelCell(&run, true)}
 		if dev != "" {
 			row = append(row, wafCell(run.DeviceWAF, false))
@@ -342,7 +348,7 @@ func deviceName(r *Report) string {
 	if r.Sweep == "size" {
 		return "a model of each swept size"
 	}
-	return fmt.Sprintf("a %s GiB model", GiB(r.Device.SizeBytes))
+	return "a " + units.FormatHuman(r.Device.SizeBytes) + " model"
 }
 
 // Markdown writes the comparison as GitHub-flavoured Markdown tables.
@@ -394,7 +400,7 @@ func Markdown(w io.Writer, r *Report) error {
 // CSV writes one row per run with every scalar field (latency columns per op).
 func CSV(w io.Writer, r *Report) error {
 	cw := csv.NewWriter(w)
-	h := []string{"command", "policy", "param", "ops", "requests", "elapsed_sec", "ops_per_sec", "read_bytes", "written_bytes",
+	h := []string{"command", "policy", "param", "ops", "requests", "elapsed_seconds", "ops_per_sec", "read_bytes", "written_bytes",
 		"read_gbps", "write_gbps", "hit_ratio", "host_waf", "host_waf_steady", "device_waf", "device_waf_source", "deallocated_bytes",
 		"evicted", "expired", "store_failed", "utilisation", "infeasible", "interrupted", "error",
 		"admission", "tokens_saved", "token_hit_ratio", "flash_bytes_per_token_saved"}
@@ -462,4 +468,12 @@ func Write(w io.Writer, r *Report, format string) error {
 		return Markdown(w, r)
 	}
 	return fmt.Errorf("unknown output format %q (table, json, csv, markdown)", format)
+}
+
+// Count is n and the noun for it: "1 entry", "2 entries", "0 entries".
+func Count(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.FormatInt(n, 10) + " " + many
 }

@@ -156,6 +156,9 @@ type Point struct {
 	Requests *int64   `json:"requests,omitempty"`
 	HitRatio *float64 `json:"hit_ratio,omitempty"`
 	CumWAF   *float64 `json:"waf_cum"` // host (modelled) WAF from the first sample to here; null without a model
+	// MeasuredWAF is the host (modelled) WAF from the end of the warm-up to here: the
+	// tables' window, whose last point is the table's WAF; absent during the warm-up.
+	MeasuredWAF *float64 `json:"waf_measured,omitempty"`
 }
 
 // CDFPoint is one point of a latency CDF.
@@ -173,7 +176,7 @@ type Run struct {
 	Param        float64   `json:"param,omitempty"`     // sweep value
 	Ops          int64     `json:"ops"`
 	Requests     int64     `json:"requests"`
-	ElapsedSec   float64   `json:"elapsed_sec"`
+	ElapsedSec   float64   `json:"elapsed_seconds"`
 	OpsPerSec    *float64  `json:"ops_per_sec"`
 	ReadBytes    int64     `json:"read_bytes"`
 	WrittenBytes int64     `json:"written_bytes"`

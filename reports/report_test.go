@@ -61,7 +61,7 @@ func TestJSONSchemaV1(t *testing.T) {
 		"device":   {"deallocate", "fdp", "gc", "handles", "isolation", "kind", "mapping_unit", "op", "path", "precondition", "ru_bytes", "size_bytes"},
 		"workload": {"chunk_bytes", "eviction", "name", "seed", "slot_bytes", "slots", "target_util", "tenants", "workers"},
 		"window":   {"description", "measured_bytes", "warmup_bytes"},
-		"run": {"deallocated_bytes", "device_waf", "elapsed_sec", "evicted", "expired", "hit_ratio", "host_waf", "latency", "ops",
+		"run": {"deallocated_bytes", "device_waf", "elapsed_seconds", "evicted", "expired", "hit_ratio", "host_waf", "latency", "ops",
 			"ops_per_sec", "read_bytes", "read_gbps", "request_cdf", "requests", "policy", "store_failed", "tenants", "timeline",
 			"utilisation", "write_gbps", "written_bytes"},
 		"latency": {"count", "max_us", "mean_us", "op", "p50_us", "p999_us", "p99_us"},

@@ -2,22 +2,40 @@ package reports
 
 import (
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
+	"golang.org/x/term"
 )
 
 // TextWidth is the widest line rbctl's human-readable output prints, in bytes: tables and
-// the notes under them stay within it.
+// the notes under them stay within it, and within the terminal when they go to one.
 const TextWidth = 160
+
+// Width is the width the text for w fits: TextWidth, or the terminal's when w is one and
+// narrower.
+func Width(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 20 && cols-1 < TextWidth {
+			return cols - 1
+		}
+	}
+	return TextWidth
+}
 
 // NewTable is the one table style of rbctl's text output: ASCII borders (a box-drawing
 // border is one column but three bytes, and ambiguous-width in East Asian terminals) and
 // headers as written.
+// On a terminal narrower than the table, cells wrap so that no line does.
 func NewTable(w io.Writer) *tablewriter.Table {
-	return tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off), tablewriter.WithSymbols(tw.NewSymbols(tw.StyleASCII)))
+	opts := []tablewriter.Option{tablewriter.WithHeaderAutoFormat(tw.Off), tablewriter.WithSymbols(tw.NewSymbols(tw.StyleASCII))}
+	if width := Width(w); width < TextWidth {
+		opts = append(opts, tablewriter.WithMaxWidth(width), tablewriter.WithRowAutoWrap(tw.WrapNormal), tablewriter.WithHeaderAutoWrap(tw.WrapNormal))
+	}
+	return tablewriter.NewTable(w, opts...)
 }
 
 // Wrap breaks s at spaces into lines of at most width bytes; continuation lines start with
@@ -40,9 +58,9 @@ func Wrap(s string, width int, indent string) []string {
 	return append(out, line)
 }
 
-// WriteWrapped writes s wrapped to TextWidth, continuation lines indented by two spaces.
+// WriteWrapped writes s wrapped to Width(w), continuation lines indented by two spaces.
 func WriteWrapped(w io.Writer, s string) error {
-	for _, l := range Wrap(s, TextWidth, "  ") {
+	for _, l := range Wrap(s, Width(w), "  ") {
 		if _, err := io.WriteString(w, l+"\n"); err != nil {
 			return err
 		}

@@ -36,12 +36,12 @@ rm -f "$IMG" "$IMG".*
 echo
 echo "== rbctl simulate: the same workload shape on a 1 TiB model, 90 % utilisation"
 echo "   (oracle:salt-lifetime is a future-knowledge reference, not a policy: what any placement could reach; docs/bench.md)"
-bin/rbctl simulate --capacity 1T --util 0.9 --placement "$POLICIES,oracle:salt-lifetime" --per-handle --plot "$OUT/simulate" --save "$OUT/simulate.json"
+bin/rbctl simulate --device-size 1T --util 0.9 --placement "$POLICIES,oracle:salt-lifetime" --per-handle --plot "$OUT/simulate" --save "$OUT/simulate.json"
 
 echo
 echo "== rbctl simulate at 95 % utilisation: per-chunk LRU, then region eviction (whole reclaim units of one tenant)"
-bin/rbctl simulate --capacity 1T --util 0.95 --placement none,metadata-class+cache-salt --eviction lru --save "$OUT/simulate-lru-0.95.json"
-bin/rbctl simulate --capacity 1T --util 0.95 --placement none,metadata-class+cache-salt --eviction region --save "$OUT/simulate-region-0.95.json"
+bin/rbctl simulate --device-size 1T --util 0.95 --placement none,metadata-class+cache-salt --eviction lru --save "$OUT/simulate-lru-0.95.json"
+bin/rbctl simulate --device-size 1T --util 0.95 --placement none,metadata-class+cache-salt --eviction region --save "$OUT/simulate-region-0.95.json"
 
 echo
 echo "== outputs in $OUT: bench.json, simulate*.json, bench/*.png|svg, simulate/*.png|svg"

@@ -50,6 +50,20 @@ type Options struct {
 	Fit workloads.Fit
 	// Progress, when set, is called before each run with its label and position.
 	Progress func(run string, i, n int)
+	// Step, when set, is called as a run advances (at each timeline sample).
+	Step func(Step)
+	// Plan, when set, is called once every check has passed, before the first run, with what
+	// the comparison is expected to take.
+	Plan func(Estimate)
+}
+
+// Step is a run's position: run I (from 0) of N, labelled Run, Frac of it done, in its
+// warm-up or not.
+type Step struct {
+	Run  string
+	I, N int
+	Frac float64
+	Warm bool
 }
 
 // point is one sweep value's configuration.
@@ -118,6 +132,11 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	}
 	if err := checkMemory(all, avail, otherLimits()); err != nil {
 		return nil, err
+	}
+	if o.Plan != nil {
+		if est, err := estimate(all, len(o.Admissions), src.Trace != nil); err == nil {
+			o.Plan(est)
+		}
 	}
 	w := o.Workload
 	rep := reports.New("simulate")
@@ -292,6 +311,10 @@ func (o Options) runAll(ctx context.Context, rep *reports.Report, src *workloads
 			}
 			rc.AnySlot = !affinity
 		}
+		if o.Step != nil {
+			label, i, n := o.label(j), i, len(jobs)
+			rc.OnSample = func(frac float64, warm bool) { o.Step(Step{Run: label, I: i, N: n, Frac: frac, Warm: warm}) }
+		}
 		res, err := RunOne(ctx, rc)
 		if err != nil && ctx.Err() != nil {
 			// Stopped before anything of this run was measured (an oracle's recording pass).
@@ -365,9 +388,13 @@ func reportRun(res *Result, logical int64) reports.Run {
 	if n := len(tl); n > 0 {
 		run.Utilisation = reports.F64(float64(tl[n-1].Stats.ValidBytes) / float64(logical))
 	}
+	_, _, start, _, _ := WAFWindows(tl, res.WarmupBytes) // the table's window starts there
 	for i := 1; i < len(tl); i++ {
 		p := reports.Point{PayloadBytes: tl[i].PayloadBytes, WAF: reports.F64(tl[i].Stats.Sub(tl[i-1].Stats).WAF()),
 			CumWAF: reports.F64(tl[i].Stats.WAF())}
+		if i > start && tl[i].Stats.Sub(tl[start].Stats).HostBytes > 0 {
+			p.MeasuredWAF = reports.F64(tl[i].Stats.Sub(tl[start].Stats).WAF())
+		}
 		if res.Run != nil && res.Run.Total.ChunksRequested > 0 {
 			p.Requests = reports.I64(tl[i].Requests)
 			if n := tl[i].ChunksRequested - tl[i-1].ChunksRequested; n > 0 {

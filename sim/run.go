@@ -64,6 +64,10 @@ type RunConfig struct {
 	// measured from its first request (no warm-up, no byte cap), sampled every
 	// TraceRequests/Points requests.
 	TraceRequests int64
+	// OnSample, when set, is called at every timeline sample with the fraction of the run done
+	// (payload written of warm-up plus window, or requests of the trace) and whether the
+	// warm-up is still running.
+	OnSample func(frac float64, warm bool)
 }
 
 // Result is what RunOne measured.
@@ -147,7 +151,17 @@ func RunOne(ctx context.Context, r RunConfig) (*Result, error) {
 		return WAFPoint{PayloadBytes: c.BytesWritten, Stats: m.Stats().Sub(base), Requests: c.Requests, ChunksRequested: c.ChunksRequested, ChunksHit: c.ChunksHit}
 	}
 	res.Timeline = append(res.Timeline, WAFPoint{Stats: m.Stats().Sub(base)})
-	dc.Sample = func(c workloads.Counters) { res.Timeline = append(res.Timeline, point(c)) }
+	dc.Sample = func(c workloads.Counters) {
+		res.Timeline = append(res.Timeline, point(c))
+		if r.OnSample == nil {
+			return
+		}
+		if r.TraceRequests > 0 {
+			r.OnSample(float64(c.Requests)/float64(r.TraceRequests), false)
+		} else {
+			r.OnSample(float64(c.BytesWritten)/float64(max(dc.StopAfterBytes, 1)), c.BytesWritten < dc.WarmupBytes)
+		}
+	}
 	d, err := workloads.NewDriver(dc, r.Gen, be)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,9 @@
 package units
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // FormatSize renders n bytes in binary units with one decimal ("1.5 MiB"); below 1 KiB in
 // bytes ("512 B"). ParseSize reads the unit part back (to within the rounding).
@@ -49,4 +52,14 @@ func FormatSpec(n int64) string {
 		return fmt.Sprintf("%d%s", v, u)
 	}
 	return fmt.Sprintf("%d", n)
+}
+
+// FormatHuman renders n for people to read: in the largest binary unit below it, with at
+// most two decimals and no trailing zeros ("1 TiB", "1000 TiB", "1.5 GiB", "19.83 GiB").
+func FormatHuman(n int64) string {
+	num, unit, _ := strings.Cut(FormatSizePrec(n, 2), " ")
+	if strings.Contains(num, ".") {
+		num = strings.TrimRight(strings.TrimRight(num, "0"), ".")
+	}
+	return num + " " + unit
 }

@@ -63,8 +63,6 @@ func (c *Client) call(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, c.timeout)
 }
 
-func (c *Client) wrap(err error) error { return fmt.Errorf("node %s: %w", c.addr, err) }
-
 // PutOutcome is what the node did with one put.
 type PutOutcome struct {
 	Stored   bool // written by this call

@@ -85,6 +85,9 @@ type Options struct {
 	Interval time.Duration
 	// Progress, if set, is called after each mode with its result.
 	Progress func(Result)
+	// Step, if set, is called after each request of run i (from 0) of n with the mode and
+	// the fraction of its requests done.
+	Step func(mode Mode, i, n int, frac float64)
 
 	// Workload "" is the tenants above; mooncake:FILE replays a Mooncake request trace
 	// (workloads.ReadMooncake) instead, its first Requests requests (0: all of it), in
@@ -207,9 +210,14 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		return nil, err
 	}
 	var out []Result
+	n := len(o.Modes) * len(o.TLS.runs())
 	for _, m := range o.Modes {
 		for _, tl := range o.TLS.runs() {
-			r, err := runMode(ctx, o, m, tl)
+			step, i := func(float64) {}, len(out)
+			if o.Step != nil {
+				step = func(frac float64) { o.Step(m, i, n, frac) }
+			}
+			r, err := runMode(ctx, o, m, tl, step)
 			if err != nil {
 				return out, fmt.Errorf("mode %s: %w", m, err)
 			}
@@ -234,7 +242,7 @@ type member struct {
 	m      NodeResult
 }
 
-func runMode(ctx context.Context, o Options, mode Mode, tl bool) (Result, error) {
+func runMode(ctx context.Context, o Options, mode Mode, tl bool, step func(frac float64)) (Result, error) {
 	dir, err := os.MkdirTemp(o.Dir, "cluster-"+string(mode)+"-")
 	if err != nil {
 		return Result{}, err
@@ -280,6 +288,7 @@ func runMode(ctx context.Context, o Options, mode Mode, tl bool) (Result, error)
 			return Result{}, fmt.Errorf("node %d request %d: %w", i, r, err)
 		}
 		done++
+		step(float64(done) / float64(o.Requests))
 		if o.Interval > 0 {
 			select {
 			case <-ctx.Done():

@@ -15,7 +15,7 @@ type Choice struct {
 	Reason          string      `json:"reason"`
 	Doubt           bool        `json:"in_doubt"`
 	Fallback        bool        `json:"fallback"`
-	LostKeys        *int        `json:"lost_keys"` // null: unknown, or no fallback
+	LostKeys        *int        `json:"lost_keys,omitempty"` // absent: unknown, or no fallback (lost_keys_known)
 	LostKnown       bool        `json:"lost_keys_known"`
 	LostSample      []string    `json:"lost_keys_sample,omitempty"`
 	MixedFormats    bool        `json:"mixed_formats"`

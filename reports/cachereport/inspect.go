@@ -88,7 +88,7 @@ func (r *Inspection) WriteText(w io.Writer) error {
 		rows = append(rows, []string{"cache_salt " + name, Bytes(r.BytesBySalt[s])})
 	}
 	if r.Verified {
-		rows = append(rows, []string{"verify", fmt.Sprintf("%d entries would be dropped", len(r.Dropped))})
+		rows = append(rows, []string{"verify", reports.Count(int64(len(r.Dropped)), "entry", "entries") + " would be dropped"})
 	}
 	if err := Table(w, []string{"index", "value"}, rows); err != nil {
 		return err

@@ -17,14 +17,14 @@ import (
 
 // Layout is a cache's geometry and format as JSON.
 type Layout struct {
-	DeviceSize       int64  `json:"device_size"`
+	DeviceSize       int64  `json:"device_size_bytes"`
 	CapacityBytes    int64  `json:"capacity_bytes"`
 	BlockAlign       int    `json:"block_align"`
 	HeaderBytes      int    `json:"header_bytes"`
 	SlotBytes        int64  `json:"slot_bytes"`
 	MetaTotalBytes   int64  `json:"meta_total_bytes"`
 	ContainerBytes   int64  `json:"container_bytes"`
-	PayloadCapacity  int64  `json:"container_payload_capacity"`
+	PayloadCapacity  int64  `json:"container_payload_capacity_bytes"`
 	DataBaseOffset   int64  `json:"data_base_offset"`
 	MaxSlots         int64  `json:"max_slots"`
 	MetaMagic        string `json:"meta_magic"`

@@ -33,11 +33,11 @@ type Recovery struct {
 // WriteText renders the recovery for people; the last line says what was written.
 func (r *Recovery) WriteText(w io.Writer) error {
 	if s := r.Scan; s != nil {
-		fmt.Fprintf(w, "%s: no checkpoint usable: index rebuilt from the slot headers (layout from %s): %d slots read, %d entries rebuilt, %d older versions superseded, %d failed verification, %d headers without a key record, %d empty; %d free slots (%.1f ms)\n",
-			r.Device, reports.Escape(s.LayoutSource), s.Slots, s.Rebuilt, s.Superseded, s.Failed, s.NoKeyRecord, s.Empty, r.TotalFree, r.DurationMs)
+		fmt.Fprintf(w, "%s: no checkpoint usable: index rebuilt from the slot headers (layout from %s): %s read, %s rebuilt, %d older versions superseded, %d failed verification, %d headers without a key record, %d empty; %s (%.1f ms)\n",
+			r.Device, reports.Escape(s.LayoutSource), reports.Count(int64(s.Slots), "slot", "slots"), reports.Count(int64(s.Rebuilt), "entry", "entries"), s.Superseded, s.Failed, s.NoKeyRecord, s.Empty, reports.Count(int64(r.TotalFree), "free slot", "free slots"), r.DurationMs)
 	} else {
-		fmt.Fprintf(w, "%s: checkpoint container %d seq %d (%s): %d entries, kept %d, dropped %d, %d free slots (%d on the free lists + %d never used) (%.1f ms)\n",
-			r.Device, r.Container, r.Seq, r.Format, r.Loaded, r.Kept, len(r.Dropped), r.TotalFree, r.FreeSlots, r.NeverUsed, r.DurationMs)
+		fmt.Fprintf(w, "%s: checkpoint container %d seq %d (%s): %s, kept %d, dropped %d, %s (%d on the free lists + %d never used) (%.1f ms)\n",
+			r.Device, r.Container, r.Seq, r.Format, reports.Count(int64(r.Loaded), "entry", "entries"), r.Kept, len(r.Dropped), reports.Count(int64(r.TotalFree), "free slot", "free slots"), r.FreeSlots, r.NeverUsed, r.DurationMs)
 	}
 	lines := r.Choice.Lines()
 	for _, d := range r.Dropped {

@@ -1,9 +1,11 @@
 package plots
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -72,6 +74,31 @@ func LineFigure(title string, x, y Axis, series []Series) (*Figure, error) {
 		return nil, ErrNoData
 	}
 	return f, nil
+}
+
+// MarkX draws a dashed grey vertical line at x across the data's height, with a legend entry
+// that says what it marks (the end of a warm-up).
+func (f *Figure) MarkX(x float64, series []Series, name string) error {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range series {
+		for _, p := range s.XYs {
+			lo, hi = math.Min(lo, p.Y), math.Max(hi, p.Y)
+		}
+	}
+	if math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+		return ErrNoData
+	}
+	if f.y.Start.kind == startFloor {
+		lo = math.Min(lo, f.y.Start.floor)
+	}
+	l, err := plotter.NewLine(plotter.XYs{{X: x, Y: lo}, {X: x, Y: hi}})
+	if err != nil {
+		return err
+	}
+	l.LineStyle = draw.LineStyle{Color: color.Gray{Y: 110}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+	f.Plot.Add(l)
+	f.AddLegend(name, l)
+	return nil
 }
 
 // Line adds a line in style i with a legend entry.
@@ -149,8 +176,16 @@ func (f *Figure) LegendWidth() vg.Length {
 	}
 	l := f.legend()
 	r := l.Rectangle(draw.Canvas{})
-	return r.Size().X + 2*vg.Points(legendGap)
+	// Room for the box around it, and slack for an SVG viewer whose fallback font is wider
+	// than Liberation Sans (DejaVu Sans is about 12 % wider).
+	return r.Size().X*legendSlack + 2*vg.Points(legendGap+legendPad)
 }
+
+// legendPad is the margin of the legend's box; legendSlack the strip's room for wider fonts.
+const (
+	legendPad   = 3
+	legendSlack = 1.15
+)
 
 // fit sets both axes' ranges and ticks (once, after the data are added; Draw, Layout,
 // AxisTicks and DrawGrid call it).
@@ -182,7 +217,26 @@ func (f *Figure) Draw(c draw.Canvas, strip vg.Length) {
 	pa, la := f.Layout(c, strip)
 	f.Plot.Draw(pa)
 	l := f.legend()
+	if len(f.entries) > 0 {
+		// An opaque box under the legend: its text stays readable on a viewer's dark
+		// background, and the strip reads as one block.
+		size := l.Rectangle(la).Size() // its size; gonum places a Left legend's rectangle on the right
+		box := vg.Rectangle{Min: vg.Point{X: la.Min.X, Y: la.Max.Y - size.Y}, Max: vg.Point{X: la.Min.X + size.X, Y: la.Max.Y}}
+		pad := vg.Points(legendPad)
+		box.Min.X, box.Min.Y, box.Max.X, box.Max.Y = box.Min.X-pad, box.Min.Y-pad, box.Max.X+pad, box.Max.Y+pad
+		la.SetColor(color.White)
+		la.Fill(box.Path())
+		la.SetLineStyle(draw.LineStyle{Color: color.Gray{Y: gridGrey}, Width: vg.Points(0.5)})
+		la.Stroke(box.Path())
+	}
 	l.Draw(la)
+}
+
+// fillBackground paints all of c white: the legend's strip too, not only the plot (an SVG
+// viewer with a dark page would otherwise show the strip dark, and black text on it).
+func fillBackground(c draw.Canvas) {
+	c.SetColor(color.White)
+	c.Fill(c.Rectangle.Path())
 }
 
 // AxisTicks returns the ticks the figure's x and y axes are drawn with.
@@ -215,21 +269,23 @@ func (f *Figure) write(path, format string, w, strip vg.Length) error {
 	if err != nil {
 		return err
 	}
-	f.Draw(draw.New(c), strip)
+	dc := draw.New(c)
+	fillBackground(dc)
+	f.Draw(dc, strip)
 	return writeCanvas(path, c)
 }
 
 // writeCanvas writes a drawn canvas to path.
 func writeCanvas(path string, c vg.CanvasWriterTo) error {
-	file, err := os.Create(path)
-	if err != nil {
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
 		return err
 	}
-	if _, err := c.WriteTo(file); err != nil {
-		file.Close()
-		return err
+	out := buf.Bytes()
+	if filepath.Ext(path) == ".svg" {
+		out = bytes.ReplaceAll(out, []byte("font-family:"+fontName), []byte("font-family:"+svgFontFamily))
 	}
-	return file.Close()
+	return os.WriteFile(path, out, 0o644)
 }
 
 // RollingMean smooths xy (sorted by X) with a centred window: each point becomes the mean

@@ -71,7 +71,9 @@ func SaveGrid(path string, grid [][]*Figure) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := DrawGrid(draw.New(c), grid); err != nil {
+	dc := draw.New(c)
+	fillBackground(dc)
+	if err := DrawGrid(dc, grid); err != nil {
 		return err
 	}
 	if err := writeCanvas(path, c); err != nil {

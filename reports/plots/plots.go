@@ -43,7 +43,7 @@ func LatencyCDF(r *reports.Report, dir string) ([]string, error) {
 }
 
 func latencyCDF(r *reports.Report) (*Figure, error) {
-	return LineFigure("Request latency CDF", Axis{Label: "request latency (µs, log scale)", Log: true, Start: FromData},
+	return LineFigure("Request latency CDF", Axis{Label: "request latency (log scale)", Log: true, Micros: true, Start: FromData},
 		Axis{Label: "fraction of requests", Start: FromZero},
 		perRun(drawn(r), func(run reports.Run) plotter.XYs {
 			var xy plotter.XYs
@@ -56,24 +56,66 @@ func latencyCDF(r *reports.Report) (*Figure, error) {
 		}))
 }
 
-// WAFOverTime draws each run's modelled cumulative WAF against payload written: payload from
-// 0, WAF from 1 (its floor).
+// WAFOverTime draws each run's modelled WAF over the tables' window (from the end of the
+// warm-up, so a line ends at its table's figure) against payload written, the warm-up marked
+// by a dashed line where it ends: payload from 0, WAF from 1 (its floor). A report without
+// a measured window (an older one) draws the cumulative WAF from the start, and says so.
 func WAFOverTime(r *reports.Report, dir string) ([]string, error) {
 	return save(wafOverTime, r, dir, "waf-over-time")
 }
 
 func wafOverTime(r *reports.Report) (*Figure, error) {
-	return LineFigure("Host WAF (modelled) over time", Axis{Label: "payload written (GiB)", Start: FromZero},
-		Axis{Label: "cumulative WAF (modelled)", Start: From(1)},
-		perRun(drawn(r), func(run reports.Run) plotter.XYs {
-			var xy plotter.XYs
-			for _, pt := range run.Timeline {
-				if pt.CumWAF != nil && *pt.CumWAF > 0 {
-					xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: *pt.CumWAF})
-				}
+	measured := false
+	for _, run := range drawn(r) {
+		for _, pt := range run.Timeline {
+			measured = measured || pt.MeasuredWAF != nil
+		}
+	}
+	title, ylabel := "Host WAF (modelled) against payload written", "WAF since the end of the warm-up (modelled)"
+	if !measured {
+		ylabel = "cumulative WAF from the start, warm-up included (modelled)"
+	}
+	series := perRun(drawn(r), func(run reports.Run) plotter.XYs {
+		var xy plotter.XYs
+		for _, pt := range run.Timeline {
+			v := pt.CumWAF
+			if measured {
+				v = pt.MeasuredWAF
 			}
-			return xy
-		}))
+			if v != nil && *v > 0 {
+				xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: *v})
+			}
+		}
+		return xy
+	})
+	f, err := LineFigure(title, Axis{Label: "payload written since the start (GiB)", Start: FromZero}, Axis{Label: ylabel, Start: From(1)}, series)
+	if err != nil || !measured {
+		return f, err
+	}
+	// The warm-up, faint: its cumulative WAF up to where the tables' window begins (each
+	// run's own point in a bench, whose warm-up ends when the cache has filled).
+	warm := false
+	for i, run := range drawn(r) {
+		var xy plotter.XYs
+		for _, pt := range run.Timeline {
+			if pt.MeasuredWAF == nil && pt.CumWAF != nil && *pt.CumWAF > 0 {
+				xy = append(xy, plotter.XY{X: float64(pt.PayloadBytes) / (1 << 30), Y: *pt.CumWAF})
+			}
+		}
+		if len(xy) > 0 {
+			if err := f.Faint(i, xy); err != nil {
+				return nil, err
+			}
+			warm = true
+		}
+	}
+	if warm {
+		f.AddLegend("faint: warm-up, cumulative (not in the tables)", FaintThumb())
+	}
+	if r.Window.WarmupBytes == nil || *r.Window.WarmupBytes <= 0 {
+		return f, nil
+	}
+	return f, f.MarkX(float64(*r.Window.WarmupBytes)/(1<<30), series, "warm-up ends: the tables' window starts")
 }
 
 // Throughput draws each run's ops/s over wall-clock time, both from 0: every sampled

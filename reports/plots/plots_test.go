@@ -2,11 +2,13 @@ package plots
 
 import (
 	"bytes"
+	"fmt"
 	"image"
 	_ "image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -90,6 +92,20 @@ func demoReport() *reports.Report {
 	return r
 }
 
+// measuredReport is demoReport with a warm-up of 2 GiB and the WAF of the window after it.
+func measuredReport() *reports.Report {
+	r := demoReport()
+	r.Window.WarmupBytes = reports.I64(2 << 30)
+	for i := range r.Runs {
+		for j, pt := range r.Runs[i].Timeline {
+			if pt.PayloadBytes > 2<<30 {
+				r.Runs[i].Timeline[j].MeasuredWAF = reports.F64(1 + (*pt.CumWAF-1)*0.6)
+			}
+		}
+	}
+	return r
+}
+
 func joined(ticks []plot.Tick) string { return strings.Join(labels(majors(ticks)), " ") }
 
 // Every figure kind: distinct tick labels on both axes, axes from where the figure says,
@@ -111,9 +127,12 @@ func TestFigureKinds(t *testing.T) {
 		legend string
 	}{
 		{"waf-over-time", wafOverTime, r, "0 2 4 6 8 10 12", "1.00 1.02 1.04 1.06 1.08 1.10 1.12", "none, cache-salt"},
+		// With a measured window: its WAF (ending at the table's), the warm-up's end marked.
+		{"waf-measured", wafOverTime, measuredReport(), "0 2 4 6 8 10 12", "1.00 1.02 1.04 1.06",
+			"none, cache-salt, faint: warm-up, cumulative (not in the tables), warm-up ends: the tables' window starts"},
 		// The origin's 0 is labelled once, on y.
 		{"throughput", throughput, r, "1 2 3 4 5", "0 200 400 600 800", "none, cache-salt, faint: each 0.1 s interval"},
-		{"latency-cdf", latencyCDF, r, "10 100 1000 10000 100000", "0.0 0.2 0.4 0.6 0.8 1.0", "none, cache-salt"},
+		{"latency-cdf", latencyCDF, r, "10 µs 100 µs 1 ms 10 ms 100 ms", "0.0 0.2 0.4 0.6 0.8 1.0", "none, cache-salt"},
 		{"sweep-util", sweep, sw, "0.5 0.6 0.7 0.8 0.9", "1.0 1.1 1.2 1.3 1.4", "none, cache-salt"},
 	}
 	dir := t.TempDir()
@@ -261,5 +280,36 @@ func TestTraceFigures(t *testing.T) {
 	r.Trace = nil
 	if files, _ = All(r, t.TempDir()); len(files) != 2 {
 		t.Fatalf("without a trace: %v", files)
+	}
+}
+
+// An SVG is white to its edges (the legend strip too), names its font with fallbacks of the
+// same metrics, and puts the legend on an opaque box.
+func TestSVGBackgroundFontLegend(t *testing.T) {
+	f, err := wafOverTime(measuredReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := f.Save(t.TempDir(), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(paths[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(svg)
+	m := regexp.MustCompile(`viewBox="0 0 ([0-9.]+) ([0-9.]+)"`).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("no viewBox in %.300s", s)
+	}
+	if fill := fmt.Sprintf(`<path d="M0,0L%s,0L%s,%s`, m[1], m[1], m[2]); !strings.Contains(s, fill) {
+		t.Errorf("no white fill over the whole %sx%s image (want %q)", m[1], m[2], fill)
+	}
+	if !strings.Contains(s, "font-family:'Liberation Sans',Arial,Helvetica,sans-serif") || strings.Contains(s, "Liberation Serif") {
+		t.Errorf("font family without fallbacks: %v", regexp.MustCompile(`font-family:[^;]*`).FindAllString(s, 2))
+	}
+	if n := strings.Count(s, "fill:#FFFFFF"); n < 3 { // the image, the plot, the legend's box
+		t.Errorf("%d white fills; want the image's, the plot's and the legend box's", n)
 	}
 }

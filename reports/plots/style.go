@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
@@ -62,6 +63,8 @@ type Axis struct {
 	Label string
 	Start Start
 	Log   bool
+	// Micros: the values are microseconds, labelled as times ("100 µs", "10 ms", "1 s").
+	Micros bool
 }
 
 // palette is Okabe and Ito's colour-blind-safe set, yellow last (it is faint on white).
@@ -109,6 +112,18 @@ func GlyphStyle(i int) draw.GlyphStyle {
 	return draw.GlyphStyle{Color: Color(i), Radius: vg.Points(3), Shape: plotutil.Shape(i)}
 }
 
+// The figures' font: Liberation Sans, which gonum/plot embeds (the PNG is drawn with it),
+// named in an SVG with fallbacks a viewer has: Arial and Helvetica share its metrics, so the
+// text fits where it was laid out; sans-serif last.
+const fontName = "Liberation Sans"
+
+const svgFontFamily = "'Liberation Sans',Arial,Helvetica,sans-serif"
+
+func init() {
+	plot.DefaultFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
+	plotter.DefaultFont = plot.DefaultFont
+}
+
 // newPlot is a gonum plot in the style: title, axis labels, scales and tick marks, a grid.
 func newPlot(title string, x, y Axis) *plot.Plot {
 	p := plot.New()
@@ -123,6 +138,9 @@ func newPlot(title string, x, y Axis) *plot.Plot {
 		if a.spec.Log {
 			a.ax.Scale = plot.LogScale{}
 			a.ax.Tick.Marker = LogTicks{}
+			if a.spec.Micros {
+				a.ax.Tick.Marker = LatencyTicks{}
+			}
 		}
 	}
 	grid := plotter.NewGrid()

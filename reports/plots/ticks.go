@@ -228,3 +228,33 @@ func formatTick(v float64, prec int, sci bool) string {
 	n, _ := strconv.Atoi(exp)
 	return mant + "e" + strconv.Itoa(n)
 }
+
+// LatencyTicks are LogTicks of a latency in microseconds, labelled as times: 10 µs, 1 ms,
+// 100 ms, 2 s.
+type LatencyTicks struct{}
+
+var _ plot.Ticker = LatencyTicks{}
+
+// Ticks returns the ticks of the range [min, max] (microseconds).
+func (LatencyTicks) Ticks(min, max float64) []plot.Tick {
+	ticks := LogTicks{}.Ticks(min, max)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = Micros(ticks[i].Value)
+		}
+	}
+	return ticks
+}
+
+// Micros writes a time given in microseconds in the unit that keeps it short: 250 µs,
+// 1.5 ms, 20 ms, 2 s.
+func Micros(us float64) string {
+	v, unit := us, "µs"
+	switch {
+	case us >= 1e6:
+		v, unit = us/1e6, "s"
+	case us >= 1e3:
+		v, unit = us/1e3, "ms"
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64) + " " + unit
+}

@@ -31,7 +31,7 @@ func checkLabels(t *testing.T, what string, ticks []plot.Tick) {
 			t.Errorf("%s: label %q twice in %v", what, tk.Label, labels(m))
 		}
 		seen[tk.Label] = true
-		v, err := strconv.ParseFloat(tk.Label, 64)
+		v, err := parseTick(tk.Label)
 		if err != nil {
 			t.Errorf("%s: label %q is not a number", what, tk.Label)
 			continue
@@ -129,4 +129,16 @@ func TestLogTicks(t *testing.T) {
 	if got := strings.Join(labels(majors(ticks)), " "); got != "10 100 1000 10000 100000" {
 		t.Errorf("log labels %q", got)
 	}
+}
+
+// parseTick reads a tick label: a number, or a time of LatencyTicks ("10 µs", "1 ms", "2 s")
+// as microseconds.
+func parseTick(l string) (float64, error) {
+	for unit, m := range map[string]float64{" µs": 1, " ms": 1e3, " s": 1e6} {
+		if n, ok := strings.CutSuffix(l, unit); ok {
+			v, err := strconv.ParseFloat(n, 64)
+			return v * m, err
+		}
+	}
+	return strconv.ParseFloat(l, 64)
 }

@@ -184,7 +184,7 @@ point() {
 		rc=1
 		return
 	fi
-	el=$(json_first "$out" elapsed_sec)
+	el=$(json_first "$out" elapsed_seconds)
 	rb=$(json_first "$out" read_bytes)
 	wb=$(json_first "$out" written_bytes)
 	ops=$(json_first "$out" ops_per_sec)

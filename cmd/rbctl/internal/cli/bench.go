@@ -32,7 +32,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench DEV [DEV...]",
 		Short: "Run a KV-cache workload through the engine once per placement policy and compare them",
 		Long: `bench formats DEV and runs the workload through the engine once per policy in --placement,
-then prints one comparison: ops/s, GB/s read and written, latency percentiles per operation,
+then prints one comparison: ops/s, GiB/s read and written, latency percentiles per operation,
 hit ratio, the host WAF of a shadow FTL model fed exactly the engine's writes and deallocates
 ("modelled"), the device WAF from the FDP statistics log when DEV has FDP (emulated or real),
 and bytes deallocated. Figures cover the measured window: after --warmup device capacities
@@ -58,14 +58,14 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 	fs.Float64Var(&o.Warmup, "warmup", 1, "warm-up, in cache capacities of payload stored (0: none)")
 	fs.DurationVar(&o.WarmupTimeout, "warmup-timeout", time.Minute, "end the warm-up after this long even if --warmup was not reached")
 	fs.StringVar(&o.Precondition, "precondition", "trim", "before each run: trim (deallocate the device) or fill (write it sequentially)")
-	fs.BoolVar(&o.Deallocate, "deallocate", true, "deallocate freed slots on delete/evict (H6); false opts out")
+	fs.BoolVar(&o.Deallocate, "deallocate", true, "deallocate freed slots on delete/evict; false opts out")
 	fs.IntVar(&o.Handles, "handles", 8, "placement handles for the policy and shadow model when DEV has no FDP")
 	flagcheck.SizeVar(fs, &o.RUBytes, "ru", "16M", "shadow model reclaim unit size when DEV does not report one")
 	fs.Float64Var(&o.OP, "op", 0.07, "shadow model over-provisioning when DEV does not report it")
 	fs.Var(flagsets.Optional(&o.Isolation, "initial"), "isolation", "shadow model handle isolation: initial or persistent (an emulated DEV keeps its own unless given)")
 	fs.Var(flagsets.Text(&o.GC, "greedy"), "gc", "shadow model GC policy: greedy or cost-benefit")
 	flagcheck.SizeVar(fs, &o.Create, "create", "", "create DEV as a sparse file of this size if it does not exist")
-	fs.BoolVar(&o.SlotGroups, "slot-groups", false, "group slots per handle into reclaim-unit-sized groups (H4)")
+	fs.BoolVar(&o.SlotGroups, "slot-groups", false, "group slots per handle into reclaim-unit-sized groups")
 	flagcheck.SizeVar(fs, &o.MetaBytes, "meta-bytes", "auto", "metadata region (meta_total_bytes); auto sizes it for a full index", "auto")
 	fs.DurationVar(&o.CheckpointInterval, "checkpoint-interval", time.Second, "engine checkpoint interval")
 	fs.IntVar(&o.QueueDepth, "queue-depth", 32, "device queue depth")

@@ -20,12 +20,14 @@ func newClusterBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			finish := flagsets.ClusterProgress(&o)
 			rs, err := clusterbench.Run(cmd.Context(), o)
+			finish()
 			if cmd.Context().Err() != nil {
 				err = errInterrupted
 			}
 			if f.JSON {
-				printJSON(cmd.OutOrStdout(), map[string]any{"waf_source": clusterbench.WAFSource, "results": rs})
+				printJSON(cmd, map[string]any{"waf_source": clusterbench.WAFSource, "results": rs})
 			} else if werr := clusterbench.WriteText(cmd.OutOrStdout(), rs); err == nil {
 				err = werr
 			}

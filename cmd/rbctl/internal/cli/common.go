@@ -5,7 +5,6 @@ package cli
 // when serve.go does.
 
 import (
-	"encoding/json"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -33,14 +32,13 @@ func (f *rbPlaceFlag) check() error                        { return f.Check() }
 // show prints v as JSON when asJSON, else as text.
 func show(cmd *cobra.Command, asJSON bool, v any, text func(io.Writer) error) error {
 	if asJSON {
-		return printJSON(cmd.OutOrStdout(), v)
+		return printJSON(cmd, v)
 	}
 	return text(cmd.OutOrStdout())
 }
 
-// printJSON writes v as indented JSON, the --json output of every command.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// printJSON writes v as cmd's --json document: an object with schema ("rbctl.ls") and
+// schema_version first (flagsets.Document); ls's list is its "keys".
+func printJSON(cmd *cobra.Command, v any) error {
+	return flagsets.Document(cmd.OutOrStdout(), flagsets.SchemaOf(cmd.CommandPath()), "keys", v)
 }

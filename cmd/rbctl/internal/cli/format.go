@@ -95,7 +95,7 @@ func runFormat(cmd *cobra.Command, paths []string, f *formatFlags) error {
 	if len(paths) == 1 && err == nil { // one device: its layout, as always
 		d := rep.Devices
 		if f.json {
-			return printJSON(cmd.OutOrStdout(), d[0].Layout)
+			return printJSON(cmd, d[0].Layout)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "formatted %s (%s)\n", paths[0], d[0].Kind)
 		return d[0].Layout.WriteText(cmd.OutOrStdout())

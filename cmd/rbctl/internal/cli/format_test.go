@@ -171,8 +171,13 @@ func TestPutPlacementStableAcrossCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []cachereport.Key
-	if err := json.Unmarshal([]byte(out), &keys); err != nil || len(keys) != len(salts) {
+	var doc struct {
+		SchemaVersion int               `json:"schema_version"`
+		Keys          []cachereport.Key `json:"keys"`
+	}
+	err = json.Unmarshal([]byte(out), &doc)
+	keys := doc.Keys
+	if err != nil || doc.SchemaVersion != 1 || len(keys) != len(salts) {
 		t.Fatalf("ls: %v\n%s", err, out)
 	}
 	handleOf := map[string]int32{}

@@ -16,7 +16,7 @@ func init() { register(newGetCmd) }
 type getResult struct {
 	Key     string `json:"key"`
 	Slot    uint32 `json:"slot"`
-	Size    int    `json:"size"`
+	Size    int    `json:"size_bytes"`
 	Payload []byte `json:"payload"`
 }
 
@@ -61,7 +61,7 @@ func newGetCmd() *cobra.Command {
 			case out.File():
 				return out.Write(buf)
 			case asJSON:
-				return printJSON(cmd.OutOrStdout(), getResult{Key: rbEscape(k.String()), Slot: m.Slot, Size: m.Size, Payload: buf})
+				return printJSON(cmd, getResult{Key: rbEscape(k.String()), Slot: m.Slot, Size: m.Size, Payload: buf})
 			}
 			_, err = cmd.OutOrStdout().Write(buf)
 			return err

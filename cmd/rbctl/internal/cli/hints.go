@@ -103,6 +103,10 @@ func flagHints(cmd *cobra.Command, err error) []string {
 			}
 		}
 	}
+	var le *blockdev.LockedError
+	if errors.As(err, &le) && strings.HasSuffix(le.Command, " serve") && cmd.Parent() != nil && cmd.Parent().Parent() == nil {
+		hints = append(hints, "a node serves it: rbctl remote ls --server HOST:PORT lists its keys, rbctl remote get reads one")
+	}
 	if errors.Is(err, blockdev.ErrNeedsPassthrough) && has("io-engine") {
 		hints = append(hints, "use --io-engine passthru")
 	}

@@ -46,13 +46,17 @@ func TestPutGetLsEveryKeyShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var listed []struct {
-		Key  string `json:"key"`
-		Salt string `json:"cache_salt"`
+	var doc struct {
+		Schema string `json:"schema"`
+		Keys   []struct {
+			Key  string `json:"key"`
+			Salt string `json:"cache_salt"`
+		} `json:"keys"`
 	}
-	if err := json.Unmarshal([]byte(out), &listed); err != nil {
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Schema != "rbctl.ls" {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	listed := doc.Keys
 	if len(listed) != len(keys) {
 		t.Fatalf("ls lists %d keys, want %d:\n%s", len(listed), len(keys), out)
 	}

@@ -52,7 +52,7 @@ func newPutCmd() *cobra.Command {
 			}
 			switch {
 			case len(res.Stored) == 1 && asJSON:
-				return printJSON(cmd.OutOrStdout(), map[string]any{"stored": rbEscape(k.String()), "bytes": len(data)})
+				return printJSON(cmd, map[string]any{"stored": rbEscape(k.String()), "size_bytes": len(data)})
 			case len(res.Stored) == 1:
 				fmt.Fprintf(cmd.OutOrStdout(), "stored %d bytes under %s\n", len(data), rbEscape(k.String()))
 				return nil

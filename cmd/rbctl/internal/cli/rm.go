@@ -46,7 +46,7 @@ func newRmCmd() *cobra.Command {
 				return notFound(fmt.Errorf("%s is not in the cache", rbEscape(k.String())))
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"removed": rbEscape(k.String()), "deallocated": dealloc})
+				return printJSON(cmd, map[string]any{"removed": rbEscape(k.String()), "deallocated": dealloc})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", rbEscape(k.String()))
 			return nil

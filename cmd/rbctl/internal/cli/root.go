@@ -11,6 +11,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/help"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/logging"
 )
 
 var constructors []func() *cobra.Command
@@ -29,6 +33,7 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // NewRoot builds the root command with every registered sub-command.
 func NewRoot() *cobra.Command {
+	var logs logging.Options
 	root := &cobra.Command{
 		Use:           "rbctl",
 		Short:         "NVMe FDP research toolkit for raw-block LLM KV-caches",
@@ -38,8 +43,14 @@ func NewRoot() *cobra.Command {
 		Version:       versionString(),
 		// The contract's one gate: every flag of every command is range-checked before the
 		// command runs (contract.go).
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return validateFlags(cmd) },
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := logs.Setup(cmd.ErrOrStderr()); err != nil { // one slog log (logging)
+				return err
+			}
+			return validateFlags(cmd)
+		},
 	}
+	logs.Register(root.PersistentFlags())
 	root.SetVersionTemplate("{{.Version}}\n")
 	cmds := make([]*cobra.Command, 0, len(constructors))
 	for _, c := range constructors {
@@ -51,7 +62,10 @@ func NewRoot() *cobra.Command {
 	root.InitDefaultCompletionCmd()
 	strictGroups(root)
 	attachExamples(root)
-	hintAll(root) // library errors name config fields; say which flag sets them (hints.go)
+	help.Arrange(root)      // commands and long flag lists under headings
+	flagsets.Complete(root) // shell completion of enumerated flag values
+	flagsets.Suggest(root)  // "did you mean" for mistyped flags
+	hintAll(root)           // library errors name config fields; say which flag sets them (hints.go)
 	return root
 }
 
@@ -61,7 +75,9 @@ func strictGroups(c *cobra.Command) {
 	if c.HasSubCommands() && !c.Runnable() {
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
+			if s := cmd.SuggestionsFor(args[0]); len(args) > 0 && len(s) > 0 {
+				return fmt.Errorf("unknown command %q for %q; did you mean %s?", args[0], cmd.CommandPath(), strings.Join(s, " or "))
+			} else if len(args) > 0 {
 				return fmt.Errorf("unknown command %q for %q (%s --help lists them)", args[0], cmd.CommandPath(), cmd.CommandPath())
 			}
 			return cmd.Help()

@@ -48,7 +48,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			opts.Logger = slog.Default() // --log-format, --log-level (root.go)
 			flagsets.HangUp(cmd.Context(), opts.Logger, tf.Reloads)
 			for _, a := range args {
 				if w := cache.SpaceWarning(a); w != "" {
@@ -67,11 +67,11 @@ func newServeCmd() *cobra.Command {
 			if err := af.Apply(&opts, &cl, len(peers) > 0, opts.Logger); err != nil {
 				return err
 			}
-			tf.Announce(cmd.ErrOrStderr())
+			tf.Announce(opts.Logger)
 			if len(peers) > 0 {
 				opts.Directory = node.StaticPeers(peers)
-			} else if cl.Cluster != "none" {
-				opts.JoinDirectory = cluster.JoinFunc(cl, 5*time.Second)
+			} else {
+				opts.JoinDirectory = flagsets.JoinCluster(cl, opts.Logger) // nil: alone
 			}
 			opts.SeparateReplicas, opts.ReplicaHandle = replica >= 0, placement.Handle(replica)
 			dev.Cache = dev.cache.Cache
@@ -87,7 +87,7 @@ func newServeCmd() *cobra.Command {
 			defer rec.Close()
 			ready := func(p p2p.Peer) {
 				if asJSON {
-					printJSON(cmd.OutOrStdout(), map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data, "pid": os.Getpid()})
+					printJSON(cmd, map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data, "pid": os.Getpid()})
 					return
 				}
 				cmd.Printf("serving %s: control %s, data %s, pid %d\n", rbEscape(strings.Join(args, " ")), p.Control, p.Data, os.Getpid())
@@ -107,7 +107,7 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&opts.LeaseTTL, "lease", 10*time.Second, "how long a peer keeps our pins if we never unlock (and the longest lease we grant is 60s)")
 	f.DurationVar(&opts.LookupTimeout, "peer-timeout", 2*time.Second, "deadline of one peer lookup-and-lock; a timeout is a miss")
 	f.DurationVar(&opts.FetchTimeout, "fetch-timeout", 10*time.Second, "deadline of one data-plane transfer; a timeout is a miss")
-	f.StringVar(&cl.Cluster, "cluster", "default", "cluster to join when --peers is not given (gossip membership and key digests, p2p/cluster; none: serve alone)")
+	f.StringVar(&cl.Cluster, "cluster", "", "cluster to join when --peers is not given (gossip membership and key digests, p2p/cluster); empty: serve alone unless --join names members (then \"default\"); none: alone")
 	f.StringVar(&cl.Name, "node-name", "", "this node's name in the cluster (default: the host name and a random part, kept across restarts in $XDG_STATE_HOME/rbctl/nodes/)")
 	f.StringSliceVar(&cl.Seeds, "join", nil, "gossip addresses (HOST:PORT) of members to join; without them nodes on this machine find each other through a registry directory")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "HOST:PORT the gossip membership listens on (UDP and TCP; port 0: any)")

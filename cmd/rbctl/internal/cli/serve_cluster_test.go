@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// TestServeNodesFindEachOther runs two `rbctl serve` processes with no --peers: they join the
-// default cluster through the registry directory (XDG_RUNTIME_DIR, the test's own), learn each
-// other's key digests, and a get on b of a chunk put on a is a peer hit.
+// TestServeNodesFindEachOther runs two `rbctl serve --cluster lab` processes with no --peers:
+// they join the cluster through the registry directory (XDG_RUNTIME_DIR, the test's own),
+// learn each other's key digests, and a get on b of a chunk put on a is a peer hit. (Without
+// --cluster, --join or --peers a node stands alone: flagsets.TestJoinClusterOnlyWhenTold.)
 func TestServeNodesFindEachOther(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
@@ -21,8 +22,8 @@ func TestServeNodesFindEachOther(t *testing.T) {
 			t.Fatalf("format: exit %d: %s", code, se)
 		}
 	}
-	_, ctlA, _ := startServe(t, dir, a, "--node-name", "a")
-	_, ctlB, _ := startServe(t, dir, b, "--node-name", "b")
+	_, ctlA, _ := startServe(t, dir, a, "--node-name", "a", "--cluster", "lab")
+	_, ctlB, _ := startServe(t, dir, b, "--node-name", "b", "--cluster", "lab")
 	remote := func(args ...string) (int, string, string) {
 		return runRbctl(t, dir, 30*time.Second, append([]string{"remote"}, args...)...)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/torture"
 )
 
@@ -42,7 +43,9 @@ any invariant failed.`,
 				opts.Progress = cmd.ErrOrStderr()
 			}
 			opts.Stop = cmd.Context().Done()
+			finish := flagsets.TortureProgress(&opts, verbose)
 			sum, err := torture.Run(opts)
+			finish()
 			if err != nil {
 				return fmt.Errorf("torture: harness failed: %w", err)
 			}

@@ -30,7 +30,7 @@ func newVersionCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), buildinfo.Read(Version, Commit, BuildDate))
+				return printJSON(cmd, buildinfo.Read(Version, Commit, BuildDate))
 			}
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), versionString())
 			return err

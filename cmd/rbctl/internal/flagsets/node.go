@@ -1,15 +1,19 @@
 package flagsets
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/rbctl/rbctl/p2p"
 
 	"github.com/spf13/cobra"
 
@@ -228,4 +232,27 @@ func nameFile(devs []string) string {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// JoinCluster is how serve meets other nodes (node.Options.JoinDirectory): nil, after saying
+// so in the log, when it stands alone (no cluster named, no gossip seeds; or --cluster none),
+// else cluster.JoinFunc, logging once joined which cluster it is and how many members it has.
+// A node joins only when told to, so two people's nodes on one machine never share caches by
+// accident. Seeds without a name join the cluster "default".
+func JoinCluster(cl cluster.Config, log *slog.Logger) func(context.Context, p2p.Peer) (p2p.Directory, io.Closer, error) {
+	if cl.Cluster == "none" || (cl.Cluster == "" && len(cl.Seeds) == 0) {
+		log.Info("serving alone: no cluster joined; --cluster NAME, --join or --peers share a cache with other nodes")
+		return nil
+	}
+	if cl.Cluster == "" {
+		cl.Cluster = "default"
+	}
+	join := cluster.JoinFunc(cl, 5*time.Second)
+	return func(ctx context.Context, self p2p.Peer) (p2p.Directory, io.Closer, error) {
+		d, c, err := join(ctx, self)
+		if m, ok := d.(*cluster.Cluster); ok && err == nil {
+			log.Info("joined cluster", "cluster", cl.Cluster, "members", len(m.Members()), "name", cl.Name)
+		}
+		return d, c, err
+	}
 }

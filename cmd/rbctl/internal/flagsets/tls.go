@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -82,10 +81,10 @@ func (f *TLS) Serve(ctx context.Context, opts *node.Options, log *slog.Logger) e
 	return nil
 }
 
-// Announce says in one line that the node serves plain TCP, when no TLS flag was given.
-func (f *TLS) Announce(w io.Writer) {
+// Announce logs, as a warning, that the node serves plain TCP, when no TLS flag was given.
+func (f *TLS) Announce(log *slog.Logger) {
 	if f.Files.Empty() {
-		fmt.Fprintln(w, "serve: plain TCP: no --tls-cert/--tls-key/--tls-ca given; anyone who can reach the control and data ports can read, write and delete keys")
+		log.Warn("serve: plain TCP: no --tls-cert/--tls-key/--tls-ca given; anyone who can reach the control and data ports can read, write and delete keys")
 	}
 }
 

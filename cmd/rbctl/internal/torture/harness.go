@@ -51,6 +51,8 @@ type Options struct {
 	Stop <-chan struct{}
 	// Progress, when set, gets one line per cycle.
 	Progress io.Writer
+	// Step, when set, is called after each cycle with the kills done of Kills.
+	Step func(kills, of int)
 }
 
 func (o *Options) defaults() {
@@ -241,6 +243,9 @@ func Run(opts Options) (*Summary, error) {
 			corruptMode++
 			corruptRun(sum, cycle, devPath, g, cfg, history, corruptMode%2 == 0, rep.Container)
 			flipRuns(sum, cycle, devPath, g, cfg, rng, flipRef{container: rep.Container, seq: rep.Seq, state: state}, history)
+		}
+		if opts.Step != nil {
+			opts.Step(sum.Kills, opts.Kills)
 		}
 		if opts.Progress != nil {
 			fmt.Fprintf(opts.Progress, "cycle %d: %s after %v, %d acked puts, %d deletes, %d checkpoints; recovered seq %d from container %d: %d entries, %d verified, %d must-survive, %d free filled; violations %d\n",

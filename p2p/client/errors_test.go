@@ -1,0 +1,45 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// A node that is not there is reported in plain words, and the gRPC status stays
+// reachable for callers that test it.
+func TestNodeErrorPlainWords(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	c, err := Dial(addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Stats(context.Background())
+	var ne *NodeError
+	if !errors.As(err, &ne) || status.Code(errors.Unwrap(err)) != codes.Unavailable {
+		t.Fatalf("err %v (%T)", err, err)
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "cannot reach the node at "+addr+": connection refused") || strings.Contains(msg, "rpc error") || strings.Contains(msg, "desc =") {
+		t.Fatalf("message %q", msg)
+	}
+	for code, want := range map[codes.Code]string{
+		codes.DeadlineExceeded: "did not answer in time", codes.PermissionDenied: "refused: no", codes.NotFound: "node a:1: no",
+	} {
+		if got := (&NodeError{Addr: "a:1", Err: status.Error(code, "no")}).Error(); !strings.Contains(got, want) {
+			t.Errorf("%v: %q, want %q", code, got, want)
+		}
+	}
+}
