@@ -69,20 +69,28 @@ func (l ConnLimits) withDefaults() ConnLimits {
 }
 
 // admitListener closes at accept what is over the ConnLimits (it never blocks in Accept).
+// With authentication on, a newcomer that finds its address's (or the server's) room for
+// unauthenticated connections full takes the place of the oldest unauthenticated one there,
+// which is closed: a client that authenticates at once (LMCache's, which never reconnects)
+// gets in even beside a crowd of idle strangers on its own host, who keep at most PerAddr
+// places and lose the oldest first. Without authentication nothing tells a stranger from a
+// client, so what is over a bound is refused.
 type admitListener struct {
 	net.Listener
 	lim     ConnLimits
 	auth    bool // the server checks AUTH: unauthenticated connections are bounded apart
 	refused *atomic.Int64
+	evicted *atomic.Int64
 
-	mu     sync.Mutex
-	open   int // all connections
-	unauth int // of them, not (yet) authenticated
-	byIP   map[netip.Addr]int
+	mu      sync.Mutex
+	open    int // all connections
+	unauth  int // of them, not (yet) authenticated
+	byIP    map[netip.Addr]int
+	pending []*admitConn // unauthenticated connections, oldest first (auth only)
 }
 
-func newAdmitListener(l net.Listener, lim ConnLimits, auth bool, refused *atomic.Int64) *admitListener {
-	return &admitListener{Listener: l, lim: lim, auth: auth, refused: refused, byIP: map[netip.Addr]int{}}
+func newAdmitListener(l net.Listener, lim ConnLimits, auth bool, refused, evicted *atomic.Int64) *admitListener {
+	return &admitListener{Listener: l, lim: lim, auth: auth, refused: refused, evicted: evicted, byIP: map[netip.Addr]int{}}
 }
 
 func (al *admitListener) Accept() (net.Conn, error) {
@@ -95,30 +103,72 @@ func (al *admitListener) Accept() (net.Conn, error) {
 		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 			ip = ap.Addr().Unmap()
 		}
-		if al.admit(ip) {
-			if tc, ok := c.(*net.TCPConn); ok {
+		ac := &admitConn{Conn: c, al: al, ip: ip}
+		ok := false
+		for range 4 { // each round closes one victim; a few at most are ever needed
+			var victim *admitConn
+			if ok, victim = al.admit(ac); ok || victim == nil {
+				break
+			}
+			victim.Close()
+			al.evicted.Add(1)
+		}
+		if ok {
+			if tc, isTCP := c.(*net.TCPConn); isTCP {
 				tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: al.lim.KeepAlive, Interval: 15 * time.Second, Count: 4})
 			}
-			return &admitConn{Conn: c, al: al, ip: ip}, nil
+			return ac, nil
 		}
 		al.refused.Add(1)
 		c.Close()
 	}
 }
 
-func (al *admitListener) admit(ip netip.Addr) bool {
+// admit takes ac in, or names the unauthenticated connection it may replace (auth only), or
+// refuses it (false, nil).
+func (al *admitListener) admit(ac *admitConn) (bool, *admitConn) {
 	al.mu.Lock()
 	defer al.mu.Unlock()
-	if al.open >= al.lim.MaxConns || al.byIP[ip] >= al.lim.PerAddr {
-		return false
+	ip := ac.ip
+	if al.byIP[ip] >= al.lim.PerAddr {
+		return false, al.oldest(func(c *admitConn) bool { return c.ip == ip })
 	}
 	if al.auth && al.unauth >= al.lim.MaxConns-al.lim.Reserved {
-		return false
+		return false, al.oldest(func(*admitConn) bool { return true })
+	}
+	if al.open >= al.lim.MaxConns {
+		return false, al.oldest(func(*admitConn) bool { return true }) // nil: all authenticated
 	}
 	al.open++
 	al.unauth++
 	al.byIP[ip]++
-	return true
+	if al.auth {
+		al.pending = append(al.pending, ac)
+	}
+	return true, nil
+}
+
+// oldest is the oldest unauthenticated connection match accepts (nil without auth, or none).
+func (al *admitListener) oldest(match func(*admitConn) bool) *admitConn {
+	if !al.auth {
+		return nil
+	}
+	for _, c := range al.pending {
+		if match(c) {
+			return c
+		}
+	}
+	return nil
+}
+
+// unpend removes c from pending (under al.mu).
+func (al *admitListener) unpend(c *admitConn) {
+	for i, p := range al.pending {
+		if p == c {
+			al.pending = append(al.pending[:i], al.pending[i+1:]...)
+			return
+		}
+	}
 }
 
 // admitConn is an admitted connection; authenticated moves it out of the unauthenticated
@@ -141,6 +191,7 @@ func (c *admitConn) authenticated() {
 	c.authed = true
 	al.unauth--
 	al.dropIP(c.ip)
+	al.unpend(c)
 }
 
 func (al *admitListener) dropIP(ip netip.Addr) {
@@ -157,6 +208,7 @@ func (c *admitConn) Close() error {
 		if !c.authed {
 			al.unauth--
 			al.dropIP(c.ip)
+			al.unpend(c)
 		}
 		al.mu.Unlock()
 	})

@@ -39,10 +39,12 @@ func isTimeout(err error) bool {
 }
 
 // Connections over the bounds are closed at accept, never queued (issue 35: 1,024 idle
-// connections locked every client out): at most PerAddr unauthenticated ones per address,
-// at most MaxConns-Reserved unauthenticated ones in all (the rest kept for clients that
-// authenticated), at most MaxConns in all. A connection that authenticates leaves the
-// unauthenticated bounds.
+// connections locked every client out). With AUTH on, a newcomer over an unauthenticated
+// bound takes the place of the oldest unauthenticated connection there (PerAddr from its
+// address, MaxConns-Reserved in all; the rest kept for clients that authenticated), so a
+// client that authenticates at once gets in beside a crowd of idle strangers on its own
+// host; at most MaxConns in all, and authenticated connections are never closed for a
+// newcomer.
 func TestAdmissionClosesExtrasAtAccept(t *testing.T) {
 	srv := &Server{Store: newMem(16), Auth: func(u, p string) bool { return p == "pw" },
 		Conns: ConnLimits{MaxConns: 4, PerAddr: 2, Reserved: 1}}
@@ -50,25 +52,37 @@ func TestAdmissionClosesExtrasAtAccept(t *testing.T) {
 	c1, c2 := dialFrom(t, addr, "127.0.0.1"), dialFrom(t, addr, "127.0.0.1")
 	exchange(t, c1, cmd("PING"), "-NOAUTH Authentication required.\r\n")
 	exchange(t, c2, cmd("PING"), "-NOAUTH Authentication required.\r\n")
-	if !closedAtAccept(t, dialFrom(t, addr, "127.0.0.1")) {
-		t.Fatal("a third unauthenticated connection from one address was served")
+	// A third from the address: the oldest stranger there (c1) makes way.
+	c3 := dialFrom(t, addr, "127.0.0.1")
+	exchange(t, c3, cmd("AUTH", "pw"), "+OK\r\n")
+	if !closedAtAccept(t, c1) {
+		t.Fatal("the oldest unauthenticated connection of the address was kept for the newcomer")
 	}
 	c4 := dialFrom(t, addr, "127.0.0.2")
 	exchange(t, c4, cmd("PING"), "-NOAUTH Authentication required.\r\n")
-	if !closedAtAccept(t, dialFrom(t, addr, "127.0.0.3")) {
-		t.Fatal("a fourth unauthenticated connection took the slot kept for authenticated ones")
-	}
-	exchange(t, c1, cmd("AUTH", "pw"), "+OK\r\n")
-	c6 := dialFrom(t, addr, "127.0.0.1") // c1 left the unauthenticated bounds
+	c5 := dialFrom(t, addr, "127.0.0.3")
+	exchange(t, c5, cmd("PING"), "-NOAUTH Authentication required.\r\n")
+	// Unauthenticated room in all (MaxConns-Reserved = 3) is full (c2, c4, c5): the next
+	// stranger replaces the oldest of all, c2.
+	c6 := dialFrom(t, addr, "127.0.0.4")
 	exchange(t, c6, cmd("AUTH", "pw"), "+OK\r\n")
-	if !closedAtAccept(t, dialFrom(t, addr, "127.0.0.4")) {
+	if !closedAtAccept(t, c2) {
+		t.Fatal("the oldest unauthenticated connection was kept over MaxConns-Reserved")
+	}
+	exchange(t, c4, cmd("AUTH", "pw"), "+OK\r\n")
+	exchange(t, c5, cmd("AUTH", "pw"), "+OK\r\n")
+	// Four authenticated clients fill MaxConns 4: a fifth is refused, none of them closed.
+	if !closedAtAccept(t, dialFrom(t, addr, "127.0.0.5")) {
 		t.Fatal("a fifth connection was served over MaxConns 4")
 	}
-	c2.Close()
-	eventually(t, "a closed connection frees its slot", func() bool { return srv.clients.Load() == 3 })
-	exchange(t, dialFrom(t, addr, "127.0.0.4"), cmd("PING"), "-NOAUTH Authentication required.\r\n")
-	if got := srv.Stats()["resp_conns_refused"]; got != 3 {
-		t.Fatalf("resp_conns_refused %d, want 3", got)
+	for _, c := range []net.Conn{c3, c4, c5, c6} {
+		exchange(t, c, cmd("PING"), "+PONG\r\n")
+	}
+	if got := srv.Stats()["resp_conns_evicted"]; got != 2 {
+		t.Fatalf("resp_conns_evicted %d, want 2", got)
+	}
+	if got := srv.Stats()["resp_conns_refused"]; got != 1 {
+		t.Fatalf("resp_conns_refused %d, want 1", got)
 	}
 }
 

@@ -70,6 +70,7 @@ type Server struct {
 	nextID   atomic.Int64
 
 	refused    atomic.Int64 // connections closed at accept (ConnLimits)
+	evicted    atomic.Int64 // unauthenticated connections closed for a newcomer (admit.go)
 	authFailed atomic.Int64
 	authCut    atomic.Int64 // connections closed after MaxAuthFailures
 	drops      dropCounters

@@ -61,7 +61,7 @@ func sortedKeys64(m map[string]int64) []string {
 // resp_set_dropped/REASON per drop reason, resp_auth_failed, resp_conns (open now), ...
 func (s *Server) Stats() map[string]int64 {
 	m := map[string]int64{
-		"resp_conns": s.clients.Load(), "resp_conns_refused": s.refused.Load(),
+		"resp_conns": s.clients.Load(), "resp_conns_refused": s.refused.Load(), "resp_conns_evicted": s.evicted.Load(),
 		"resp_auth_failed": s.authFailed.Load(), "resp_auth_cut": s.authCut.Load(),
 		"resp_get_failed": s.getErrs.Load(), "resp_reply_bytes": s.replyBytes.Load(),
 		"resp_conn_peak_bytes": s.connPeak.Load(),

@@ -30,6 +30,7 @@ func (s *memStore) check(k []byte) error {
 	}
 	return nil
 }
+
 // Key: the memory store's keys are the bytes; their salt is the one a raw-block store would
 // give them (so the access tests see the same tenants).
 func (s *memStore) Key(raw []byte) Key {
