@@ -30,7 +30,9 @@ type Report struct {
 	// references, the ceiling hit ratio of a cache that never evicts (trace.go).
 	Trace *workloads.TraceStats `json:"trace,omitempty"`
 	Runs  []Run                 `json:"runs"`
-	Notes []string              `json:"notes,omitempty"`
+	// Explain is WAF by cause for each run (simulate --explain; explain.go).
+	Explain []Explanation `json:"explain,omitempty"`
+	Notes   []string      `json:"notes,omitempty"`
 	// Interrupted: the command was stopped (SIGINT/SIGTERM) before it finished; Partial says
 	// what the runs cover.
 	Interrupted bool   `json:"interrupted"`
@@ -111,6 +113,10 @@ type WAF struct {
 	Source     string  `json:"source"`           // SourceModelled, SourceFDPStats or SourceEmulatorModel
 	HostBytes  uint64  `json:"host_bytes"`
 	MediaBytes uint64  `json:"media_bytes"`
+	// Modelled only: GC relocations, and the part of them out of reclaim units that held
+	// more than one handle's data (ftl.Stats.MixedRelocatedBytes).
+	RelocatedBytes      uint64 `json:"relocated_bytes,omitempty"`
+	MixedRelocatedBytes uint64 `json:"mixed_relocated_bytes,omitempty"`
 	// Handles breaks a modelled WAF down by placement handle (handles that wrote nothing
 	// in the window are left out).
 	Handles []HandleWAF `json:"handles,omitempty"`

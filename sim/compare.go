@@ -37,8 +37,11 @@ type Options struct {
 	// with; empty: the workload's (Workload.Admission).
 	Admissions []string
 	// LMCache, when set, runs an LMCache config's placement first, as its RunName().
-	LMCache       *lmcache.File
-	Deallocate    bool
+	LMCache    *lmcache.File
+	Deallocate bool
+	// AnySlot reuses the most recently freed slot whatever handle wrote it (LMCache's
+	// fdp_slot_reuse_policy none); false reuses a slot last written through the same handle.
+	AnySlot       bool
 	CheckpointOps int64
 	WarmupCaps    float64 // warm-up, in device capacities of payload written
 	MeasureCaps   float64 // measured window, same unit
@@ -47,6 +50,8 @@ type Options struct {
 	MemAvailable func() (int64, error)
 	// Progress, when set, is called before each run with its label and position.
 	Progress func(run string, i, n int)
+	// Explain, "sequential" or "shapley", adds WAF by cause for every run (explain.go).
+	Explain string
 }
 
 // point is one sweep value's configuration.
@@ -61,6 +66,9 @@ type point struct {
 // cancelled ctx stops the loop and marks the report Interrupted and Partial. The error is
 // for a comparison that cannot start.
 func Run(ctx context.Context, o Options) (*reports.Report, error) {
+	if err := o.checkExplain(); err != nil {
+		return nil, err
+	}
 	src, err := o.Workload.Build()
 	if err != nil {
 		return nil, err
@@ -127,6 +135,11 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	}
 	if err := o.runAll(ctx, rep, src, points, slotBytes); err != nil {
 		return nil, err
+	}
+	if o.Explain != "" && !rep.Interrupted {
+		if err := o.explainAll(ctx, rep); err != nil {
+			return nil, err
+		}
 	}
 	if o.LMCache != nil {
 		rep.Notes = append(rep.Notes, lmcacheNotes(o.LMCache)...)
@@ -259,7 +272,7 @@ func (o Options) runAll(ctx context.Context, rep *reports.Report, src *workloads
 		}
 		rc := RunConfig{Gen: g, Driver: dc, FTL: fc, Precondition: o.Precondition, Policy: j.pol, Regen: src.New,
 			Model: o.Workload.Model, SlotBytes: slotBytes, Deallocate: o.Deallocate, CheckpointOps: o.CheckpointOps,
-			WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps}
+			WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps, AnySlot: o.AnySlot}
 		if src.Trace != nil {
 			rc.TraceRequests = src.Trace.Requests * int64(max(o.Workload.TraceLoops, 1))
 		}
@@ -330,7 +343,8 @@ func reportRun(res *Result, logical int64) reports.Run {
 		run.Error = "the FTL model could not make room: " + ftl.ErrInfeasible.Error()
 	} else {
 		run.HostWAF = &reports.WAF{Value: res.WAF, Steady: res.SteadyWAF, Source: reports.SourceModelled,
-			HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes, Handles: reports.HandlesOf(res.Measured, res.Labels)}
+			HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes, Handles: reports.HandlesOf(res.Measured, res.Labels),
+			RelocatedBytes: res.Measured.RelocatedBytes, MixedRelocatedBytes: res.Measured.MixedRelocatedBytes}
 	}
 	switch {
 	case res.Run != nil && res.Run.Stalled:

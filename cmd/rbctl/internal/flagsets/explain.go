@@ -1,0 +1,39 @@
+package flagsets
+
+import (
+	"errors"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rbctl/rbctl/sim"
+)
+
+// SimCauses registers simulate's WAF-by-cause flags on fs: --explain (sequential when
+// given bare, or shapley) and --slot-reuse, which sets the slot reuse the explanation
+// starts from.
+func SimCauses(fs *pflag.FlagSet, o *sim.Options) {
+	fs.Var(Parsed(&o.Explain, "", parseExplain), "explain", "add WAF by cause: WAF − 1 split over counterfactual runs of the same workload "+
+		"(isolation, slot reuse, deallocate, region eviction, RU halved, more spare; docs/bench.md); "+
+		"--explain alone or =sequential: one step after another, =shapley: averaged over every order (2^n runs)")
+	fs.Lookup("explain").NoOptDefVal = sim.ExplainSequential
+	fs.Var(Parsed(&o.AnySlot, "handle", parseSlotReuse), "slot-reuse",
+		"which free slot a store reuses: handle (one last written through the same placement handle) or any (the most recently freed; LMCache's fdp_slot_reuse_policy none)")
+}
+
+func parseExplain(s string) (string, error) {
+	switch s {
+	case "", sim.ExplainSequential, sim.ExplainShapley:
+		return s, nil
+	}
+	return "", errors.New("want " + sim.ExplainSequential + " or " + sim.ExplainShapley)
+}
+
+func parseSlotReuse(s string) (bool, error) {
+	switch s {
+	case "handle":
+		return false, nil
+	case "any":
+		return true, nil
+	}
+	return false, errors.New("want handle or any")
+}

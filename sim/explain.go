@@ -1,0 +1,315 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+
+	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/reports"
+	"github.com/rbctl/rbctl/units"
+	"github.com/rbctl/rbctl/workloads"
+)
+
+// WAF by cause. A run's WAF − 1 is split into parts, one per cause, each measured as what
+// one change to the configuration removes when the same workload (same seed, so the same
+// requests) runs again with it: a counterfactual run, i.e. exactly the plain run with that
+// setting. The changes go from the run's configuration toward an ideal one; after the last
+// one, what is left is named the residual. Two attributions, both exact sums:
+//
+//   - sequential: the changes are applied one after another in the order of explainLevers;
+//     a part is the WAF before its step minus the WAF after it. len(levers)+1 runs, plus one
+//     per lever for the "alone" column. The order matters (causes interact).
+//   - shapley: a part is the mean of that difference over every order of the applicable
+//     changes (the Shapley value of the cooperative game v(S) = WAF(base) − WAF(base+S));
+//     2^n runs.
+//
+// Either way the parts plus the residual are WAF(base) − 1, and every WAF in the table is
+// a run of simulate with the listed flags.
+
+// Explain methods (Options.Explain).
+const (
+	ExplainSequential = "sequential"
+	ExplainShapley    = "shapley"
+)
+
+// lever is one cause and the change that removes it.
+type lever struct {
+	cause string
+	// change returns the flag spelling and applies the change to o, or returns skip: why
+	// it does not apply to base (the run has the setting already).
+	change func(o *Options, base Options, ru int64) (flag, skip string)
+}
+
+// spareOP is the over-provisioning of the "more spare" counterfactual: twice the run's.
+func spareOP(op float64) float64 { return math.Round(max(2*op, op+0.07)*100) / 100 }
+
+var explainLevers = []lever{
+	{"handles mixed by GC (initially isolated RUHs share a GC destination)", func(o *Options, b Options, _ int64) (string, string) {
+		if b.Isolation == ftl.PersistentlyIsolated {
+			return "", "already persistently isolated"
+		}
+		o.Isolation = ftl.PersistentlyIsolated
+		return "--isolation persistent", ""
+	}},
+	{"slots reused across handles", func(o *Options, b Options, _ int64) (string, string) {
+		if !b.AnySlot {
+			return "", "slots already reused by handle"
+		}
+		o.AnySlot = false
+		return "--slot-reuse handle", ""
+	}},
+	{"no deallocate on evict", func(o *Options, b Options, _ int64) (string, string) {
+		if b.Deallocate {
+			return "", "already deallocates"
+		}
+		o.Deallocate = true
+		return "--deallocate", ""
+	}},
+	{"per-chunk eviction (RUs partly live when GC needs them)", func(o *Options, b Options, _ int64) (string, string) {
+		ev := b.Workload.Eviction
+		switch ev {
+		case workloads.Region, workloads.RegionFIFO:
+			return "", "already evicts regions"
+		case workloads.FIFO:
+			o.Workload.Eviction = workloads.RegionFIFO
+		default:
+			o.Workload.Eviction = workloads.Region
+		}
+		return "--eviction " + string(o.Workload.Eviction), ""
+	}},
+	{"RU size against the eviction granule", func(o *Options, _ Options, ru int64) (string, string) {
+		o.RUBytes = ru / 2
+		return "--ru " + units.FormatSpec(ru/2), ""
+	}},
+	{"over-provisioning", func(o *Options, b Options, _ int64) (string, string) {
+		o.OP = spareOP(b.OP)
+		return "--op " + strconv.FormatFloat(o.OP, 'f', -1, 64), ""
+	}},
+}
+
+// checkExplain refuses an explanation that cannot be made, before anything runs.
+func (o Options) checkExplain() error {
+	switch o.Explain {
+	case "", ExplainSequential, ExplainShapley:
+	default:
+		return fmt.Errorf("%w: --explain %q: want %s or %s", ErrExplain, o.Explain, ExplainSequential, ExplainShapley)
+	}
+	if o.Explain != "" && o.Sweep != nil {
+		return fmt.Errorf("%w: --explain explains single runs; it does not combine with --sweep", ErrExplain)
+	}
+	return nil
+}
+
+// ErrExplain: an explanation was asked for that cannot be made.
+var ErrExplain = errors.New("explain")
+
+// explainAll adds an explanation for every run of rep that has a modelled WAF.
+func (o Options) explainAll(ctx context.Context, rep *reports.Report) error {
+	for _, run := range rep.Runs {
+		if run.Failed() || run.HostWAF == nil {
+			continue
+		}
+		if IsOracle(run.Policy) || (o.LMCache != nil && run.Policy == o.LMCache.RunName()) {
+			rep.Notes = append(rep.Notes, "--explain: "+run.Policy+" is not explained (an oracle or an LMCache config cannot be re-run under other settings by name)")
+			continue
+		}
+		e, err := o.Explained(ctx, run, rep.Device.RUBytes)
+		if err != nil {
+			return err
+		}
+		rep.Explain = append(rep.Explain, *e)
+	}
+	return nil
+}
+
+// plainWAF runs pol with admission adm under o, alone: the plain run a counterfactual is.
+func (o Options) plainWAF(ctx context.Context, pol, adm string) (float64, error) {
+	p := o
+	p.Policies, p.Admissions, p.Explain, p.LMCache, p.Sweep, p.Progress = []string{pol}, []string{adm}, "", nil, nil, nil
+	rep, err := Run(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	r := rep.Runs[0]
+	if r.Failed() || r.HostWAF == nil {
+		return 0, fmt.Errorf("%s: %s", pol, r.Error)
+	}
+	return r.HostWAF.Value, nil
+}
+
+// Explained decomposes run's WAF − 1 (run made under o; ru is its resolved RU size).
+func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*reports.Explanation, error) {
+	adm := run.Admission
+	if adm == "" {
+		adm = o.Workload.Admission
+		if adm == "" {
+			adm = workloads.AdmitAll
+		}
+	}
+	base := o
+	if base.RUBytes == 0 {
+		base.RUBytes = ru
+	}
+	e := &reports.Explanation{Policy: run.Policy, Admission: run.Admission, WAF: run.HostWAF.Value, Method: cmp.Or(o.Explain, ExplainSequential)}
+	if h := run.HostWAF.HostBytes; h > 0 {
+		e.MixedRelocated = float64(run.HostWAF.MixedRelocatedBytes) / float64(h)
+	}
+	// Which levers apply, and their flags.
+	type applied struct {
+		i    int
+		flag string
+	}
+	var on []applied
+	e.Steps = make([]reports.ExplainStep, len(explainLevers))
+	for i, l := range explainLevers {
+		scratch := base
+		flag, skip := l.change(&scratch, base, ru)
+		e.Steps[i] = reports.ExplainStep{Cause: l.cause, Change: flag, Skipped: skip}
+		if skip == "" {
+			on = append(on, applied{i, flag})
+		}
+	}
+	// waf(mask) is the WAF with the applied levers in mask (bits index on); memoised.
+	memo := map[uint]float64{0: e.WAF}
+	fails := map[uint]error{}
+	waf := func(mask uint) (float64, error) {
+		if v, ok := memo[mask]; ok {
+			return v, nil
+		}
+		if err, ok := fails[mask]; ok {
+			return 0, err
+		}
+		p := base
+		for k, a := range on {
+			if mask&(1<<k) != 0 {
+				explainLevers[a.i].change(&p, base, ru)
+			}
+		}
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf("explain %s: %s", run.Policy, maskFlags(mask, len(on), func(k int) string { return on[k].flag })), e.Runs, 0)
+		}
+		v, err := p.plainWAF(ctx, run.Policy, adm)
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		e.Runs++
+		if err != nil {
+			fails[mask] = err
+			return 0, err
+		}
+		memo[mask] = v
+		return v, nil
+	}
+	// A lever that is infeasible alone (e.g. persistent isolation without the spare RUs
+	// it needs) is skipped, with the reason.
+	var kept []applied
+	for k, a := range on {
+		v, err := waf(1 << k)
+		if err != nil {
+			e.Steps[a.i].Skipped = "infeasible here: " + shortErr(err)
+			e.Steps[a.i].Change = a.flag
+			continue
+		}
+		e.Steps[a.i].Alone = reports.F64(v)
+		kept = append(kept, a)
+	}
+	if len(kept) < len(on) { // re-index the masks over the kept levers
+		remap := map[uint]float64{0: e.WAF}
+		for k, a := range kept {
+			remap[1<<k] = *e.Steps[a.i].Alone
+		}
+		memo, fails, on = remap, map[uint]error{}, kept
+	}
+	n := len(on)
+	full := uint(1)<<n - 1
+	switch e.Method {
+	case ExplainSequential:
+		var mask uint
+		prev := e.WAF
+		for k, a := range on {
+			mask |= 1 << k
+			v, err := waf(mask)
+			if err != nil {
+				return nil, fmt.Errorf("explain %s: the steps up to %s: %w", run.Policy, a.flag, err)
+			}
+			e.Steps[a.i].Part, e.Steps[a.i].After = prev-v, reports.F64(v)
+			prev = v
+		}
+	case ExplainShapley:
+		fact := func(k int) float64 { return math.Gamma(float64(k + 1)) }
+		for k, a := range on {
+			var phi float64
+			for s := uint(0); s <= full; s++ {
+				if s&(1<<k) != 0 {
+					continue
+				}
+				without, err := waf(s)
+				if err != nil {
+					return nil, fmt.Errorf("explain %s (shapley needs every combination): %w; try --explain sequential", run.Policy, err)
+				}
+				with, err := waf(s | 1<<k)
+				if err != nil {
+					return nil, fmt.Errorf("explain %s (shapley needs every combination): %w; try --explain sequential", run.Policy, err)
+				}
+				size := bits.OnesCount(s)
+				phi += fact(size) * fact(n-size-1) / fact(n) * (without - with)
+			}
+			e.Steps[a.i].Part = phi
+		}
+	}
+	last, err := waf(full)
+	if err != nil {
+		return nil, err
+	}
+	e.Residual = last - 1
+	// Sensitivity: the RU doubled, alone.
+	p := base
+	p.RUBytes = 2 * ru
+	s := reports.ExplainStep{Cause: "larger RU (sensitivity)", Change: "--ru " + units.FormatSpec(2*ru)}
+	if v, err := p.plainWAF(ctx, run.Policy, adm); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		s.Skipped = "infeasible here: " + shortErr(err)
+	} else {
+		s.Alone = reports.F64(v)
+	}
+	e.Runs++
+	e.Sensitivity = append(e.Sensitivity, s)
+	return e, nil
+}
+
+func maskFlags(mask uint, n int, flag func(int) string) string {
+	out := ""
+	for k := range n {
+		if mask&(1<<k) != 0 {
+			if out != "" {
+				out += " "
+			}
+			out += flag(k)
+		}
+	}
+	if out == "" {
+		return "as run"
+	}
+	return out
+}
+
+// shortErr keeps an error's first line.
+func shortErr(err error) string {
+	s := err.Error()
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
