@@ -81,7 +81,7 @@ func TestExplainSumsAndPlainRuns(t *testing.T) {
 		if got := deref(e.Steps[5].After); got != all || e.Residual != all-1 {
 			t.Errorf("every step: table %.6f (residual %.6f), plain run %.6f", got, e.Residual, all)
 		}
-		if s := e.Sensitivity[0]; s.Change != "--ru 8M" || s.Alone == nil {
+		if s := e.Sensitivity[0]; s.Change != "--ru 16M" || s.Alone == nil {
 			t.Errorf("sensitivity %+v", s)
 		}
 	}
