@@ -27,6 +27,8 @@ import (
 
 // Options is one bench comparison.
 type Options struct {
+	// Drive, when set, projects every run's drive life against it (capacity: the device's).
+	Drive *reports.Drive
 	// The device: an open Device (the caller keeps and closes it; bench formats it), or a
 	// Path: a file, a block device, /dev/ngXnY, emu:PATH?... or mem:SIZE.
 	Device blockdev.Device
@@ -163,6 +165,15 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 			rep.Window.MeasuredBytes = r.WrittenBytes
 			break
 		}
+	}
+	if o.Drive != nil {
+		d := *o.Drive
+		d.WithCapacity(rep.Device.SizeBytes)
+		tokens := 0
+		if o.Workload.Kind == "kv" || strings.HasPrefix(o.Workload.Kind, "mooncake:") {
+			tokens = o.Workload.ChunkTokens
+		}
+		rep.ProjectDrive(&d, tokens)
 	}
 	return rep, nil
 }

@@ -307,6 +307,9 @@ func Table(w io.Writer, r *Report) error {
 	if err := explainTables(w, r, false); err != nil {
 		return err
 	}
+	if err := driveTables(w, r, false); err != nil {
+		return err
+	}
 	for _, line := range footer(r) {
 		if err := WriteWrapped(w, line); err != nil {
 			return err
@@ -366,6 +369,9 @@ func Markdown(w io.Writer, r *Report) error {
 		md(h, rows)
 	}
 	if err := explainTables(w, r, true); err != nil {
+		return err
+	}
+	if err := driveTables(w, r, true); err != nil {
 		return err
 	}
 	for _, line := range footer(r) {

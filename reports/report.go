@@ -32,7 +32,11 @@ type Report struct {
 	Runs  []Run                 `json:"runs"`
 	// Explain is WAF by cause for each run (simulate --explain; explain.go).
 	Explain []Explanation `json:"explain,omitempty"`
-	Notes   []string      `json:"notes,omitempty"`
+	// Drive and DriveLife: the endurance rating given (--drive) and each run's projected
+	// drive life against it (drive.go).
+	Drive     *Drive      `json:"drive,omitempty"`
+	DriveLife []DriveLife `json:"drive_life,omitempty"`
+	Notes     []string    `json:"notes,omitempty"`
 	// Interrupted: the command was stopped (SIGINT/SIGTERM) before it finished; Partial says
 	// what the runs cover.
 	Interrupted bool   `json:"interrupted"`
@@ -193,7 +197,8 @@ type Run struct {
 	Evicted          int64      `json:"evicted"`
 	Expired          int64      `json:"expired"`
 	StoreFailed      int64      `json:"store_failed"`
-	Utilisation      *float64   `json:"utilisation"` // valid bytes / logical bytes at the end (model); null without one
+	Utilisation      *float64   `json:"utilisation"`          // valid bytes / logical bytes at the end (model); null without one
+	ChunksHit        int64      `json:"chunks_hit,omitempty"` // chunks served from the cache (measured window)
 	Infeasible       bool       `json:"infeasible,omitempty"`
 	Tenants          []Tenant   `json:"tenants,omitempty"`
 	Trace            *TraceRun  `json:"trace,omitempty"` // request traces: tokens and blocks (trace.go)

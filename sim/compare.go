@@ -52,6 +52,8 @@ type Options struct {
 	Progress func(run string, i, n int)
 	// Explain, "sequential" or "shapley", adds WAF by cause for every run (explain.go).
 	Explain string
+	// Drive, when set, projects every run's drive life against it (capacity: DeviceSize).
+	Drive *reports.Drive
 }
 
 // point is one sweep value's configuration.
@@ -121,7 +123,7 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	w := o.Workload
 	rep := reports.New("simulate")
 	rep.Workload = reports.Workload{Name: src.Name, Seed: w.Seed, Tenants: src.Salts, ChunkBytes: src.ChunkBytes,
-		TargetUtil: w.Util, Eviction: string(w.Eviction), Workers: 1, Description: src.Description}
+		TargetUtil: w.Util, Eviction: string(w.Eviction), Workers: 1, Rate: w.Rate, Description: src.Description}
 	if rep.Workload.Eviction == "" {
 		rep.Workload.Eviction = string(workloads.LRU)
 	}
@@ -140,6 +142,11 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 		if err := o.explainAll(ctx, rep); err != nil {
 			return nil, err
 		}
+	}
+	if o.Drive != nil {
+		d := *o.Drive
+		d.WithCapacity(o.DeviceSize)
+		rep.ProjectDrive(&d, chunkTokens(o.Workload))
 	}
 	if o.LMCache != nil {
 		rep.Notes = append(rep.Notes, lmcacheNotes(o.LMCache)...)
@@ -369,4 +376,13 @@ func reportRun(res *Result, logical int64) reports.Run {
 		run.Timeline = append(run.Timeline, p)
 	}
 	return run
+}
+
+// chunkTokens is the prefill tokens one chunk hit saves, for a KV workload (0 otherwise:
+// a synthetic block workload saves no tokens).
+func chunkTokens(w workloads.Spec) int {
+	if w.Kind == "kv" || strings.HasPrefix(w.Kind, "mooncake:") {
+		return w.ChunkTokens
+	}
+	return 0
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"strings"
 
 	"github.com/rbctl/rbctl/ftl"
 	"github.com/rbctl/rbctl/reports"
@@ -97,10 +98,10 @@ func (o Options) checkExplain() error {
 	switch o.Explain {
 	case "", ExplainSequential, ExplainShapley:
 	default:
-		return fmt.Errorf("%w: --explain %q: want %s or %s", ErrExplain, o.Explain, ExplainSequential, ExplainShapley)
+		return fmt.Errorf("%w: method %q: want %s or %s", ErrExplain, o.Explain, ExplainSequential, ExplainShapley)
 	}
 	if o.Explain != "" && o.Sweep != nil {
-		return fmt.Errorf("%w: --explain explains single runs; it does not combine with --sweep", ErrExplain)
+		return fmt.Errorf("%w: an explanation is of single runs, not of a sweep", ErrExplain)
 	}
 	return nil
 }
@@ -130,7 +131,7 @@ func (o Options) explainAll(ctx context.Context, rep *reports.Report) error {
 // plainWAF runs pol with admission adm under o, alone: the plain run a counterfactual is.
 func (o Options) plainWAF(ctx context.Context, pol, adm string) (float64, error) {
 	p := o
-	p.Policies, p.Admissions, p.Explain, p.LMCache, p.Sweep, p.Progress = []string{pol}, []string{adm}, "", nil, nil, nil
+	p.Policies, p.Admissions, p.Explain, p.LMCache, p.Sweep, p.Progress, p.Drive = []string{pol}, []string{adm}, "", nil, nil, nil, nil
 	rep, err := Run(ctx, p)
 	if err != nil {
 		return 0, err
@@ -253,11 +254,11 @@ func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*rep
 				}
 				without, err := waf(s)
 				if err != nil {
-					return nil, fmt.Errorf("explain %s (shapley needs every combination): %w; try --explain sequential", run.Policy, err)
+					return nil, fmt.Errorf("explain %s: the shapley method needs every combination of the changes, and one fails: %w", run.Policy, err)
 				}
 				with, err := waf(s | 1<<k)
 				if err != nil {
-					return nil, fmt.Errorf("explain %s (shapley needs every combination): %w; try --explain sequential", run.Policy, err)
+					return nil, fmt.Errorf("explain %s: the shapley method needs every combination of the changes, and one fails: %w", run.Policy, err)
 				}
 				size := bits.OnesCount(s)
 				phi += fact(size) * fact(n-size-1) / fact(n) * (without - with)
@@ -303,13 +304,20 @@ func maskFlags(mask uint, n int, flag func(int) string) string {
 	return out
 }
 
-// shortErr keeps an error's first line.
+// shortErr keeps an error's first line without its parenthesised detail.
 func shortErr(err error) string {
-	s := err.Error()
-	for i, c := range s {
-		if c == '\n' {
-			return s[:i]
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	var b strings.Builder
+	depth := 0
+	for _, c := range s {
+		switch {
+		case c == '(':
+			depth++
+		case c == ')' && depth > 0:
+			depth--
+		case depth == 0:
+			b.WriteRune(c)
 		}
 	}
-	return s
+	return strings.Join(strings.Fields(b.String()), " ")
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/sim"
 )
 
@@ -36,4 +37,18 @@ func parseSlotReuse(s string) (bool, error) {
 		return true, nil
 	}
 	return false, errors.New("want handle or any")
+}
+
+// DriveFlag registers --drive, an endurance rating the report projects drive life against
+// (reports.ParseDrive: refused with the reason when it is set).
+func DriveFlag(fs *pflag.FlagSet, dst **reports.Drive) {
+	fs.Var(Parsed(dst, "", parseDrive), "drive", "project drive life (a projection, not a measurement): tbw=TB, or dwpd=N,years=N "+
+		"(capacity from the device or --device-size; capacity=SIZE overrides); host-rate=SIZE supplies a write rate per second a run has no clock for")
+}
+
+func parseDrive(s string) (*reports.Drive, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return reports.ParseDrive(s)
 }
