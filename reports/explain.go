@@ -25,6 +25,61 @@ type Explanation struct {
 	// Sensitivity: counterfactuals that move away from the ideal (RU doubled), each alone.
 	Sensitivity []ExplainStep `json:"sensitivity,omitempty"`
 	Runs        int           `json:"runs"` // counterfactual runs made
+	// Combos (shapley): the WAF of every combination of the applied changes, a plain run each.
+	Combos []ExplainCombo `json:"combos,omitempty"`
+}
+
+// ExplainCombo is one combination of changes and the modelled WAF with them.
+type ExplainCombo struct {
+	Changes []string `json:"changes"`
+	WAF     float64  `json:"waf"`
+}
+
+// ExplainTarget is the WAF the explanation names the smallest change set for.
+const ExplainTarget = 1.05
+
+// Smallest returns the fewest changes (lowest WAF among equals) whose run reaches target,
+// from the combinations that ran (shapley) or else the single changes and the sequential
+// steps; ok is false when none does.
+func (e Explanation) Smallest(target float64) (changes []string, waf float64, ok bool) {
+	try := func(c []string, w float64) {
+		if w <= target && (!ok || len(c) < len(changes) || (len(c) == len(changes) && w < waf)) {
+			changes, waf, ok = c, w, true
+		}
+	}
+	for _, c := range e.Combos {
+		try(c.Changes, c.WAF)
+	}
+	var upto []string
+	for _, s := range e.Steps {
+		if s.Skipped != "" {
+			continue
+		}
+		upto = append(upto[:len(upto):len(upto)], s.Change)
+		if s.Alone != nil {
+			try([]string{s.Change}, *s.Alone)
+		}
+		if s.After != nil {
+			try(upto, *s.After)
+		}
+	}
+	for _, s := range e.Sensitivity {
+		if s.Alone != nil {
+			try(strings.Fields(s.Change), *s.Alone)
+		}
+	}
+	return changes, waf, ok
+}
+
+func smallestLine(e Explanation) string {
+	c, w, ok := e.Smallest(ExplainTarget)
+	if !ok {
+		return fmt.Sprintf("no change set tried reaches WAF ≤ %.2f", ExplainTarget)
+	}
+	if len(c) == 0 {
+		return fmt.Sprintf("the run is at WAF ≤ %.2f already", ExplainTarget)
+	}
+	return fmt.Sprintf("smallest change set tried that reaches WAF ≤ %.2f: %s (modelled WAF %s)", ExplainTarget, strings.Join(c, " "), f3(w))
 }
 
 // ExplainStep is one cause: the change that removes it and what the model gives with it.
@@ -108,12 +163,16 @@ func explainTables(w io.Writer, r *Report, md bool) error {
 			for _, row := range rows {
 				fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 			}
+			fmt.Fprintf(w, "\n%s\n", smallestLine(e))
 			continue
 		}
 		if err := WriteWrapped(w, explainTitle(e)); err != nil {
 			return err
 		}
 		if err := renderTable(w, h, rows); err != nil {
+			return err
+		}
+		if err := WriteWrapped(w, smallestLine(e)); err != nil {
 			return err
 		}
 	}

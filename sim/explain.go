@@ -212,11 +212,21 @@ func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*rep
 	// A lever that is infeasible alone (e.g. persistent isolation without the spare RUs
 	// it needs) is skipped, with the reason.
 	var kept []applied
+	var extra []sensitivity
 	for k, a := range on {
 		v, err := waf(1 << k)
 		if err != nil {
 			e.Steps[a.i].Skipped = "infeasible here: " + shortErr(err)
 			e.Steps[a.i].Change = a.flag
+			// Persistent isolation without the spare it needs is no configuration; with
+			// it, it is one (a sensitivity row: isolation and spare together).
+			var ie *ftl.InfeasibleError
+			if a.i == 0 && errors.As(err, &ie) && ie.MinOP > base.OP {
+				op := ie.MinOP
+				extra = append(extra, sensitivity{"persistent isolation with the spare it needs (sensitivity)",
+					a.flag + " --op " + strconv.FormatFloat(op, 'f', -1, 64),
+					func(p *Options) { p.Isolation, p.OP = ftl.PersistentlyIsolated, op }})
+			}
 			continue
 		}
 		e.Steps[a.i].Alone = reports.F64(v)
@@ -271,21 +281,41 @@ func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*rep
 		return nil, err
 	}
 	e.Residual = last - 1
-	// Sensitivity: the RU doubled, alone.
-	p := base
-	p.RUBytes = 2 * ru
-	s := reports.ExplainStep{Cause: "larger RU (sensitivity)", Change: "--ru " + units.FormatSpec(2*ru)}
-	if v, err := p.plainWAF(ctx, run.Policy, adm); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	if e.Method == ExplainShapley { // every combination ran: list them
+		for mask := uint(0); mask <= full; mask++ {
+			c := reports.ExplainCombo{WAF: memo[mask]}
+			for k, a := range on {
+				if mask&(1<<k) != 0 {
+					c.Changes = append(c.Changes, a.flag)
+				}
+			}
+			e.Combos = append(e.Combos, c)
 		}
-		s.Skipped = "infeasible here: " + shortErr(err)
-	} else {
-		s.Alone = reports.F64(v)
 	}
-	e.Runs++
-	e.Sensitivity = append(e.Sensitivity, s)
+	// Sensitivity: the RU doubled, alone (and isolation with its spare, above).
+	extra = append(extra, sensitivity{"larger RU (sensitivity)", "--ru " + units.FormatSpec(2*ru), func(p *Options) { p.RUBytes = 2 * ru }})
+	for _, x := range extra {
+		p := base
+		x.set(&p)
+		s := reports.ExplainStep{Cause: x.cause, Change: x.change}
+		if v, err := p.plainWAF(ctx, run.Policy, adm); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			s.Skipped = "infeasible here: " + shortErr(err)
+		} else {
+			s.Alone = reports.F64(v)
+		}
+		e.Runs++
+		e.Sensitivity = append(e.Sensitivity, s)
+	}
 	return e, nil
+}
+
+// sensitivity is a counterfactual outside the sum.
+type sensitivity struct {
+	cause, change string
+	set           func(*Options)
 }
 
 func maskFlags(mask uint, n int, flag func(int) string) string {
