@@ -223,9 +223,10 @@ func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*rep
 			var ie *ftl.InfeasibleError
 			if a.i == 0 && errors.As(err, &ie) && ie.MinOP > base.OP {
 				op := ie.MinOP
+				ops := strconv.FormatFloat(op, 'f', -1, 64)
 				extra = append(extra, sensitivity{"persistent isolation with the spare it needs (sensitivity)",
-					a.flag + " --op " + strconv.FormatFloat(op, 'f', -1, 64),
-					func(p *Options) { p.Isolation, p.OP = ftl.PersistentlyIsolated, op }})
+					a.flag + " --op " + ops, func(p *Options) { p.Isolation, p.OP = ftl.PersistentlyIsolated, op }},
+					sensitivity{"that spare, still initially isolated (sensitivity)", "--op " + ops, func(p *Options) { p.OP = op }})
 			}
 			continue
 		}
@@ -349,5 +350,6 @@ func shortErr(err error) string {
 			b.WriteRune(c)
 		}
 	}
-	return strings.Join(strings.Fields(b.String()), " ")
+	out := strings.Join(strings.Fields(b.String()), " ")
+	return strings.NewReplacer(" ;", ";", " ,", ",", " .", ".").Replace(out)
 }
