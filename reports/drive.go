@@ -125,36 +125,65 @@ type DriveLife struct {
 const DriveNote = "drive life is a projection: the endurance rating taken as flash writes, divided by the run's host write rate × its WAF; " +
 	"the WAF is the model's or the device's as the WAF source says, and the rating is the vendor's at its own workload"
 
+// Project is one run's projection: hostBytes and mediaBytes over a window of seconds (0:
+// no clock; then d's HostRate if given), tokens saved over it (0: not known).
+func (d *Drive) Project(policy string, hostBytes, mediaBytes uint64, source string, rate float64, rateSource string, tokens int64) (DriveLife, bool) {
+	end := d.EnduranceBytes()
+	if hostBytes == 0 || mediaBytes == 0 || end == 0 {
+		return DriveLife{}, false
+	}
+	waf := float64(mediaBytes) / float64(hostBytes)
+	l := DriveLife{Policy: policy, WAF: waf, WAFSource: source, HostBytes: end / waf}
+	if d.HostRate > 0 {
+		l.HostRate, l.RateSource = F64(d.HostRate), "--drive host-rate"
+	} else if rate > 0 {
+		l.HostRate, l.RateSource = F64(rate), rateSource
+	}
+	if l.HostRate != nil {
+		l.LifeDays = F64(end / (*l.HostRate * waf) / 86400)
+	}
+	if tokens > 0 {
+		per := float64(mediaBytes) / float64(tokens)
+		l.FlashPerToken, l.TokensPerTB = F64(per), F64(1e12/per)
+	}
+	return l, true
+}
+
 // ApplyDrive projects every run's drive life; tokensSaved gives a run's prefill tokens
 // saved over its measured window (0: unknown), rate its host write rate in bytes/s and
 // where that came from (0: none).
 func ApplyDrive(r *Report, d *Drive, tokensSaved func(Run) int64, rate func(Run) (float64, string)) {
 	r.Drive = d
-	end := d.EnduranceBytes()
 	for _, run := range r.Runs {
 		w := run.DeviceWAF
 		if w == nil || w.MediaBytes == 0 {
 			w = run.HostWAF
 		}
-		if run.Failed() || w == nil || w.HostBytes == 0 || end == 0 {
+		if run.Failed() || w == nil {
 			continue
 		}
-		waf := float64(w.MediaBytes) / float64(w.HostBytes)
-		l := DriveLife{Policy: run.Policy, Admission: run.Admission, Param: run.Param, WAF: waf, WAFSource: w.Source, HostBytes: end / waf}
-		if d.HostRate > 0 {
-			l.HostRate, l.RateSource = F64(d.HostRate), "--drive host-rate"
-		} else if v, src := rate(run); v > 0 {
-			l.HostRate, l.RateSource = F64(v), src
+		v, src := rate(run)
+		l, ok := d.Project(run.Policy, w.HostBytes, w.MediaBytes, w.Source, v, src, tokensSaved(run))
+		if !ok {
+			continue
 		}
-		if l.HostRate != nil {
-			l.LifeDays = F64(end / (*l.HostRate * waf) / 86400)
-		}
-		if t := tokensSaved(run); t > 0 {
-			per := float64(w.MediaBytes) / float64(t)
-			l.FlashPerToken, l.TokensPerTB = F64(per), F64(1e12/per)
-		}
+		l.Admission, l.Param = run.Admission, run.Param
 		r.DriveLife = append(r.DriveLife, l)
 	}
+}
+
+// Line states one projection in a sentence (for reports without a table).
+func (l DriveLife) Line(d *Drive) string {
+	life := "no host write rate to project days from"
+	if l.LifeDays != nil {
+		life = fmt.Sprintf("%s days at %s/s (%s)", days(*l.LifeDays), units.FormatSize(int64(*l.HostRate)), l.RateSource)
+	}
+	tok := ""
+	if l.TokensPerTB != nil {
+		tok = fmt.Sprintf(", %.2f M prefill tokens saved per TB of flash (%.1f KiB of flash per token)", *l.TokensPerTB/1e6, *l.FlashPerToken/1024)
+	}
+	return fmt.Sprintf("drive life (projection, --drive %s): %s × WAF %.3f (%s); %.1f host TB to wear-out%s",
+		d.Spec, life, l.WAF, l.WAFSource, l.HostBytes/1e12, tok)
 }
 
 func driveRows(r *Report) ([]string, [][]string) {
@@ -173,7 +202,7 @@ func driveRows(r *Report) ([]string, [][]string) {
 		if l.HostRate != nil {
 			rate = units.FormatSize(int64(*l.HostRate)) + "/s (" + l.RateSource + ")"
 		}
-		row = append(row, orDash(l.Admission), f3(l.WAF)+" ("+l.WAFSource+")", rate, optF(l.LifeDays, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }),
+		row = append(row, orDash(l.Admission), f3(l.WAF)+" ("+l.WAFSource+")", rate, optF(l.LifeDays, days),
 			f2(l.HostBytes/1e12), optF(l.TokensPerTB, func(v float64) string { return f2(v / 1e6) }), optF(l.FlashPerToken, func(v float64) string { return f2(v / 1024) }))
 		rows = append(rows, row)
 	}
@@ -258,4 +287,12 @@ func (r *Report) ProjectDrive(d *Drive, chunkTokens int) {
 		return 0, ""
 	}
 	ApplyDrive(r, d, tokens, rate)
+}
+
+// days shows a life: whole days, or two decimals under ten.
+func days(v float64) string {
+	if v < 10 {
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
 }
