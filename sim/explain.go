@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"strconv"
 	"strings"
 
@@ -163,135 +162,46 @@ func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*rep
 	if h := run.HostWAF.HostBytes; h > 0 {
 		e.MixedRelocated = float64(run.HostWAF.MixedRelocatedBytes) / float64(h)
 	}
-	// Which levers apply, and their flags.
-	type applied struct {
-		i    int
-		flag string
-	}
-	var on []applied
 	e.Steps = make([]reports.ExplainStep, len(explainLevers))
 	for i, l := range explainLevers {
 		scratch := base
 		flag, skip := l.change(&scratch, base, ru)
 		e.Steps[i] = reports.ExplainStep{Cause: l.cause, Change: flag, Skipped: skip}
-		if skip == "" {
-			on = append(on, applied{i, flag})
-		}
 	}
-	// waf(mask) is the WAF with the applied levers in mask (bits index on); memoised.
-	memo := map[uint]float64{0: e.WAF}
-	fails := map[uint]error{}
-	waf := func(mask uint) (float64, error) {
-		if v, ok := memo[mask]; ok {
-			return v, nil
-		}
-		if err, ok := fails[mask]; ok {
-			return 0, err
-		}
+	var extra []sensitivity
+	waf := func(steps []int) (float64, error) {
 		p := base
-		for k, a := range on {
-			if mask&(1<<k) != 0 {
-				explainLevers[a.i].change(&p, base, ru)
-			}
+		var flags []string
+		for _, i := range steps {
+			explainLevers[i].change(&p, base, ru)
+			flags = append(flags, e.Steps[i].Change)
 		}
 		if o.Progress != nil {
-			o.Progress(fmt.Sprintf("explain %s: %s", run.Policy, maskFlags(mask, len(on), func(k int) string { return on[k].flag })), e.Runs, 0)
+			o.Progress(fmt.Sprintf("explain %s: %s", run.Policy, strings.Join(flags, " ")), e.Runs, 0)
 		}
-		v, err := p.plainWAF(ctx, run.Policy, adm)
+		return p.plainWAF(ctx, run.Policy, adm)
+	}
+	skip := func(i int, err error) string {
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return ""
 		}
-		e.Runs++
-		if err != nil {
-			fails[mask] = err
-			return 0, err
+		// Persistent isolation without the spare it needs is no configuration; with it, it
+		// is one (sensitivity rows: isolation with that spare, and that spare alone).
+		var ie *ftl.InfeasibleError
+		if i == 0 && errors.As(err, &ie) && ie.MinOP > base.OP {
+			op := ie.MinOP
+			ops := strconv.FormatFloat(op, 'f', -1, 64)
+			extra = append(extra, sensitivity{"persistent isolation with the spare it needs (sensitivity)",
+				e.Steps[i].Change + " --op " + ops, func(p *Options) { p.Isolation, p.OP = ftl.PersistentlyIsolated, op }},
+				sensitivity{"that spare, still initially isolated (sensitivity)", "--op " + ops, func(p *Options) { p.OP = op }})
 		}
-		memo[mask] = v
-		return v, nil
+		return "infeasible here: " + shortErr(err)
 	}
-	// A lever that is infeasible alone (e.g. persistent isolation without the spare RUs
-	// it needs) is skipped, with the reason.
-	var kept []applied
-	var extra []sensitivity
-	for k, a := range on {
-		v, err := waf(1 << k)
-		if err != nil {
-			e.Steps[a.i].Skipped = "infeasible here: " + shortErr(err)
-			e.Steps[a.i].Change = a.flag
-			// Persistent isolation without the spare it needs is no configuration; with
-			// it, it is one (a sensitivity row: isolation and spare together).
-			var ie *ftl.InfeasibleError
-			if a.i == 0 && errors.As(err, &ie) && ie.MinOP > base.OP {
-				op := ie.MinOP
-				ops := strconv.FormatFloat(op, 'f', -1, 64)
-				extra = append(extra, sensitivity{"persistent isolation with the spare it needs (sensitivity)",
-					a.flag + " --op " + ops, func(p *Options) { p.Isolation, p.OP = ftl.PersistentlyIsolated, op }},
-					sensitivity{"that spare, still initially isolated (sensitivity)", "--op " + ops, func(p *Options) { p.OP = op }})
-			}
-			continue
+	if err := reports.Attribute(e, waf, skip); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		e.Steps[a.i].Alone = reports.F64(v)
-		kept = append(kept, a)
-	}
-	if len(kept) < len(on) { // re-index the masks over the kept levers
-		remap := map[uint]float64{0: e.WAF}
-		for k, a := range kept {
-			remap[1<<k] = *e.Steps[a.i].Alone
-		}
-		memo, fails, on = remap, map[uint]error{}, kept
-	}
-	n := len(on)
-	full := uint(1)<<n - 1
-	switch e.Method {
-	case ExplainSequential:
-		var mask uint
-		prev := e.WAF
-		for k, a := range on {
-			mask |= 1 << k
-			v, err := waf(mask)
-			if err != nil {
-				return nil, fmt.Errorf("explain %s: the steps up to %s: %w", run.Policy, a.flag, err)
-			}
-			e.Steps[a.i].Part, e.Steps[a.i].After = prev-v, reports.F64(v)
-			prev = v
-		}
-	case ExplainShapley:
-		fact := func(k int) float64 { return math.Gamma(float64(k + 1)) }
-		for k, a := range on {
-			var phi float64
-			for s := uint(0); s <= full; s++ {
-				if s&(1<<k) != 0 {
-					continue
-				}
-				without, err := waf(s)
-				if err != nil {
-					return nil, fmt.Errorf("explain %s: the shapley method needs every combination of the changes, and one fails: %w", run.Policy, err)
-				}
-				with, err := waf(s | 1<<k)
-				if err != nil {
-					return nil, fmt.Errorf("explain %s: the shapley method needs every combination of the changes, and one fails: %w", run.Policy, err)
-				}
-				size := bits.OnesCount(s)
-				phi += fact(size) * fact(n-size-1) / fact(n) * (without - with)
-			}
-			e.Steps[a.i].Part = phi
-		}
-	}
-	last, err := waf(full)
-	if err != nil {
-		return nil, err
-	}
-	e.Residual = last - 1
-	if e.Method == ExplainShapley { // every combination ran: list them
-		for mask := uint(0); mask <= full; mask++ {
-			c := reports.ExplainCombo{WAF: memo[mask]}
-			for k, a := range on {
-				if mask&(1<<k) != 0 {
-					c.Changes = append(c.Changes, a.flag)
-				}
-			}
-			e.Combos = append(e.Combos, c)
-		}
+		return nil, fmt.Errorf("explain %s: %w", run.Policy, err)
 	}
 	// Sensitivity: the RU doubled, alone (and isolation with its spare, above).
 	extra = append(extra, sensitivity{"larger RU (sensitivity)", "--ru " + units.FormatSpec(2*ru), func(p *Options) { p.RUBytes = 2 * ru }})
@@ -317,22 +227,6 @@ func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*rep
 type sensitivity struct {
 	cause, change string
 	set           func(*Options)
-}
-
-func maskFlags(mask uint, n int, flag func(int) string) string {
-	out := ""
-	for k := range n {
-		if mask&(1<<k) != 0 {
-			if out != "" {
-				out += " "
-			}
-			out += flag(k)
-		}
-	}
-	if out == "" {
-		return "as run"
-	}
-	return out
 }
 
 // shortErr keeps an error's first line without its parenthesised detail.
