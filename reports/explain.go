@@ -25,6 +25,8 @@ type Explanation struct {
 	// Sensitivity: counterfactuals that move away from the ideal (RU doubled), each alone.
 	Sensitivity []ExplainStep `json:"sensitivity,omitempty"`
 	Runs        int           `json:"runs"` // counterfactual runs made
+	// Note says how the counterfactuals were made when it is not by plain runs (bench).
+	Note string `json:"note,omitempty"`
 	// Combos (shapley): the WAF of every combination of the applied changes, a plain run each.
 	Combos []ExplainCombo `json:"combos,omitempty"`
 }
@@ -164,6 +166,9 @@ func explainTables(w io.Writer, r *Report, md bool) error {
 				fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 			}
 			fmt.Fprintf(w, "\n%s\n", smallestLine(e))
+			if e.Note != "" {
+				fmt.Fprintf(w, "\n%s\n", e.Note)
+			}
 			continue
 		}
 		if err := WriteWrapped(w, explainTitle(e)); err != nil {
@@ -175,6 +180,11 @@ func explainTables(w io.Writer, r *Report, md bool) error {
 		if err := WriteWrapped(w, smallestLine(e)); err != nil {
 			return err
 		}
+		if e.Note != "" {
+			if err := WriteWrapped(w, e.Note); err != nil {
+				return err
+			}
+		}
 	}
 	if len(r.Explain) == 0 {
 		return nil
@@ -184,4 +194,24 @@ func explainTables(w io.Writer, r *Report, md bool) error {
 		return err
 	}
 	return WriteWrapped(w, ExplainCaveat)
+}
+
+// Brief is an error's first line without its parenthesised detail: a reason that fits a
+// table cell.
+func Brief(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	var b strings.Builder
+	depth := 0
+	for _, c := range s {
+		switch {
+		case c == '(':
+			depth++
+		case c == ')' && depth > 0:
+			depth--
+		case depth == 0:
+			b.WriteRune(c)
+		}
+	}
+	out := strings.Join(strings.Fields(b.String()), " ")
+	return strings.NewReplacer(" ;", ";", " ,", ",", " .", ".").Replace(out)
 }

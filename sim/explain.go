@@ -195,7 +195,7 @@ func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*rep
 				e.Steps[i].Change + " --op " + ops, func(p *Options) { p.Isolation, p.OP = ftl.PersistentlyIsolated, op }},
 				sensitivity{"that spare, still initially isolated (sensitivity)", "--op " + ops, func(p *Options) { p.OP = op }})
 		}
-		return "infeasible here: " + shortErr(err)
+		return "infeasible here: " + reports.Brief(err)
 	}
 	if err := reports.Attribute(e, waf, skip); err != nil {
 		if ctx.Err() != nil {
@@ -213,7 +213,7 @@ func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*rep
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			s.Skipped = "infeasible here: " + shortErr(err)
+			s.Skipped = "infeasible here: " + reports.Brief(err)
 		} else {
 			s.Alone = reports.F64(v)
 		}
@@ -227,23 +227,4 @@ func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*rep
 type sensitivity struct {
 	cause, change string
 	set           func(*Options)
-}
-
-// shortErr keeps an error's first line without its parenthesised detail.
-func shortErr(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	var b strings.Builder
-	depth := 0
-	for _, c := range s {
-		switch {
-		case c == '(':
-			depth++
-		case c == ')' && depth > 0:
-			depth--
-		case depth == 0:
-			b.WriteRune(c)
-		}
-	}
-	out := strings.Join(strings.Fields(b.String()), " ")
-	return strings.NewReplacer(" ;", ";", " ,", ",", " .", ".").Replace(out)
 }

@@ -13,12 +13,16 @@ import (
 // given bare, or shapley) and --slot-reuse, which sets the slot reuse the explanation
 // starts from.
 func SimCauses(fs *pflag.FlagSet, o *sim.Options) {
-	fs.Var(Parsed(&o.Explain, "", parseExplain), "explain", "add WAF by cause: WAF − 1 split over counterfactual runs of the same workload "+
-		"(isolation, slot reuse, deallocate, region eviction, RU halved, more spare; docs/bench.md); "+
-		"--explain alone or =sequential: one step after another, =shapley: averaged over every order (2^n runs)")
-	fs.Lookup("explain").NoOptDefVal = sim.ExplainSequential
+	ExplainFlag(fs, &o.Explain, "counterfactual runs of the same workload (isolation, slot reuse, deallocate, region eviction, RU halved, more spare)")
 	fs.Var(Parsed(&o.AnySlot, "handle", parseSlotReuse), "slot-reuse",
 		"which free slot a store reuses: handle (one last written through the same placement handle) or any (the most recently freed; LMCache's fdp_slot_reuse_policy none)")
+}
+
+// ExplainFlag registers --explain: WAF by cause, made by how (the help's words).
+func ExplainFlag(fs *pflag.FlagSet, dst *string, how string) {
+	fs.Var(Parsed(dst, "", parseExplain), "explain", "add WAF by cause (modelled): WAF − 1 split over "+how+"; docs/bench.md. "+
+		"--explain alone or =sequential: one change after another, =shapley: averaged over every order (2^n runs)")
+	fs.Lookup("explain").NoOptDefVal = sim.ExplainSequential
 }
 
 func parseExplain(s string) (string, error) {
