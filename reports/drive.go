@@ -24,13 +24,16 @@ type Drive struct {
 	// HostRate, bytes/s, supplies the host write rate a run has no clock for (simulate of a
 	// synthetic workload without --rate): host-rate=SIZE in the spec.
 	HostRate float64 `json:"host_rate,omitempty"`
+	// ReqRate, requests/s: the host write rate is then the run's host bytes per request
+	// times it (req-rate=N), so policies that write less per request last longer.
+	ReqRate float64 `json:"req_rate,omitempty"`
 }
 
 // ErrDrive: a --drive spec that cannot be read.
 var ErrDrive = errors.New("drive")
 
 // ParseDrive reads "tbw=14000", "dwpd=1,years=5" (optionally capacity=SIZE), each with an
-// optional host-rate=SIZE (bytes per second). Unknown or repeated keys, values that are not
+// optional host-rate=SIZE (bytes per second) or req-rate=N (requests per second). Unknown or repeated keys, values that are not
 // positive finite numbers, and tbw together with dwpd are refused.
 func ParseDrive(spec string) (*Drive, error) {
 	d := &Drive{Spec: spec}
@@ -41,14 +44,14 @@ func ParseDrive(spec string) (*Drive, error) {
 	for _, item := range strings.Split(spec, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok || v == "" {
-			return nil, fmt.Errorf("%w: %q is not key=value (keys: tbw, dwpd, years, capacity, host-rate)", ErrDrive, item)
+			return nil, fmt.Errorf("%w: %q is not key=value (keys: tbw, dwpd, years, capacity, host-rate, req-rate)", ErrDrive, item)
 		}
 		if seen[k] {
 			return nil, fmt.Errorf("%w: %s given twice", ErrDrive, k)
 		}
 		seen[k] = true
 		switch k {
-		case "tbw", "dwpd", "years":
+		case "tbw", "dwpd", "years", "req-rate":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(f > 0) || math.IsInf(f, 0) {
 				return nil, fmt.Errorf("%w: %s=%s is not a positive number", ErrDrive, k, v)
@@ -58,6 +61,8 @@ func ParseDrive(spec string) (*Drive, error) {
 				d.TBW = f
 			case "dwpd":
 				d.DWPD = f
+			case "req-rate":
+				d.ReqRate = f
 			default:
 				d.Years = f
 			}
@@ -72,10 +77,12 @@ func ParseDrive(spec string) (*Drive, error) {
 				d.HostRate = float64(n)
 			}
 		default:
-			return nil, fmt.Errorf("%w: unknown key %q (keys: tbw, dwpd, years, capacity, host-rate)", ErrDrive, k)
+			return nil, fmt.Errorf("%w: unknown key %q (keys: tbw, dwpd, years, capacity, host-rate, req-rate)", ErrDrive, k)
 		}
 	}
 	switch {
+	case d.HostRate > 0 && d.ReqRate > 0:
+		return nil, fmt.Errorf("%w: host-rate= and req-rate= both set the write rate; give one", ErrDrive)
 	case d.TBW > 0 && (d.DWPD > 0 || d.Years > 0 || d.Capacity > 0):
 		return nil, fmt.Errorf("%w: tbw= is a rating on its own; it does not combine with dwpd=, years= or capacity=", ErrDrive)
 	case d.TBW == 0 && d.DWPD == 0:
@@ -252,7 +259,7 @@ func driveTables(w io.Writer, r *Report, md bool) error {
 	return nil
 }
 
-const noRateNote = "life days: no host write rate (simulate has no clock for a synthetic workload): give the workload a --rate, or host-rate=SIZE in --drive"
+const noRateNote = "life days: no host write rate (simulate has no clock for a synthetic workload): give req-rate=N (requests/s) or host-rate=SIZE (bytes/s) in --drive"
 
 // ProjectDrive projects every run of r against d (ApplyDrive) with what the report itself
 // tells: prefill tokens saved (a trace's, else chunks hit × chunkTokens; 0 tokens: not
@@ -276,6 +283,8 @@ func (r *Report) ProjectDrive(d *Drive, chunkTokens int) {
 		}
 		host := float64(w.HostBytes)
 		switch {
+		case d.ReqRate > 0 && run.Requests > 0:
+			return host / float64(run.Requests) * d.ReqRate, "--drive req-rate"
 		case run.WriteGBps != nil && run.ElapsedSec > 0:
 			return host / run.ElapsedSec, "measured"
 		case r.Trace != nil && r.Trace.DurationMs > 0 && r.Trace.Requests > 0 && run.Requests > 0:

@@ -28,7 +28,7 @@ func TestParseDrive(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "tbw", "tbw=", "tbw=0", "tbw=-3", "tbw=NaN", "tbw=Inf", "dwpd=1", "years=5", "tbw=1,tbw=2",
-		"tbw=100,dwpd=1,years=5", "tbw=100,capacity=1T", "dwpd=1,years=5,capacity=0", "dwpd=1,years=5,host-rate=x", "pbw=3", "dwpd=1;years=5"} {
+		"tbw=100,dwpd=1,years=5", "tbw=100,capacity=1T", "dwpd=1,years=5,capacity=0", "dwpd=1,years=5,host-rate=x", "pbw=3", "tbw=1,req-rate=0", "tbw=1,req-rate=2,host-rate=1G", "dwpd=1;years=5"} {
 		if _, err := ParseDrive(bad); !errors.Is(err, ErrDrive) {
 			t.Errorf("%q: err %v, want ErrDrive", bad, err)
 		}
@@ -59,6 +59,15 @@ func TestProjectDrive(t *testing.T) {
 	if l.HostBytes != 500e12 {
 		t.Errorf("host bytes to wear-out %g", l.HostBytes)
 	}
+	d.HostRate = 0
+	d.ReqRate = 2
+	r.Runs[0].Requests = 50
+	r.DriveLife = nil
+	r.ProjectDrive(d, 256)
+	if l := r.DriveLife[0]; *l.HostRate != 4e9 || l.RateSource != "--drive req-rate" {
+		t.Errorf("req-rate: %+v", l)
+	}
+	d.ReqRate = 0
 	d.HostRate = 5e8
 	r.DriveLife = nil
 	r.ProjectDrive(d, 256)

@@ -105,7 +105,18 @@ func run(manifest, out, scaleS string, nj int, rbctl, data, only string, check b
 			}
 		}
 	}
-	if err := writeSpread(runs, out); err != nil {
+	// The spread covers every seeded job whose outputs are there, not only those run now.
+	all, err := m.Expand(scale, out, tmp, data, nil)
+	if err != nil {
+		return err
+	}
+	var seeded []Run
+	for _, r := range all {
+		if len(r.Job.Seeds) > 1 && checkOutput(filepath.Join(out, r.Outputs[0])) == nil {
+			seeded = append(seeded, r)
+		}
+	}
+	if err := writeSpread(seeded, out); err != nil {
 		bad = append(bad, "spread: "+err.Error())
 	}
 	if compare != "" {
