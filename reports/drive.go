@@ -27,6 +27,8 @@ type Drive struct {
 	// ReqRate, requests/s: the host write rate is then the run's host bytes per request
 	// times it (req-rate=N), so policies that write less per request last longer.
 	ReqRate float64 `json:"req_rate,omitempty"`
+
+	specCapacity bool // capacity= was given: a size sweep does not change it
 }
 
 // ErrDrive: a --drive spec that cannot be read.
@@ -72,7 +74,7 @@ func ParseDrive(spec string) (*Drive, error) {
 				return nil, fmt.Errorf("%w: %s=%s is not a positive size (e.g. 3.84T, 2G)", ErrDrive, k, v)
 			}
 			if k == "capacity" {
-				d.Capacity = n
+				d.Capacity, d.specCapacity = n, true
 			} else {
 				d.HostRate = float64(n)
 			}
@@ -170,7 +172,13 @@ func ApplyDrive(r *Report, d *Drive, tokensSaved func(Run) int64, rate func(Run)
 			continue
 		}
 		v, src := rate(run)
-		l, ok := d.Project(run.Policy, w.HostBytes, w.MediaBytes, w.Source, v, src, tokensSaved(run))
+		pd := d
+		if r.Sweep == "size" && d.DWPD > 0 && !d.specCapacity { // each point is a device of its size
+			c := *d
+			c.Capacity = int64(run.Param)
+			pd = &c
+		}
+		l, ok := pd.Project(run.Policy, w.HostBytes, w.MediaBytes, w.Source, v, src, tokensSaved(run))
 		if !ok {
 			continue
 		}
@@ -225,6 +233,9 @@ func orDash(s string) string {
 
 func driveTitle(r *Report) string {
 	d := r.Drive
+	if r.Sweep == "size" && d.DWPD > 0 && !d.specCapacity {
+		return fmt.Sprintf("drive life (projection) for --drive %s: endurance %g drive writes a day of each swept size for %g years", d.Spec, d.DWPD, d.Years)
+	}
 	return fmt.Sprintf("drive life (projection) for --drive %s: endurance %.0f TB of flash writes", d.Spec, d.EnduranceBytes()/1e12)
 }
 

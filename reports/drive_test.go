@@ -75,3 +75,22 @@ func TestProjectDrive(t *testing.T) {
 		t.Errorf("spec rate not used: %+v", l)
 	}
 }
+
+// In a size sweep a dwpd rating is over each point's size, unless capacity= fixed it.
+func TestProjectDriveSizeSweep(t *testing.T) {
+	r := New("simulate")
+	r.Sweep = "size"
+	w := &WAF{Source: SourceModelled, HostBytes: 1e9, MediaBytes: 1e9}
+	r.Runs = []Run{{Policy: "none", Param: 1e12, HostWAF: w}, {Policy: "none", Param: 2e12, HostWAF: w}}
+	d, _ := ParseDrive("dwpd=1,years=1")
+	r.ProjectDrive(d, 0)
+	if a, b := r.DriveLife[0].HostBytes, r.DriveLife[1].HostBytes; a != 365e12 || b != 730e12 {
+		t.Errorf("host bytes to wear-out %g, %g; want 365e12, 730e12", a, b)
+	}
+	d, _ = ParseDrive("dwpd=1,years=1,capacity=1000000000000")
+	r.DriveLife = nil
+	r.ProjectDrive(d, 0)
+	if b := r.DriveLife[1].HostBytes; b != 365e12 {
+		t.Errorf("capacity= given: %g, want 365e12", b)
+	}
+}
