@@ -71,14 +71,22 @@ func Attribute(e *Explanation, waf func(steps []int) (float64, error), skip func
 		var mask uint
 		prev := e.WAF
 		for k, i := range on {
-			mask |= 1 << k
-			v, err := get(mask, on)
+			v, err := get(mask|1<<k, on)
 			if err != nil {
-				return fmt.Errorf("the changes up to %s together: %w", e.Steps[i].Change, err)
+				// Feasible alone, not with the changes before it (say a halved RU smaller
+				// than a region-evicting cache's slot): left out of the sequence.
+				msg := skip(i, err)
+				if msg == "" {
+					return fmt.Errorf("the changes up to %s together: %w", e.Steps[i].Change, err)
+				}
+				e.Steps[i].Skipped = "with the changes above, " + msg
+				continue
 			}
+			mask |= 1 << k
 			e.Steps[i].Part, e.Steps[i].After = prev-v, F64(v)
 			prev = v
 		}
+		full = mask
 	case "shapley":
 		fact := func(k int) float64 { return math.Gamma(float64(k + 1)) }
 		for k, i := range on {

@@ -195,7 +195,10 @@ func (o Options) Explained(ctx context.Context, run reports.Run, ru int64) (*rep
 				e.Steps[i].Change + " --op " + ops, func(p *Options) { p.Isolation, p.OP = ftl.PersistentlyIsolated, op }},
 				sensitivity{"that spare, still initially isolated (sensitivity)", "--op " + ops, func(p *Options) { p.OP = op }})
 		}
-		return "infeasible here: " + reports.Brief(err)
+		if errors.Is(err, ftl.ErrCannotReclaim) || errors.Is(err, ftl.ErrInfeasible) {
+			return "infeasible here: " + reports.Brief(err)
+		}
+		return "not possible here: " + reports.Brief(err)
 	}
 	if err := reports.Attribute(e, waf, skip); err != nil {
 		if ctx.Err() != nil {
