@@ -127,19 +127,30 @@ func writeSpread(runs []Run, out string) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", o, err)
 			}
-			for _, run := range rep.Runs {
-				v, ok := wafOf(run)
-				if !ok {
-					continue
-				}
-				k := r.Job.Name + "|" + key(run)
+			add := func(k string, row spreadRow, v float64) {
 				a := by[k]
 				if a == nil {
-					a = &acc{row: spreadRow{Job: r.Job.Name, Policy: run.Policy, Param: run.Param, Admission: run.Admission}}
+					a = &acc{row: row}
 					by[k] = a
 					order = append(order, k)
 				}
 				a.vals = append(a.vals, v)
+			}
+			for _, run := range rep.Runs {
+				if v, ok := wafOf(run); ok {
+					add(r.Job.Name+"|"+key(run), spreadRow{Job: r.Job.Name, Policy: run.Policy, Param: run.Param, Admission: run.Admission}, v)
+				}
+			}
+			// WAF by cause: each change's part (and the residual) over the seeds.
+			for _, e := range rep.Explain {
+				for _, s := range e.Steps {
+					if s.Skipped == "" {
+						pol := e.Policy + ": part of " + s.Change
+						add(r.Job.Name+"|"+pol, spreadRow{Job: r.Job.Name, Policy: pol, Admission: e.Admission}, s.Part)
+					}
+				}
+				pol := e.Policy + ": remaining"
+				add(r.Job.Name+"|"+pol, spreadRow{Job: r.Job.Name, Policy: pol, Admission: e.Admission}, e.Residual)
 			}
 		}
 	}
@@ -149,7 +160,7 @@ func writeSpread(runs []Run, out string) error {
 	sort.Strings(order)
 	var rows []spreadRow
 	var md strings.Builder
-	md.WriteString("| job | policy | seeds | mean WAF (modelled) | min | max | sd |\n|---|---|---|---|---|---|---|\n")
+	md.WriteString("| job | policy (or part of WAF − 1) | admission | seeds | mean (modelled) | min | max | sd |\n|---|---|---|---|---|---|---|---|\n")
 	for _, k := range order {
 		a := by[k]
 		row := a.row
@@ -165,7 +176,7 @@ func writeSpread(runs []Run, out string) error {
 			row.SD = math.Sqrt(row.SD / float64(len(a.vals)-1))
 		}
 		rows = append(rows, row)
-		fmt.Fprintf(&md, "| %s | %s | %d | %.3f | %.3f | %.3f | %.3f |\n", row.Job, row.Policy, row.Seeds, row.Mean, row.Min, row.Max, row.SD)
+		fmt.Fprintf(&md, "| %s | %s | %s | %d | %.3f | %.3f | %.3f | %.3f |\n", row.Job, row.Policy, row.Admission, row.Seeds, row.Mean, row.Min, row.Max, row.SD)
 	}
 	b, err := json.MarshalIndent(rows, "", " ")
 	if err != nil {
