@@ -55,8 +55,12 @@ type Options struct {
 	IOEngine   string // devices.Options.IOEngine
 	QueueDepth int    // device and engine queue depth
 
-	Policies      []string // placement.Parse specs, run in order
-	Workload      workloads.Spec
+	Policies []string // placement.Parse specs, run in order
+	Workload workloads.Spec
+	// Fit, for a node's recording (workloads l2trace:), takes the recording node's slots
+	// (as the target, when the devices hold them), eviction and admission where the
+	// caller gave none.
+	Fit           workloads.Fit
 	Duration      time.Duration // measured window per policy (0: bounded by Workload.Requests)
 	Warmup        float64       // warm-up, in cache capacities of payload stored
 	WarmupTimeout time.Duration
@@ -123,8 +127,8 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	if strings.Contains(o.Workload.Admission, ",") {
 		return nil, fmt.Errorf("%w: bench runs one admission policy, not %q (simulate compares several)", workloads.ErrSpec, o.Workload.Admission)
 	}
-	if src.Trace != nil {
-		// A trace is measured whole, from its first request, as simulate does.
+	if src.Trace != nil || src.Recorded != nil {
+		// A trace or a recording is measured whole, from its first request, as simulate does.
 		o.Warmup = 0
 	}
 	route, err := sharded.ParseRoute(o.ShardBy)

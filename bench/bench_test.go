@@ -91,6 +91,10 @@ func TestRunInfeasibleShadowIsANote(t *testing.T) {
 		!strings.HasSuffix(r.Note, "[explained]") || r.Ops != 1500 {
 		t.Fatalf("run %+v", r)
 	}
+	// The host bytes are measured all the same, and the run says why it has no model.
+	if r.HostBytes == nil || *r.HostBytes < r.WrittenBytes || !strings.Contains(r.NoModel, "needs 9 spare RUs") {
+		t.Fatalf("host bytes %v for %d payload bytes, no_model %q", r.HostBytes, r.WrittenBytes, r.NoModel)
+	}
 }
 
 // An emulated device whose geometry GC cannot run in is refused before it is created.

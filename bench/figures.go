@@ -24,9 +24,12 @@ func (p *planned) figures(run *reports.Run, w *window, shs []*ShadowDevice, poli
 		logical += p.shards[i].fc.LogicalBytes
 		models = models && p.shards[i].model != nil
 	}
+	run.HostBytes = reports.I64(writtenBytes(shs) - w.warmHost)
 	if !run.Infeasible { // a model that gave up has no WAF to report
 		run.HostWAF = &reports.WAF{Value: win.WAF(), Source: reports.SourceModelled, HostBytes: win.HostBytes, MediaBytes: win.MediaBytes,
 			Handles: reports.HandlesOf(win, placement.Labels(policy))}
+	} else {
+		run.NoModel = p.noModel()
 	}
 	run.DeallocatedBytes = reports.I64(dealloc - dealloc0)
 	if models {
@@ -78,4 +81,24 @@ func (p *planned) figures(run *reports.Run, w *window, shs []*ShadowDevice, poli
 		value = media / host
 	}
 	run.DeviceWAF = &reports.WAF{Value: value, Source: source, HostBytes: uint64(host), MediaBytes: uint64(media)}
+}
+
+// writtenBytes is the bytes every device completed writing (measured at the shadow).
+func writtenBytes(shs []*ShadowDevice) int64 {
+	var n int64
+	for _, sh := range shs {
+		n += sh.WrittenBytes()
+	}
+	return n
+}
+
+// noModel says why a run has no modelled figures: the first device's reason the shadow
+// model could not run (with what would make it feasible), or that it ran out of room.
+func (p *planned) noModel() string {
+	for i, s := range p.shards {
+		if s.noShadow != "" {
+			return p.on(i) + s.noShadow
+		}
+	}
+	return "the shadow FTL model ran out of room part-way (GC found no victim): no modelled figures"
 }

@@ -25,7 +25,8 @@ type planned struct {
 	src    *workloads.Source
 	shards []*shard // one per device, in the order given
 	route  sharded.Route
-	region float64 // chunks per eviction region (0: not regional)
+	region float64  // chunks per eviction region (0: not regional)
+	notes  []string // what a recording's replay took from its node
 	// explained: WAF by cause of each policy run so far (--explain, one device).
 	explained []reports.Explanation
 }
@@ -51,16 +52,25 @@ func plan(o *Options, ts []*target, names []string, src *workloads.Source) (*pla
 	// The workload is checked before any device is formatted (the slot count is an upper
 	// bound: the metadata region takes some).
 	s0 := p.shards[0]
+	var slots int64 // tenant budgets divide the whole cache (H4)
+	for _, s := range p.shards {
+		slots += s.slots
+	}
+	if rd := src.Recorded; rd != nil {
+		p.notes = rd.Policies(o.Fit, &o.Workload)
+		if util, ok := workloads.FitUtil(rd.Capacity.Slots, slots); ok && o.Fit.Size {
+			o.Workload.Util = util
+			p.notes = append(p.notes, fmt.Sprintf("the recording node's %d slots: the cache keeps %d of the devices' %d (util %.6f)", rd.Capacity.Slots, rd.Capacity.Slots, slots, util))
+		} else if o.Fit.Size && rd.Capacity.Slots > 0 {
+			p.notes = append(p.notes, fmt.Sprintf("the devices hold %d slots, fewer than the recording node's %d: the replay runs on a smaller cache", slots, rd.Capacity.Slots))
+		}
+	}
 	dc, err := o.Workload.Driver(src, s0.fc.RUBytes, s0.ecfg.SlotBytes)
 	if err != nil {
 		return nil, err
 	}
 	if err := workloads.CheckRegion(dc.RegionSlots, int64(o.Workload.Util*float64(logical/s0.ecfg.SlotBytes))); err != nil {
 		return nil, err
-	}
-	var slots int64 // tenant budgets divide the whole cache (H4)
-	for _, s := range p.shards {
-		slots += s.slots
 	}
 	if err := o.Workload.CheckBudgets(src, slots, s0.ecfg.SlotBytes, o.Workload.Util); err != nil {
 		return nil, err
@@ -108,6 +118,7 @@ func (p *planned) report() *reports.Report {
 	if o.LMCache != nil {
 		rep.Notes = append(rep.Notes, lmcacheNotes(o.LMCache)...)
 	}
+	rep.Notes = append(rep.Notes, p.notes...)
 	if emuStats {
 		rep.Notes = append(rep.Notes, "emulator WAF is model output too: the emulated SSD's FDP log comes from its own FTL model, "+
 			"fed the same writes as the host estimate, so it does not confirm it; with one worker the two agree exactly, with more "+
@@ -144,6 +155,7 @@ type window struct {
 	mu        sync.Mutex
 	samples   []sample
 	warmStats []ftl.Stats
+	warmHost  int64 // bytes written to the devices when the window began (measured)
 	warmDev   []*fdp.Stats
 	warmAt    time.Duration
 	devErr    error
@@ -255,8 +267,9 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 		ws, wd, werr := p.snapshot(shs, true)
 		w.mark = shs[0].lastMark()
 		rec.begin(time.Now(), cache.StatsByShard())
+		wh := writtenBytes(shs)
 		w.mu.Lock()
-		w.warmStats, w.warmAt, w.warmDev, w.devErr = ws, time.Since(start), wd, werr
+		w.warmStats, w.warmAt, w.warmDev, w.devErr, w.warmHost = ws, time.Since(start), wd, werr, wh
 		w.mu.Unlock()
 	}
 	d, err := workloads.NewDriver(dc, gen, be)
@@ -315,8 +328,10 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 		notes = append(notes, warmupCut)
 	}
 	if res.Cut && p.src.Trace != nil {
-		notes = append(notes, fmt.Sprintf("the trace was cut by the %s duration after %d of its %d requests (the whole trace runs without --duration)",
-			o.Duration, res.Total.Requests, p.src.Trace.Requests))
+		win := p.src.TraceWindow(res.Total.Requests)
+		notes = append(notes, fmt.Sprintf("the trace was cut by the %s duration after %d of its %d requests; the ceiling of those is %.2f %% of chunks "+
+			"(the whole trace's: %.2f %%; the whole trace runs without --duration)",
+			o.Duration, res.Total.Requests, p.src.Trace.Requests, 100*win.CeilingRatio(), 100*p.src.Trace.CeilingRatio()))
 	}
 	if res.WarmupTimedOut {
 		notes = append(notes, "warm-up timed out before the target was stored")

@@ -25,6 +25,7 @@ type ShadowDevice struct {
 	nh            int
 
 	infeasible   bool
+	written      int64 // bytes of every completed write, with or without a model
 	deallocBytes int64
 	foreign      int64 // writes whose handle the model does not have (sent to handle 0)
 
@@ -58,7 +59,15 @@ func (s *ShadowDevice) Submit(ops []blockdev.Op) error {
 	defer s.mu.Unlock()
 	for i := range ops {
 		op := &ops[i]
-		if !op.Write || op.Err != nil || s.infeasible {
+		if !op.Write || op.Err != nil {
+			continue
+		}
+		n := int64(op.N)
+		if n == 0 {
+			n = int64(op.Len())
+		}
+		s.written += n
+		if s.infeasible {
 			continue
 		}
 		h := int(op.Handle)
@@ -67,10 +76,6 @@ func (s *ShadowDevice) Submit(ops []blockdev.Op) error {
 		} else if h < 0 || h >= s.nh {
 			s.foreign++
 			h = 0
-		}
-		n := int64(op.N)
-		if n == 0 {
-			n = int64(op.Len())
 		}
 		if werr := s.m.WriteBytes(op.Off, n, h); errors.Is(werr, ftl.ErrInfeasible) {
 			s.infeasible = true
@@ -150,6 +155,14 @@ func (s *ShadowDevice) Stats() ftl.Stats {
 		return ftl.Stats{}
 	}
 	return s.m.Stats()
+}
+
+// WrittenBytes is the bytes of every write the device completed: measured, whether or not a
+// model runs.
+func (s *ShadowDevice) WrittenBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.written
 }
 
 // DeallocatedBytes is the total the device accepted for deallocation.

@@ -83,6 +83,24 @@ type VectoredWriter interface {
 	VectoredWrites() bool
 }
 
+// Allocator is a device that reserves the space of a byte range ahead of its writes: a
+// regular file (fallocate), so that writes there cannot fail with ENOSPC later. The engine
+// allocates the metadata region at format and open: a checkpoint that cannot be written
+// loses every key acknowledged since the last one.
+type Allocator interface {
+	Allocate(off, n int64) error
+}
+
+// Allocate reserves [off, off+n) of d when d is an Allocator (nil otherwise: a block
+// device has its space). An error wraps ErrNotSupported when the filesystem cannot reserve
+// space, or the errno (ENOSPC) when it has not enough.
+func Allocate(d Device, off, n int64) error {
+	if a, ok := d.(Allocator); ok {
+		return a.Allocate(off, n)
+	}
+	return nil
+}
+
 // WritesTail reports whether d takes write ops with a Tail.
 func WritesTail(d Device) bool {
 	v, ok := d.(VectoredWriter)

@@ -30,13 +30,15 @@ func DefaultFileOptions() FileOptions {
 // File is the posix backend: pread/pwrite on a regular pre-sized file, a loop device or any
 // block device.
 type File struct {
-	f      *os.File
-	fd     int
-	info   Info
-	qd     int
-	ro     bool
-	closed atomic.Bool
-	mu     sync.RWMutex // Close waits for in-flight Submits
+	f    *os.File
+	fd   int
+	info Info
+	qd   int
+	ro   bool
+	// backing is the file behind a loop device, open only for its lock (lockLoopBacking).
+	backing *os.File
+	closed  atomic.Bool
+	mu      sync.RWMutex // Close waits for in-flight Submits
 }
 
 var _ Device = (*File)(nil)
@@ -153,14 +155,18 @@ func OpenFile(path string, opt FileOptions) (*File, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	var backing *os.File
 	if !isBlock {
 		// Block devices are claimed by O_EXCL; files by their lock.
 		if err := LockFD(fd, path, !opt.ReadOnly); err != nil {
 			unix.Close(fd)
 			return nil, err
 		}
+	} else if backing, err = lockLoopBacking(path, st.Rdev, !opt.ReadOnly); err != nil {
+		unix.Close(fd)
+		return nil, err
 	}
-	d := &File{f: os.NewFile(uintptr(fd), path), fd: fd, qd: opt.QueueDepth, ro: opt.ReadOnly}
+	d := &File{f: os.NewFile(uintptr(fd), path), fd: fd, qd: opt.QueueDepth, ro: opt.ReadOnly, backing: backing}
 	d.info = Info{Path: path, Kind: KindFile, Direct: opt.Direct, Deallocate: true, LogicalBlock: 1}
 	if isBlock {
 		d.info.Kind = KindBlock
@@ -298,6 +304,14 @@ func (d *File) Deallocate(ranges []Range) error {
 	return deallocateFD(d.fd, d.info, ranges)
 }
 
+// Allocate implements Allocator: fallocate on a regular file.
+func (d *File) Allocate(off, n int64) error {
+	if d.ro {
+		return nil
+	}
+	return allocateFD(d.fd, d.info, off, n)
+}
+
 // Flush implements Device (fdatasync).
 func (d *File) Flush() error {
 	d.mu.RLock()
@@ -324,7 +338,34 @@ func (d *File) Close() error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.backing != nil {
+		d.backing.Close()
+	}
 	return d.f.Close()
+}
+
+// allocateFD reserves [off, off+n) of a regular file (fallocate mode 0, the size kept);
+// nothing to do on a block device.
+func allocateFD(fd int, info Info, off, n int64) error {
+	if info.Kind != KindFile || n <= 0 {
+		return nil
+	}
+	if off < 0 || off+n > info.Size {
+		return fmt.Errorf("%w: allocate [%d, %d) on a %d-byte file", ErrOutOfRange, off, off+n, info.Size)
+	}
+	err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, off, n)
+	for errors.Is(err, unix.EINTR) {
+		err = unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, off, n)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EOPNOTSUPP):
+		return fmt.Errorf("%s: allocate: %w (%w)", info.Path, ErrNotSupported, err)
+	case errors.Is(err, unix.ENOSPC):
+		return fmt.Errorf("%s: the filesystem has no room to reserve bytes [%d, %d) of the file (%w); free space there or use a smaller cache", info.Path, off, off+n, err)
+	}
+	return fmt.Errorf("%s: allocate [%d, %d): %w", info.Path, off, off+n, err)
 }
 
 // deallocateFD tells the kernel the ranges of fd hold no live data: BLKDISCARD on a block
@@ -355,4 +396,33 @@ func deallocateFD(fd int, info Info, ranges []Range) error {
 		}
 	}
 	return nil
+}
+
+// Space is what a regular device file may still need from its filesystem: Unallocated is
+// the part of its size no block backs yet (a sparse file), Available what the filesystem
+// has left for it. Writes to an unallocated part fail with ENOSPC once Available runs out.
+type Space struct {
+	Size, Unallocated, Available int64
+}
+
+// Short reports whether the filesystem cannot hold the file's unallocated part.
+func (s Space) Short() bool { return s.Unallocated > s.Available }
+
+// FileSpace returns path's Space; ok is false for anything but a regular file.
+func FileSpace(path string) (s Space, ok bool, err error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return Space{}, false, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return Space{}, false, nil
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(path, &fs); err != nil {
+		return Space{}, false, err
+	}
+	s.Size = st.Size
+	s.Unallocated = max(0, st.Size-st.Blocks*512)
+	s.Available = int64(fs.Bavail) * int64(fs.Bsize)
+	return s, true, nil
 }

@@ -281,3 +281,40 @@ func printable(s string, n int) string {
 	}
 	return b.String()
 }
+
+// sysBlock is where lockLoopBacking reads a block device's loop attributes (a test may
+// point it elsewhere).
+var sysBlock = "/sys/dev/block"
+
+// lockLoopBacking takes the lock of the regular file behind a loop device (rdev), as an
+// open of that file would: a loop device over a file `rbctl serve` holds is refused as in
+// use, naming the holder, and a writer on the loop device keeps rbctl writers off its file.
+// It returns the open backing file, whose descriptor carries the lock (nil for a device
+// that is not a loop device, or whose backing file is gone or out of reach).
+func lockLoopBacking(path string, rdev uint64, exclusive bool) (*os.File, error) {
+	dir := filepath.Join(sysBlock, fmt.Sprintf("%d:%d", unix.Major(rdev), unix.Minor(rdev)), "loop")
+	b, err := sys.ReadFileBounded(filepath.Join(dir, "backing_file"), 8192)
+	if err != nil {
+		return nil, nil // not a loop device, or an unbound one
+	}
+	backing := strings.TrimSpace(string(b))
+	if strings.HasSuffix(backing, " (deleted)") {
+		return nil, nil // nothing can open the file any more
+	}
+	f, err := os.OpenFile(backing, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil // another mount namespace, or no permission: nothing to share a lock with
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil
+	}
+	if err := LockFD(int(f.Fd()), backing, exclusive); err != nil {
+		f.Close()
+		if errors.Is(err, ErrLocked) {
+			return nil, fmt.Errorf("%s is a loop device over %w", path, err)
+		}
+		return nil, nil // a filesystem without flock: the file itself would be refused, not its loop device
+	}
+	return f, nil
+}

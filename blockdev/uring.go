@@ -55,8 +55,9 @@ type UringDevice struct {
 	rr        atomic.Uint32
 	fixedFile bool
 	readOnly  bool
-	exclusive bool // an O_EXCL claim on a block device, released by Close
-	maxChunk  int  // largest single SQE transfer (uringMaxChunk; smaller in tests)
+	exclusive bool     // an O_EXCL claim on a block device, released by Close
+	backing   *os.File // the file behind a loop device, open for its lock (lockLoopBacking)
+	maxChunk  int      // largest single SQE transfer (uringMaxChunk; smaller in tests)
 
 	streams   WriteStreams // the block device's write streams (Max 0: none used)
 	streamErr error        // why there are none (nil when streams are in use)
@@ -109,13 +110,17 @@ func OpenUring(path string, opt UringOptions) (*UringDevice, error) {
 		}
 		return nil, fmt.Errorf("uring device %s: %w", path, err)
 	}
+	var backing *os.File
 	if !isBlock {
 		if err := LockFD(int(f.Fd()), path, !opt.ReadOnly); err != nil { // as OpenFile
 			f.Close()
 			return nil, err
 		}
+	} else if backing, err = lockLoopBacking(path, st.Rdev, !opt.ReadOnly); err != nil {
+		f.Close()
+		return nil, err
 	}
-	d := &UringDevice{f: f, fd: int(f.Fd()), readOnly: opt.ReadOnly, maxChunk: uringMaxChunk, exclusive: isBlock && opt.Exclusive}
+	d := &UringDevice{f: f, fd: int(f.Fd()), readOnly: opt.ReadOnly, maxChunk: uringMaxChunk, exclusive: isBlock && opt.Exclusive, backing: backing}
 	d.info, err = uringGeometry(f, path, isBlock, !opt.Buffered)
 	if err != nil {
 		f.Close()
@@ -470,6 +475,17 @@ func (d *UringDevice) Deallocate(ranges []Range) error {
 	return deallocateFD(int(d.fd), d.info, ranges)
 }
 
+// Allocate implements Allocator: fallocate on a regular file.
+func (d *UringDevice) Allocate(off, n int64) error {
+	if d.closed.Load() {
+		return fmt.Errorf("uring device %s: closed", d.info.Path)
+	}
+	if d.readOnly {
+		return nil
+	}
+	return allocateFD(d.fd, d.info, off, n)
+}
+
 // uringFsync is a one-item batch issuing IORING_OP_FSYNC (datasync).
 type uringFsync struct {
 	fd  int32
@@ -516,6 +532,9 @@ func (d *UringDevice) Close() error {
 	// left in flight, so that a writer that opens the file next is not told it is in use
 	// by this process.
 	unix.Flock(int(d.f.Fd()), unix.LOCK_UN)
+	if d.backing != nil {
+		d.backing.Close()
+	}
 	err := d.f.Close()
 	if d.exclusive {
 		waitUnclaimed(d.info.Path, time.Second)

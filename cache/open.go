@@ -17,6 +17,7 @@ import (
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
+	"github.com/rbctl/rbctl/units"
 )
 
 // ScanMode says when Open rebuilds the index from the key records in the slot headers
@@ -217,4 +218,16 @@ func noHandlesWhy(dev blockdev.Device) error {
 		return err
 	}
 	return nil
+}
+
+// SpaceWarning is a warning for a regular device file whose filesystem cannot hold the
+// part of it no block backs yet (a sparse file on a nearly full filesystem): writes there
+// will fail with ENOSPC and be refused. "" when there is nothing to say.
+func SpaceWarning(path string) string {
+	s, ok, err := blockdev.FileSpace(path)
+	if err != nil || !ok || !s.Short() {
+		return ""
+	}
+	return fmt.Sprintf("%s is a sparse file: %s of its %s are not allocated and its filesystem has %s free; writes past that will fail (ENOSPC) and be refused, not lost — free space there or preallocate it (fallocate -l %d %s)",
+		path, units.FormatSize(s.Unallocated), units.FormatSize(s.Size), units.FormatSize(s.Available), s.Size, path)
 }

@@ -207,6 +207,13 @@ type Stats struct {
 	DeallocateRanges    int64
 	DeallocatesCanceled int64
 	LastCheckpointError string // "" when the last checkpoint attempt succeeded
+	// CheckpointFailingFor is how long the oldest change not in a checkpoint has waited
+	// while the last attempt failed (0 while checkpoints succeed); once past the crash
+	// window puts are refused (ErrCheckpointFailing, counted in PutsRefusedCheckpoint).
+	CheckpointFailingFor  time.Duration
+	PutsRefusedCheckpoint int64
+	// Room is the checkpoint room accounting (ErrIndexFull refusals in Room.Refused).
+	Room RoomStats
 
 	// Staging buffers (Config.BufferPoolBytes).
 	BufferPoolBytes      int64  // arena size (0: no arena)
@@ -311,6 +318,16 @@ var (
 	ErrKeyFormat        = errors.New("key cannot be parsed")
 	ErrDeviceTooSmall   = errors.New("device too small for the layout")
 	ErrBadHandle        = errors.New("placement handle outside the device's handles")
+	// ErrIndexFull refuses a put before anything is written: the key's index entry could
+	// not be held by the next checkpoint without taking room kept for the free slots
+	// (docs/engine.md, "Room in the checkpoint"). The key's bytes, its metadata or a new
+	// model prefix or cache_salt are too long for what meta_total_bytes has left.
+	ErrIndexFull = errors.New("index entry would not fit the checkpoint")
+	// ErrCheckpointFailing refuses a put while checkpoints have been failing for longer
+	// than the crash window (CheckpointInterval + ForceAfter): a write acknowledged now
+	// could be lost by a crash beyond what the window promises. Puts resume once a
+	// checkpoint succeeds; Stats.LastCheckpointError says why they fail.
+	ErrCheckpointFailing = errors.New("checkpoints are failing; writes refused")
 )
 
 // corruptionError is a specific kind of corruption: it is itself and ErrCorrupt.
@@ -385,6 +402,15 @@ func (e *Engine) ExistsMany(keys []Key, lock bool) []bool { return e.existsMany(
 // locking each when lock is set.
 func (e *Engine) MetadataPrefix(keys []Key, lock bool) []EntryMeta {
 	return e.metadataPrefix(keys, lock)
+}
+
+// LoadMany loads every key present into a buffer of its payload's size from alloc (nil:
+// make), pinned while it is read so that it cannot be deleted or replaced meanwhile; out[i]
+// is nil for a miss or a read that failed its checks. One call, two holds of the index lock,
+// for what MetadataPrefix(keys, true) + LoadManyInto + UnlockMany did (a remote get, a RESP
+// GET). alloc may return a longer buffer (aligned, say); out[i] is cut to the payload.
+func (e *Engine) LoadMany(keys []Key, alloc func(size int) []byte) ([][]byte, error) {
+	return e.loadMany(keys, alloc)
 }
 
 // UnlockMany decrements lock counts (floor 0); missing keys are ignored.

@@ -66,7 +66,7 @@ func fillIndex(e *Engine, keys []Key) {
 		r.state, r.size, r.crc, r.flags = stLive, 100, 1, flHasCRC
 		e.stamp++
 		r.stamp = e.stamp
-		e.bind(s, k)
+		e.bind(s, k, e.entryCost(k, 100, nil))
 		e.live++
 		e.dirty++
 	}

@@ -140,8 +140,9 @@ func (e *Engine) takeSnapshot() *snapshot {
 		e.touched = nil
 		if len(list) <= snapChunk || round >= 8 {
 			recopy(list)
-			sn.prefixes = e.prefixes.strs[:len(e.prefixes.strs):len(e.prefixes.strs)]
-			sn.salts = e.salts.strs[:len(e.salts.strs):len(e.salts.strs)]
+			// Copies: the interners reuse released ids in place (keycodec.go).
+			sn.prefixes = slices.Clone(e.prefixes.strs)
+			sn.salts = slices.Clone(e.salts.strs)
 			sn.nextSlot = e.alloc.nextSlot
 			sn.dirty = e.dirty
 			e.snapOn = false
@@ -207,6 +208,9 @@ func (e *Engine) writeCheckpoint(forced, always bool) error {
 	}
 	start := time.Now()
 	err := e.writeCheckpointLocked(forced, start)
+	if fn := e.ckptNotify.Load(); fn != nil {
+		(*fn)(err)
+	}
 	if err != nil {
 		e.st.ckptErrs.Add(1)
 		e.st.lastCkptErr.Store(err.Error())
@@ -215,6 +219,17 @@ func (e *Engine) writeCheckpoint(forced, always bool) error {
 	e.st.lastCkptErr.Store("")
 	e.st.lastCkptDur.Store(int64(time.Since(start)))
 	return nil
+}
+
+// NotifyCheckpoint has fn called after every checkpoint attempt that wrote or failed (err
+// nil when it was written), from the goroutine that made it, with no engine lock held: a
+// node logs each failure at once and each retry (fn nil removes it).
+func (e *Engine) NotifyCheckpoint(fn func(err error)) {
+	if fn == nil {
+		e.ckptNotify.Store(nil)
+		return
+	}
+	e.ckptNotify.Store(&fn)
 }
 
 func (e *Engine) writeCheckpointLocked(forced bool, start time.Time) error {

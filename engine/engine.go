@@ -49,11 +49,17 @@ type Engine struct {
 	firstDirt   time.Time
 	snapOn      bool
 	touched     []int32
+	// Checkpoint room (room.go): budget, reserve per free slot, bytes charged, digits of the
+	// largest slot offset (v1 entries spell offsets out).
+	ixBudget, ixPerSlot, ixUsed int64
+	ixOffDigits                 int
 
 	ckptMu sync.Mutex // one checkpoint at a time
 	seq    uint64
 	seqPub atomic.Uint64 // seq, readable without ckptMu
 	gen    atomic.Uint64 // the last put generation in a slot header's key record (scan.go)
+	// ckptNotify is NotifyCheckpoint's function.
+	ckptNotify atomic.Pointer[func(error)]
 
 	ioInflight atomic.Int64
 	lastIO     atomic.Int64 // unix nanos of the last completed data I/O
@@ -90,6 +96,7 @@ type counters struct {
 	deallocSlots, deallocErrs             atomic.Int64
 	deallocCalls, deallocRanges           atomic.Int64
 	deallocCanceled                       atomic.Int64
+	putRoom, putCkptFailing               atomic.Int64
 	lastCkptErr                           atomic.Value // string
 }
 

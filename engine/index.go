@@ -31,6 +31,7 @@ type slotRec struct {
 	handle int16  // placement handle the slot was last written with
 	state  uint8
 	flags  uint8
+	ixc    uint32 // checkpoint bytes charged to the bound slot (room.go)
 }
 
 // ---- arena ----
@@ -210,18 +211,29 @@ func (e *Engine) tabDelete(s int32) {
 }
 
 // bind puts key k into slot s (state set by caller) and the table.
-func (e *Engine) bind(s int32, k Key) {
+// bind indexes k at slot s, charging cost checkpoint bytes (entryCost) to the room.
+func (e *Engine) bind(s int32, k Key, cost int64) {
 	var buf [96]byte
 	rec := encodeKey(buf[:0], k.enc, e.prefixes, e.salts)
 	r := &e.slots[s]
 	r.id = k.id
 	r.key = e.keys.put(rec)
+	r.ixc = uint32(min(cost, 1<<32-1))
+	e.ixUsed += e.charge(int64(r.ixc))
 	e.tabInsert(s)
 }
 
 // unbind removes slot s's key from the table and arena.
 func (e *Engine) unbind(s int32) {
 	e.tabDelete(s)
+	if pre, salt, ok := recordIDs(e.keys.record(e.slots[s].key)); ok {
+		e.prefixes.release(uint32(pre))
+		if salt > 0 {
+			e.salts.release(uint32(salt - 1))
+		}
+	}
+	e.ixUsed -= e.charge(int64(e.slots[s].ixc))
+	e.slots[s].ixc = 0
 	e.keys.release(e.slots[s].key)
 	if e.slots[s].flags&flHasMeta != 0 {
 		delete(e.metas, s)

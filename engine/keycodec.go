@@ -15,21 +15,69 @@ import (
 // decoded, salt = the remainder after the next '@' (no '@'). Decoding concatenates, so a
 // record reads back the same whichever prefix the writer chose.
 
+// interner numbers the prefixes and salts of bound keys. Strings are reference counted: one
+// that no bound key uses any more is released (its id left as "" until a new string reuses
+// it), so a tenant's long model names stop taking checkpoint room once its keys are gone.
+// strs is modified in place; a checkpoint snapshot copies it (takeSnapshot).
 type interner struct {
-	ids  map[string]uint32
-	strs []string
+	ids   map[string]uint32
+	strs  []string
+	refs  []int32
+	free  []uint32
+	bytes int64 // Σ strCost(strs): the compact checkpoint's string table
 }
 
 func newInterner() *interner { return &interner{ids: map[string]uint32{}} }
 
-func (in *interner) id(s string) uint32 {
+// acquire returns s's id, interning it if new, and counts one more user.
+func (in *interner) acquire(s string) uint32 {
 	if v, ok := in.ids[s]; ok {
+		in.refs[v]++
 		return v
 	}
-	v := uint32(len(in.strs))
+	var v uint32
+	if n := len(in.free); n > 0 {
+		v = in.free[n-1]
+		in.free = in.free[:n-1]
+		in.bytes -= strCost(in.strs[v])
+		in.strs[v] = s
+		in.refs[v] = 1
+	} else {
+		v = uint32(len(in.strs))
+		in.strs = append(in.strs, s)
+		in.refs = append(in.refs, 1)
+	}
 	in.ids[s] = v
-	in.strs = append(in.strs, s)
+	in.bytes += strCost(s)
 	return v
+}
+
+// release counts one user fewer of id; the last one frees it.
+func (in *interner) release(id uint32) {
+	if int(id) >= len(in.refs) || in.refs[id] <= 0 {
+		return
+	}
+	if in.refs[id]--; in.refs[id] > 0 {
+		return
+	}
+	s := in.strs[id]
+	delete(in.ids, s)
+	in.bytes += strCost("") - strCost(s)
+	in.strs[id] = ""
+	in.free = append(in.free, id)
+}
+
+// recordIDs returns the prefix id and salt id+1 (0: none) of compact record b; ok false for
+// a raw record.
+func recordIDs(b []byte) (pre, salt uint64, ok bool) {
+	if len(b) == 0 || b[0] != 1 {
+		return 0, 0, false
+	}
+	pid, w := binary.Uvarint(b[1:])
+	i := 1 + w
+	i += 1 + int(b[i])
+	sid, _ := binary.Uvarint(b[i:])
+	return pid, sid, true
 }
 
 // splitObject splits enc into prefix, hash hex and salt when the compact form reproduces it:
@@ -85,7 +133,8 @@ func unhex(c byte) byte {
 	return c - 'a' + 10
 }
 
-// encodeKey appends the compact encoding of enc to dst, interning into pre and salts.
+// encodeKey appends the compact encoding of enc to dst, interning into pre and salts (one
+// reference each; releaseKey gives them back).
 func encodeKey(dst []byte, enc string, pre, salts *interner) []byte {
 	prefix, hexs, salt, hasSalt, ok := splitObject(enc)
 	if !ok {
@@ -94,13 +143,13 @@ func encodeKey(dst []byte, enc string, pre, salts *interner) []byte {
 		return append(dst, enc...)
 	}
 	dst = append(dst, 1)
-	dst = binary.AppendUvarint(dst, uint64(pre.id(prefix)))
+	dst = binary.AppendUvarint(dst, uint64(pre.acquire(prefix)))
 	dst = append(dst, byte(len(hexs)/2))
 	for i := 0; i < len(hexs); i += 2 {
 		dst = append(dst, unhex(hexs[i])<<4|unhex(hexs[i+1]))
 	}
 	if hasSalt {
-		dst = binary.AppendUvarint(dst, uint64(salts.id(salt))+1)
+		dst = binary.AppendUvarint(dst, uint64(salts.acquire(salt))+1)
 	} else {
 		dst = append(dst, 0)
 	}

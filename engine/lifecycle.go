@@ -47,6 +47,7 @@ func newEngine(dev blockdev.Device, cfg Config) (*Engine, error) {
 		deallocKick: make(chan struct{}, 1),
 	}
 	e.deallocDone.L = &e.mu
+	e.roomInit()
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -84,6 +85,18 @@ func (e *Engine) start() {
 	}
 }
 
+// allocateMetadata reserves the metadata region of a regular file, so that no checkpoint
+// can fail for want of space on the filesystem under a sparse device file (format used to
+// leave the second container sparse). A filesystem that cannot reserve space is left as
+// it is; one that has no room for the region is an error.
+func (e *Engine) allocateMetadata() error {
+	err := blockdev.Allocate(e.dev, 0, e.layout.MetaTotalBytes)
+	if err != nil && !errors.Is(err, blockdev.ErrNotSupported) {
+		return fmt.Errorf("reserving the %d-byte metadata region: %w", e.layout.MetaTotalBytes, err)
+	}
+	return nil
+}
+
 func format(dev blockdev.Device, cfg Config) (*Engine, error) {
 	if cfg.ReadOnly {
 		return nil, fmt.Errorf("%w: cannot format with ReadOnly set", ErrReadOnly)
@@ -99,6 +112,9 @@ func format(dev blockdev.Device, cfg Config) (*Engine, error) {
 			e.releaseBuffers()
 		}
 	}()
+	if err := e.allocateMetadata(); err != nil {
+		return nil, fmt.Errorf("format: %w", err)
+	}
 	// Zero both container headers first so an older cache's higher seq cannot win.
 	blk, err := blockdev.Alloc(int(e.lbs))
 	if err != nil {

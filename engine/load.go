@@ -168,3 +168,63 @@ func (e *Engine) finishLoad(lc *loadChunk, bufs [][]byte, out []bool) error {
 	}
 	return lc.err
 }
+
+// loadMany pins every hit of keys under one hold of the index lock, loads the hits into
+// buffers from alloc (of each payload's size), and unpins them under one more: what
+// MetadataPrefix(lock), LoadManyInto and UnlockMany did in three calls (and a lock hold per
+// key). The pin keeps an entry from being deleted or replaced while it is read.
+func (e *Engine) loadMany(keys []Key, alloc func(size int) []byte) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	if err := e.usable(); err != nil {
+		return out, err
+	}
+	if alloc == nil {
+		alloc = func(n int) []byte { return make([]byte, n) }
+	}
+	jobs := make([]loadJob, 0, len(keys))
+	e.mu.Lock()
+	for i, k := range keys {
+		s := e.find(k)
+		if s < 0 || e.slots[s].state != stLive {
+			continue
+		}
+		r := &e.slots[s]
+		r.locks++
+		jobs = append(jobs, loadJob{idx: i, slot: s, size: int(r.size), crc: r.crc, hasCRC: r.flags&flHasCRC != 0, id: r.id})
+	}
+	e.mu.Unlock()
+	e.st.loadMisses.Add(int64(len(keys) - len(jobs)))
+	bufs := make([][]byte, len(keys))
+	for i := range bufs {
+		bufs[i] = []byte{}
+	}
+	for _, j := range jobs {
+		bufs[j.idx] = alloc(j.size)
+	}
+	ok := make([]bool, len(keys))
+	var firstErr error
+	rest := jobs
+	for len(rest) > 0 {
+		n := min(len(rest), e.maxBatch())
+		lc := e.prepareLoad(rest[:n], bufs)
+		rest = rest[n:]
+		e.submitLoad(lc)
+		if err := e.finishLoad(lc, bufs, ok); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	e.mu.Lock()
+	for _, j := range jobs {
+		if s := e.find(keys[j.idx]); s >= 0 && e.slots[s].locks > 0 {
+			e.slots[s].locks--
+		}
+	}
+	e.mu.Unlock()
+	for _, j := range jobs {
+		if ok[j.idx] {
+			out[j.idx] = bufs[j.idx][:j.size:j.size]
+		}
+	}
+	e.observe(keys, ok, placement.Load)
+	return out, firstErr
+}

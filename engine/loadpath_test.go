@@ -247,3 +247,49 @@ func TestLargeBatchFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadManyPinsAndUnpins: LoadMany returns each hit's exact bytes in a buffer of its size,
+// nil for misses, holds a pin only while it reads (a delete during the read is refused, one
+// after succeeds) and leaves no pin behind.
+func TestLoadManyPinsAndUnpins(t *testing.T) {
+	c := engine.DefaultConfig()
+	c.SlotBytes, c.MetaTotalBytes, c.Periodic = 64<<10, 1<<20, false
+	e, err := engine.Format(blockdev.NewMem(1<<20+16*(64<<10), 0), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.CloseNoCheckpoint()
+	keys := []engine.Key{engine.ObjectKey("m", 0, []byte{1}, ""), engine.ObjectKey("m", 0, []byte{2}, ""), engine.ObjectKey("m", 0, []byte{3}, "")}
+	vals := [][]byte{bytes.Repeat([]byte{7}, 5000), nil, bytes.Repeat([]byte{9}, 60000)}
+	if _, err := e.PutMany([]engine.Key{keys[0], keys[2]}, [][]byte{vals[0], vals[2]}); err != nil {
+		t.Fatal(err)
+	}
+	var deleted []bool
+	calls := 0
+	got, err := e.LoadMany(keys, func(n int) []byte {
+		calls++
+		if calls == 1 {
+			deleted = e.DeleteMany(keys[:1], false) // pinned: refused
+		}
+		return make([]byte, n+4096) // longer than asked: out is cut to the payload
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted[0] {
+		t.Fatal("a key was deleted while LoadMany read it")
+	}
+	for i, want := range vals {
+		if !bytes.Equal(got[i], want) || (want == nil) != (got[i] == nil) {
+			t.Fatalf("key %d: %d bytes, want %d", i, len(got[i]), len(want))
+		}
+	}
+	for _, k := range []engine.Key{keys[0], keys[2]} {
+		if m, _ := e.Lookup(k); m.Locks != 0 {
+			t.Fatalf("%s still pinned %d times", k, m.Locks)
+		}
+	}
+	if d := e.DeleteMany(keys[:1], false); !d[0] {
+		t.Fatal("delete after the load refused: a pin was left")
+	}
+}

@@ -50,6 +50,14 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutRe
 		}
 	}
 	maxPayload := e.layout.PayloadBytes()
+	costs := make([]roomCost, len(keys))
+	for i, k := range keys {
+		var m *ObjMeta
+		if metas != nil {
+			m = metas[i]
+		}
+		costs[i] = e.roomCostOf(k, len(payloads[i]), m)
+	}
 	var dup map[string]int
 	if len(keys) > 1 {
 		dup = make(map[string]int, len(keys))
@@ -71,6 +79,15 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutRe
 		var jobs []putJob
 		var noSlot []int
 		e.mu.Lock()
+		if err := e.ckptFailing(); err != nil {
+			e.mu.Unlock()
+			e.st.putCkptFailing.Add(int64(len(todo)))
+			e.st.putFailed.Add(int64(len(todo)))
+			if firstErr == nil {
+				firstErr = err
+			}
+			break
+		}
 		for _, i := range todo {
 			k := keys[i]
 			if int64(len(payloads[i])) > maxPayload || len(payloads[i]) == 0 || len(k.enc) > 65535 || handles[i] == badHandle {
@@ -83,6 +100,15 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutRe
 					e.st.putSkipped.Add(1)
 				} else {
 					e.st.putFailed.Add(1)
+				}
+				continue
+			}
+			if ok, need, left := e.roomFor(costs[i]); !ok {
+				e.st.putFailed.Add(1)
+				e.st.putRoom.Add(1)
+				if firstErr == nil {
+					firstErr = fieldErr(ErrIndexFull, []string{"meta_total_bytes"}, "key of %d bytes needs %d bytes of checkpoint (with its metadata and any new model prefix or cache_salt), %d are left beyond the %d kept for each free slot; use shorter model names, salts or keys, or reformat with a larger meta_total_bytes (now %d)",
+						len(k.enc), need, max(left, 0), e.ixPerSlot, e.layout.MetaTotalBytes)
 				}
 				continue
 			}
@@ -100,7 +126,7 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, metas []*ObjMeta) (PutRe
 			r.handle = int16(handles[i]) // checkHandle keeps it within -1..maxStoredHandle
 			r.flags &= flTouched
 			r.locks = 0
-			e.bind(s, k)
+			e.bind(s, k, costs[i].entry)
 			e.inflight++
 			jobs = append(jobs, putJob{idx: i, slot: s})
 		}

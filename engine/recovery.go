@@ -174,6 +174,11 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 			e.releaseBuffers()
 		}
 	}()
+	if !cfg.ReadOnly {
+		if err := e.allocateMetadata(); err != nil {
+			return nil, fmt.Errorf("open: %w", err)
+		}
+	}
 	start := time.Now()
 	sc := scanContainers(dev, cfg, e.layout)
 	sel, st := selectCheckpoint(dev, e.layout, &sc)

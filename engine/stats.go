@@ -63,10 +63,15 @@ func (e *Engine) stats() Stats {
 	}
 	e.mu.Lock()
 	s.DirtyOps = int64(e.dirty - e.persisted)
+	if s.LastCheckpointError != "" && s.DirtyOps > 0 {
+		s.CheckpointFailingFor = e.now().Sub(e.firstDirt)
+	}
 	s.AffinityHits, s.AffinityFallbacks, s.GroupFallbacks = e.alloc.hits, e.alloc.fallbacks, e.alloc.groupFallbacks
 	s.Recovery = e.recovery
 	e.mu.Unlock()
 	s.CheckpointSeq = e.seqPub.Load()
+	s.PutsRefusedCheckpoint = e.st.putCkptFailing.Load()
+	s.Room = e.roomStats()
 	return s
 }
 

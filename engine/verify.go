@@ -78,7 +78,7 @@ func (e *Engine) applyState(st *ckptState) {
 		}
 		e.stamp++
 		r.stamp = e.stamp
-		e.bind(s, k)
+		e.bind(s, k, e.entryCost(k, int(ce.size), ce.meta))
 		e.live++
 		e.bySalt[k.CacheSalt()] += e.cfg.SlotBytes
 		e.byHandle[placement.Handle(r.handle)]++

@@ -77,6 +77,9 @@ func FromResult(policy string, r *workloads.Result, withLatency bool) Run {
 		Evicted: c.Evicted, Expired: c.Expired, StoreFailed: c.StoreFailed, ChunksHit: c.ChunksHit}
 	run.Interrupted = r.Interrupted
 	run.Trace = traceRunOf(c)
+	if withLatency { // simulate has no clock: no queue
+		run.Queue = r.Queue
+	}
 	if s := run.ElapsedSec; s > 0 && withLatency {
 		run.OpsPerSec = F64(float64(c.Ops) / s)
 		run.ReadGBps = F64(float64(c.BytesRead) / s / 1e9)

@@ -47,6 +47,19 @@ func wafCell(w *WAF, steady bool) string {
 	return f3(v)
 }
 
+// modelCell is a run's modelled WAF cell: "no model" when the run says why it has none
+// (Run.NoModel, printed as its note), else wafCell's.
+func modelCell(r *Run, steady bool) string {
+	if r.HostWAF == nil && r.NoModel != "" {
+		return noModel
+	}
+	return wafCell(r.HostWAF, steady)
+}
+
+// noModel fills a modelled figure's cell when the shadow model could not run; the run's
+// note says why and what would make it feasible.
+const noModel = "no model"
+
 func latOf(r *Run, op string) *Latency {
 	for i := range r.Latency {
 		if r.Latency[i].Op == op {
@@ -118,8 +131,8 @@ func summary(r *Report) ([]string, [][]string) {
 			if adm {
 				row = append(row, cmp.Or(run.Admission, "all"))
 			}
-			row = append(row, f2(100*run.HitRatio), GiB(run.WrittenBytes), wafCell(run.HostWAF, false),
-				wafCell(run.HostWAF, true), optF(run.Utilisation, f3), strconv.FormatInt(run.Evicted, 10),
+			row = append(row, f2(100*run.HitRatio), GiB(run.WrittenBytes), modelCell(&run, false),
+				modelCell(&run, true), optF(run.Utilisation, f3), strconv.FormatInt(run.Evicted, 10),
 				strconv.FormatInt(run.Expired, 10))
 			rows = append(rows, row)
 		}
@@ -145,7 +158,7 @@ func summary(r *Report) ([]string, [][]string) {
 		}
 		row := []string{run.Policy, optF(run.OpsPerSec, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }),
 			optF(run.ReadGBps, f3), optF(run.WriteGBps, f3), f2(100 * run.HitRatio), p50, p99,
-			wafCell(run.HostWAF, false), wafCell(run.HostWAF, true)}
+			modelCell(&run, false), modelCell(&run, true)}
 		if dev != "" {
 			row = append(row, wafCell(run.DeviceWAF, false))
 		}
@@ -187,6 +200,9 @@ func footer(r *Report) []string {
 	}
 	if r.Trace != nil {
 		out = append(out, "note: "+traceNote(r))
+	}
+	if h, rows := queueDepth(r); len(rows) > 0 && h != nil {
+		out = append(out, "note: "+queueNote)
 	}
 	for _, n := range r.Notes {
 		out = append(out, "note: "+n)
@@ -284,6 +300,13 @@ func Table(w io.Writer, r *Report) error {
 		if len(rows) > 0 {
 			if err := renderTable(w, h, rows); err != nil {
 				return err
+			}
+		}
+		for _, tab := range []func(*Report) ([]string, [][]string){queueDepth, queueOverTime} {
+			if h, rows = tab(r); len(rows) > 0 {
+				if err := renderTable(w, h, rows); err != nil {
+					return err
+				}
 			}
 		}
 	}

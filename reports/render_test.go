@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rbctl/rbctl/workloads"
 )
 
 // maxWidth is the widest line a table may print (the demo's terminal budget).
@@ -137,6 +140,17 @@ func TestUnmeasuredFigures(t *testing.T) {
 			t.Errorf("run without host WAF shows one (only the device's 2.100 may appear):\n%s", l)
 		}
 	}
+	// One that says why shows it in the modelled cells ("no model"; the note has the why).
+	b.Runs[0].NoModel = "no host WAF estimate: garbage collection needs 9 spare RUs"
+	found := false
+	for _, l := range lines(t, b, "table") {
+		if strings.HasPrefix(l, "| none ") && !strings.Contains(l, "request") {
+			found = found || strings.Count(l, "no model") == 2
+		}
+	}
+	if !found {
+		t.Error("a run without a model that says why shows no \"no model\" cells")
+	}
 }
 
 func TestInterruptedMark(t *testing.T) {
@@ -186,6 +200,42 @@ func TestTableOutputWithinTextWidth(t *testing.T) {
 	for i, l := range strings.Split(b.String(), "\n") {
 		if len(l) > TextWidth {
 			t.Errorf("line %d is %d bytes: %q", i, len(l), l)
+		}
+	}
+}
+
+// TestTraceTableWithoutModel: a bench trace run whose shadow model could not run shows the
+// host bytes it measured and "no model" where a model's figure would be.
+func TestTraceTableWithoutModel(t *testing.T) {
+	r := sample()
+	r.Trace = &workloads.TraceStats{Requests: 10, BlockRefs: 40, ChunkTokens: 256, ChunkRefs: 80, CeilingChunks: 20}
+	run := &r.Runs[0]
+	run.HostWAF, run.DeviceWAF, run.Infeasible = nil, nil, true
+	run.NoModel, run.HostBytes = "no host WAF estimate: 9 spare RUs needed, 8 present", I64(3<<30)
+	run.Trace = &TraceRun{TokensRequested: 100, TokensSaved: 50, PrefixHits: make([]int64, 6)}
+	h, rows := perTrace(r)
+	row := rows[0]
+	cell := func(name string) string { return row[slices.Index(h, name)] }
+	if cell("host GiB") != "3.00" || cell("flash GiB") != "no model" || cell("flash KiB/tok") != "no model" {
+		t.Fatalf("row %q", row)
+	}
+}
+
+// TestQueueTables: a bench run with a queue shows its depth percentiles and histogram, and
+// one row per interval ("-" where no op finished); a run without one shows neither.
+func TestQueueTables(t *testing.T) {
+	r := sample()
+	out := strings.Join(lines(t, r, "table"), "\n")
+	if strings.Contains(out, "QD p50") {
+		t.Fatal("queue tables without a queue")
+	}
+	r.Runs[0].Queue = &workloads.QueueStats{Ops: 3, Seconds: 2, P50: 1, P90: 2, P99: 2, Max: 2,
+		Depth:     []workloads.DepthShare{{Min: 0, Max: 0, Share: 0.25}, {Min: 1, Max: 1, Share: 0.5}, {Min: 2, Max: 3, Share: 0.25}},
+		Intervals: []workloads.QueueInterval{{EndSeconds: 1, MeanDepth: 1.5, MaxDepth: 2}, {EndSeconds: 2, Ops: 3, MeanDepth: 0.5, MaxDepth: 1, P50Us: 900, P99Us: 1500}}}
+	out = strings.Join(lines(t, r, "table"), "\n")
+	for _, want := range []string{"QD p50", "0: 25.0%, 1: 50.0%, 2-3: 25.0%", "| none   | 1.00    | 0        | 1.50    | 2      | -     | -      |", "note: queue depth (QD)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
 		}
 	}
 }

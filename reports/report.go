@@ -178,35 +178,45 @@ type CDFPoint struct {
 // when the command does not measure them: simulate has no wall clock (rates) and no device
 // (deallocated bytes).
 type Run struct {
-	Policy           string     `json:"policy"`
-	Admission        string     `json:"admission,omitempty"` // admission policy (workloads.NewAdmission) of a trace or non-default run
-	Param            float64    `json:"param,omitempty"`     // sweep value
-	Ops              int64      `json:"ops"`
-	Requests         int64      `json:"requests"`
-	ElapsedSec       float64    `json:"elapsed_sec"`
-	OpsPerSec        *float64   `json:"ops_per_sec"`
-	ReadBytes        int64      `json:"read_bytes"`
-	WrittenBytes     int64      `json:"written_bytes"`
-	ReadGBps         *float64   `json:"read_gbps"`
-	WriteGBps        *float64   `json:"write_gbps"`
-	HitRatio         float64    `json:"hit_ratio"`
-	Latency          []Latency  `json:"latency"`
-	HostWAF          *WAF       `json:"host_waf"`             // modelled; nil when no model ran or it could not finish
-	DeviceWAF        *WAF       `json:"device_waf,omitempty"` // FDP statistics delta; nil without FDP
-	DeallocatedBytes *int64     `json:"deallocated_bytes"`
-	Evicted          int64      `json:"evicted"`
-	Expired          int64      `json:"expired"`
-	StoreFailed      int64      `json:"store_failed"`
-	Utilisation      *float64   `json:"utilisation"`          // valid bytes / logical bytes at the end (model); null without one
-	ChunksHit        int64      `json:"chunks_hit,omitempty"` // chunks served from the cache (measured window)
-	Infeasible       bool       `json:"infeasible,omitempty"`
-	Tenants          []Tenant   `json:"tenants,omitempty"`
-	Trace            *TraceRun  `json:"trace,omitempty"` // request traces: tokens and blocks (trace.go)
-	Timeline         []Point    `json:"timeline,omitempty"`
-	RequestCDF       []CDFPoint `json:"request_cdf,omitempty"`
-	Note             string     `json:"note,omitempty"`        // caveats (warm-up timed out, ...)
-	Error            string     `json:"error,omitempty"`       // the run failed part-way; figures cover what ran
-	Interrupted      bool       `json:"interrupted,omitempty"` // stopped by a signal; figures cover what ran
+	Policy       string    `json:"policy"`
+	Admission    string    `json:"admission,omitempty"` // admission policy (workloads.NewAdmission) of a trace or non-default run
+	Param        float64   `json:"param,omitempty"`     // sweep value
+	Ops          int64     `json:"ops"`
+	Requests     int64     `json:"requests"`
+	ElapsedSec   float64   `json:"elapsed_sec"`
+	OpsPerSec    *float64  `json:"ops_per_sec"`
+	ReadBytes    int64     `json:"read_bytes"`
+	WrittenBytes int64     `json:"written_bytes"`
+	ReadGBps     *float64  `json:"read_gbps"`
+	WriteGBps    *float64  `json:"write_gbps"`
+	HitRatio     float64   `json:"hit_ratio"`
+	Latency      []Latency `json:"latency"`
+	HostWAF      *WAF      `json:"host_waf"` // modelled; nil when no model ran or it could not finish
+	// HostBytes is the bytes written to the device over the measured window, measured at
+	// the device (bench: payload, slot headers, checkpoints), with or without a model; nil
+	// where nothing measures it (simulate: HostWAF's are the model's input).
+	HostBytes *int64 `json:"host_bytes,omitempty"`
+	// NoModel says why HostWAF is nil — the shadow FTL model was infeasible for the device
+	// (and what would make it feasible) or ran out of room — when it is.
+	NoModel          string    `json:"no_model,omitempty"`
+	DeviceWAF        *WAF      `json:"device_waf,omitempty"` // FDP statistics delta; nil without FDP
+	DeallocatedBytes *int64    `json:"deallocated_bytes"`
+	Evicted          int64     `json:"evicted"`
+	Expired          int64     `json:"expired"`
+	StoreFailed      int64     `json:"store_failed"`
+	Utilisation      *float64  `json:"utilisation"`          // valid bytes / logical bytes at the end (model); null without one
+	ChunksHit        int64     `json:"chunks_hit,omitempty"` // chunks served from the cache (measured window)
+	Infeasible       bool      `json:"infeasible,omitempty"`
+	Tenants          []Tenant  `json:"tenants,omitempty"`
+	Trace            *TraceRun `json:"trace,omitempty"` // request traces: tokens and blocks (trace.go)
+	// Queue is the queue depth over time of a run with arrival times (bench: a trace or a
+	// recording at --speed, or --rate); nil otherwise (queue.go).
+	Queue       *workloads.QueueStats `json:"queue,omitempty"`
+	Timeline    []Point               `json:"timeline,omitempty"`
+	RequestCDF  []CDFPoint            `json:"request_cdf,omitempty"`
+	Note        string                `json:"note,omitempty"`        // caveats (warm-up timed out, ...)
+	Error       string                `json:"error,omitempty"`       // the run failed part-way; figures cover what ran
+	Interrupted bool                  `json:"interrupted,omitempty"` // stopped by a signal; figures cover what ran
 	// Devices has one row per device of the cache (bench; one row for one device) and
 	// DevicesTotal their sum (devices.go).
 	Devices      []DeviceRun `json:"devices,omitempty"`

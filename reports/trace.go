@@ -67,13 +67,31 @@ func traceNote(r *Report) string {
 		" of their chunks (leading hits only, as LMCache looks up)"
 }
 
-// traceLine states the trace's own figures.
+// traceLine states the trace's own figures: of the replayed window when --requests cut it,
+// and how its requests split into tenants.
 func traceLine(r *Report) string {
 	t := r.Trace
-	return fmt.Sprintf("trace: %d requests, %d block references (%d distinct), %d prompt tokens over %.0f s; ceiling (a cache that never evicts): "+
-		"%.2f %% of %d-token chunks, %.2f %% of blocks, %.2f %% of tokens", t.Requests, t.BlockRefs, t.DistinctBlocks, t.Tokens,
+	reqs := fmt.Sprintf("%d requests", t.Requests)
+	if t.FileRequests > 0 {
+		reqs = fmt.Sprintf("the first %d of the file's %d requests", t.Requests, t.FileRequests)
+	}
+	line := fmt.Sprintf("trace: %s, %d block references (%d distinct), %d prompt tokens over %.0f s; ceiling (a cache that never evicts): "+
+		"%.2f %% of %d-token chunks, %.2f %% of blocks, %.2f %% of tokens", reqs, t.BlockRefs, t.DistinctBlocks, t.Tokens,
 		float64(t.DurationMs)/1e3, 100*t.CeilingRatio(), t.ChunkTokens, 100*float64(t.CeilingBlocks)/float64(max(t.BlockRefs, 1)),
 		100*float64(t.CeilingTokens)/float64(max(t.Tokens, 1)))
+	if k := t.Tenants; k.Tenants > 0 {
+		line += fmt.Sprintf("; %s", TenantLine(t))
+	}
+	return line
+}
+
+// TenantLine says how a trace's requests split into tenants: how many, the largest one's
+// and the largest tenth's share of block references, the median tenant and the tenants of
+// one request.
+func TenantLine(t *workloads.TraceStats) string {
+	k := t.Tenants
+	return fmt.Sprintf("%d tenant(s) (salt by %s): the largest has %.2f %% of block references, the largest tenth %.1f %%; the median tenant %d request(s), %d tenant(s) of one request",
+		k.Tenants, cmp.Or(t.SaltBy, "root"), 100*k.LargestShare, 100*k.Top10Share, k.MedianRequests, k.Singletons)
 }
 
 // perTrace returns the trace table: per run, its hit ratios, the prefill tokens it saved,
@@ -98,14 +116,19 @@ func perTrace(r *Report) ([]string, [][]string) {
 		if r.Sweep != "" {
 			row = append(row, sweepCell(r, run.Param))
 		}
-		host, media := "-", "-"
+		host, media, per := "-", "-", "-"
+		if run.NoModel != "" {
+			media, per = noModel, noModel
+		}
 		if w := run.HostWAF; w != nil {
 			host, media = GiB(int64(w.HostBytes)), GiB(int64(w.MediaBytes))
+		}
+		if run.HostBytes != nil { // measured at the device: shown with or without a model
+			host = GiB(*run.HostBytes)
 		}
 		if w := run.DeviceWAF; w != nil && w.MediaBytes > 0 {
 			media = GiB(int64(w.MediaBytes))
 		}
-		per := "-"
 		if v, _, ok := run.FlashPerToken(); ok {
 			per = f2(v / 1024)
 		}

@@ -48,6 +48,9 @@ type Options struct {
 	Sweep         *Sweep  // nil: one point
 	// MemAvailable bounds the estimated memory of the largest run (nil: /proc/meminfo).
 	MemAvailable func() (int64, error)
+	// Fit, for a node's recording (workloads l2trace:), takes the recording node's cache
+	// where the caller gave none (recording.go).
+	Fit workloads.Fit
 	// Progress, when set, is called before each run with its label and position.
 	Progress func(run string, i, n int)
 	// Explain, "sequential" or "shapley", adds WAF by cause for every run (explain.go).
@@ -103,6 +106,12 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 		o.Admissions = strings.Split(cmp.Or(o.Workload.Admission, workloads.AdmitAll), ",")
 	}
 	slotBytes := int64(engine.DefaultHeaderBytes + src.ChunkBytes) // Backend rounds it to the mapping unit
+	var fitNotes []string
+	if src.Recorded != nil {
+		if fitNotes, err = o.fitRecording(src.Recorded, slotBytes); err != nil {
+			return nil, err
+		}
+	}
 	points, err := o.points(src, slotBytes)
 	if err != nil {
 		return nil, err
@@ -131,6 +140,12 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	if src.Trace != nil {
 		rep.Trace = src.Trace
 		rep.Window.Description = "the whole trace, from its first request (no warm-up); steady WAF = last half of the payload written"
+		if n := src.Trace.FileRequests; n > 0 {
+			rep.Window.Description = fmt.Sprintf("the trace's first %d of %d requests (--requests; no warm-up); steady WAF = last half of the payload written", src.Trace.Requests, n)
+		}
+	}
+	if src.Recorded != nil {
+		rep.Window.Description = "the whole recording, from its first record (no warm-up); steady WAF = last half of the payload written"
 	}
 	if o.Sweep != nil {
 		rep.Sweep = o.Sweep.Name
@@ -150,6 +165,11 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	}
 	if o.LMCache != nil {
 		rep.Notes = append(rep.Notes, lmcacheNotes(o.LMCache)...)
+	}
+	rep.Notes = append(rep.Notes, fitNotes...)
+	if rd := src.Recorded; rd != nil && rd.Gets > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("the recording node hit %d of its %d gets (%.2f %%); a replay's hit %% counts gets and peer fetches together",
+			rd.GetHits, rd.Gets, 100*float64(rd.GetHits)/float64(rd.Gets)))
 	}
 	rep.Notes = append(rep.Notes, "WAF is modelled (FTL model fed with the simulated engine's writes and deallocates), not measured on a drive")
 	return rep, nil
@@ -282,6 +302,8 @@ func (o Options) runAll(ctx context.Context, rep *reports.Report, src *workloads
 			WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps, AnySlot: o.AnySlot}
 		if src.Trace != nil {
 			rc.TraceRequests = src.Trace.Requests * int64(max(o.Workload.TraceLoops, 1))
+		} else if src.Recorded != nil {
+			rc.TraceRequests = src.Recorded.Ops() // replayed whole, from its first record
 		}
 		if j.lmcache {
 			var affinity bool

@@ -163,6 +163,8 @@ type Result struct {
 	Warmed      bool
 	// Cut: Duration ended the run before the workload did (a trace not replayed whole).
 	Cut bool
+	// Queue is the queue depth of a run with arrival times (queue.go); nil otherwise.
+	Queue *QueueStats
 }
 
 // NewHistogram returns the latency histogram the driver uses: 1 µs resolution up to 100 s,

@@ -80,6 +80,8 @@ type Driver struct {
 	salts []string
 	size  int
 
+	queue queueLog // ops with arrival times: when due, when done
+
 	mu       sync.Mutex // guards res, genErr, next sample, the generator
 	res      *residency
 	c        Counters
@@ -278,6 +280,7 @@ func (d *Driver) Run(parent context.Context) (*Result, error) {
 	res.Interrupted = parent.Err() != nil && !d.done
 	res.Cut = parent.Err() == nil && !d.done
 	res.Warmed = d.warmed
+	res.Queue = d.queue.stats()
 	res.Total = d.c.clone()
 	if d.warmed {
 		res.Counters = d.c.Sub(d.warm)
@@ -309,7 +312,8 @@ func (d *Driver) worker(ctx context.Context, h *[NumPhases]*hdrhistogram.Histogr
 			}
 		}
 		w.start = time.Now()
-		if arrivals != nil || (d.cfg.Speed > 0 && w.op.At > 0) {
+		due := arrivals != nil || (d.cfg.Speed > 0 && w.op.At > 0)
+		if due {
 			var at time.Time
 			if arrivals != nil {
 				at = arrivals()
@@ -332,7 +336,13 @@ func (d *Driver) worker(ctx context.Context, h *[NumPhases]*hdrhistogram.Histogr
 		case KindRequest, KindGet:
 			err = d.request(h, &w, &ok)
 		case KindPut:
-			err = d.overwrite(h, w.keys, w.op.Size, &ok)
+			if w.op.NodeOp {
+				// A node's write: a chunk it holds is kept (put_many skips indexed keys),
+				// a new one stored if the admission policy admits it.
+				err = d.store(h, w.keys, 0, w.op.Size, &ok)
+			} else {
+				err = d.overwrite(h, w.keys, w.op.Size, &ok)
+			}
 		case KindDelete:
 			err = d.delete(h, w.keys)
 		}
@@ -343,6 +353,9 @@ func (d *Driver) worker(ctx context.Context, h *[NumPhases]*hdrhistogram.Histogr
 			return fmt.Errorf("%s op: %w", w.op.Kind, err)
 		}
 		h[PhaseRequest].RecordValue(int64(time.Since(w.start)))
+		if due || d.cfg.Speed > 0 {
+			d.queue.add(w.start.Sub(d.start), time.Since(d.start))
+		}
 	}
 }
 
@@ -403,7 +416,7 @@ func (d *Driver) request(h *[NumPhases]*hdrhistogram.Histogram, w *work, ok *[]b
 	d.c.ChunksRequested += int64(len(keys))
 	d.c.ChunksHit += int64(hits)
 	d.c.countRequest(&w.op, len(keys), hits)
-	if d.adm != nil && w.op.Kind == KindRequest {
+	if d.adm != nil && (w.op.Kind == KindRequest || w.op.NodeOp) {
 		for _, k := range keys {
 			d.adm.Seen(admKey(k))
 		}

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -27,47 +25,6 @@ const MooncakeBlockTokens = 512
 // MaxTraceLine bounds one line of a trace file; a longer line is refused with its number.
 // A variable so tests can pose as a long line without allocating one.
 var MaxTraceLine = 64 << 20
-
-// SaltBy is how a trace request's cache_salt is derived: SaltNone (every request ""),
-// SaltRoot ("r" + the first hash id: the conversation's root block, so each conversation is
-// a tenant) or SaltHash ("h" + the root hashed into N buckets).
-type SaltBy struct {
-	Rule    string // none, root or hash
-	Buckets int    // hash: N
-}
-
-// ParseSaltBy parses none, root or hash:N.
-func ParseSaltBy(s string) (SaltBy, error) {
-	switch {
-	case s == "none" || s == "root":
-		return SaltBy{Rule: s}, nil
-	case strings.HasPrefix(s, "hash:"):
-		n, err := strconv.Atoi(strings.TrimPrefix(s, "hash:"))
-		if err != nil || n < 1 || n > 1<<16 {
-			return SaltBy{}, fmt.Errorf("%w: salt rule %q: hash:N wants N in 1..65536", ErrSpec, s)
-		}
-		return SaltBy{Rule: "hash", Buckets: n}, nil
-	}
-	return SaltBy{}, fmt.Errorf("%w: salt rule %q is not none, root or hash:N", ErrSpec, s)
-}
-
-func (s SaltBy) String() string {
-	if s.Rule == "hash" {
-		return "hash:" + strconv.Itoa(s.Buckets)
-	}
-	return s.Rule
-}
-
-// salt is the cache_salt of a request whose first block is root.
-func (s SaltBy) salt(root uint64) string {
-	switch s.Rule {
-	case "root":
-		return "r" + strconv.FormatUint(root, 10)
-	case "hash":
-		return "h" + strconv.FormatUint(mix(root)%uint64(s.Buckets), 10)
-	}
-	return ""
-}
 
 // TraceStats describes a request trace as read, before any cache sees it.
 type TraceStats struct {
@@ -90,6 +47,12 @@ type TraceStats struct {
 	// LengthMismatch counts lines whose input_length does not fit their hash_ids (taken as
 	// full blocks).
 	LengthMismatch int64 `json:"length_mismatch,omitempty"`
+	// FileRequests is the requests in the file when fewer are replayed (--requests): the
+	// figures above are then those of the first Requests only.
+	FileRequests int64 `json:"file_requests,omitempty"`
+	// SaltBy is the tenant rule and Tenants how the requests split by it.
+	SaltBy  string     `json:"salt_by,omitempty"`
+	Tenants TenantSkew `json:"tenants,omitzero"`
 }
 
 // CeilingRatio is CeilingChunks over ChunkRefs (CeilingBlocks over BlockRefs before
@@ -131,13 +94,15 @@ func (t *Mooncake) Chunked(chunkTokens int) TraceStats {
 // Mooncake is a request trace held in memory once, compactly: the hash ids of all requests
 // end to end, with offsets.
 type Mooncake struct {
-	Stats  TraceStats
-	ids    []uint64
-	off    []int64 // request i's ids are ids[off[i]:off[i+1]]
-	tokens []int32 // prompt tokens the blocks cover
-	at     []int64 // ms
-	tenant []int32
-	salts  []string
+	Stats    TraceStats
+	ids      []uint64
+	off      []int64 // request i's ids are ids[off[i]:off[i+1]]
+	tokens   []int32 // prompt tokens the blocks cover
+	at       []int64 // ms
+	mismatch []bool  // input_length did not fit the blocks
+	tenant   []int32
+	salts    []string
+	saltBy   SaltBy
 }
 
 type mooncakeLine struct {
@@ -152,9 +117,7 @@ var ErrTraceLine = errors.New("trace line too long")
 // ReadMooncake reads a Mooncake trace from r line by line; saltBy derives each request's
 // cache_salt. A malformed line is an error naming it (ErrTrace).
 func ReadMooncake(r io.Reader, saltBy SaltBy) (*Mooncake, error) {
-	t := &Mooncake{off: []int64{0}}
-	saltIdx := map[string]int32{}
-	seen := map[uint64]struct{}{}
+	t := &Mooncake{off: []int64{0}, saltBy: saltBy}
 	br := bufio.NewReaderSize(r, 1<<16)
 	var buf []byte
 	for line := 1; ; line++ {
@@ -174,15 +137,59 @@ func ReadMooncake(r io.Reader, saltBy SaltBy) (*Mooncake, error) {
 		if err := json.Unmarshal(b, &l); err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrTrace, line, err)
 		}
-		if err := t.add(&l, saltBy, saltIdx, seen); err != nil {
+		if err := t.add(&l); err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrTrace, line, err)
 		}
 	}
-	if t.Stats.Requests == 0 {
+	if len(t.at) == 0 {
 		return nil, fmt.Errorf("%w: no requests", ErrTrace)
 	}
-	t.Stats.DistinctBlocks = int64(len(seen))
+	t.derive()
 	return t, nil
+}
+
+// Window is the trace of t's first n requests (t itself when it has no more), its
+// tenants derived and its figures worked out anew, as if the file held only those.
+func (t *Mooncake) Window(n int64) *Mooncake {
+	if n <= 0 || n >= int64(len(t.at)) {
+		return t
+	}
+	w := &Mooncake{ids: t.ids[:t.off[n]], off: t.off[:n+1], tokens: t.tokens[:n], at: t.at[:n], mismatch: t.mismatch[:n], saltBy: t.saltBy}
+	w.derive()
+	w.Stats.FileRequests = int64(len(t.at))
+	return w
+}
+
+// derive gives the requests their tenants and works out the trace's figures. The ceiling
+// counts a block as seen per tenant: a salt is part of a chunk's identity.
+func (t *Mooncake) derive() {
+	t.tenant, t.salts = t.saltBy.salts(t)
+	s := TraceStats{SaltBy: t.saltBy.String()}
+	seen := map[Key]struct{}{}
+	distinct := map[uint64]struct{}{}
+	for i := range t.at {
+		ids := t.ids[t.off[i]:t.off[i+1]]
+		lead := true
+		for _, id := range ids {
+			k := Key{Hash: id, Tenant: t.tenant[i]}
+			_, hit := seen[k]
+			if lead = lead && hit; lead {
+				s.CeilingBlocks++
+			}
+			seen[k] = struct{}{}
+			distinct[id] = struct{}{}
+		}
+		if t.mismatch[i] {
+			s.LengthMismatch++
+		}
+		s.Requests++
+		s.BlockRefs += int64(len(ids))
+		s.Tokens += int64(t.tokens[i])
+		s.DurationMs = max(s.DurationMs, t.at[i])
+	}
+	s.DistinctBlocks = int64(len(distinct))
+	s.Tenants = t.tenantSkew()
+	t.Stats = s
 }
 
 // readLine returns the next line without its newline, at most MaxTraceLine bytes, reusing *buf.
@@ -201,7 +208,7 @@ func readLine(br *bufio.Reader, buf *[]byte) ([]byte, error) {
 	}
 }
 
-func (t *Mooncake) add(l *mooncakeLine, saltBy SaltBy, saltIdx map[string]int32, seen map[uint64]struct{}) error {
+func (t *Mooncake) add(l *mooncakeLine) error {
 	switch {
 	case l.Timestamp == nil || l.InputLength == nil || l.HashIDs == nil:
 		return errors.New("want timestamp, input_length and hash_ids")
@@ -217,35 +224,15 @@ func (t *Mooncake) add(l *mooncakeLine, saltBy SaltBy, saltIdx map[string]int32,
 	ids := *l.HashIDs
 	n := int64(len(ids))
 	tokens := *l.InputLength
-	if tokens <= (n-1)*MooncakeBlockTokens || tokens > n*MooncakeBlockTokens {
-		t.Stats.LengthMismatch++
+	mismatch := tokens <= (n-1)*MooncakeBlockTokens || tokens > n*MooncakeBlockTokens
+	if mismatch {
 		tokens = n * MooncakeBlockTokens
-	}
-	salt := saltBy.salt(ids[0])
-	ti, ok := saltIdx[salt]
-	if !ok {
-		ti = int32(len(t.salts))
-		saltIdx[salt] = ti
-		t.salts = append(t.salts, salt)
-	}
-	lead := true
-	for _, id := range ids {
-		_, hit := seen[id]
-		if lead = lead && hit; lead {
-			t.Stats.CeilingBlocks++
-		}
-		seen[id] = struct{}{}
 	}
 	t.ids = append(t.ids, ids...)
 	t.off = append(t.off, int64(len(t.ids)))
 	t.tokens = append(t.tokens, int32(tokens))
-	ms := int64(*l.Timestamp)
-	t.at = append(t.at, ms)
-	t.tenant = append(t.tenant, ti)
-	t.Stats.Requests++
-	t.Stats.BlockRefs += n
-	t.Stats.Tokens += tokens
-	t.Stats.DurationMs = max(t.Stats.DurationMs, ms)
+	t.at = append(t.at, int64(*l.Timestamp))
+	t.mismatch = append(t.mismatch, mismatch)
 	return nil
 }
 

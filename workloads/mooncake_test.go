@@ -35,7 +35,8 @@ func readTiny(t *testing.T, salt string) *Mooncake {
 // 5 blocks, 512 × 5 tokens.
 func TestMooncakeStats(t *testing.T) {
 	tr := readTiny(t, "none")
-	want := TraceStats{Requests: 4, BlockRefs: 12, DistinctBlocks: 7, CeilingBlocks: 5, Tokens: 1100 + 700 + 1536 + 2000, DurationMs: 12}
+	want := TraceStats{Requests: 4, BlockRefs: 12, DistinctBlocks: 7, CeilingBlocks: 5, Tokens: 1100 + 700 + 1536 + 2000, DurationMs: 12,
+		SaltBy: "none", Tenants: TenantSkew{Tenants: 1, LargestShare: 1, Top10Share: 1, MedianRequests: 4}}
 	if tr.Stats != want {
 		t.Fatalf("stats %+v, want %+v", tr.Stats, want)
 	}
@@ -294,7 +295,7 @@ func FuzzReadMooncake(f *testing.F) {
 	f.Add([]byte(tinyTrace))
 	f.Add([]byte(`{"timestamp": 1e300, "input_length": 9223372036854775807, "hash_ids": [0]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		tr, err := ReadMooncake(strings.NewReader(string(b)), SaltBy{Rule: "hash", Buckets: 3})
+		tr, err := ReadMooncake(strings.NewReader(string(b)), SaltBy{Rule: "hash", N: 3})
 		if err != nil {
 			if !errors.Is(err, ErrTrace) {
 				t.Fatalf("error not ErrTrace: %v", err)

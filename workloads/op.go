@@ -63,6 +63,9 @@ type Op struct {
 	ChunkTokens int           // tokens per full chunk
 	BlockChunks int           // chunks per trace block
 	At          time.Duration // arrival since the trace's start (DriverConfig.Speed replays it)
+	// NodeOp marks a cache node's client call (l2trace replays): the admission policy sees
+	// a get as a lookup and decides whether a put is stored, as a node's policy does.
+	NodeOp bool
 }
 
 // Generator emits a workload. Next fills op and reports false at the end of the stream.

@@ -13,7 +13,7 @@ import (
 // Spec describes a workload and how the cache is driven, as rbctl bench and rbctl simulate
 // take it (docs/bench.md). Build turns it into a Source; Driver into a DriverConfig.
 type Spec struct {
-	Kind          string   // kv, sequential, uniform, zipf, trace:FILE (.jsonl or .csv) or mooncake:FILE
+	Kind          string   // kv, sequential, uniform, zipf, trace:FILE (.jsonl or .csv), mooncake:FILE or l2trace:FILE[,FILE...]
 	Preset        string   // kv without Tenants: multi-tenant (default), chat or workers:N
 	Tenants       []string // kv tenants as ParseTenant takes them
 	Model         string   // model preset (ModelPresets) for KV bytes per token
@@ -34,6 +34,7 @@ type Spec struct {
 	TraceLoops int // trace: replays of the trace
 
 	SaltBy    string  // mooncake: cache_salt rule (ParseSaltBy; "" = root)
+	L2Replay  string  // l2trace: L2Recorded ("" too) or L2Misses (l2replay.go)
 	Speed     float64 // trace arrival times replayed this many times faster (0: as fast as possible)
 	Admission string  // admission policy (NewAdmission; "" = all)
 
@@ -48,11 +49,17 @@ type Spec struct {
 
 // Source makes identical op streams of a workload (one per run) and says what it is.
 type Source struct {
-	New         func() (Generator, error)
-	TTL         []float64 // per tenant, in capacity-writes
-	ChunkBytes  int
-	Trace       *TraceStats // a request trace's figures (mooncake); nil otherwise
-	Name        string      // the workload kind
+	New        func() (Generator, error)
+	TTL        []float64 // per tenant, in capacity-writes
+	ChunkBytes int
+	Trace      *TraceStats // a request trace's figures (mooncake); nil otherwise
+	// TraceWindow, for a request trace, is the figures of its first n requests (a run a
+	// duration cut short).
+	TraceWindow func(n int64) TraceStats
+	// Recorded, for a node's recording (l2trace:FILE), says what it holds and the
+	// recording node's cache; nil otherwise.
+	Recorded    *Recorded
+	Name        string // the workload kind
 	Description string
 	Salts       []string
 }
@@ -115,6 +122,10 @@ func (s Spec) Build() (*Source, error) {
 			float64(chunk)/(1<<20), strings.Join(parts, " "))
 	case strings.HasPrefix(s.Kind, "mooncake:"):
 		if err := s.buildMooncake(src, m.Name, bpt); err != nil {
+			return nil, err
+		}
+	case strings.HasPrefix(s.Kind, "l2trace:"):
+		if err := s.buildL2(src); err != nil {
 			return nil, err
 		}
 	case strings.HasPrefix(s.Kind, "trace:"):
@@ -188,11 +199,21 @@ func (s Spec) buildMooncake(src *Source, model string, bpt int) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	chunk, loops := s.ChunkTokens*bpt, s.TraceLoops
+	if s.Requests > 0 && loops <= 1 {
+		// --requests is the replayed window: its figures, ceiling and tenants are those
+		// of the first Requests requests, not the file's.
+		tr = tr.Window(s.Requests)
+	}
 	src.New = func() (Generator, error) { return tr.Replay(s.ChunkTokens, chunk, loops), nil }
 	st := tr.Chunked(s.ChunkTokens)
 	src.Salts, src.Trace = tr.Salts(), &st
-	src.Description = fmt.Sprintf("mooncake trace %s: %d requests, %d block references, %d distinct blocks of %d tokens; %s, %d tokens/chunk × %d B/token = %.2f MiB chunks; salt by %s (%d salts)",
-		path, st.Requests, st.BlockRefs, st.DistinctBlocks, MooncakeBlockTokens, model, s.ChunkTokens, bpt, float64(chunk)/(1<<20), sb, len(src.Salts))
+	src.TraceWindow = func(n int64) TraceStats { return tr.Window(n).Chunked(s.ChunkTokens) }
+	what := fmt.Sprintf("%d requests", st.Requests)
+	if st.FileRequests > 0 {
+		what = fmt.Sprintf("the first %d of %d requests", st.Requests, st.FileRequests)
+	}
+	src.Description = fmt.Sprintf("mooncake trace %s: %s, %d block references, %d distinct blocks of %d tokens; %s, %d tokens/chunk × %d B/token = %.2f MiB chunks; salt by %s (%d salts)",
+		path, what, st.BlockRefs, st.DistinctBlocks, MooncakeBlockTokens, model, s.ChunkTokens, bpt, float64(chunk)/(1<<20), sb, len(src.Salts))
 	return nil
 }
 

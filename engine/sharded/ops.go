@@ -168,6 +168,31 @@ func (c *Cache) LoadManyInto(keys []engine.Key, bufs [][]byte) ([]bool, error) {
 	return out, errors.Join(errs...)
 }
 
+// LoadMany is engine.LoadMany over the shards: out in the caller's order.
+func (c *Cache) LoadMany(keys []engine.Key, alloc func(size int) []byte) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	parts, none := c.split(keys)
+	errs := make([]error, len(c.shards), len(c.shards)+1)
+	errs = append(errs, c.noShard(keys, none))
+	run(parts, func(s int, idx []int) {
+		t0 := time.Now()
+		kk := pick(keys, idx)
+		got, err := c.shards[s].LoadMany(kk, alloc)
+		var bytes int64
+		n := 0
+		for j, b := range got {
+			if b != nil {
+				out[at(idx, j)] = b
+				bytes += int64(len(b))
+				n++
+			}
+		}
+		errs[s] = c.shardErr(s, err)
+		c.emit(s, OpLoad, len(kk), n, bytes, t0, err)
+	})
+	return out, errors.Join(errs...)
+}
+
 // ExistsMany is engine.ExistsMany over the shards.
 func (c *Cache) ExistsMany(keys []engine.Key, lock bool) []bool {
 	out := make([]bool, len(keys))

@@ -87,6 +87,13 @@ func SumStats(ss []engine.Stats) engine.Stats {
 		t.MaxLockHoldCPU = max(t.MaxLockHoldCPU, s.MaxLockHoldCPU)
 		t.LastCheckpointTime = max(t.LastCheckpointTime, s.LastCheckpointTime)
 		t.DirtyOps += s.DirtyOps
+		t.PutsRefusedCheckpoint += s.PutsRefusedCheckpoint
+		t.CheckpointFailingFor = max(t.CheckpointFailingFor, s.CheckpointFailingFor)
+		t.Room.BudgetBytes += s.Room.BudgetBytes
+		t.Room.UsedBytes += s.Room.UsedBytes
+		t.Room.SpareBytes += s.Room.SpareBytes
+		t.Room.Refused += s.Room.Refused
+		t.Room.PerSlotBytes = max(t.Room.PerSlotBytes, s.Room.PerSlotBytes)
 		t.AffinityHits += s.AffinityHits
 		t.AffinityFallbacks += s.AffinityFallbacks
 		t.GroupFallbacks += s.GroupFallbacks

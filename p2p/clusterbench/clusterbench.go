@@ -95,7 +95,7 @@ type Options struct {
 	ChunkTokens int
 	SaltBy      string
 	// Route sends each request to a node: RoundRobin (default), Session (by the request's
-	// root block, or tenant: a conversation stays on one node) or Random (from Seed).
+	// tenant: its cache_salt, so a tenant stays on one node) or Random (from Seed).
 	Route Route
 	// Admission is every node's admission policy (node.Options.Admission; "" = all).
 	Admission string
@@ -106,7 +106,8 @@ type Options struct {
 	// TLSOff (""), TLSOn, or TLSBoth (each mode in plain TCP, then over TLS).
 	TLS TLSMode
 
-	trace *workloads.Mooncake
+	trace     *workloads.Mooncake
+	recording *workloads.Source // an l2trace recording (workloads.Source.Recorded)
 }
 
 // Route is how requests are spread over the nodes.
@@ -198,7 +199,7 @@ func (o *Options) fill() error {
 		return fmt.Errorf("cluster bench: chunk of %d bytes; want a multiple of 4096", o.ChunkBytes)
 	case o.Tenants < 1 || o.PrefixChunks < 1 || o.UniqueChunks < 0 || o.Requests < 1:
 		return errors.New("cluster bench: tenants, prefix chunks and requests must be positive")
-	case o.trace == nil && o.PrefixChunks+o.UniqueChunks > 256:
+	case o.trace == nil && o.recording == nil && o.PrefixChunks+o.UniqueChunks > 256:
 		return fmt.Errorf("cluster bench: %d chunks per request; at most 256", o.PrefixChunks+o.UniqueChunks)
 	}
 	return nil
@@ -297,6 +298,9 @@ func runMode(ctx context.Context, o Options, mode Mode, tl bool) (Result, error)
 	if o.trace != nil {
 		st := o.trace.Stats
 		res.Workload, res.Trace = o.Workload, &st
+	}
+	if o.recording != nil {
+		res.Workload, res.Recorded = o.Workload, o.recording.Recorded
 	}
 	for i, mb := range ms {
 		end, err := readDevice(mb.dev)

@@ -69,7 +69,9 @@ type Result struct {
 	// emulated SSDs and driver share the process).
 	CPUSeconds float64 `json:"process_cpu_seconds"`
 	Workload   string  `json:"workload,omitempty"` // mooncake:FILE; empty for the built-in tenants
-	// Trace is the replayed trace as read (all of it; Requests says how much of it ran).
+	// Recorded is the replayed recording's account of itself (l2trace:); nil otherwise.
+	Recorded *workloads.Recorded `json:"recorded,omitempty"`
+	// Trace is the replayed part of the trace (its first Requests requests).
 	Trace *workloads.TraceStats `json:"trace,omitempty"`
 	Nodes []NodeResult          `json:"nodes"`
 	Total NodeResult            `json:"total"`
@@ -163,17 +165,20 @@ func WriteText(w io.Writer, rs []Result) error {
 	for _, r := range rs {
 		dir := map[bool]string{true: ", gossip directory"}[r.Gossip] + map[bool]string{true: ", TLS"}[r.TLS]
 		if r.Trace != nil {
-			dir += fmt.Sprintf(", %s (%d requests, %d block references, ceiling %.1f%% of blocks)", r.Workload, r.Trace.Requests,
-				r.Trace.BlockRefs, 100*float64(r.Trace.CeilingBlocks)/float64(max(r.Trace.BlockRefs, 1)))
+			dir += fmt.Sprintf(", %s (%d requests, %d block references, ceiling %.1f%% of blocks, %d tenants by %s)", r.Workload, r.Trace.Requests,
+				r.Trace.BlockRefs, 100*float64(r.Trace.CeilingBlocks)/float64(max(r.Trace.BlockRefs, 1)), r.Trace.Tenants.Tenants, r.Trace.SaltBy)
+		}
+		if rd := r.Recorded; rd != nil {
+			dir += fmt.Sprintf(", %s (%d records: %d gets and %d peer fetches replayed as one-chunk requests)", r.Workload, rd.Records, rd.Gets, rd.Fetches)
 		}
 		if r.Admission != "" && r.Admission != "all" {
 			dir += fmt.Sprintf(", admission %s (%d writes declined)", r.Admission, r.Total.Declined)
 		}
 		fmt.Fprintf(w, "mode %s%s, %s routing: %d requests in %.1f s%s\n", r.Mode, dir, r.Route, r.Requests, r.Seconds, map[bool]string{true: " (interrupted: partial)"}[r.Interrupted])
 		t := reports.NewTable(w)
-		t.Header([]string{"node", "local hits", "peer hits", "computed", "peer MiB in", "peer fetch p50/p99 us", "local load p50/p99 us", "host MiB", "dev WAF (model)", "wrong"})
+		t.Header([]string{"node", "requests", "local hits", "peer hits", "computed", "peer MiB in", "peer fetch p50/p99 us", "local load p50/p99 us", "host MiB", "dev WAF (model)", "wrong"})
 		for _, n := range append(append([]NodeResult{}, r.Nodes...), r.Total) {
-			t.Append([]string{n.Name, ratio(n.LocalHits, n.Chunks), ratio(n.PeerHits, n.Chunks), strconv.FormatInt(n.Computed, 10),
+			t.Append([]string{n.Name, strconv.FormatInt(n.Requests, 10), ratio(n.LocalHits, n.Chunks), ratio(n.PeerHits, n.Chunks), strconv.FormatInt(n.Computed, 10),
 				mib(uint64(n.PeerBytesIn)), pair(n.PeerFetchP50, n.PeerFetchP99), pair(n.LocalLoadP50, n.LocalLoadP99),
 				mib(n.HostBytes), opt(n.DeviceWAF), strconv.FormatInt(n.WrongChunks, 10)})
 		}

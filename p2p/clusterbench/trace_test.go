@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rbctl/rbctl/workloads/l2trace"
 )
 
 // conversations writes a trace of n requests: conv conversations, each turn resending the
@@ -81,5 +84,41 @@ func TestTraceRoutes(t *testing.T) {
 	o.ChunkTokens, o.Route = 256, "sticky"
 	if _, err := Run(context.Background(), o); err == nil {
 		t.Error("route sticky accepted")
+	}
+}
+
+// A node's recording replays over the cluster: each get a one-chunk request routed by its
+// tenant; with room for everything each distinct chunk is computed once per tenant's node.
+func TestRecordingReplays(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.jsonl")
+	rec, err := l2trace.New(l2trace.Options{Path: path}, l2trace.Header{Node: "n0", Capacity: l2trace.Capacity{Slots: 64, SlotBytes: 1 << 20}, Eviction: "lru"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_764_900_000, 0)
+	held := map[string]bool{}
+	for i := range 60 {
+		chunk, salt := fmt.Sprintf("%016x", i%10), fmt.Sprintf("t%d", i%10%4) // 10 chunks of 4 tenants
+		x := l2trace.Record{Time: t0.Add(time.Duration(i) * time.Millisecond), Op: l2trace.OpGet, Salt: salt, Model: "m", Chunk: chunk, Hit: held[chunk]}
+		rec.Record(x)
+		if !x.Hit {
+			held[chunk] = true
+			x.Op, x.Hit, x.Size = l2trace.OpSet, true, 65536
+			rec.Record(x)
+		}
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := small(t)
+	o.Workload, o.Route, o.Modes, o.Requests = "l2trace:"+path, Session, []Mode{Off}, 0
+	rs, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rs[0]
+	tot := r.Total
+	if r.Requests != 60 || r.Recorded == nil || r.Recorded.Gets != 60 || tot.Chunks != 60 || tot.Computed != 10 || tot.LocalHits != 50 || tot.WrongChunks != 0 {
+		t.Fatalf("%d requests, recorded %+v, totals %+v", r.Requests, r.Recorded, tot)
 	}
 }

@@ -32,14 +32,30 @@ func newWorkload(o Options) *workload {
 	if o.trace != nil {
 		w.gen = o.trace.Replay(o.ChunkTokens, o.ChunkBytes, 1)
 	}
+	if o.recording != nil {
+		w.gen, _ = o.recording.New()
+	}
 	return w
 }
 
-// readTrace reads the Mooncake trace o.Workload names.
+// readTrace reads the Mooncake trace or the node's recording o.Workload names.
 func (o *Options) readTrace() error {
+	if strings.HasPrefix(o.Workload, "l2trace:") {
+		// Each get or peer fetch is a one-chunk request (a miss computes and puts the
+		// chunk): the recording's client, replayed over the cluster.
+		src, err := workloads.Spec{Kind: o.Workload, Model: "tiny", ChunkTokens: 256, L2Replay: workloads.L2Misses}.Build()
+		if err != nil {
+			return err
+		}
+		o.recording = src
+		if o.Requests == 0 {
+			o.Requests = int(src.Recorded.Gets + src.Recorded.Fetches)
+		}
+		return nil
+	}
 	path, ok := strings.CutPrefix(o.Workload, "mooncake:")
 	if !ok {
-		return fmt.Errorf("cluster bench: workload %q is not mooncake:FILE", o.Workload)
+		return fmt.Errorf("cluster bench: workload %q is not mooncake:FILE or l2trace:FILE", o.Workload)
 	}
 	if err := workloads.CheckChunkTokens(o.ChunkTokens); err != nil {
 		return err
@@ -59,6 +75,8 @@ func (o *Options) readTrace() error {
 	if o.Requests == 0 {
 		o.Requests = int(o.trace.Stats.Requests)
 	}
+	// The report's trace figures are those of the requests replayed.
+	o.trace = o.trace.Window(int64(o.Requests))
 	return nil
 }
 
@@ -80,18 +98,23 @@ func (w *workload) request(r int) ([]engine.Key, int, bool) {
 	return keys, w.node(r, uint64(t)), true
 }
 
-// traceRequest is the trace's next request; a session is its root block.
+// traceRequest is the trace's next request; a session is its tenant (--salt-by).
 func (w *workload) traceRequest(r int) ([]engine.Key, int, bool) {
 	var op workloads.Op
-	if !w.gen.Next(&op) {
-		return nil, 0, false
+	for {
+		if !w.gen.Next(&op) {
+			return nil, 0, false
+		}
+		if op.Kind == workloads.KindRequest { // a recording's deletes are not requests
+			break
+		}
 	}
 	salt := w.gen.Salts()[op.Tenant]
 	keys := make([]engine.Key, len(op.Keys))
 	for i, k := range op.Keys {
 		keys[i] = engine.ObjectKey(model, 0, binary.BigEndian.AppendUint64(nil, k.Hash), salt)
 	}
-	return keys, w.node(r, op.Keys[0].Hash), true
+	return keys, w.node(r, saltHash(salt)), true
 }
 
 // node is where request r of session s goes (mod the node count).
@@ -106,6 +129,15 @@ func (w *workload) node(r int, s uint64) int {
 		return w.route.IntN(1 << 30)
 	}
 	return r
+}
+
+// saltHash is a tenant's session identity for routing (FNV-1a 64).
+func saltHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * 1099511628211
+	}
+	return h
 }
 
 func chunkHash(kind byte, a, b uint64) []byte {

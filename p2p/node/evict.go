@@ -2,6 +2,7 @@ package node
 
 import (
 	"container/list"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -278,6 +279,9 @@ func (n *Node) putMany(keys []engine.Key, payloads [][]byte) (engine.PutResult, 
 		if err != nil && errs == nil {
 			errs = err
 		}
+		// Eviction frees slots, not checkpoint room, and a failing checkpoint is not
+		// cured by trying again: what those refused stays refused.
+		retry := !errors.Is(err, engine.ErrIndexFull) && !errors.Is(err, engine.ErrCheckpointFailing)
 		var again []int
 		for j, ok := range r.Results {
 			if ok {
@@ -294,6 +298,9 @@ func (n *Node) putMany(keys []engine.Key, payloads [][]byte) (engine.PutResult, 
 			nk[x], np[x], ni[x] = ks[j], ps[j], idx[j]
 		}
 		ks, ps, idx = nk, np, ni
+		if !retry {
+			break
+		}
 	}
 	slices.Sort(res.Stored)
 	return res, errs

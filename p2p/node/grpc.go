@@ -10,6 +10,7 @@ import (
 
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/p2p/p2ppb"
+	"github.com/rbctl/rbctl/workloads/l2trace"
 )
 
 // rpcErr maps a library error to a gRPC status: bad keys are the caller's fault.
@@ -17,8 +18,11 @@ func rpcErr(err error) error {
 	if errors.Is(err, errKey) {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	if errors.Is(err, engine.ErrClosed) {
+	if errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrCheckpointFailing) {
 		return status.Error(codes.Unavailable, err.Error())
+	}
+	if errors.Is(err, engine.ErrIndexFull) {
+		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
 }
@@ -74,7 +78,19 @@ type peerAPI struct {
 }
 
 func (a *peerAPI) LookupAndLock(ctx context.Context, req *p2ppb.LookupAndLockRequest) (*p2ppb.LookupAndLockResponse, error) {
-	return a.n.lookupAndLock(ctx, req)
+	start := time.Now()
+	resp, err := a.n.lookupAndLock(ctx, req)
+	if a.n.Recording() {
+		// A peer fetch served: the keys the lease holds, sized; the rest missed.
+		keys, _ := a.n.keys(req.Keys, a.n.opts.MaxBatch)
+		a.n.recordMany(ctx, l2trace.OpFetch, "peer", keys, func(i int) int {
+			if resp != nil && i < len(resp.Hits) {
+				return int(resp.Hits[i].Size)
+			}
+			return 0
+		}, func(i int) bool { return resp != nil && i < len(resp.Hits) }, start, err)
+	}
+	return resp, err
 }
 
 func (a *peerAPI) Unlock(ctx context.Context, req *p2ppb.UnlockRequest) (*p2ppb.UnlockResponse, error) {
@@ -95,7 +111,8 @@ func (a *cacheAPI) Unlock(ctx context.Context, req *p2ppb.UnlockRequest) (*p2ppb
 	return a.n.unlock(ctx, req), nil
 }
 
-func (a *cacheAPI) Put(_ context.Context, req *p2ppb.PutRequest) (*p2ppb.PutResponse, error) {
+func (a *cacheAPI) Put(ctx context.Context, req *p2ppb.PutRequest) (*p2ppb.PutResponse, error) {
+	start := time.Now()
 	keys, err := a.n.keys(req.Keys, a.n.opts.MaxBatch)
 	if err != nil {
 		return nil, err
@@ -109,6 +126,8 @@ func (a *cacheAPI) Put(_ context.Context, req *p2ppb.PutRequest) (*p2ppb.PutResp
 		}
 	}
 	res, err := a.n.Put(keys, req.Payloads)
+	a.n.recordMany(ctx, l2trace.OpSet, "grpc", keys, func(i int) int { return len(req.Payloads[i]) },
+		func(i int) bool { return i < len(res.Results) && res.Results[i] }, start, err)
 	if err != nil {
 		return nil, rpcErr(err)
 	}
@@ -130,7 +149,14 @@ func (a *cacheAPI) Get(ctx context.Context, req *p2ppb.GetRequest) (*p2ppb.GetRe
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	res, err := a.n.Get(ctx, keys, req.LocalOnly)
+	a.n.recordMany(ctx, l2trace.OpGet, "grpc", keys, func(i int) int {
+		if i < len(res) {
+			return len(res[i].Payload)
+		}
+		return 0
+	}, func(i int) bool { return i < len(res) && res[i].Source != Miss }, start, err)
 	if err != nil {
 		return nil, rpcErr(err)
 	}
@@ -148,12 +174,15 @@ func (a *cacheAPI) Get(ctx context.Context, req *p2ppb.GetRequest) (*p2ppb.GetRe
 	return resp, nil
 }
 
-func (a *cacheAPI) Delete(_ context.Context, req *p2ppb.DeleteRequest) (*p2ppb.DeleteResponse, error) {
+func (a *cacheAPI) Delete(ctx context.Context, req *p2ppb.DeleteRequest) (*p2ppb.DeleteResponse, error) {
+	start := time.Now()
 	keys, err := a.n.keys(req.Keys, a.n.opts.MaxBatch)
 	if err != nil {
 		return nil, err
 	}
-	return &p2ppb.DeleteResponse{Deleted: a.n.Delete(keys, req.Force)}, nil
+	del := a.n.Delete(keys, req.Force)
+	a.n.recordMany(ctx, l2trace.OpDelete, "grpc", keys, func(int) int { return 0 }, func(i int) bool { return del[i] }, start, nil)
+	return &p2ppb.DeleteResponse{Deleted: del}, nil
 }
 
 func (a *cacheAPI) List(_ context.Context, req *p2ppb.ListRequest) (*p2ppb.ListResponse, error) {

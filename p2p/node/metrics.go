@@ -18,6 +18,8 @@ import (
 var gaugeCounters = map[string]bool{
 	"leases_active": true, "max_payload_bytes": true, "devices": true, "slots_total": true, "slots_used": true,
 	"dirty_ops": true, "members": true, "directory_local_keys": true, "directory_filter_bytes": true,
+	"healthy": true, "checkpoint_failing_seconds": true, "index_room_spare_bytes": true,
+	"resp_conns": true, "resp_reply_bytes": true, "resp_conn_peak_bytes": true, "resp_request_bytes": true, "resp_request_peak_bytes": true,
 }
 
 // metrics exports the node's Stats counters (the same names as `rbctl remote stats`,
@@ -65,6 +67,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			if name, ok := strings.CutSuffix(rest, "/state"); ok {
 				ch <- prometheus.MustNewConstMetric(memberDesc, prometheus.GaugeValue, float64(v), name)
 			}
+			continue
+		}
+		if name, label, ok := strings.Cut(k, "/"); ok { // NAME/LABEL (AddStats): a counter by reason
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("rbctl_node_"+name+"_total", "rbctl remote stats: "+name+"/REASON",
+				[]string{"reason"}, nil), prometheus.CounterValue, float64(v), label)
 			continue
 		}
 		if gaugeCounters[k] || strings.HasPrefix(k, "dev") {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sort"
 	"sync"
@@ -36,6 +37,7 @@ type Node struct {
 	maxChunk int // the smallest largest payload of the shards
 	evict    *evictor
 	admit    *admitter // nil: every write is stored
+	health   ckptHealth
 	flights  *flights
 
 	leases   *leaseTable
@@ -47,6 +49,8 @@ type Node struct {
 	c                 counters
 	peerLat, localLat *latency
 	metrics           *metrics
+	extraMu           sync.Mutex
+	extraStats        []func() map[string]int64 // AddStats
 
 	mu       sync.Mutex
 	ctlAddr  string
@@ -99,6 +103,7 @@ func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
 	if n.admit, err = newAdmitter(opts.Admission, c.Usage().SlotsTotal); err != nil {
 		return nil, err
 	}
+	n.watchCheckpoints()
 	n.metrics = newMetrics(n)
 	n.peerLat.hist, n.localLat.hist = n.metrics.peerHist, n.metrics.locHist
 	n.data, err = dataplane.NewServer(n, dataplane.ServerConfig{
@@ -183,6 +188,7 @@ func (n *Node) Close() error {
 	n.closed = true
 	n.mu.Unlock()
 	close(n.metrics.stop)
+	n.unwatchCheckpoints()
 	n.grpc.Stop()
 	n.data.Close()
 	n.wg.Wait()
@@ -333,29 +339,22 @@ func (n *Node) Get(ctx context.Context, keys []engine.Key, localOnly bool) ([]Re
 	n.seen(keys)
 	out := make([]Result, len(keys))
 	var missing []int
-	// Each hit is pinned while it loads, so its size cannot change under the read.
-	bufs := make([][]byte, len(keys))
-	var pinned []engine.Key
-	for i, k := range keys {
-		if m := n.cache.MetadataPrefix(keys[i:i+1], true); len(m) == 1 {
-			bufs[i] = make([]byte, m[0].Size)
-			pinned = append(pinned, k)
-		}
-	}
+	// One engine call pins each hit, loads it into a buffer of its size and unpins it.
 	start := time.Now()
-	got, err := n.cache.LoadManyInto(keys, nonNil(bufs))
-	if len(pinned) > 0 { // a batch with nothing to load is not a load
-		n.localLat.record(time.Since(start))
-	}
-	n.cache.UnlockMany(pinned)
+	bufs, err := n.cache.LoadMany(keys, nil)
+	hits := 0
 	for i := range keys {
-		if got[i] && bufs[i] != nil {
+		if bufs[i] != nil {
+			hits++
 			out[i] = Result{Source: Local, Payload: bufs[i]}
 			n.c.localHits.Add(1)
 			n.evict.touch(n.cache.ShardOf(keys[i]), keys[i])
 		} else {
 			missing = append(missing, i)
 		}
+	}
+	if hits > 0 { // a batch with nothing to load is not a load
+		n.localLat.record(time.Since(start))
 	}
 	if len(missing) > 0 && !localOnly && n.opts.Directory != nil && ctx.Err() == nil && !n.isClosed() {
 		n.fetchShared(ctx, keys, missing, out)
@@ -452,6 +451,15 @@ func (n *Node) Exists(keys []engine.Key) []bool {
 
 // Usage is the cache's slot usage over all its devices.
 func (n *Node) Usage() engine.Usage { return n.cache.Usage() }
+
+// Full says whether the device k is routed to has no free slot.
+func (n *Node) Full(k engine.Key) bool {
+	u := n.cache.UsageByShard()[n.cache.ShardOf(k)]
+	return u.SlotsUsed >= u.SlotsTotal
+}
+
+// Logger is the node's logger (Options.Logger).
+func (n *Node) Logger() *slog.Logger { return n.opts.Logger }
 
 // MaxPayload is the largest payload Put takes (the smallest of the shards').
 func (n *Node) MaxPayload() int { return n.maxChunk }

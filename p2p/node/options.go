@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/rbctl/rbctl/workloads/l2trace"
 	"io"
 	"log/slog"
 	"time"
@@ -16,6 +17,9 @@ import (
 // Options configure a node. Zero fields take the defaults documented on each.
 type Options struct {
 	Name string // node name reported in stats and to peers (default: the control address)
+	// Recorder, when set, is told of every chunk operation the node answers (serve
+	// --record, record.go); the node does not close it.
+	Recorder *l2trace.Recorder
 	// Advertise is the HOST:PORT peers dial for the control plane (the data plane: the same
 	// host at its bound port); "" advertises the bound addresses, an unspecified host
 	// (0.0.0.0, ::) replaced by the outbound interface's address (advertise.go).

@@ -25,6 +25,19 @@ type counters struct {
 	authFailed, authDenied, ctlRefused      atomic.Int64
 }
 
+// AddStats adds a source of counters to Stats (and so to remote stats and /metrics): a
+// front end's (p2p/resp: resp_*). Its names must not clash with the node's; a name
+// NAME/LABEL is exported to Prometheus as NAME_total{reason="LABEL"}.
+func (n *Node) AddStats(f func() map[string]int64) {
+	n.extraMu.Lock()
+	n.extraStats = append(n.extraStats, f)
+	n.extraMu.Unlock()
+}
+
+// CountAuthFailure counts a failed authentication a front end saw (auth_failed, with the
+// control plane's own).
+func (n *Node) CountAuthFailure() { n.c.authFailed.Add(1) }
+
 // cacheStats adds the cache's own figures: slots and checkpoints in all, and per device as
 // dev<i>_<name> when the cache has several.
 func (n *Node) cacheStats(m map[string]int64) {
@@ -35,7 +48,9 @@ func (n *Node) cacheStats(m map[string]int64) {
 		m[prefix+"checkpoint_errors"], m[prefix+"dirty_ops"] = s.CheckpointErrors, s.DirtyOps
 	}
 	us, ss := n.cache.UsageByShard(), n.cache.StatsByShard()
-	add("", sharded.SumUsage(us), sharded.SumStats(ss))
+	sum := sharded.SumStats(ss)
+	add("", sharded.SumUsage(us), sum)
+	n.healthStats(m, sum)
 	m["devices"] = int64(len(us))
 	if len(us) > 1 {
 		for i := range us {
@@ -103,6 +118,11 @@ func (n *Node) Stats() Stats {
 	m["control_conns_refused"], m["data_conns_unproven"] = c.ctlRefused.Load(), dp.Unproven
 	n.cacheStats(m)
 	n.tlsStats(m, dp)
+	n.extraMu.Lock()
+	for _, f := range n.extraStats {
+		maps.Copy(m, f())
+	}
+	n.extraMu.Unlock()
 	if ds, ok := n.opts.Directory.(interface{ DirectoryStats() map[string]int64 }); ok {
 		maps.Copy(m, ds.DirectoryStats()) // membership: members, member/NAME/state, ...
 	}

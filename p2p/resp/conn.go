@@ -11,27 +11,49 @@ import (
 	"time"
 )
 
-// ServeConn runs one client connection until it quits, sends something malformed, stays
-// idle longer than idle (0: no limit), or ctx ends. Requests are read and answered in
-// order; replies are flushed when no further request is already buffered, so a pipelined
-// batch costs one write. It closes c.
+// ServeConn runs one client connection until it quits, sends something malformed, fails
+// AUTH s.Conns.MaxAuthFailures times, does not authenticate within s.Conns.AuthTimeout (when
+// the server checks AUTH), stays idle longer than idle once authenticated (0: no limit), or
+// ctx ends. Requests are read and answered in order; replies are flushed when no further
+// request is already buffered, so a pipelined batch costs one write. It closes c.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) error {
 	defer c.Close()
 	s.clients.Add(1)
 	defer s.clients.Add(-1)
+	lim := s.Conns.withDefaults()
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	rd := NewReader(c, s.Limits)
-	w := bufio.NewWriterSize(c, 64<<10)
+	rd.Budget, rd.Ctx, rd.BudgetWait = s.Budget, ctx, s.budgetWait()
+	defer rd.Release()
+	w := bufio.NewWriterSize(progressWriter{c, lim.WriteTimeout}, 64<<10)
 	r := reply{w: w}
-	ss := &session{id: s.nextID.Add(1)}
+	ss := &session{id: s.nextID.Add(1), client: c.RemoteAddr().String()}
+	ac, _ := c.(*admitConn)
+	ss.onAuth = func() {
+		if ac != nil {
+			ac.authenticated()
+		}
+	}
+	if s.authRequired() {
+		rd.PreAuth = true
+		c.SetReadDeadline(time.Now().Add(lim.AuthTimeout))
+	}
 	for {
-		if idle > 0 && rd.Buffered() == 0 {
+		if rd.PreAuth && ss.authed {
+			rd.PreAuth = false
+			c.SetReadDeadline(time.Time{})
+		}
+		if !rd.PreAuth && idle > 0 && rd.Buffered() == 0 {
 			c.SetReadDeadline(time.Now().Add(idle))
+		}
+		if ctx.Err() != nil { // a deadline set above must not undo the cancellation's
+			w.Flush()
+			return nil
 		}
 		args, err := rd.Next()
 		if err != nil {
-			if errors.Is(err, ErrProtocol) {
+			if errors.Is(err, ErrProtocol) || errors.Is(err, ErrBusy) {
 				r.err("ERR " + err.Error())
 				w.Flush()
 				return err
@@ -42,6 +64,8 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) 
 			}
 			return err
 		}
+		ss.held = rd.Held()
+		s.noteHeld(ss.held)
 		s.dispatch(ss, args, r)
 		if ss.quit {
 			return w.Flush()
@@ -54,15 +78,36 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) 
 	}
 }
 
+// progressWriter gives every write to the connection d to make progress: a reader that is
+// slow is served, one that stopped reading is cut.
+type progressWriter struct {
+	c net.Conn
+	d time.Duration
+}
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	p.c.SetWriteDeadline(time.Now().Add(p.d))
+	return p.c.Write(b)
+}
+
+func (s *Server) budgetWait() time.Duration {
+	if s.BudgetWait > 0 {
+		return s.BudgetWait
+	}
+	return 10 * time.Second
+}
+
 // Serve accepts connections on l until ctx ends or l fails, each served by ServeConn on its
-// own goroutine; it waits for them before it returns.
+// own goroutine; it waits for them before it returns. Connections over s.Conns are closed at
+// accept.
 func (s *Server) Serve(ctx context.Context, l net.Listener, idle time.Duration) error {
+	al := newAdmitListener(l, s.Conns.withDefaults(), s.authRequired(), &s.refused)
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		c, err := l.Accept()
+		c, err := al.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "use of closed") {
 				return ctx.Err()

@@ -2,14 +2,14 @@ package resp
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/rbctl/rbctl/p2p/auth"
 )
@@ -43,24 +43,52 @@ type Auth func(user, password string) bool
 
 // Server holds what every connection shares.
 type Server struct {
-	Store   Store
-	Auth    Auth
-	Tokens  *auth.Tokens // tenant-scoped tokens as AUTH passwords (acl.go); nil: Auth's choice
-	Limits  Limits
-	Version string // reported by INFO and HELLO
+	Store  Store
+	Auth   Auth
+	Tokens *auth.Tokens // tenant-scoped tokens as AUTH passwords (acl.go); nil: Auth's choice
+	Limits Limits       // per request (parse.go)
+	Conns  ConnLimits   // admission, AUTH deadline and failures (admit.go)
+	// Budget bounds the request bytes of all connections together (nil: only
+	// Limits.MaxRequest per connection); a connection that holds part of a request waits for
+	// it at most BudgetWait (default 10 s).
+	Budget     *Budget
+	BudgetWait time.Duration
+	Logger     *slog.Logger // the first SET dropped for each reason, the first failed GET; nil: none
+	// AuthFailed, when set, is told of every failed AUTH (the node's auth_failed counter).
+	AuthFailed func()
+	Version    string // reported by INFO and HELLO
+	// Record, when set, is told of every key a GET, MGET, SET, MSET, EXISTS, DEL or UNLINK
+	// answered (serve --record): the command's op (get, set, exists, delete), the client's
+	// address, the key, the bytes stored or returned, whether it was there (get, exists,
+	// delete) or kept (set), when the request arrived and the store's error.
+	Record func(op, client string, key []byte, size int, hit bool, start time.Time, err error)
 
 	clients  atomic.Int64
 	commands atomic.Int64
 	nextID   atomic.Int64
+
+	refused    atomic.Int64 // connections closed at accept (ConnLimits)
+	authFailed atomic.Int64
+	authCut    atomic.Int64 // connections closed after MaxAuthFailures
+	drops      dropCounters
+	getErrs    atomic.Int64
+	getLogged  atomic.Bool
+	replyBytes atomic.Int64 // reply values loaded and not yet written, all connections
+	connPeak   atomic.Int64 // the most one connection held at once (request + reply value)
 }
 
 // session is one connection's state.
 type session struct {
-	id     int64
-	name   string
-	authed bool
-	quit   bool
-	token  *auth.Token // what AUTH presented (Server.Tokens)
+	id        int64
+	name      string
+	authed    bool
+	quit      bool
+	token     *auth.Token // what AUTH presented (Server.Tokens)
+	onAuth    func()      // told once the connection authenticates (admission)
+	authFails int
+	held      int64     // bytes of the request being run (its kept arguments)
+	client    string    // the peer's address
+	start     time.Time // when the request being run was read
 }
 
 // reply writes RESP2 replies.
@@ -99,6 +127,9 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 		return
 	}
 	s.commands.Add(1)
+	if s.Record != nil {
+		ss.start = time.Now()
+	}
 	cmd := strings.ToUpper(string(args[0]))
 	n := len(args) - 1
 	if s.authRequired() && !ss.authed && cmd != "AUTH" && cmd != "HELLO" && cmd != "QUIT" {
@@ -108,6 +139,12 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 	if msg := s.permit(ss, cmd, args); msg != "" {
 		r.err(msg)
 		return
+	}
+	for i, a := range args { // a discarded argument (nil, longer than Limits.MaxKeep) is a value SET drops
+		if a == nil && !((cmd == "SET" && i == 2) || (cmd == "MSET" && i > 0 && i%2 == 0)) {
+			r.err(fmt.Sprintf("ERR argument %d is longer than the %d bytes a request may keep", i, s.Limits.withDefaults().MaxKeep))
+			return
+		}
 	}
 	switch cmd {
 	case "PING":
@@ -145,15 +182,7 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 			r.err(wrongArgs(cmd))
 			return
 		}
-		v, ok, err := s.Store.Get(args[1])
-		switch {
-		case err != nil:
-			r.err(storeErr(err))
-		case !ok:
-			r.null()
-		default:
-			r.bulk(v)
-		}
+		s.getOne(ss, args[1], r)
 	case "SET":
 		if n < 2 {
 			r.err(wrongArgs(cmd))
@@ -163,53 +192,30 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 			r.err("ERR SET options (" + strings.ToUpper(string(args[3])) + ") are not supported; plain SET key value only")
 			return
 		}
-		if err := s.set(args[1], args[2]); err != nil {
-			r.err(storeErr(err))
-			return
-		}
+		s.set(ss, args[1], args[2])
 		r.ok()
-	case "MSET":
+	case "MSET": // each pair as a SET: what the store does not keep is dropped and counted
 		if n < 2 || n%2 != 0 {
 			r.err(wrongArgs(cmd))
 			return
 		}
-		for i := 1; i < len(args); i += 2 { // check every value first: all or nothing refused
-			if int64(len(args[i+1])) > s.Store.MaxValue() {
-				r.err(tooLarge(len(args[i+1]), s.Store.MaxValue()))
-				return
-			}
-		}
 		for i := 1; i < len(args); i += 2 {
-			if err := s.set(args[i], args[i+1]); err != nil {
-				r.err(storeErr(err))
-				return
-			}
+			s.set(ss, args[i], args[i+1])
 		}
 		r.ok()
-	case "MGET":
+	case "MGET": // streamed: one value loaded and written at a time, never the whole reply
 		if n < 1 {
 			r.err(wrongArgs(cmd))
 			return
 		}
-		vals := make([][]byte, n)
-		for i, k := range args[1:] {
-			v, ok, err := s.Store.Get(k)
-			if err == nil && ok {
-				vals[i] = v
-			}
-		}
 		r.array(n)
-		for _, v := range vals {
-			if v == nil {
-				r.null()
-			} else {
-				r.bulk(v)
-			}
+		for _, k := range args[1:] {
+			s.getOne(ss, k, r)
 		}
 	case "EXISTS":
-		s.count(cmd, args[1:], s.Store.Exists, r)
+		s.count(ss, cmd, args[1:], s.Store.Exists, r)
 	case "DEL", "UNLINK":
-		s.count(cmd, args[1:], s.Store.Delete, r)
+		s.count(ss, cmd, args[1:], s.Store.Delete, r)
 	case "STRLEN":
 		if n != 1 {
 			r.err(wrongArgs(cmd))
@@ -265,15 +271,56 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 	}
 }
 
-func (s *Server) set(k, v []byte) error {
-	if int64(len(v)) > s.Store.MaxValue() {
-		return errors.New(tooLarge(len(v), s.Store.MaxValue()))
+// set stores v under k or drops it (nil v: discarded by the reader as too long), counted by
+// reason (drop.go); either way the SET is answered +OK.
+func (s *Server) set(ss *session, k, v []byte) {
+	var err error
+	switch {
+	case v == nil || int64(len(v)) > s.Store.MaxValue():
+		err = drop(DropTooLarge, "a value larger than a slot's payload (%d bytes)", s.Store.MaxValue())
+	default:
+		err = s.Store.Set(k, v)
 	}
-	return s.Store.Set(k, v)
+	if err != nil {
+		s.dropped(k, err)
+	}
+	if s.Record != nil {
+		s.Record("set", ss.client, k, len(v), err == nil, ss.start, err)
+	}
 }
 
-func tooLarge(n int, max int64) string {
-	return fmt.Sprintf("ERR value of %d bytes is larger than a slot's payload (%d bytes); nothing stored", n, max)
+// getOne answers one key of GET or MGET: the value, or $-1 for a miss, a key the store does
+// not take (it cannot exist) and a store error (counted as resp_get_failed: a cache that
+// cannot read a value has not got it). The value is counted against the connection while it
+// is written (Server.connPeak, resp_reply_bytes).
+func (s *Server) getOne(ss *session, k []byte, r reply) {
+	v, ok, err := s.Store.Get(k)
+	if err != nil && !errors.Is(err, ErrKey) {
+		s.getFailed(k, err)
+	}
+	if s.Record != nil {
+		s.Record("get", ss.client, k, len(v), err == nil && ok, ss.start, err)
+	}
+	if err != nil || !ok {
+		r.null()
+		return
+	}
+	n := int64(len(v))
+	s.replyBytes.Add(n)
+	s.noteHeld(ss.held + n)
+	r.bulk(v)
+	s.replyBytes.Add(-n)
+}
+
+// noteHeld records what a connection holds now (its request's kept arguments, plus a reply
+// value while one is written) in the per-connection peak.
+func (s *Server) noteHeld(now int64) {
+	for {
+		p := s.connPeak.Load()
+		if now <= p || s.connPeak.CompareAndSwap(p, now) {
+			return
+		}
+	}
 }
 
 // storeErr is the reply text of a Store error ("ERR ..." unless it already has a code).
@@ -309,86 +356,6 @@ func printableArg(b []byte) string {
 		}
 	}
 	return sb.String()
-}
-
-func (s *Server) auth(ss *session, a [][]byte, r reply) {
-	var user, pass string
-	switch len(a) {
-	case 1:
-		user, pass = "default", string(a[0])
-	case 2:
-		user, pass = string(a[0]), string(a[1])
-	default:
-		r.err(wrongArgs("AUTH"))
-		return
-	}
-	if !s.authRequired() {
-		r.err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-		return
-	}
-	if !s.login(ss, user, pass) {
-		r.err("WRONGPASS invalid username-password pair or user is disabled.")
-		return
-	}
-	ss.authed = true
-	r.ok()
-}
-
-// hello answers HELLO [2 [AUTH user pass] [SETNAME name]]; protocol 3 is refused, as a
-// RESP2-only server does.
-func (s *Server) hello(ss *session, a [][]byte, r reply) {
-	if len(a) > 0 {
-		v, err := strconv.Atoi(string(a[0]))
-		if err != nil {
-			r.err("ERR Protocol version is not an integer or out of range")
-			return
-		}
-		if v != 2 {
-			r.err("NOPROTO unsupported protocol version")
-			return
-		}
-		for i := 1; i < len(a); i++ {
-			switch strings.ToUpper(string(a[i])) {
-			case "AUTH":
-				if i+2 >= len(a) {
-					r.err("ERR Syntax error in HELLO option 'auth'")
-					return
-				}
-				if !s.login(ss, string(a[i+1]), string(a[i+2])) {
-					r.err("WRONGPASS invalid username-password pair or user is disabled.")
-					return
-				}
-				ss.authed = true
-				i += 2
-			case "SETNAME":
-				if i+1 >= len(a) {
-					r.err("ERR Syntax error in HELLO option 'setname'")
-					return
-				}
-				ss.name = string(a[i+1])
-				i++
-			default:
-				r.err("ERR Syntax error in HELLO option '" + printableArg(a[i]) + "'")
-				return
-			}
-		}
-	}
-	if s.authRequired() && !ss.authed {
-		r.err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
-		return
-	}
-	fields := []string{"server", "rbctl", "version", s.version(), "proto", "2", "id", strconv.FormatInt(ss.id, 10), "mode", "standalone", "role", "master"}
-	r.array(len(fields) + 2)
-	for i, f := range fields {
-		if i == 5 || i == 7 {
-			n, _ := strconv.ParseInt(f, 10, 64)
-			r.int(n)
-		} else {
-			r.bulkString(f)
-		}
-	}
-	r.bulkString("modules")
-	r.array(0)
 }
 
 func (s *Server) version() string {
@@ -461,100 +428,9 @@ func globMatch(pattern, s string) (bool, error) {
 	return path.Match(strings.ReplaceAll(pattern, "/", sub), strings.ReplaceAll(s, "/", sub))
 }
 
-func (s *Server) info(a [][]byte, r reply) {
-	want := map[string]bool{}
-	for _, x := range a {
-		want[strings.ToLower(string(x))] = true
-	}
-	all := len(want) == 0 || want["all"] || want["everything"] || want["default"]
-	var b bytes.Buffer
-	section := func(name string, lines ...string) {
-		if !all && !want[strings.ToLower(name)] {
-			return
-		}
-		if b.Len() > 0 {
-			b.WriteString("\r\n")
-		}
-		b.WriteString("# " + name + "\r\n")
-		for _, l := range lines {
-			b.WriteString(l + "\r\n")
-		}
-	}
-	extra := s.Store.Info()
-	var mem []string
-	for _, k := range sortedKeys(extra) {
-		mem = append(mem, k+":"+extra[k])
-	}
-	section("Server", "redis_version:7.0.0", "rbctl_version:"+s.version(), "redis_mode:standalone", "resp_protocols:2")
-	section("Clients", "connected_clients:"+strconv.FormatInt(s.clients.Load(), 10))
-	section("Memory", append([]string{"maxmemory_policy:noeviction"}, mem...)...)
-	section("Stats", "total_commands_processed:"+strconv.FormatInt(s.commands.Load(), 10))
-	section("Keyspace", fmt.Sprintf("db0:keys=%d,expires=0,avg_ttl=0", s.Store.Len()))
-	r.bulk(b.Bytes())
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (s *Server) client(ss *session, a [][]byte, r reply) {
-	if len(a) == 0 {
-		r.err(wrongArgs("CLIENT"))
-		return
-	}
-	switch strings.ToUpper(string(a[0])) {
-	case "SETNAME":
-		if len(a) != 2 || bytes.ContainsAny(a[1], " \r\n") {
-			r.err("ERR Client names cannot contain spaces, newlines or special characters.")
-			return
-		}
-		ss.name = string(a[1])
-		r.ok()
-	case "GETNAME":
-		if ss.name == "" {
-			r.null()
-		} else {
-			r.bulkString(ss.name)
-		}
-	case "ID":
-		r.int(ss.id)
-	case "INFO":
-		r.bulkString(fmt.Sprintf("id=%d name=%s db=0 resp=2\n", ss.id, ss.name))
-	case "SETINFO":
-		r.ok()
-	default:
-		r.err("ERR unknown subcommand '" + printableArg(a[0]) + "'. Try CLIENT HELP.")
-	}
-}
-
-// command answers COMMAND, COMMAND COUNT and COMMAND DOCS with what redis-cli needs: an
-// empty DOCS map (redis-cli then has no hints) and the command count.
-func (s *Server) command(a [][]byte, r reply) {
-	if len(a) == 0 {
-		r.array(0)
-		return
-	}
-	switch strings.ToUpper(string(a[0])) {
-	case "COUNT":
-		r.int(int64(len(commands)))
-	case "DOCS", "INFO", "LIST":
-		r.array(0)
-	default:
-		r.err("ERR unknown subcommand '" + printableArg(a[0]) + "'. Try COMMAND HELP.")
-	}
-}
-
-var commands = []string{"AUTH", "CLIENT", "COMMAND", "CONFIG", "DBSIZE", "DEL", "ECHO", "EXISTS", "GET", "HELLO", "INFO", "MGET", "MSET",
-	"PING", "QUIT", "SCAN", "SELECT", "SET", "STRLEN", "TYPE", "UNLINK"}
-
 // count answers EXISTS and DEL: how many of keys op says yes to (a refused key counts as
 // absent, as a key that cannot exist).
-func (s *Server) count(cmd string, keys [][]byte, op func([]byte) (bool, error), r reply) {
+func (s *Server) count(ss *session, cmd string, keys [][]byte, op func([]byte) (bool, error), r reply) {
 	if len(keys) < 1 {
 		r.err(wrongArgs(cmd))
 		return
@@ -562,6 +438,13 @@ func (s *Server) count(cmd string, keys [][]byte, op func([]byte) (bool, error),
 	var c int64
 	for _, k := range keys {
 		ok, err := op(k)
+		if s.Record != nil {
+			name := "exists"
+			if cmd != "EXISTS" {
+				name = "delete"
+			}
+			s.Record(name, ss.client, k, 0, ok, ss.start, err)
+		}
 		if err != nil && !errors.Is(err, ErrKey) {
 			r.err(storeErr(err))
 			return

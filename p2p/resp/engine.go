@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/rbctl/rbctl/engine"
@@ -44,13 +43,16 @@ func (s EngineStore) Set(k, v []byte) error {
 		return err
 	}
 	if len(v) == 0 {
-		return fmt.Errorf("an empty value cannot be stored (a slot holds 1 byte or more)")
+		return drop(DropEmpty, "an empty value cannot be stored (a slot holds 1 byte or more)")
 	}
 	keys := []engine.Key{key}
 	return putOrPresent(func() (bool, error) {
 		res, err := s.E.PutMany(keys, [][]byte{v})
 		return err == nil && res.Results[0], err
-	}, func() bool { return s.E.ExistsMany(keys, false)[0] })
+	}, func() bool { return s.E.ExistsMany(keys, false)[0] }, func() bool {
+		u := s.E.Usage()
+		return u.SlotsUsed >= u.SlotsTotal
+	})
 }
 
 func (s EngineStore) Exists(k []byte) (bool, error) {

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +24,9 @@ func storeKey(k []byte) (engine.Key, error) {
 	if key, err := engine.FromNative(string(k)); err == nil {
 		return key, nil
 	}
+	if key, ok := objectKey(k); ok {
+		return key, nil
+	}
 	if len(k) == 0 || len(k) > MaxGenericKey {
 		return engine.Key{}, fmt.Errorf("%w: a key that is not LMCache's native spelling must have 1..%d bytes, not %d", ErrKey, MaxGenericKey, len(k))
 	}
@@ -33,6 +35,20 @@ func storeKey(k []byte) (engine.Key, error) {
 		return engine.Key{}, fmt.Errorf("%w: %v", ErrKey, err)
 	}
 	return key, nil
+}
+
+// objectKey reads k as an object key in one of the raw-block codec's spellings (what `rbctl
+// ls` lists and gRPC clients write, e.g. my%2Fmodel@0x00000001@deadbeef@tenant): such a key
+// names that entry, so SCAN can list every object key the node holds under a name GET takes.
+func objectKey(k []byte) (engine.Key, bool) {
+	if engine.CheckKey(string(k), engine.NamespaceObject) != nil {
+		return engine.Key{}, false
+	}
+	key := engine.RawKey(string(k))
+	if sh := key.Shape(); sh != engine.ShapeRawBlock && sh != engine.ShapeRawBlockGroup {
+		return engine.Key{}, false
+	}
+	return key, true
 }
 
 // respName is the RESP key an engine key is listed under: its native spelling, the bytes of
@@ -48,14 +64,18 @@ func respName(k engine.Key) (string, bool) {
 			return n, true
 		}
 	}
+	if back, ok := objectKey([]byte(k.String())); ok && back == k {
+		return k.String(), true
+	}
 	return "", false
 }
 
-// putOrPresent answers a SET: OK once the key is stored, by this put or by another (a key
+// putOrPresent answers a SET: nil once the key is stored, by this put or by another (a key
 // names one immutable chunk, so a concurrent SET of the same key stores what this one would);
-// a put refused because another write of the key is in flight is retried until one of the
-// two holds, for up to a second, so OK is never said of a write that could still fail.
-func putOrPresent(put func() (bool, error), present func() bool) error {
+// a put refused while full() is dropped at once (DropFull); one refused because another
+// write of the key is in flight is retried until one of the two holds, for up to a second,
+// so nil is never said of a write that could still fail.
+func putOrPresent(put func() (bool, error), present, full func() bool) error {
 	for pause, waited := 50*time.Microsecond, time.Duration(0); ; pause = min(2*pause, 20*time.Millisecond) {
 		ok, err := put()
 		if err != nil {
@@ -64,8 +84,11 @@ func putOrPresent(put func() (bool, error), present func() bool) error {
 		if ok || present() {
 			return nil
 		}
+		if full() {
+			return drop(DropFull, "no free slot (the cache is full and evicts nothing it could)")
+		}
 		if waited >= time.Second {
-			return errors.New("not stored (no slot could be freed, or another write of the key did not finish)")
+			return drop(DropFull, "not stored (no slot could be freed, or another write of the key did not finish)")
 		}
 		time.Sleep(pause)
 		waited += pause

@@ -1,30 +1,41 @@
 // Package resp is a RESP2 (Redis serialization protocol) front-end for a cache node: the
 // request parser (parse.go), the command dispatcher against a small Store interface
-// (dispatch.go) and a connection loop with pipelining, bounded buffers and an idle timeout
-// (conn.go). It is what LMCache's `resp` L2 adapter speaks (AUTH, SET, GET, EXISTS, DEL,
-// one chunk per value) plus what redis-cli needs. The Store decides which keys it takes
-// (the node maps LMCache's native-connector keys to its ObjectKeys, engine.FromNative);
-// this package only moves bytes and never changes a key or a value. Not wired into
-// `rbctl serve` yet (docs/resp.md).
+// (dispatch.go), the connection loop with pipelining (conn.go), connection admission
+// (admit.go), the request-memory budget (budget.go) and what a SET the store does not keep
+// is answered (drop.go). It is what LMCache's `resp` L2 adapter speaks (AUTH, SET, GET,
+// EXISTS, DEL, one chunk per value) plus what redis-cli needs. The Store decides which keys
+// it takes (the node maps LMCache's native-connector keys to its ObjectKeys,
+// engine.FromNative); this package only moves bytes and never changes a key or a value.
+// `rbctl serve --resp` serves a node through it (FrontEnd, docs/resp.md).
 package resp
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 )
 
-// Limits bounds what one request may hold; a request beyond them is a protocol error and
-// the connection is closed (Redis does the same), so a client cannot make the server
-// buffer more than MaxRequest bytes.
+// Limits bounds what one request may hold. A request beyond MaxArgs, MaxBulk, MaxRequest or
+// MaxInline (or, before AUTH, PreAuthArgs and PreAuthBulk) is a protocol error and the
+// connection is closed, as Redis does. An argument longer than MaxKeep but within MaxBulk is
+// read and discarded, never buffered, and passed on as nil (a SET of it is answered as a
+// value too large to keep, dispatch.go).
 type Limits struct {
 	MaxArgs    int   // arguments of one request (default 1<<16)
 	MaxBulk    int64 // bytes of one argument (default 512 MiB, Redis's proto-max-bulk-len)
-	MaxRequest int64 // bytes of all arguments of one request (default 2 × MaxBulk)
+	MaxKeep    int64 // bytes of one argument kept in memory; longer ones are discarded (default MaxBulk)
+	MaxRequest int64 // bytes of the kept arguments of one request: a connection's request budget (default 2 × MaxKeep)
 	MaxInline  int   // bytes of an inline command line (default 64 KiB)
+	// Before AUTH, when the server checks it (Redis ≥ 6.2.6 does the same): at most
+	// PreAuthArgs arguments (default 10) of at most PreAuthBulk bytes each (default 16 KiB;
+	// an inline line too).
+	PreAuthArgs int
+	PreAuthBulk int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -34,11 +45,20 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxBulk <= 0 {
 		l.MaxBulk = 512 << 20
 	}
+	if l.MaxKeep <= 0 || l.MaxKeep > l.MaxBulk {
+		l.MaxKeep = l.MaxBulk
+	}
 	if l.MaxRequest <= 0 {
-		l.MaxRequest = 2 * l.MaxBulk
+		l.MaxRequest = 2 * l.MaxKeep
 	}
 	if l.MaxInline <= 0 {
 		l.MaxInline = 64 << 10
+	}
+	if l.PreAuthArgs <= 0 {
+		l.PreAuthArgs = 10
+	}
+	if l.PreAuthBulk <= 0 {
+		l.PreAuthBulk = 16 << 10
 	}
 	return l
 }
@@ -56,20 +76,45 @@ func protoErr(format string, a ...any) error {
 type Reader struct {
 	r   *bufio.Reader
 	lim Limits
+
+	// PreAuth applies the pre-AUTH bounds (the connection loop sets it until AUTH succeeds).
+	PreAuth bool
+	// Budget, when set, is the server-wide bound every kept argument is taken from (waiting,
+	// without reading further, while it is full) until Release; Ctx ends such a wait and
+	// BudgetWait bounds it once part of the request is held (ErrBusy).
+	Budget     *Budget
+	Ctx        context.Context
+	BudgetWait time.Duration
+
+	held int64 // bytes of the current request's kept arguments
 }
 
 // NewReader reads requests from r within lim (zero fields take their defaults).
 func NewReader(r io.Reader, lim Limits) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10), lim: lim.withDefaults()}
+	return &Reader{r: bufio.NewReaderSize(r, 64<<10), lim: lim.withDefaults(), Ctx: context.Background()}
 }
 
 // Buffered is how many bytes of further requests are already read (pipelining: the reply
 // is flushed only when nothing more is waiting).
 func (rd *Reader) Buffered() int { return rd.r.Buffered() }
 
+// Held is how many bytes the arguments of the last request hold until Release.
+func (rd *Reader) Held() int64 { return rd.held }
+
+// Release gives the last request's bytes back to the budget (its arguments must no longer
+// be used).
+func (rd *Reader) Release() {
+	if rd.Budget != nil {
+		rd.Budget.release(rd.held)
+	}
+	rd.held = 0
+}
+
 // Next reads one request: its arguments (an empty request, a blank inline line or "*0",
-// gives none), io.EOF at a clean end of input, or an error wrapping ErrProtocol.
+// gives none; an argument past MaxKeep is nil), io.EOF at a clean end of input, or an error
+// wrapping ErrProtocol (or ErrBusy). It releases the previous request's bytes first.
 func (rd *Reader) Next() ([][]byte, error) {
+	rd.Release()
 	c, err := rd.r.ReadByte()
 	if err != nil {
 		return nil, err
@@ -85,11 +130,13 @@ func (rd *Reader) Next() ([][]byte, error) {
 	if n <= 0 { // *0 and *-1: nothing to run
 		return nil, nil
 	}
+	if rd.PreAuth && n > int64(rd.lim.PreAuthArgs) {
+		return nil, protoErr("unauthenticated multibulk length")
+	}
 	if n > int64(rd.lim.MaxArgs) {
 		return nil, protoErr("invalid multibulk length")
 	}
 	args := make([][]byte, 0, min(n, 64))
-	var total int64
 	for range n {
 		c, err := rd.r.ReadByte()
 		if err != nil {
@@ -102,11 +149,21 @@ func (rd *Reader) Next() ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if rd.PreAuth && l > rd.lim.PreAuthBulk {
+			return nil, protoErr("unauthenticated bulk length")
+		}
 		if l < 0 || l > rd.lim.MaxBulk {
 			return nil, protoErr("invalid bulk length")
 		}
-		if total += l; total > rd.lim.MaxRequest {
-			return nil, protoErr("request larger than %d bytes", rd.lim.MaxRequest)
+		if l > rd.lim.MaxKeep {
+			if err := rd.discard(l); err != nil {
+				return nil, err
+			}
+			args = append(args, nil)
+			continue
+		}
+		if err := rd.take(l); err != nil {
+			return nil, err
 		}
 		b := make([]byte, l+2)
 		if _, err := io.ReadFull(rd.r, b); err != nil {
@@ -120,17 +177,70 @@ func (rd *Reader) Next() ([][]byte, error) {
 	return args, nil
 }
 
-// number reads a decimal integer ended by CRLF.
+// take accounts l more bytes of the current request: within MaxRequest, and from the
+// budget (waiting, without reading, while it is full).
+func (rd *Reader) take(l int64) error {
+	if rd.held+l > rd.lim.MaxRequest {
+		return protoErr("request larger than %d bytes", rd.lim.MaxRequest)
+	}
+	if rd.Budget != nil && l > 0 {
+		wait := time.Duration(0)
+		if rd.held > 0 {
+			wait = rd.BudgetWait
+		}
+		if err := rd.Budget.acquire(rd.Ctx, l, wait); err != nil {
+			return err
+		}
+	}
+	rd.held += l
+	return nil
+}
+
+// discard reads an l-byte bulk and its CRLF without keeping it.
+func (rd *Reader) discard(l int64) error {
+	if _, err := io.CopyN(io.Discard, rd.r, l); err != nil {
+		return eof(err)
+	}
+	var crlf [2]byte
+	if _, err := io.ReadFull(rd.r, crlf[:]); err != nil {
+		return eof(err)
+	}
+	if crlf != [2]byte{'\r', '\n'} {
+		return protoErr("bulk string not terminated by CRLF")
+	}
+	return nil
+}
+
+// number reads a decimal integer ended by CRLF, spelled as Redis's string2ll takes it: an
+// optional '-' and digits without a leading zero ("0" alone), nothing else ("+4", " 4",
+// "04" are protocol errors).
 func (rd *Reader) number(what string) (int64, error) {
 	line, err := rd.line(32)
 	if err != nil {
 		return 0, err
 	}
-	v, err := strconv.ParseInt(string(line), 10, 64)
-	if err != nil {
+	v, ok := strictInt(line)
+	if !ok {
 		return 0, protoErr("invalid %s", what)
 	}
 	return v, nil
+}
+
+func strictInt(b []byte) (int64, bool) {
+	digits := b
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || (digits[0] == '0' && len(b) > 1) {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	return v, err == nil
 }
 
 // line reads up to CRLF (or LF, as Redis accepts inline), at most max bytes.
@@ -156,7 +266,11 @@ func (rd *Reader) line(max int) ([]byte, error) {
 // inline reads a command typed on one line: arguments split by spaces, with Redis's quoting
 // ("a b", 'c', \xHH and \n escapes in double quotes).
 func (rd *Reader) inline() ([][]byte, error) {
-	line, err := rd.line(rd.lim.MaxInline)
+	max := rd.lim.MaxInline
+	if rd.PreAuth {
+		max = min(max, int(rd.lim.PreAuthBulk))
+	}
+	line, err := rd.line(max)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +278,7 @@ func (rd *Reader) inline() ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(args) > rd.lim.MaxArgs {
+	if len(args) > rd.lim.MaxArgs || (rd.PreAuth && len(args) > rd.lim.PreAuthArgs) {
 		return nil, protoErr("too many arguments")
 	}
 	return args, nil

@@ -44,11 +44,8 @@ assert r.exists(*keys) == 64
 assert r.mget(keys[:3] + ["m/x@00000000@0@ffff"]) == vals[:3] + [None]
 assert r.delete(*keys[:10]) == 10
 assert r.dbsize() == 54
-try:
-    r.set("plain", b"v")
-    raise SystemExit("plain key stored")
-except redis.ResponseError as e:
-    assert "key refused" in str(e), e
+assert r.set("plain", b"v")  # a key the store does not take: +OK, dropped
+assert r.get("plain") is None
 print("ok")
 `
 	out, err := exec.Command(py, "-c", script, host, port).CombinedOutput()

@@ -163,13 +163,19 @@ func TestCommands(t *testing.T) {
 	exchange(t, c, cmd("SELECT", "1"), "-ERR DB index is out of range\r\n")
 	exchange(t, c, cmd("HELLO", "3"), "-NOPROTO unsupported protocol version\r\n")
 	exchange(t, c, cmd("SET", key, "v", "EX", "10"), "-ERR SET options (EX) are not supported; plain SET key value only\r\n")
-	// A value larger than a slot's payload is refused and stores nothing.
-	exchange(t, c, cmd("SET", key, strings.Repeat("x", 17)), "-ERR value of 17 bytes is larger than a slot's payload (16 bytes); nothing stored\r\n")
+	// A value larger than a slot's payload is answered +OK and dropped (counted): a
+	// 5-byte reader stays in step. MSET keeps what it can.
+	exchange(t, c, cmd("SET", key, strings.Repeat("x", 17)), "+OK\r\n")
 	exchange(t, c, cmd("EXISTS", key), ":0\r\n")
-	exchange(t, c, cmd("MSET", key+"1", "a", key+"2", strings.Repeat("y", 17)), "-ERR value of 17 bytes is larger than a slot's payload (16 bytes); nothing stored\r\n")
-	exchange(t, c, cmd("DBSIZE"), ":0\r\n")
-	// A key the store does not take is refused, nothing stored.
-	exchange(t, c, cmd("SET", "plain", "v"), "-ERR key refused: \"plain\" is not model@RANK@GROUP@HASH\r\n")
+	exchange(t, c, cmd("MSET", key+"1", "a", key+"2", strings.Repeat("y", 17)), "+OK\r\n")
+	exchange(t, c, cmd("EXISTS", key+"1", key+"2"), ":1\r\n")
+	// A key the store does not take: +OK, nothing stored, counted.
+	exchange(t, c, cmd("SET", "plain", "v"), "+OK\r\n")
+	exchange(t, c, cmd("GET", "plain"), "$-1\r\n")
+	exchange(t, c, cmd("DBSIZE"), ":1\r\n")
+	if st := srv.Stats(); st["resp_set_dropped/too_large"] != 2 || st["resp_set_dropped/key"] != 1 {
+		t.Fatalf("drop counts %v", st)
+	}
 	exchange(t, c, cmd("MSET", key+"1", "a", key+"2", "bb"), "+OK\r\n")
 	exchange(t, c, cmd("MGET", key+"1", key+"3", key+"2"), "*3\r\n$1\r\na\r\n$-1\r\n$2\r\nbb\r\n")
 	exchange(t, c, cmd("STRLEN", key+"2"), ":2\r\n")

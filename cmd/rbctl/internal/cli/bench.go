@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/bench"
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/lmcache"
@@ -81,6 +82,7 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 	o := f.o
 	o.Paths, o.Workload = paths, f.wl.Spec
+	o.Fit = f.wl.Fit(cmd.Flags()) // a recording's replay: its node's cache where no flag sets one
 	if f.wl.IsTrace() && !cmd.Flags().Changed("duration") {
 		o.Duration = 0 // a request trace is measured whole
 	}
@@ -107,6 +109,11 @@ func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 	}
 	o.Explain = func(err error) string { return withFlagHints(cmd, err).Error() }
 	o.Progress = flagsets.BenchProgress(f.quiet)
+	for _, p := range paths {
+		if w := cache.SpaceWarning(p); w != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "rbctl: warning: %s\n", w)
+		}
+	}
 	rep, err := bench.Run(cmd.Context(), o)
 	if err != nil {
 		return err

@@ -168,6 +168,9 @@ var flagRules = map[string]flagRule{
 	"fetch-timeout":  durRule(0.001, false, ""),
 	"replica-handle": intRule(-1, 65535),
 	"max-leases":     intRule(1, 1<<24), "max-leases-per-client": intRule(1, 1<<24),
+	"resp-max-conns": intRule(1, 1<<20), "resp-conns-per-addr": intRule(1, 1<<20), "resp-memory": sizeRule(1 << 20),
+	"record-max-bytes": sizeRule(4096), "record-files": intRule(0, 1<<20),
+	"resp-idle-timeout": durRule(0, false, "never (valkey's timeout 0)"),
 
 	// cluster-bench: the cluster and its workload (clusterbench.Options bounds them too).
 	"nodes":                        intRule(2, 16),

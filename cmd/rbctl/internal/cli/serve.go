@@ -2,11 +2,13 @@ package cli
 
 import (
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/cluster"
@@ -30,6 +32,7 @@ func newServeCmd() *cobra.Command {
 	var mf flagsets.Membership
 	var tf flagsets.TLS
 	var af flagsets.Access
+	var rf flagsets.Record
 	cmd := &cobra.Command{
 		Use:   "serve DEV [DEV...]",
 		Short: "Serve a cache (several DEVs: the shards of one) to clients and peers (gRPC control plane, TCP data plane) until interrupted",
@@ -39,10 +42,19 @@ func newServeCmd() *cobra.Command {
 			if err == nil {
 				err = nf.Check(&opts)
 			}
+			if err == nil {
+				err = rf.Check(cmd)
+			}
 			if err != nil {
 				return err
 			}
 			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			flagsets.HangUp(cmd.Context(), opts.Logger, tf.Reloads)
+			for _, a := range args {
+				if w := cache.SpaceWarning(a); w != "" {
+					opts.Logger.Warn(w)
+				}
+			}
 			if err := tf.Serve(cmd.Context(), &opts, opts.Logger); err != nil {
 				return err
 			}
@@ -67,12 +79,18 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			rec, err := rf.Start(e, &nf, &opts, Version)
+			if err != nil {
+				e.CloseNoCheckpoint()
+				return err
+			}
+			defer rec.Close()
 			ready := func(p p2p.Peer) {
 				if asJSON {
-					printJSON(cmd.OutOrStdout(), map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data})
+					printJSON(cmd.OutOrStdout(), map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data, "pid": os.Getpid()})
 					return
 				}
-				cmd.Printf("serving %s: control %s, data %s\n", rbEscape(strings.Join(args, " ")), p.Control, p.Data)
+				cmd.Printf("serving %s: control %s, data %s, pid %d\n", rbEscape(strings.Join(args, " ")), p.Control, p.Data, os.Getpid())
 			}
 			err = node.Serve(cmd.Context(), e, listen, dataListen, opts, ready)
 			if cerr := e.Close(); err == nil { // with its final checkpoint
@@ -99,6 +117,7 @@ func newServeCmd() *cobra.Command {
 	mf.Add(cmd)
 	tf.Add(cmd, true)
 	af.Add(cmd)
+	rf.Add(cmd)
 	pf.add(cmd, "the node's writes")
 	dev.cache.addNamespace(cmd)
 	return cmd

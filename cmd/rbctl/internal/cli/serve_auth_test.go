@@ -41,6 +41,9 @@ func TestServeAuthFlagsRefuseBadInput(t *testing.T) {
 		{[]string{"--gossip-key-file", badKeys, "--cluster", "none"}, "--gossip-key-file encrypts cluster gossip"},
 		{[]string{"--max-leases", "10", "--max-leases-per-client", "11"}, "--max-leases-per-client 11 is above --max-leases 10"},
 		{[]string{"--max-leases", "0"}, "--max-leases"},
+		{[]string{"--resp", "127.0.0.1:0", "--resp-max-conns", "0"}, "--resp-max-conns 0: out of range"},
+		{[]string{"--resp", "127.0.0.1:0", "--resp-conns-per-addr", "0"}, "--resp-conns-per-addr 0: out of range"},
+		{[]string{"--resp", "127.0.0.1:0", "--resp-idle-timeout", "-1s"}, "--resp-idle-timeout -1s: out of range"},
 	} {
 		code, _, se := runRbctl(t, dir, 30*time.Second, append([]string{"serve", "--listen", "127.0.0.1:0", dev}, c.args...)...)
 		if code != exitError || !strings.Contains(se, c.want) {
@@ -128,6 +131,24 @@ func TestServeAuthRemoteAndRESP(t *testing.T) {
 		if got := redis(c.args...); got != c.want {
 			t.Errorf("redis-cli %v: %q, want %q", c.args[len(c.args)-2:], got, c.want)
 		}
+	}
+	// A wrong RESP password counts in the node's auth_failed (with the control plane's) and
+	// in resp_auth_failed; remote stats and INFO show both.
+	authFailed := func() (int64, int64) {
+		code, so, se := remote("stats", "--server", ctl, "--json")
+		var st struct{ Counters map[string]int64 }
+		if code != 0 || json.Unmarshal([]byte(so), &st) != nil {
+			t.Fatalf("remote stats: exit %d %q", code, se)
+		}
+		return st.Counters["auth_failed"], st.Counters["resp_auth_failed"]
+	}
+	all0, resp0 := authFailed()
+	redis("-a", "not-a-token-0123456789", "PING")
+	if all, rf := authFailed(); all != all0+1 || rf != resp0+1 {
+		t.Errorf("after a wrong RESP password: auth_failed %d -> %d, resp_auth_failed %d -> %d", all0, all, resp0, rf)
+	}
+	if info := redis("-a", secOps, "INFO"); !strings.Contains(info, "rbctl_resp_auth_failed:1") || !strings.Contains(info, "rbctl_auth_failed:") {
+		t.Errorf("INFO:\n%s", info)
 	}
 }
 

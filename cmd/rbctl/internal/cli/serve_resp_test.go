@@ -61,8 +61,9 @@ func redisCli(t *testing.T, cli string) func(addr string, stdin []byte, args ...
 
 // TestServeRESPWithRedisCli: two nodes with --resp; redis-cli (a client no one here wrote)
 // SETs a binary chunk in LMCache's native key spelling on a and GETs it byte-exact from b,
-// which fetches it from a over P2P; a value over a slot's payload gets -ERR and stores
-// nothing; after the nodes stop, rbctl get --native-key reads the chunk from a's device.
+// which fetches it from a over P2P; a value over a slot's payload is answered OK, dropped
+// and counted (resp_set_dropped/too_large); after the nodes stop, rbctl get --native-key
+// reads the chunk from a's device.
 func TestServeRESPWithRedisCli(t *testing.T) {
 	cli := needRedisCli(t)
 	dir := t.TempDir()
@@ -94,13 +95,18 @@ func TestServeRESPWithRedisCli(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(so), &st) != nil || st.Counters["peer_hits"] != 1 || st.Counters["replicas_stored"] != 1 {
 		t.Errorf("b's stats after the RESP GET: exit %d, %v", code, st.Counters)
 	}
-	// Over a slot's payload (256 KiB - 4 KiB): -ERR, nothing stored; a key LMCache does not write: -ERR.
+	// Over a slot's payload (256 KiB - 4 KiB): OK, dropped, counted.
 	big := make([]byte, 253<<10)
-	if out, _ := redis(ra, big, "-x", "SET", "my/model@00000000@0@02ff"); !strings.Contains(out, "ERR") {
+	if out, _ := redis(ra, big, "-x", "SET", "my/model@00000000@0@02ff"); strings.TrimSpace(out) != "OK" {
 		t.Errorf("SET over a slot: %q", out)
 	}
 	if out, _ := redis(ra, nil, "DBSIZE"); strings.TrimSpace(out) != "1" {
-		t.Errorf("DBSIZE after the refusal: %q", out)
+		t.Errorf("DBSIZE after the drop: %q", out)
+	}
+	code, so, _ = runRbctl(t, dir, 30*time.Second, "remote", "stats", "--server", ctlA, "--json")
+	st.Counters = nil
+	if code != 0 || json.Unmarshal([]byte(so), &st) != nil || st.Counters["resp_set_dropped/too_large"] != 1 {
+		t.Errorf("a's stats after the dropped SET: exit %d, %v", code, st.Counters)
 	}
 	// Any other key: the generic namespace, read back as stored.
 	if out, _ := redis(ra, nil, "SET", "plain-redis-key", "v"); strings.TrimSpace(out) != "OK" {

@@ -92,6 +92,7 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 		return err
 	}
 	o.MemAvailable = memAvailable
+	o.Fit = f.wl.Fit(cmd.Flags(), "device-size") // a recording's replay: its node's cache where no flag sets one
 	rep, err := sim.Run(cmd.Context(), o)
 	if err != nil {
 		return err

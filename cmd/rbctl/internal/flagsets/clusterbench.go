@@ -41,13 +41,13 @@ func (c *ClusterBench) Register(f *pflag.FlagSet) {
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the tenant choice and of random routing")
 	f.StringVar(&o.Dir, "dir", "", "directory for the device images, removed after each mode (default: the system temp dir)")
 	f.BoolVar(&c.JSON, "json", false, "print JSON")
-	f.StringVar(&o.Workload, "workload", "", "replay a request trace instead of the tenants: mooncake:FILE (docs/p2p-cluster.md)")
+	f.StringVar(&o.Workload, "workload", "", "replay a request trace instead of the tenants: mooncake:FILE, or l2trace:FILE[,FILE...] (a node's recording: each get a one-chunk request; docs/record.md)")
 	f.IntVar(&o.ChunkTokens, "chunk-tokens", 256, "trace: tokens per chunk (divides the trace's 512-token blocks)")
-	f.StringVar(&o.SaltBy, "salt-by", "root", "trace: each request's cache_salt: none, root or hash:N (as bench)")
+	f.StringVar(&o.SaltBy, "salt-by", "root", "trace: each request's cache_salt: none, root, hash:N, prefix:N or group[:F] (as bench; docs/bench.md)")
 	f.StringVar(&o.Admission, "admission", "all", "every node's admission policy, as serve --admission: all, second-hit[:W] or tinylfu[:W]")
 	f.StringVar(&c.tls, "tls", "off", "run the nodes over mutual TLS on both planes with certificates of a throwaway CA: off, on, or both (each mode in plain TCP, then over TLS, and their throughput and CPU per GB compared)")
 	DriveFlag(f, &o.Drive)
-	f.StringVar(&c.rt, "route", "round-robin", "which node serves a request: round-robin, session (a conversation's, or tenant's, requests on one node) or random")
+	f.StringVar(&c.rt, "route", "round-robin", "which node serves a request: round-robin, session (a tenant's requests, by cache_salt (--salt-by with a trace), on one node) or random")
 }
 
 // Options checks the flags and returns the bench's options.

@@ -31,6 +31,8 @@ type Node struct {
 	AllowMisrouted     bool
 	MetricsListen      string
 	RESP               string // HOST:PORT of the Redis-protocol front-end ("": none)
+	RESPConns          resp.ConnLimits
+	RESPMemory         int64
 	RegionBytes        int64
 
 	cmd  *cobra.Command
@@ -49,6 +51,10 @@ func (f *Node) Add(cmd *cobra.Command) {
 	fs.StringVar(&f.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "HOST:PORT to serve Prometheus metrics at /metrics (the remote stats counters, checkpoint age, latency histograms); empty: none")
 	fs.StringVar(&f.RESP, "resp", "", "HOST:PORT of a Redis-protocol (RESP2) front-end for LMCache's resp L2 adapter, redis-cli and redis-py: GET/SET/EXISTS/DEL/MGET/MSET/SCAN/INFO... on the same cache; a key in LMCache's native spelling is the raw-block key's entry, any other a generic one (docs/resp.md); empty: none")
+	fs.DurationVar(&f.RESPConns.Idle, "resp-idle-timeout", 0, "close a RESP connection that authenticated (any, without --auth-file) after this long without a request; 0: never, as valkey's default (LMCache's client never reconnects; TCP keepalive finds dead peers)")
+	fs.IntVar(&f.RESPConns.MaxConns, "resp-max-conns", 1024, "RESP connections open at once; more are closed at accept (with --auth-file an eighth is kept for clients that authenticated)")
+	fs.IntVar(&f.RESPConns.PerAddr, "resp-conns-per-addr", 128, "RESP connections one IP address may hold before they authenticate (without --auth-file: in all); more are closed at accept")
+	flagcheck.SizeVar(fs, &f.RESPMemory, "resp-memory", "256M", "request bytes all RESP connections may hold at once; a connection that needs more is not read until others finish (back-pressure); at least 4 requests' bound (docs/resp.md)")
 	f.cmd = cmd
 	fs.BoolVar(&f.AllowMisrouted, "allow-misrouted", false, "serve devices whose keys the route sends elsewhere (one shard of a larger cache alone, or devices out of format order)")
 }
@@ -81,6 +87,7 @@ func (f *Node) Check(opts *node.Options) error {
 			return fmt.Errorf("--resp %q: want HOST:PORT", f.RESP)
 		}
 		opts.FrontEnds = append(opts.FrontEnds, resp.FrontEnd(resp.FrontEndOptions{Listen: f.RESP, Version: "rbctl",
+			Conns: f.RESPConns, Memory: f.RESPMemory,
 			Ready: func(addr string) { fmt.Fprintf(f.cmd.ErrOrStderr(), "RESP (Redis protocol) on %s\n", addr) }}))
 	}
 	opts.Eviction, opts.MetricsListen, opts.Admission = ev, f.MetricsListen, f.Admission

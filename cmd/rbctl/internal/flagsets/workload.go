@@ -26,7 +26,7 @@ func (w *Workload) Register(fs *pflag.FlagSet, defaultModel string) {
 		models = append(models, fmt.Sprintf("%s (%d KiB/token)", m.Name, m.BytesPerToken()>>10))
 	}
 	s := &w.Spec
-	fs.StringVar(&s.Kind, "workload", "kv", "kv, sequential, uniform, zipf, trace:FILE (.jsonl or .csv) or mooncake:FILE (a Mooncake request trace; docs/bench.md)")
+	fs.StringVar(&s.Kind, "workload", "kv", "kv, sequential, uniform, zipf, trace:FILE (.jsonl or .csv), mooncake:FILE (a Mooncake request trace; docs/bench.md) or l2trace:FILE[,FILE...] (a node's recording; docs/record.md)")
 	fs.StringVar(&s.Preset, "preset", "multi-tenant", "kv tenants when no --tenant is given: multi-tenant (chat/rag/agent with different lifetimes), chat, "+
 		"or workers:N (N equal tenants worker0:kv..., one per stress-runner worker)")
 	fs.StringArrayVar(&s.Tenants, "tenant", nil, "kv tenant SALT:k=v,... (w, prefixes, prefix, theta, sessions, turns, prompt, output, ttl); repeatable")
@@ -52,7 +52,8 @@ func (w *Workload) Register(fs *pflag.FlagSet, defaultModel string) {
 	fs.Float64Var(&s.Rate, "rate", 0, "arrival rate in requests/s (Poisson); 0 = closed loop")
 	fs.StringVar(&w.WriteTrace, "write-trace", "", "write the generated ops (--requests of them) as a trace file (.jsonl or .csv) and exit")
 	fs.IntVar(&s.TraceLoops, "trace-loops", 1, "trace: replay the trace this many times")
-	fs.StringVar(&s.SaltBy, "salt-by", "root", "mooncake: each request's cache_salt: none, root (its first block: one salt per conversation) or hash:N (the root in N buckets)")
+	fs.StringVar(&s.SaltBy, "salt-by", "root", "mooncake: each request's cache_salt: none, root (its first block), hash:N (the root in N buckets), prefix:N (its first N blocks) or group[:F] (the block after its shared prompt, a block F (16) or more blocks follow; docs/bench.md)")
+	fs.StringVar(&s.L2Replay, "l2-replay", "recorded", "l2trace: recorded (the recorded gets, fetches, sets and deletes) or misses (a get that misses in the replay stores the chunk; recorded sets are dropped: for comparing admission policies; docs/record.md)")
 	fs.Float64Var(&s.Speed, "speed", 0, "mooncake: replay the trace's timestamps this many times faster (0: as fast as possible)")
 	fs.StringVar(&s.Admission, "admission", "all", "which missed chunks are stored: all, second-hit[:W], tinylfu[:W] or prefix-depth:N; simulate compares a comma-separated list (docs/bench.md)")
 }
@@ -78,11 +79,27 @@ func (w *Workload) Inputs() []string {
 			return []string{f}
 		}
 	}
+	if fs, ok := strings.CutPrefix(w.Spec.Kind, "l2trace:"); ok {
+		return strings.Split(fs, ",")
+	}
 	return nil
 }
 
-// IsTrace says the workload replays a request trace (mooncake:FILE), which runs whole.
-func (w *Workload) IsTrace() bool { return strings.HasPrefix(w.Spec.Kind, "mooncake:") }
+// Fit says which of a recording node's cache settings an l2trace replay takes: those whose
+// flags were not given (sizeFlags and --util for its size, --eviction, --admission).
+func (w *Workload) Fit(fs *pflag.FlagSet, sizeFlags ...string) workloads.Fit {
+	size := !fs.Changed("util")
+	for _, f := range sizeFlags {
+		size = size && !fs.Changed(f)
+	}
+	return workloads.Fit{Size: size, Eviction: !fs.Changed("eviction"), Admission: !fs.Changed("admission")}
+}
+
+// IsTrace says the workload replays a request trace (mooncake:FILE) or a node's recording
+// (l2trace:FILE), which runs whole.
+func (w *Workload) IsTrace() bool {
+	return strings.HasPrefix(w.Spec.Kind, "mooncake:") || strings.HasPrefix(w.Spec.Kind, "l2trace:")
+}
 
 // Traced writes the trace --write-trace asks for, reporting it on out; done says the
 // command ends there. inputs are the command's other inputs (its devices), which the trace
