@@ -192,7 +192,7 @@ func writeSpread(runs []Run, out string) error {
 // modelled WAF must be within the job's tolerance (0: equal to 4 decimals).
 func compareDirs(runs []Run, out, ref string) []string {
 	var bad []string
-	n := 0
+	n, missing := 0, 0
 	for _, r := range runs {
 		for _, o := range r.Outputs {
 			if filepath.Ext(o) != ".json" {
@@ -200,6 +200,10 @@ func compareDirs(runs []Run, out, ref string) []string {
 			}
 			a, errA := os.ReadFile(filepath.Join(out, o))
 			b, errB := os.ReadFile(filepath.Join(ref, o))
+			if errors.Is(errB, os.ErrNotExist) {
+				missing++ // a job the reference run did not have: nothing to compare
+				continue
+			}
 			if errA != nil || errB != nil {
 				bad = append(bad, fmt.Sprintf("compare %s: %v %v", o, errA, errB))
 				continue
@@ -230,6 +234,6 @@ func compareDirs(runs []Run, out, ref string) []string {
 			}
 		}
 	}
-	fmt.Printf("compare: %d WAF figures against %s, %d outside tolerance\n", n, ref, len(bad))
+	fmt.Printf("compare: %d WAF figures against %s, %d outside tolerance; %d reports not in the reference\n", n, ref, len(bad), missing)
 	return bad
 }
