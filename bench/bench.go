@@ -27,6 +27,12 @@ import (
 
 // Options is one bench comparison.
 type Options struct {
+	// Drive, when set, projects every run's drive life against it (capacity: the device's).
+	Drive *reports.Drive
+	// Causes, "sequential" or "shapley", adds WAF by cause for every run of a one-device
+	// bench: replays of the shadow model's recorded input under other device settings
+	// (explain.go).
+	Causes string
 	// The device: an open Device (the caller keeps and closes it; bench formats it), or a
 	// Path: a file, a block device, /dev/ngXnY, emu:PATH?... or mem:SIZE.
 	Device blockdev.Device
@@ -175,6 +181,19 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 			rep.Window.MeasuredBytes = r.WrittenBytes
 			break
 		}
+	}
+	rep.Explain = p.explained
+	if o.Causes != "" && len(p.shards) > 1 {
+		rep.Notes = append(rep.Notes, "--explain: not made for a cache sharded over several devices (one shadow model per device)")
+	}
+	if o.Drive != nil {
+		d := *o.Drive
+		d.WithCapacity(rep.Device.SizeBytes)
+		tokens := 0
+		if o.Workload.Kind == "kv" || strings.HasPrefix(o.Workload.Kind, "mooncake:") {
+			tokens = o.Workload.ChunkTokens
+		}
+		rep.ProjectDrive(&d, tokens)
 	}
 	return rep, nil
 }

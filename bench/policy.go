@@ -28,6 +28,8 @@ type planned struct {
 	region float64  // chunks per eviction region (0: not regional)
 	notes  []string // what a recording's replay took from its node
 	ran    int      // policies begun, for Progress.Index
+	// explained: WAF by cause of each policy run so far (--explain, one device).
+	explained []reports.Explanation
 }
 
 // plan derives each device's shadow model and engine configuration, and checks the policies
@@ -158,6 +160,7 @@ type window struct {
 	warmDev   []*fdp.Stats
 	warmAt    time.Duration
 	devErr    error
+	mark      int // shadow ops recorded when the window began (explain)
 }
 
 // unshard returns a one-device cache's error as the engine's own (no shard index).
@@ -199,6 +202,9 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 		}
 		sh := NewShadow(s.t.dev, s.model)
 		sh.KeepInnerOpen = true
+		if o.Causes != "" && n == 1 && s.model != nil {
+			sh.Record()
+		}
 		note, err := sh.Precondition(ctx, o.Precondition, 1<<20)
 		if err != nil {
 			return reports.Run{}, fmt.Errorf("precondition: %s%w", p.on(i), err)
@@ -262,6 +268,7 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 	start := time.Now()
 	dc.OnWarm = func() {
 		ws, wd, werr := p.snapshot(shs, true)
+		w.mark = shs[0].lastMark()
 		rec.begin(time.Now(), cache.StatsByShard())
 		wh := writtenBytes(shs)
 		w.mu.Lock()
@@ -292,6 +299,7 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 	w.mu.Lock() // the sampler has stopped; this orders the OnWarm writes before the reads below
 	defer w.mu.Unlock()
 	endStats, endDev, endErr := p.snapshot(shs, w.devErr == nil)
+	endMark := shs[0].lastMark()
 	if w.devErr == nil {
 		w.devErr = endErr
 	}
@@ -308,6 +316,14 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 		run.Error = runErr.Error()
 	}
 	p.figures(&run, &w, shs, policy, endStats, endDev, dealloc0)
+	if ops, ok := shs[0].recorded(); ok && n == 1 && run.HostWAF != nil && endMark <= len(ops) {
+		e, err := explainReplay(name, o.Causes, p.shards[0].fc, ops[:endMark], w.mark, run.HostWAF.Value)
+		if err != nil {
+			notes = append(notes, "--explain: "+err.Error())
+		} else {
+			p.explained = append(p.explained, *e)
+		}
+	}
 	rows, total, warmErrs := rec.rows(p.names(), res.Elapsed, engEnd)
 	p.deviceWAF(rows, &total, &w, shs, endStats, endDev)
 	run.Devices, run.DevicesTotal = rows, &total
@@ -351,6 +367,7 @@ func (p *planned) snapshot(shs []*ShadowDevice, dev bool) ([]ftl.Stats, []*fdp.S
 	quiesceAll(shs, func() {
 		for i, sh := range shs {
 			ms[i] = sh.Stats()
+			sh.setMark()
 			if st := p.shards[i].t.stats; st != nil && dev {
 				var err error
 				if ds[i], err = st(); err != nil {

@@ -28,6 +28,12 @@ type ShadowDevice struct {
 	written      int64 // bytes of every completed write, with or without a model
 	deallocBytes int64
 	foreign      int64 // writes whose handle the model does not have (sent to handle 0)
+
+	// rec, when recording (Record), is every write and deallocate the model was fed, in
+	// its order, for replays under other device settings (explain.go).
+	rec       []shadowOp
+	recording bool
+	mark      int // len(rec) at the last snapshot
 }
 
 // NewShadow wraps inner; m's logical size should cover inner's size.
@@ -74,6 +80,7 @@ func (s *ShadowDevice) Submit(ops []blockdev.Op) error {
 		if werr := s.m.WriteBytes(op.Off, n, h); errors.Is(werr, ftl.ErrInfeasible) {
 			s.infeasible = true
 		}
+		s.record(op.Off, n, h)
 	}
 	return err
 }
@@ -92,6 +99,7 @@ func (s *ShadowDevice) Deallocate(ranges []blockdev.Range) error {
 		if s.m != nil {
 			s.m.DeallocateBytes(r.Off, r.Len)
 		}
+		s.record(r.Off, -r.Len, 0)
 		s.deallocBytes += r.Len
 	}
 	return nil
@@ -194,6 +202,7 @@ func (s *ShadowDevice) Precondition(ctx context.Context, mode string, chunk int)
 		if s.m != nil {
 			s.m.DeallocateBytes(0, size)
 		}
+		s.record(0, -size, 0)
 		s.mu.Unlock()
 		return note, nil
 	case "fill", "sequential":

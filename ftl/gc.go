@@ -49,6 +49,8 @@ func (m *Model) popFree(g int) int32 {
 	m.ruState[ru] = ruOpen
 	m.ruWP[ru] = 0
 	m.ruValid[ru] = 0
+	m.ruFirst[ru] = noRU
+	m.ruMixed[ru] = false
 	return ru
 }
 
@@ -168,9 +170,17 @@ func (m *Model) reclaim(g int) error {
 		m.ruWP[dest] = dwp + 1
 		m.ruValid[victim]--
 		if m.lbaHandle != nil {
-			hc := &m.hs[m.lbaHandle[lu]]
+			lh := int32(m.lbaHandle[lu])
+			hc := &m.hs[lh]
 			hc.relocated += m.mu
 			hc.media += m.mu
+			// Host RUs hold one handle's data; only a GC destination shared by initially
+			// isolated handles can mix them.
+			if f := m.ruFirst[dest]; f == noRU {
+				m.ruFirst[dest] = lh
+			} else if f != lh {
+				m.ruMixed[dest] = true
+			}
 		}
 		moved++
 		if uint32(dwp+1) == u {
@@ -181,6 +191,9 @@ func (m *Model) reclaim(g int) error {
 	}
 	m.st.media += moved * m.mu
 	m.st.relocated += moved * m.mu
+	if m.ruMixed[victim] {
+		m.st.mixed += moved * m.mu
+	}
 	if m.lbaHandle == nil {
 		m.hs[0].relocated += moved * m.mu
 		m.hs[0].media += moved * m.mu

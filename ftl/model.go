@@ -37,6 +37,8 @@ type Model struct {
 	ruWP       []int32 // units written into the RU
 	ruState    []uint8
 	ruOwner    []int32 // handle of a host RU or a persistent GC RU; sharedGC for the shared GC RU
+	ruFirst    []int32 // handle that last wrote the first unit relocated into a GC RU (noRU: none yet)
+	ruMixed    []bool  // the RU holds units last written through more than one handle
 	ruNext     []int32 // bucket list (closed) or free stack (free)
 	ruPrev     []int32
 	ruClosedAt []uint64
@@ -59,7 +61,8 @@ type Model struct {
 
 type counters struct {
 	host, media, erased, relocated, gcRuns uint64
-	valid                                  int64 // mapped logical units
+	mixed                                  uint64 // relocated out of RUs that held several handles' data
+	valid                                  int64  // mapped logical units
 }
 
 type handleCounters struct {
@@ -97,6 +100,8 @@ func New(cfg Config) (*Model, error) {
 	m.ruWP = make([]int32, n)
 	m.ruState = make([]uint8, n)
 	m.ruOwner = make([]int32, n)
+	m.ruFirst = make([]int32, n)
+	m.ruMixed = make([]bool, n)
 	m.ruNext = make([]int32, n)
 	m.ruPrev = make([]int32, n)
 	m.ruClosedAt = make([]uint64, n)

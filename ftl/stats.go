@@ -13,8 +13,12 @@ type Stats struct {
 	MediaBytes     uint64 // MBMW = host + relocated
 	ErasedBytes    uint64 // MBE: RUBytes per reclaimed RU
 	RelocatedBytes uint64 // GC copies
-	GCRuns         uint64 // RUs reclaimed
-	DroppedEvents  uint64 // events lost because the pending queue was full
+	// MixedRelocatedBytes: the part of RelocatedBytes copied out of RUs that held data last
+	// written through more than one handle (only the shared GC destination of initially
+	// isolated handles can: host RUs and persistently isolated GC RUs hold one handle's).
+	MixedRelocatedBytes uint64
+	GCRuns              uint64 // RUs reclaimed
+	DroppedEvents       uint64 // events lost because the pending queue was full
 
 	Handles []HandleStats
 
@@ -42,6 +46,7 @@ func (s Stats) Sub(base Stats) Stats {
 	d.MediaBytes -= base.MediaBytes
 	d.ErasedBytes -= base.ErasedBytes
 	d.RelocatedBytes -= base.RelocatedBytes
+	d.MixedRelocatedBytes -= base.MixedRelocatedBytes
 	d.GCRuns -= base.GCRuns
 	d.DroppedEvents -= base.DroppedEvents
 	d.Handles = make([]HandleStats, len(s.Handles))
@@ -60,15 +65,16 @@ func (s Stats) Sub(base Stats) Stats {
 // Stats returns the current counters; O(handles + reclaim groups).
 func (m *Model) Stats() Stats {
 	s := Stats{
-		HostBytes:      m.st.host,
-		MediaBytes:     m.st.media,
-		ErasedBytes:    m.st.erased,
-		RelocatedBytes: m.st.relocated,
-		GCRuns:         m.st.gcRuns,
-		DroppedEvents:  m.dropped,
-		Handles:        make([]HandleStats, m.nh),
-		ValidBytes:     m.st.valid * int64(m.mu),
-		TotalRUs:       int(m.nRUs),
+		HostBytes:           m.st.host,
+		MediaBytes:          m.st.media,
+		ErasedBytes:         m.st.erased,
+		RelocatedBytes:      m.st.relocated,
+		MixedRelocatedBytes: m.st.mixed,
+		GCRuns:              m.st.gcRuns,
+		DroppedEvents:       m.dropped,
+		Handles:             make([]HandleStats, m.nh),
+		ValidBytes:          m.st.valid * int64(m.mu),
+		TotalRUs:            int(m.nRUs),
 	}
 	for i, h := range m.hs {
 		s.Handles[i] = HandleStats{HostBytes: h.host, MediaBytes: h.media, RelocatedBytes: h.relocated}

@@ -74,7 +74,7 @@ func FromResult(policy string, r *workloads.Result, withLatency bool) Run {
 	c := r.Counters
 	run := Run{Policy: policy, Ops: c.Ops, Requests: c.Requests, ElapsedSec: r.Elapsed.Seconds(),
 		ReadBytes: c.BytesRead, WrittenBytes: c.BytesWritten, HitRatio: c.HitRatio(),
-		Evicted: c.Evicted, Expired: c.Expired, StoreFailed: c.StoreFailed}
+		Evicted: c.Evicted, Expired: c.Expired, StoreFailed: c.StoreFailed, ChunksHit: c.ChunksHit}
 	run.Interrupted = r.Interrupted
 	run.Trace = traceRunOf(c)
 	if withLatency { // simulate has no clock: no queue

@@ -333,6 +333,12 @@ func Table(w io.Writer, r *Report) error {
 			return err
 		}
 	}
+	if err := explainTables(w, r, false); err != nil {
+		return err
+	}
+	if err := driveTables(w, r, false); err != nil {
+		return err
+	}
 	for _, line := range footer(r) {
 		if err := WriteWrapped(w, line); err != nil {
 			return err
@@ -390,6 +396,12 @@ func Markdown(w io.Writer, r *Report) error {
 	if h, rows := perTenant(r); len(rows) > 0 {
 		fmt.Fprintln(w)
 		md(h, rows)
+	}
+	if err := explainTables(w, r, true); err != nil {
+		return err
+	}
+	if err := driveTables(w, r, true); err != nil {
+		return err
 	}
 	for _, line := range footer(r) {
 		fmt.Fprintf(w, "\n_%s_\n", line)

@@ -30,7 +30,13 @@ type Report struct {
 	// references, the ceiling hit ratio of a cache that never evicts (trace.go).
 	Trace *workloads.TraceStats `json:"trace,omitempty"`
 	Runs  []Run                 `json:"runs"`
-	Notes []string              `json:"notes,omitempty"`
+	// Explain is WAF by cause for each run (simulate --explain; explain.go).
+	Explain []Explanation `json:"explain,omitempty"`
+	// Drive and DriveLife: the endurance rating given (--drive) and each run's projected
+	// drive life against it (drive.go).
+	Drive     *Drive      `json:"drive,omitempty"`
+	DriveLife []DriveLife `json:"drive_life,omitempty"`
+	Notes     []string    `json:"notes,omitempty"`
 	// Interrupted: the command was stopped (SIGINT/SIGTERM) before it finished; Partial says
 	// what the runs cover.
 	Interrupted bool   `json:"interrupted"`
@@ -111,6 +117,10 @@ type WAF struct {
 	Source     string  `json:"source"`           // SourceModelled, SourceFDPStats or SourceEmulatorModel
 	HostBytes  uint64  `json:"host_bytes"`
 	MediaBytes uint64  `json:"media_bytes"`
+	// Modelled only: GC relocations, and the part of them out of reclaim units that held
+	// more than one handle's data (ftl.Stats.MixedRelocatedBytes).
+	RelocatedBytes      uint64 `json:"relocated_bytes,omitempty"`
+	MixedRelocatedBytes uint64 `json:"mixed_relocated_bytes,omitempty"`
 	// Handles breaks a modelled WAF down by placement handle (handles that wrote nothing
 	// in the window are left out).
 	Handles []HandleWAF `json:"handles,omitempty"`
@@ -197,7 +207,8 @@ type Run struct {
 	Evicted          int64     `json:"evicted"`
 	Expired          int64     `json:"expired"`
 	StoreFailed      int64     `json:"store_failed"`
-	Utilisation      *float64  `json:"utilisation"` // valid bytes / logical bytes at the end (model); null without one
+	Utilisation      *float64  `json:"utilisation"`          // valid bytes / logical bytes at the end (model); null without one
+	ChunksHit        int64     `json:"chunks_hit,omitempty"` // chunks served from the cache (measured window)
 	Infeasible       bool      `json:"infeasible,omitempty"`
 	Tenants          []Tenant  `json:"tenants,omitempty"`
 	Trace            *TraceRun `json:"trace,omitempty"` // request traces: tokens and blocks (trace.go)

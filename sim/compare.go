@@ -37,8 +37,11 @@ type Options struct {
 	// with; empty: the workload's (Workload.Admission).
 	Admissions []string
 	// LMCache, when set, runs an LMCache config's placement first, as its RunName().
-	LMCache       *lmcache.File
-	Deallocate    bool
+	LMCache    *lmcache.File
+	Deallocate bool
+	// AnySlot reuses the most recently freed slot whatever handle wrote it (LMCache's
+	// fdp_slot_reuse_policy none); false reuses a slot last written through the same handle.
+	AnySlot       bool
 	CheckpointOps int64
 	WarmupCaps    float64 // warm-up, in device capacities of payload written
 	MeasureCaps   float64 // measured window, same unit
@@ -55,6 +58,10 @@ type Options struct {
 	// Plan, when set, is called once every check has passed, before the first run, with what
 	// the comparison is expected to take.
 	Plan func(Estimate)
+	// Explain, "sequential" or "shapley", adds WAF by cause for every run (explain.go).
+	Explain string
+	// Drive, when set, projects every run's drive life against it (capacity: DeviceSize).
+	Drive *reports.Drive
 }
 
 // Step is a run's position: run I (from 0) of N, labelled Run, Frac of it done, in its
@@ -78,6 +85,9 @@ type point struct {
 // cancelled ctx stops the loop and marks the report Interrupted and Partial. The error is
 // for a comparison that cannot start.
 func Run(ctx context.Context, o Options) (*reports.Report, error) {
+	if err := o.checkExplain(); err != nil {
+		return nil, err
+	}
 	src, err := o.Workload.Build()
 	if err != nil {
 		return nil, err
@@ -141,7 +151,7 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	w := o.Workload
 	rep := reports.New("simulate")
 	rep.Workload = reports.Workload{Name: src.Name, Seed: w.Seed, Tenants: src.Salts, ChunkBytes: src.ChunkBytes,
-		TargetUtil: w.Util, Eviction: string(w.Eviction), Workers: 1, Description: src.Description}
+		TargetUtil: w.Util, Eviction: string(w.Eviction), Workers: 1, Rate: w.Rate, Description: src.Description}
 	if rep.Workload.Eviction == "" {
 		rep.Workload.Eviction = string(workloads.LRU)
 	}
@@ -161,6 +171,16 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 	}
 	if err := o.runAll(ctx, rep, src, points, slotBytes); err != nil {
 		return nil, err
+	}
+	if o.Explain != "" && !rep.Interrupted {
+		if err := o.explainAll(ctx, rep); err != nil {
+			return nil, err
+		}
+	}
+	if o.Drive != nil {
+		d := *o.Drive
+		d.WithCapacity(o.DeviceSize)
+		rep.ProjectDrive(&d, chunkTokens(o.Workload))
 	}
 	if o.LMCache != nil {
 		rep.Notes = append(rep.Notes, lmcacheNotes(o.LMCache)...)
@@ -298,7 +318,7 @@ func (o Options) runAll(ctx context.Context, rep *reports.Report, src *workloads
 		}
 		rc := RunConfig{Gen: g, Driver: dc, FTL: fc, Precondition: o.Precondition, Policy: j.pol, Regen: src.New,
 			Model: o.Workload.Model, SlotBytes: slotBytes, Deallocate: o.Deallocate, CheckpointOps: o.CheckpointOps,
-			WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps}
+			WarmupCaps: o.WarmupCaps, MeasureCaps: o.MeasureCaps, AnySlot: o.AnySlot}
 		if src.Trace != nil {
 			rc.TraceRequests = src.Trace.Requests * int64(max(o.Workload.TraceLoops, 1))
 		} else if src.Recorded != nil {
@@ -375,7 +395,8 @@ func reportRun(res *Result, logical int64) reports.Run {
 		run.Error = "the FTL model could not make room: " + ftl.ErrInfeasible.Error()
 	} else {
 		run.HostWAF = &reports.WAF{Value: res.WAF, Steady: res.SteadyWAF, Source: reports.SourceModelled,
-			HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes, Handles: reports.HandlesOf(res.Measured, res.Labels)}
+			HostBytes: res.Measured.HostBytes, MediaBytes: res.Measured.MediaBytes, Handles: reports.HandlesOf(res.Measured, res.Labels),
+			RelocatedBytes: res.Measured.RelocatedBytes, MixedRelocatedBytes: res.Measured.MixedRelocatedBytes}
 	}
 	switch {
 	case res.Run != nil && res.Run.Stalled:
@@ -404,4 +425,13 @@ func reportRun(res *Result, logical int64) reports.Run {
 		run.Timeline = append(run.Timeline, p)
 	}
 	return run
+}
+
+// chunkTokens is the prefill tokens one chunk hit saves, for a KV workload (0 otherwise:
+// a synthetic block workload saves no tokens).
+func chunkTokens(w workloads.Spec) int {
+	if w.Kind == "kv" || strings.HasPrefix(w.Kind, "mooncake:") {
+		return w.ChunkTokens
+	}
+	return 0
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/rbctl/rbctl/p2p/node"
 	"github.com/rbctl/rbctl/p2p/secure"
 	"github.com/rbctl/rbctl/placement"
+	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/workloads"
 )
 
@@ -101,6 +102,9 @@ type Options struct {
 	Route Route
 	// Admission is every node's admission policy (node.Options.Admission; "" = all).
 	Admission string
+	// Drive, when set, projects each mode's drive life against it (the capacity: every
+	// node's device together).
+	Drive *reports.Drive
 	// TLS runs the nodes over mutual TLS with certificates of a throwaway CA (tls.go):
 	// TLSOff (""), TLSOn, or TLSBoth (each mode in plain TCP, then over TLS).
 	TLS TLSMode
@@ -221,6 +225,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			if err != nil {
 				return out, fmt.Errorf("mode %s: %w", m, err)
 			}
+			r.projectDrive(o)
 			out = append(out, r)
 			if o.Progress != nil {
 				o.Progress(r)

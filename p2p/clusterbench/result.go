@@ -75,6 +75,31 @@ type Result struct {
 	Trace *workloads.TraceStats `json:"trace,omitempty"`
 	Nodes []NodeResult          `json:"nodes"`
 	Total NodeResult            `json:"total"`
+	// DriveLife: the projection against Options.Drive over every node's device (a
+	// projection, reports.DriveNote); Drive is the rating.
+	DriveLife *reports.DriveLife `json:"drive_life,omitempty"`
+	Drive     *reports.Drive     `json:"drive,omitempty"`
+}
+
+// projectDrive sets r's drive life from its totals: the devices' host and media bytes over
+// the requests' wall time, prefill tokens saved = leading hits × chunk tokens (a trace).
+func (r *Result) projectDrive(o Options) {
+	if o.Drive == nil {
+		return
+	}
+	d := *o.Drive
+	d.WithCapacity(o.DeviceBytes * int64(o.Nodes))
+	var rate float64
+	if r.Seconds > 0 {
+		rate = float64(r.Total.HostBytes) / r.Seconds
+	}
+	var tokens int64
+	if o.Workload != "" {
+		tokens = (r.Total.LocalHits + r.Total.PeerHits) * int64(o.ChunkTokens)
+	}
+	if l, ok := d.Project(string(r.Mode), r.Total.HostBytes, r.Total.MediaBytes, WAFSource, rate, "measured", tokens); ok {
+		r.DriveLife, r.Drive = &l, &d
+	}
 }
 
 func (m *NodeResult) fromNode(s node.Stats) {
@@ -159,6 +184,11 @@ func WriteText(w io.Writer, rs []Result) error {
 		}
 		if err := t.Render(); err != nil {
 			return err
+		}
+		if r.DriveLife != nil {
+			if err := reports.WriteWrapped(w, r.DriveLife.Line(r.Drive)); err != nil {
+				return err
+			}
 		}
 		if r.Total.PeerLookups > 0 {
 			line := fmt.Sprintf("peer lookups %d, %d of them empty (%.1f%%)", r.Total.PeerLookups, r.Total.EmptyLookups,

@@ -285,6 +285,9 @@ func All(r *reports.Report, dir string) ([]string, error) {
 	if r.Sweep == "" && r.Command == "bench" {
 		figs = append(figs, LatencyCDF, Throughput)
 	}
+	if len(r.Explain) > 0 {
+		figs = append(figs, WAFByCause)
+	}
 	for _, f := range figs {
 		files, err := f(r, dir)
 		if errors.Is(err, ErrNoData) {

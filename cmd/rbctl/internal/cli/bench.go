@@ -72,6 +72,8 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 	fs.StringVar(&o.IOEngine, "io-engine", "uring", "I/O engine for files and block devices: posix, uring or passthru (/dev/ng* always uses passthru)")
 	fs.BoolVar(&o.Force, "force", false, flagsets.ForceHelp("format a block or character device, or a file that holds data (never one in use)"))
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	flagsets.DriveFlag(fs, &o.Drive)
+	flagsets.ExplainFlag(fs, &o.Causes, "replays of the shadow model's recorded writes with the device's isolation, RU size or spare changed")
 	fs.StringVar(&f.lmcache, "lmcache-config", "", "take the devices, layout, I/O engine and FDP placement from an LMCache JSON config, run first as lmcache:POLICY (docs/bench.md)")
 	fs.StringVar(&o.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
 	return cmd

@@ -56,6 +56,8 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 	fs.Float64Var(&o.WarmupCaps, "warmup", 1, "warm-up, in device capacities of payload written")
 	fs.Float64Var(&o.MeasureCaps, "measure", 4, "measured window, in device capacities of payload written")
 	fs.StringVar(&f.lmcache, "lmcache-config", "", "run the FDP placement of an LMCache raw-block JSON config (policy, placement and metadata ids; docs/simulate.md), alone or before --placement's if given")
+	flagsets.SimCauses(fs, o)
+	flagsets.DriveFlag(fs, &o.Drive)
 	fs.StringVar(&f.sweep, "sweep", "", "sweep a parameter: util=FROM:TO:STEP, op=..., ru=... (sizes with suffixes)")
 	return cmd
 }

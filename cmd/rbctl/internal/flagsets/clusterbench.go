@@ -46,6 +46,7 @@ func (c *ClusterBench) Register(f *pflag.FlagSet) {
 	f.StringVar(&o.SaltBy, "salt-by", "root", "trace: each request's cache_salt: none, root, hash:N, prefix:N or group[:F] (as bench; docs/bench.md)")
 	f.StringVar(&o.Admission, "admission", "all", "every node's admission policy, as serve --admission: all, second-hit[:W] or tinylfu[:W]")
 	f.StringVar(&c.tls, "tls", "off", "run the nodes over mutual TLS on both planes with certificates of a throwaway CA: off, on, or both (each mode in plain TCP, then over TLS, and their throughput and CPU per GB compared)")
+	DriveFlag(f, &o.Drive)
 	f.StringVar(&c.rt, "route", "round-robin", "which node serves a request: round-robin, session (a tenant's requests, by cache_salt (--salt-by with a trace), on one node) or random")
 }
 
