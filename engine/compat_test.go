@@ -243,10 +243,10 @@ func TestCompactCheckpointRoundTrip(t *testing.T) {
 	}
 }
 
-// TestIndexRoomRefusesWhatACheckpointCannotHold: puts whose entries would not fit the
-// checkpoint are refused up front (ErrIndexFull), every acknowledged key is in the next
-// checkpoint and survives a reopen.
-func TestIndexRoomRefusesWhatACheckpointCannotHold(t *testing.T) {
+// tightCache is a cache whose 4 KiB containers hold far fewer entries than its slots, and
+// 200 keys with their 1-byte payloads.
+func tightCache(t *testing.T) (*blockdev.Mem, Config, *Engine, []Key, [][]byte) {
+	t.Helper()
 	m := blockdev.NewMem(64<<20, 0)
 	c := compatConfig()
 	c.SlotBytes = 8192
@@ -260,6 +260,14 @@ func TestIndexRoomRefusesWhatACheckpointCannotHold(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		keys, pl = append(keys, ObjectKey("model", 0, []byte{byte(i), 1, 2, 3, 4, 5, 6, 7}, "salt")), append(pl, []byte{1})
 	}
+	return m, c, e, keys, pl
+}
+
+// TestIndexRoomRefusesWhatACheckpointCannotHold: puts whose entries would not fit the
+// checkpoint are refused up front (ErrIndexFull), every acknowledged key is in the next
+// checkpoint and survives a reopen.
+func TestIndexRoomRefusesWhatACheckpointCannotHold(t *testing.T) {
+	m, c, e, keys, pl := tightCache(t)
 	r, err := e.PutMany(keys, pl)
 	if !errors.Is(err, ErrIndexFull) || len(r.Stored) == 0 || len(r.Stored) == len(keys) {
 		t.Fatalf("stored %d of %d, err = %v; want some stored and ErrIndexFull", len(r.Stored), len(keys), err)
@@ -287,23 +295,11 @@ func TestIndexRoomRefusesWhatACheckpointCannotHold(t *testing.T) {
 // TestCheckpointTooBigIsAnErrorNotASkip: with the room accounting switched off (white box),
 // a checkpoint that does not fit fails loudly and is counted, never skipped.
 func TestCheckpointTooBigIsAnErrorNotASkip(t *testing.T) {
-	m := blockdev.NewMem(64<<20, 0)
-	c := compatConfig()
-	c.SlotBytes = 8192
-	c.MetaTotalBytes = 4 * 4096 // payload capacity 4096 per container
-	e, err := Format(m, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, e, keys, pl := tightCache(t)
 	defer e.CloseNoCheckpoint()
 	e.ixBudget, e.ixPerSlot = 1<<40, 0
-	var keys []Key
-	var pl [][]byte
-	for i := 0; i < 200; i++ {
-		keys, pl = append(keys, ObjectKey("model", 0, []byte{byte(i), 1, 2, 3, 4, 5, 6, 7}, "salt")), append(pl, []byte{1})
-	}
 	e.PutMany(keys, pl)
-	err = e.CheckpointNow()
+	err := e.CheckpointNow()
 	if !errors.Is(err, ErrCheckpointTooBig) {
 		t.Fatalf("err = %v, want ErrCheckpointTooBig", err)
 	}

@@ -48,6 +48,14 @@ func (e *Engine) loadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
 	// checksums with reads (the next chunk's, or a chunk split into concurrent sub-batches
 	// verified as each completes) was tried twice and measured no faster here: the callers'
 	// concurrency already keeps the queue full (docs/io_uring.md "make bench-io").
+	firstErr := e.runLoads(jobs, bufs, out)
+	e.observe(keys, out, placement.Load)
+	return out, firstErr
+}
+
+// runLoads reads jobs into bufs in device submissions of at most maxBatch reads, marks the
+// good ones in out and returns the first error.
+func (e *Engine) runLoads(jobs []loadJob, bufs [][]byte, out []bool) error {
 	var firstErr error
 	for len(jobs) > 0 {
 		n := min(len(jobs), e.maxBatch())
@@ -58,8 +66,7 @@ func (e *Engine) loadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
 			firstErr = err
 		}
 	}
-	e.observe(keys, out, placement.Load)
-	return out, firstErr
+	return firstErr
 }
 
 // loadChunk is one device submission of a load batch.
@@ -202,17 +209,7 @@ func (e *Engine) loadMany(keys []Key, alloc func(size int) []byte) ([][]byte, er
 		bufs[j.idx] = alloc(j.size)
 	}
 	ok := make([]bool, len(keys))
-	var firstErr error
-	rest := jobs
-	for len(rest) > 0 {
-		n := min(len(rest), e.maxBatch())
-		lc := e.prepareLoad(rest[:n], bufs)
-		rest = rest[n:]
-		e.submitLoad(lc)
-		if err := e.finishLoad(lc, bufs, ok); err != nil && firstErr == nil {
-			firstErr = err
-		}
-	}
+	firstErr := e.runLoads(jobs, bufs, ok)
 	e.mu.Lock()
 	for _, j := range jobs {
 		if s := e.find(keys[j.idx]); s >= 0 && e.slots[s].locks > 0 {

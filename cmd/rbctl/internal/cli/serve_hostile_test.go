@@ -185,7 +185,7 @@ func TestServeRESPLongKeysLoseNothing(t *testing.T) {
 	if code, _, se := runRbctl(t, dir, time.Minute, "format", "--create", "64M", "--slot-bytes", "260K", dev); code != 0 {
 		t.Fatalf("format: exit %d: %s", code, se)
 	}
-	addr := freePort(t)
+	addr := freeAddr(t)
 	srv, _, log := serveLogged(t, dir, dev, "--resp", addr, "--checkpoint-interval", "200ms")
 	c, err := net.Dial("tcp", addr)
 	if err != nil {

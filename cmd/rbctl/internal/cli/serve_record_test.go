@@ -28,7 +28,7 @@ func TestServeRecordReplaysToTheNodesHits(t *testing.T) {
 	if code, _, se := runRbctl(t, dir, time.Minute, "format", "--create", "16M", "--slot-bytes", "64K", dev); code != 0 {
 		t.Fatalf("format: exit %d: %s", code, se)
 	}
-	addr := freePort(t)
+	addr := freeAddr(t)
 	srv, c, _ := serveLogged(t, dir, dev, "--resp", addr, "--record", rec)
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {

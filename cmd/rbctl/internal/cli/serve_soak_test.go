@@ -78,7 +78,7 @@ func TestServeSoak(t *testing.T) {
 	}
 
 	// The node, restarted after every kill on the same ports.
-	respAddr := freePort(t)
+	respAddr := freeAddr(t)
 	var (
 		srvMu sync.Mutex
 		srv   *exec.Cmd
@@ -519,16 +519,6 @@ func readBulk(r *bufio.Reader) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	return v[:n], true, nil
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // rssOf is the resident set of pid in bytes (0 when unreadable).
