@@ -49,22 +49,7 @@ func (e *Engine) roomInit() {
 // entryCost is an upper bound on the bytes k's entry takes in a checkpoint, with its
 // metadata and a payload of size bytes, not counting the compact format's string tables.
 func (e *Engine) entryCost(k Key, size int, meta *ObjMeta) int64 {
-	if e.cfg.CheckpointFormat == CheckpointLMCacheV1 {
-		n := len(appendJSONString(nil, k.enc)) + len(`:{"offset":`) + e.ixOffDigits +
-			len(`,"size":`) + len(strconv.Itoa(size)) + 1 + len(appendMetaFields(nil, meta)) + 1 + 1
-		return int64(n)
-	}
-	n := entFixedLen
-	if _, hexs, _, _, ok := splitObject(k.enc); ok {
-		n += 1 + binary.MaxVarintLen32 + 1 + len(hexs)/2 + binary.MaxVarintLen32
-	} else {
-		n += 1 + uvarintLen(uint64(len(k.enc))) + len(k.enc)
-	}
-	if meta != nil {
-		m := len(appendMetaJSON(nil, meta))
-		n += uvarintLen(uint64(m)) + m
-	}
-	return int64(n)
+	return e.roomCostOf(k, size, meta).entry
 }
 
 func uvarintLen(v uint64) int {
@@ -88,10 +73,25 @@ type roomCost struct {
 }
 
 func (e *Engine) roomCostOf(k Key, size int, meta *ObjMeta) roomCost {
-	c := roomCost{entry: e.entryCost(k, size, meta)}
-	if e.cfg.CheckpointFormat != CheckpointLMCacheV1 {
-		c.prefix, _, c.salt, c.salted, c.object = splitObject(k.enc)
+	var c roomCost
+	if e.cfg.CheckpointFormat == CheckpointLMCacheV1 {
+		c.entry = int64(len(appendJSONString(nil, k.enc)) + len(`:{"offset":`) + e.ixOffDigits +
+			len(`,"size":`) + len(strconv.Itoa(size)) + 1 + len(appendMetaFields(nil, meta)) + 1 + 1)
+		return c
 	}
+	var hexs string
+	c.prefix, hexs, c.salt, c.salted, c.object = splitObject(k.enc) // once: the put's hot path
+	n := entFixedLen
+	if c.object {
+		n += 1 + binary.MaxVarintLen32 + 1 + len(hexs)/2 + binary.MaxVarintLen32
+	} else {
+		n += 1 + uvarintLen(uint64(len(k.enc))) + len(k.enc)
+	}
+	if meta != nil {
+		m := len(appendMetaJSON(nil, meta))
+		n += uvarintLen(uint64(m)) + m
+	}
+	c.entry = int64(n)
 	return c
 }
 
