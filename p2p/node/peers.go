@@ -35,7 +35,7 @@ type remote struct {
 }
 
 type peerPool struct {
-	opts   *Options
+	opts   *Config
 	mu     sync.Mutex
 	m      map[string]*remote // by control address
 	closed bool
@@ -43,7 +43,7 @@ type peerPool struct {
 
 var errNodeClosed = errors.New("node closed")
 
-func newPeerPool(o *Options) *peerPool { return &peerPool{opts: o, m: map[string]*remote{}} }
+func newPeerPool(o *Config) *peerPool { return &peerPool{opts: o, m: map[string]*remote{}} }
 
 // get returns the peer's entry, creating it (without any network traffic) on first use.
 func (p *peerPool) get(peer p2p.Peer) (*remote, error) {
@@ -98,7 +98,7 @@ func (r *remote) usable(now time.Time) bool {
 }
 
 // failed starts or extends the backoff window (doubling, with jitter, up to max).
-func (r *remote) failed(o *Options) {
+func (r *remote) failed(o *Config) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failures++
