@@ -1,6 +1,10 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
 
 // ckptState is a decoded checkpoint of either format.
 type ckptState struct {
@@ -22,6 +26,14 @@ type ckptState struct {
 	seq         uint64 // compact v2: the seq the writer gave this checkpoint (CRC-covered)
 	hasSeq      bool
 	entries     []ckptEntry
+	// A compact checkpoint decoded lazily (decodeCompactLazy): with unbuilt, entries is
+	// empty until materialize builds it; with lazy, each entry's key is still the compact
+	// record at payload[recOff:] over the dictionaries pre and salts, until fillKeys. n is
+	// the number of entries either way (count).
+	unbuilt, lazy bool
+	n             int
+	payload       []byte
+	pre, salts    []string
 }
 
 type ckptEntry struct {
@@ -34,6 +46,63 @@ type ckptEntry struct {
 	hasCRC bool
 	handle int16
 	meta   *ObjMeta
+	recOff int // where the compact key record is in the payload, until fillKeys sets key
+}
+
+// count is the number of entries, built or not.
+func (st *ckptState) count() int {
+	if st.unbuilt {
+		return st.n
+	}
+	return len(st.entries)
+}
+
+// materialize builds the entries of a lazily decoded compact checkpoint (their keys still
+// compact records: fillKeys).
+func (st *ckptState) materialize() {
+	if !st.unbuilt {
+		return
+	}
+	full, err := decodeCompactWalk(st.payload, true)
+	if err != nil { // decodeCompactLazy decoded these bytes
+		panic("engine: a compact checkpoint that decoded fails to decode again: " + err.Error())
+	}
+	st.entries, st.unbuilt = full.entries, false
+}
+
+// fillKeys builds the entries (materialize) and spells out their keys, the entries split
+// among up to GOMAXPROCS goroutines (decodeKey reads only the record and the dictionaries).
+func (st *ckptState) fillKeys() {
+	st.materialize()
+	if !st.lazy {
+		return
+	}
+	st.lazy = false
+	n := len(st.entries)
+	parts := min(runtime.GOMAXPROCS(0), max(1, n/fillKeysMin))
+	var wg sync.WaitGroup
+	for w := range parts {
+		part := st.entries[w*n/parts : (w+1)*n/parts]
+		wg.Go(func() {
+			for i := range part {
+				ce := &part[i]
+				ce.key, _ = decodeKey(st.payload[ce.recOff:], st.pre, st.salts) // checked by decodeCompactLazy
+			}
+		})
+	}
+	wg.Wait()
+	st.payload = nil
+}
+
+// fillKeysMin is the fewest entries worth a goroutine of their own.
+const fillKeysMin = 16384
+
+// decodeCheckpointLazy is decodeCheckpoint leaving a compact checkpoint's keys to fillKeys.
+func decodeCheckpointLazy(b []byte) (*ckptState, error) {
+	if len(b) >= 8 && string(b[:8]) == compactMagic {
+		return decodeCompactLazy(b)
+	}
+	return decodeCheckpoint(b)
 }
 
 // decodeCheckpoint decodes a container payload of either format, told apart by the compact

@@ -89,6 +89,23 @@ func (e *Engine) encodeCompact(sn *snapshot) []byte {
 }
 
 func decodeCompact(b []byte) (*ckptState, error) {
+	st, err := decodeCompactLazy(b)
+	if err != nil {
+		return nil, err
+	}
+	st.fillKeys()
+	return st, nil
+}
+
+// decodeCompactLazy decodes and checks every field of a compact payload, as decodeCompact
+// does, and fails exactly where it fails, but builds no entry: ckptState.materialize builds
+// them (each key left as the offset of its compact record in b) and fillKeys spells the
+// keys out. A million entries take some 60 MiB as ckptEntry values and more as key strings,
+// and opening a cache needs them of the chosen container only.
+func decodeCompactLazy(b []byte) (*ckptState, error) { return decodeCompactWalk(b, false) }
+
+// decodeCompactWalk is decodeCompactLazy, building the entries too with keep.
+func decodeCompactWalk(b []byte, keep bool) (*ckptState, error) {
 	if len(b) < compactV1HdrLen {
 		return nil, fmt.Errorf("%w: compact checkpoint of %d bytes", ErrTruncated, len(b))
 	}
@@ -157,7 +174,9 @@ func decodeCompact(b []byte) (*ckptState, error) {
 			return nil, err
 		}
 	}
-	st.entries = make([]ckptEntry, 0, ne)
+	if keep {
+		st.entries = make([]ckptEntry, 0, ne)
+	}
 	for i := uint64(0); i < ne; i++ {
 		if len(p) < entFixedLen+2 {
 			return nil, fmt.Errorf("%w: entry %d of %d", ErrTruncated, i, ne)
@@ -172,11 +191,10 @@ func decodeCompact(b []byte) (*ckptState, error) {
 		if n < 0 {
 			return nil, fmt.Errorf("%w: key of entry %d", ErrCorrupt, i)
 		}
-		k, ok := decodeKey(p[:n], pre, salts)
-		if !ok {
+		if !keyRefsOK(p[:n], len(pre), len(salts)) {
 			return nil, fmt.Errorf("%w: key of entry %d references a missing dictionary string", ErrCorrupt, i)
 		}
-		ce.key = k
+		ce.recOff = len(b) - len(p)
 		p = p[n:]
 		if f&entHasMeta != 0 {
 			ms, err := readStr()
@@ -189,10 +207,30 @@ func decodeCompact(b []byte) (*ckptState, error) {
 			}
 			ce.meta = metaFromJSON(v)
 		}
-		st.entries = append(st.entries, ce)
+		if keep {
+			st.entries = append(st.entries, ce)
+		}
 	}
 	if len(p) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes after %d entries", ErrCorrupt, len(p), ne)
 	}
+	st.n, st.payload, st.pre, st.salts = int(ne), b, pre, salts
+	st.unbuilt, st.lazy = !keep, true
 	return st, nil
+}
+
+// keyRefsOK reports whether the compact record b (keyRecordLen(b) == len(b)) references
+// only dictionary strings that exist: decodeKey succeeds exactly when it does.
+func keyRefsOK(b []byte, npre, nsalt int) bool {
+	if b[0] == 0 {
+		return true
+	}
+	pid, w := binary.Uvarint(b[1:])
+	if pid >= uint64(npre) {
+		return false
+	}
+	i := 1 + w
+	i += 1 + int(b[i])
+	sid, _ := binary.Uvarint(b[i:])
+	return sid <= uint64(nsalt)
 }

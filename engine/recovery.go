@@ -144,6 +144,12 @@ type OpenOptions struct {
 	// ScanLayout says where the config's layout came from (Detection.LayoutSource), for
 	// the report.
 	ScanLayout string
+	// Detected, when it is what Detect returned for this device (and nothing has written
+	// to the device since), saves Open reading, checking and decoding both checkpoints
+	// again: Open uses the containers Detect read and the checkpoint it chose when cfg has
+	// the layout and container header fields they were read with, and reads them itself
+	// otherwise. One Open uses a Detection's checkpoint; a second one reads its own.
+	Detected *Detection
 }
 
 // OpenWith is Open with per-recovery options.
@@ -180,8 +186,16 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 		}
 	}
 	start := time.Now()
-	sc := scanContainers(dev, cfg, e.layout)
-	sel, st := selectCheckpoint(dev, e.layout, &sc)
+	var sc [2]scanned
+	var sel Selection
+	var st *ckptState
+	if r := opts.Detected.reuse(dev, cfg, e.layout); r != nil {
+		sc, sel, st = r.sc, r.sel, r.st
+		r.sc, r.st = [2]scanned{}, nil // the engine's now: the payloads are not kept twice
+	} else {
+		sc = scanContainers(dev, cfg, e.layout)
+		sel, st = selectCheckpoint(dev, e.layout, &sc)
+	}
 	e.recovery.Containers = infosOf(sc)
 	e.recovery.Selection = sel
 	if st != nil {

@@ -16,6 +16,7 @@ import (
 // applyState inserts the checkpoint's entries, dropping those LMCache would skip and
 // those that would make two entries share a slot or a key.
 func (e *Engine) applyState(st *ckptState) {
+	st.fillKeys()
 	e.recovery.Loaded = len(st.entries)
 	maxPayload := e.cfg.SlotBytes - int64(e.cfg.HeaderBytes)
 	base := e.layout.DataBase
@@ -23,6 +24,8 @@ func (e *Engine) applyState(st *ckptState) {
 		e.recovery.Dropped = append(e.recovery.Dropped, DroppedEntry{Key: ce.key, Slot: slot, Reason: why})
 	}
 	e.alloc.nextSlot = st.nextSlot
+	var rec [96]byte
+	e.tab.reserve(len(st.entries))
 	for i := range st.entries {
 		ce := &st.entries[i]
 		slot := int64(-1)
@@ -78,9 +81,16 @@ func (e *Engine) applyState(st *ckptState) {
 		}
 		e.stamp++
 		r.stamp = e.stamp
-		e.bind(s, k, e.entryCost(k, int(ce.size), ce.meta))
+		// One split of the key for its cost, its record and its cache_salt (three before).
+		f, isKey := splitKey(k.enc)
+		sp := splitObjectOf(k.enc, f, isKey)
+		e.bindRec(s, k, e.roomCostSplit(k, int(ce.size), ce.meta, sp).entry, encodeSplit(rec[:0], k.enc, sp, e.prefixes, e.salts))
 		e.live++
-		e.bySalt[k.CacheSalt()] += e.cfg.SlotBytes
+		salt := f.salt // k.CacheSalt()
+		if k.ns == NamespaceLegacy {
+			salt = ""
+		}
+		e.bySalt[salt] += e.cfg.SlotBytes
 		e.byHandle[placement.Handle(r.handle)]++
 		if slot >= e.alloc.nextSlot {
 			e.alloc.nextSlot = slot + 1 // never hand out a live slot again from next_slot
