@@ -106,7 +106,7 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	var live []int32
+	live := make([]int32, 0, e.live)
 	for s := int32(0); int64(s) < e.alloc.nextSlot; s++ {
 		if e.slots[s].state == stLive {
 			live = append(live, s)
@@ -167,7 +167,9 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 					results[w] = append(results[w], v)
 					return
 				}
-				h, err := decodeSlotHeader(hdr[:min(hb, hdrRead)])
+				// The fields verification checks end at slotHeaderRB: the key record after them
+				// (its CRC and its string) is for a rebuild from the headers, not for this.
+				h, err := decodeSlotHeader(hdr[:min(hb, hdrRead, slotHeaderRB)])
 				switch {
 				case err != nil:
 					v.reason = "stale slot header: " + err.Error()
@@ -180,10 +182,11 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 					v.reason = fmt.Sprintf("stale slot header: payload_len %d, checkpoint size %d", h.Len, r.size)
 				}
 				if v.reason == "" && h.HasCRC {
-					if r.flags&flHasCRC != 0 && r.crc != h.CRC {
-						v.reason = fmt.Sprintf("slot rewritten after the checkpoint: header checksum %08x, checkpoint %08x", h.CRC, r.crc)
-					} else {
+					switch {
+					case r.flags&flHasCRC == 0: // adopt the header's (a v1 checkpoint records none)
 						v.crc, v.hasCRC = h.CRC, true
+					case r.crc != h.CRC:
+						v.reason = fmt.Sprintf("slot rewritten after the checkpoint: header checksum %08x, checkpoint %08x", h.CRC, r.crc)
 					}
 				}
 				if v.reason == "" && pbuf != nil && (v.hasCRC || r.flags&flHasCRC != 0) && ctx.Err() == nil {
