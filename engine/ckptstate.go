@@ -33,6 +33,7 @@ type ckptState struct {
 	unbuilt, lazy bool
 	n             int
 	payload       []byte
+	entOff        int // where the entries start in payload
 	pre, salts    []string
 }
 
@@ -70,19 +71,25 @@ func (st *ckptState) materialize() {
 	st.entries, st.unbuilt = full.entries, false
 }
 
-// fillKeys builds the entries (materialize) and spells out their keys, the entries split
-// among up to GOMAXPROCS goroutines (decodeKey reads only the record and the dictionaries).
+// fillKeys builds the entries (materialize) and spells out their keys.
 func (st *ckptState) fillKeys() {
 	st.materialize()
 	if !st.lazy {
 		return
 	}
 	st.lazy = false
-	n := len(st.entries)
+	st.spellKeys(st.entries)
+	st.payload = nil
+}
+
+// spellKeys sets the key of every entry of ents from its compact record, the entries split
+// among up to GOMAXPROCS goroutines (decodeKey reads only the record and the dictionaries).
+func (st *ckptState) spellKeys(ents []ckptEntry) {
+	n := len(ents)
 	parts := min(runtime.GOMAXPROCS(0), max(1, n/fillKeysMin))
 	var wg sync.WaitGroup
 	for w := range parts {
-		part := st.entries[w*n/parts : (w+1)*n/parts]
+		part := ents[w*n/parts : (w+1)*n/parts]
 		wg.Go(func() {
 			for i := range part {
 				ce := &part[i]
@@ -91,7 +98,32 @@ func (st *ckptState) fillKeys() {
 		})
 	}
 	wg.Wait()
-	st.payload = nil
+}
+
+// eachChunk calls fn with the entries in order, keys spelled out, up to chunk at a time.
+// A lazily decoded compact checkpoint is built chunk by chunk into one reused slice, so a
+// recovery of millions of entries never holds them all as ckptEntry values (nor faults in
+// the memory for them); fn must not keep the slice.
+func (st *ckptState) eachChunk(chunk int, fn func([]ckptEntry)) {
+	if !st.unbuilt {
+		st.fillKeys()
+		fn(st.entries)
+		return
+	}
+	buf := make([]ckptEntry, 0, min(chunk, st.n))
+	cur := entryCursor{b: st.payload, off: st.entOff, dataBase: st.dataBase, slotBytes: st.slotBytes, npre: len(st.pre), nsalt: len(st.salts)}
+	for i := 0; i < st.n; {
+		buf = buf[:0]
+		for ; i < st.n && len(buf) < chunk; i++ {
+			ce, err := cur.next(uint64(i), uint64(st.n))
+			if err != nil { // decodeCompactLazy decoded these bytes
+				panic("engine: a compact checkpoint that decoded fails to decode again: " + err.Error())
+			}
+			buf = append(buf, ce)
+		}
+		st.spellKeys(buf)
+		fn(buf)
+	}
 }
 
 // fillKeysMin is the fewest entries worth a goroutine of their own.

@@ -177,46 +177,71 @@ func decodeCompactWalk(b []byte, keep bool) (*ckptState, error) {
 	if keep {
 		st.entries = make([]ckptEntry, 0, ne)
 	}
+	cur := entryCursor{b: b, off: len(b) - len(p), dataBase: st.dataBase, slotBytes: st.slotBytes, npre: len(pre), nsalt: len(salts)}
+	st.entOff = cur.off
 	for i := uint64(0); i < ne; i++ {
-		if len(p) < entFixedLen+2 {
-			return nil, fmt.Errorf("%w: entry %d of %d", ErrTruncated, i, ne)
-		}
-		slot := int64(le.Uint32(p))
-		ce := ckptEntry{size: int64(le.Uint32(p[4:])), crc: le.Uint32(p[8:]), handle: int16(le.Uint16(p[13:])), id: le.Uint64(p[15:]), hasID: true}
-		f := p[12]
-		ce.hasCRC = f&entHasCRC != 0
-		ce.offset = st.dataBase + slot*st.slotBytes
-		p = p[entFixedLen:]
-		n := keyRecordLen(p)
-		if n < 0 {
-			return nil, fmt.Errorf("%w: key of entry %d", ErrCorrupt, i)
-		}
-		if !keyRefsOK(p[:n], len(pre), len(salts)) {
-			return nil, fmt.Errorf("%w: key of entry %d references a missing dictionary string", ErrCorrupt, i)
-		}
-		ce.recOff = len(b) - len(p)
-		p = p[n:]
-		if f&entHasMeta != 0 {
-			ms, err := readStr()
-			if err != nil {
-				return nil, err
-			}
-			v, err := parseJSON([]byte(ms))
-			if err != nil {
-				return nil, fmt.Errorf("%w: metadata of entry %d: %v", ErrCorrupt, i, err)
-			}
-			ce.meta = metaFromJSON(v)
+		ce, err := cur.next(i, ne)
+		if err != nil {
+			return nil, err
 		}
 		if keep {
 			st.entries = append(st.entries, ce)
 		}
 	}
+	p = b[cur.off:]
 	if len(p) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes after %d entries", ErrCorrupt, len(p), ne)
 	}
 	st.n, st.payload, st.pre, st.salts = int(ne), b, pre, salts
 	st.unbuilt, st.lazy = !keep, true
 	return st, nil
+}
+
+// entryCursor reads the entries of a compact payload b one after another, from off.
+type entryCursor struct {
+	b                   []byte
+	off                 int
+	dataBase, slotBytes int64
+	npre, nsalt         int // dictionary sizes
+}
+
+// next decodes entry i of ne at c.off and moves past it; its key is left as the offset of
+// its compact record (ckptEntry.recOff).
+func (c *entryCursor) next(i, ne uint64) (ckptEntry, error) {
+	le := binary.LittleEndian
+	p := c.b[c.off:]
+	if len(p) < entFixedLen+2 {
+		return ckptEntry{}, fmt.Errorf("%w: entry %d of %d", ErrTruncated, i, ne)
+	}
+	slot := int64(le.Uint32(p))
+	ce := ckptEntry{size: int64(le.Uint32(p[4:])), crc: le.Uint32(p[8:]), handle: int16(le.Uint16(p[13:])), id: le.Uint64(p[15:]), hasID: true}
+	f := p[12]
+	ce.hasCRC = f&entHasCRC != 0
+	ce.offset = c.dataBase + slot*c.slotBytes
+	p = p[entFixedLen:]
+	n := keyRecordLen(p)
+	if n < 0 {
+		return ckptEntry{}, fmt.Errorf("%w: key of entry %d", ErrCorrupt, i)
+	}
+	if !keyRefsOK(p[:n], c.npre, c.nsalt) {
+		return ckptEntry{}, fmt.Errorf("%w: key of entry %d references a missing dictionary string", ErrCorrupt, i)
+	}
+	ce.recOff = len(c.b) - len(p)
+	p = p[n:]
+	if f&entHasMeta != 0 {
+		m, w := binary.Uvarint(p)
+		if w <= 0 || m > uint64(len(p)-w) {
+			return ckptEntry{}, fmt.Errorf("%w: string in compact checkpoint", ErrTruncated)
+		}
+		v, err := parseJSON(p[w : w+int(m)])
+		if err != nil {
+			return ckptEntry{}, fmt.Errorf("%w: metadata of entry %d: %v", ErrCorrupt, i, err)
+		}
+		ce.meta = metaFromJSON(v)
+		p = p[w+int(m):]
+	}
+	c.off = len(c.b) - len(p)
+	return ce, nil
 }
 
 // keyRefsOK reports whether the compact record b (keyRecordLen(b) == len(b)) references
