@@ -129,13 +129,14 @@ func timeRestart(args []string) error {
 	stop := fs.String("stop", "int", "how to stop the server after: int (clean shutdown) or kill (SIGKILL)")
 	cold := fs.Bool("cold", false, "drop the image from the page cache first")
 	limit := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	extra := fs.String("serve-args", "", "more rbctl serve arguments, space-separated (e.g. --eviction none)")
 	_ = fs.Parse(args)
 	if *cold {
 		if err := dropCache(*dev); err != nil {
 			return err
 		}
 	}
-	cmd := exec.Command(*bin, "serve", *dev, "--resp", *respAddr, "--listen", *grpcAddr, "--gossip", "127.0.0.1:0", "--log-level", "warn")
+	cmd := exec.Command(*bin, append([]string{"serve", *dev, "--resp", *respAddr, "--listen", *grpcAddr, "--gossip", "127.0.0.1:0", "--log-level", "warn"}, strings.Fields(*extra)...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
