@@ -79,6 +79,7 @@ func (c *ServerConfig) defaults() error {
 type ServerStats struct {
 	Conns, ConnsRefused, BadFrames int64
 	Chunks, Bytes, Busy, Failed    int64
+	Requests                       int64 // requests answered (a fetch of up to MaxBatch chunks each)
 	TLSFailed                      int64 // connections whose TLS handshake failed
 	// Unproven: stranger connections closed for sending no valid request in time.
 	Unproven int64
@@ -101,7 +102,7 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	accepted, refused, badFrames, chunks, sentBytes, busy, failed, unproven atomic.Int64
-	tlsFailed                                                               atomic.Int64
+	tlsFailed, requests                                                     atomic.Int64
 }
 
 // NewServer builds a server over src.
@@ -222,7 +223,7 @@ func (s *Server) Close() error {
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Conns: s.accepted.Load(), ConnsRefused: s.refused.Load(), BadFrames: s.badFrames.Load(),
 		Chunks: s.chunks.Load(), Bytes: s.sentBytes.Load(), Busy: s.busy.Load(), Failed: s.failed.Load(),
-		TLSFailed: s.tlsFailed.Load(), Unproven: s.unproven.Load()}
+		TLSFailed: s.tlsFailed.Load(), Unproven: s.unproven.Load(), Requests: s.requests.Load()}
 }
 
 func (s *Server) serveConn(c net.Conn, cs *connState) {
@@ -260,6 +261,7 @@ func (s *Server) serveConn(c net.Conn, cs *connState) {
 			}
 			return
 		}
+		s.requests.Add(1)
 		sent, err := s.answer(c, bw, req)
 		if sent && cs.stranger { // a chunk of a live lease: a peer the control plane let in
 			s.adm.prove(cs.ip)
