@@ -130,6 +130,7 @@ func (n *Node) pull(fctx context.Context, r *remote, peer p2p.Peer, keys []engin
 	if conn.TakesFlags() {
 		flags = dataplane.FlagRelease
 	}
+	conn.SetAlloc(n.peers.bufs.get)
 	payloads := make([][]byte, 0, len(want))
 	err = conn.FetchWith(fctx, resp.LeaseId, flags, want, func(_ int, p []byte) { payloads = append(payloads, p) })
 	if err != nil {

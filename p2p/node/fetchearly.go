@@ -61,8 +61,14 @@ func (n *Node) fetchEarly(ctx, fctx context.Context, r *remote, peer p2p.Peer, k
 		}
 		done <- lookedUp{resp, ok}
 	}()
+	conn.SetAlloc(n.peers.bufs.get)
 	frames, rerr := conn.ReceiveAll(rctx, leadingIndexes(len(keys)), uint32(n.maxChunk))
 	lk := <-done
+	defer func() { // what was read and not delivered goes back to the pool
+		for _, f := range frames {
+			n.peers.bufs.put(f.Payload, n.maxChunk)
+		}
+	}()
 	switch {
 	case lk.resp == nil: // failed, counted
 		conn.Close()

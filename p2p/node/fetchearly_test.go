@@ -157,3 +157,37 @@ func TestLeaseProposals(t *testing.T) {
 		t.Fatalf("a recently released id was given again: %+v", c)
 	}
 }
+
+// A Get that waits for another's fetch of the same key gets a copy of its own: the lead's
+// caller may recycle its payload, and the bytes the waiter holds stay.
+func TestFlightWaitersGetTheirOwnCopy(t *testing.T) {
+	f := newFlights()
+	keys := []engine.Key{keyN(1)}
+	lead, _ := f.claim(keys, []int{0})
+	_, wait := f.claim(keys, []int{0})
+	p := payloadN(1, 1000)
+	out := []Result{{Source: Peer, Payload: p, Peer: "a"}}
+	f.finish(keys, lead, out)
+	w := wait[0]
+	<-w.fl.done
+	mine := w.fl.copies[w.slot]
+	clear(p) // the lead's caller recycled its payload and it was read into again
+	if !bytes.Equal(mine, payloadN(1, 1000)) {
+		t.Fatal("the waiter's bytes changed with the lead's buffer")
+	}
+}
+
+// Recycled payloads are read into again, within the pool's bound.
+func TestRecycle(t *testing.T) {
+	p := newPayloadPool(3000)
+	a, b := make([]byte, 1000), make([]byte, 2500)
+	p.put(a, 4096)
+	p.put(b, 4096) // over the bound: dropped
+	p.put(make([]byte, 8192), 4096)
+	if got := p.get(900); &got[0] != &a[0] || len(got) != 900 {
+		t.Fatal("a recycled buffer was not reused")
+	}
+	if got := p.get(900); len(got) != 900 || p.bytes != 0 {
+		t.Fatalf("pool holds %d bytes", p.bytes)
+	}
+}

@@ -36,6 +36,7 @@ type remote struct {
 
 type peerPool struct {
 	opts   *Options
+	bufs   *payloadPool // payload buffers for fetches (bufpool.go)
 	mu     sync.Mutex
 	m      map[string]*remote // by control address
 	closed bool
@@ -43,7 +44,9 @@ type peerPool struct {
 
 var errNodeClosed = errors.New("node closed")
 
-func newPeerPool(o *Options) *peerPool { return &peerPool{opts: o, m: map[string]*remote{}} }
+func newPeerPool(o *Options) *peerPool {
+	return &peerPool{opts: o, m: map[string]*remote{}, bufs: newPayloadPool(poolBytes)}
+}
 
 // get returns the peer's entry, creating it (without any network traffic) on first use.
 func (p *peerPool) get(peer p2p.Peer) (*remote, error) {

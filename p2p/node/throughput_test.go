@@ -109,7 +109,9 @@ func throughputDevice(b *testing.B, kind, dir string, size int64) blockdev.Devic
 // (both ends run in this process) and the peer fetch's round trips per Get (control-plane
 // calls the requester made, data-plane requests).
 //
-// The holder's device is memory; RBCTL_BENCH_FILE_DIR=DIR adds a file on DIR opened with
+// The requester's caller hands each Get's payloads back (Node.Recycle) once it has counted
+// them, as the reference's client reuses its buffers; the "-fresh" cases do not, so every
+// chunk is read into fresh memory. The holder's device is memory; RBCTL_BENCH_FILE_DIR=DIR adds a file on DIR opened with
 // O_DIRECT (not a tmpfs: it refuses O_DIRECT).
 //
 //	go test -run '^$' -bench PeerFetchThroughput -benchtime 1x -count 3 ./p2p/node/
@@ -123,8 +125,11 @@ func BenchmarkPeerFetchThroughput(b *testing.B) {
 		for _, tc := range []struct {
 			chunk, workers int
 			fresh          bool
-		}{{1 << 20, 1, true}, {1 << 20, 4, true}, {256 << 10, 1, true}, {256 << 10, 4, true}} {
+		}{{1 << 20, 1, false}, {1 << 20, 4, false}, {256 << 10, 1, false}, {256 << 10, 4, false}, {1 << 20, 1, true}, {256 << 10, 1, true}} {
 			name := fmt.Sprintf("%s-%dKiB-x%d", dev, tc.chunk>>10, tc.workers)
+			if tc.fresh {
+				name += "-fresh"
+			}
 			b.Run(name, func(b *testing.B) {
 				size := 1<<20 + int64(holderBytes/tc.chunk)*int64(4096+tc.chunk)
 				peerFetchThroughput(b, throughputDevice(b, dev, dir, size), tc.chunk, tc.workers, !tc.fresh)
@@ -137,7 +142,7 @@ func BenchmarkPeerFetchThroughput(b *testing.B) {
 // in flight never ask for the same keys (they would share one fetch: flights.go).
 const holderBytes = 128 << 20
 
-func peerFetchThroughput(b *testing.B, dev blockdev.Device, chunk, workers int, _ bool) {
+func peerFetchThroughput(b *testing.B, dev blockdev.Device, chunk, workers int, recycle bool) {
 	const total, batch, rounds = int64(1 << 30), 16, 8
 	keys := holderBytes / chunk
 	cfg := engine.DefaultConfig()
@@ -199,6 +204,9 @@ func peerFetchThroughput(b *testing.B, dev blockdev.Device, chunk, workers int, 
 								return
 							}
 							moved.Add(int64(len(x.Payload)))
+						}
+						if recycle {
+							bn.Recycle(r) // as the reference reuses its buffers
 						}
 					}
 				})
