@@ -73,8 +73,14 @@ func dial(ctx context.Context, addr string, wrap func(net.Conn) (net.Conn, error
 		return nil, fmt.Errorf("data plane handshake with %s: %w", addr, err)
 	}
 	c.SetDeadline(time.Time{})
-	return &Conn{c: c, br: bufio.NewReaderSize(c, 64<<10), maxChunk: m, features: feat, used: time.Now()}, nil
+	return &Conn{c: c, br: bufio.NewReaderSize(c, readBuf), maxChunk: m, features: feat, used: time.Now()}, nil
 }
+
+// readBuf is the connection's read buffer: it gathers chunk headers (and small chunks); a
+// payload larger than what it holds is read straight into the payload's buffer, so the
+// buffer's size is what a chunk's bytes are copied twice (64 KiB was a quarter of a
+// 256 KiB chunk).
+const readBuf = 4 << 10
 
 // TakesFlags says whether the server takes request flags (FlagWait, FlagRelease).
 func (c *Conn) TakesFlags() bool { return c.features&featLeaseFlags != 0 }
