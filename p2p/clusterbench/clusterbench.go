@@ -100,7 +100,7 @@ type Options struct {
 	// Route sends each request to a node: RoundRobin (default), Session (by the request's
 	// tenant: its cache_salt, so a tenant stays on one node) or Random (from Seed).
 	Route Route
-	// Admission is every node's admission policy (node.Options.Admission; "" = all).
+	// Admission is every node's admission policy (node.Config.Admission; "" = all).
 	Admission string
 	// Drive, when set, projects each mode's drive life against it (the capacity: every
 	// node's device together).
@@ -380,7 +380,7 @@ func startMembers(o Options, mode Mode, dir string, tl bool) ([]*member, error) 
 		if dev.FDP == nil {
 			return ms, fmt.Errorf("%s: no FDP view (%v)", spec, dev.NoFDP)
 		}
-		opts := node.Options{Name: peers[i].Name, LookupTimeout: 2 * time.Second, FetchTimeout: 5 * time.Second, Eviction: node.EvictLRU, Admission: o.Admission}
+		opts := node.Config{Name: peers[i].Name, LookupTimeout: 2 * time.Second, FetchTimeout: 5 * time.Second, Eviction: node.EvictLRU, Admission: o.Admission}
 		if mode != Off {
 			others := append(append([]p2p.Peer{}, peers[:i]...), peers[i+1:]...)
 			opts.Directory = node.NewStaticDirectory(others...)
@@ -417,7 +417,7 @@ func startMembers(o Options, mode Mode, dir string, tl bool) ([]*member, error) 
 		if mb.node, err = node.New(mb.eng, opts); err != nil {
 			return ms, err
 		}
-		mb.node.Start(ctl[i], data[i])
+		mb.node.Serve(ctl[i], data[i])
 	}
 	handed = true
 	if o.Gossip && mode != Off {

@@ -63,7 +63,7 @@ type Result struct {
 	Interrupted bool    `json:"interrupted"`
 	WAFSource   string  `json:"device_waf_source"`
 	Route       Route   `json:"route"`
-	Admission   string  `json:"admission"` // the nodes' admission policy (node.Options.Admission)
+	Admission   string  `json:"admission"` // the nodes' admission policy (node.Config.Admission)
 	TLS         bool    `json:"tls"`       // nodes talked mutual TLS on both planes
 	// CPUSeconds is the process's CPU time during the requests (user + system; nodes,
 	// emulated SSDs and driver share the process).

@@ -35,7 +35,7 @@ type remote struct {
 }
 
 type peerPool struct {
-	opts   *Options
+	opts   *Config
 	bufs   *payloadPool // payload buffers for fetches (bufpool.go)
 	mu     sync.Mutex
 	m      map[string]*remote // by control address
@@ -44,7 +44,7 @@ type peerPool struct {
 
 var errNodeClosed = errors.New("node closed")
 
-func newPeerPool(o *Options) *peerPool {
+func newPeerPool(o *Config) *peerPool {
 	return &peerPool{opts: o, m: map[string]*remote{}, bufs: newPayloadPool(poolBytes)}
 }
 
@@ -101,7 +101,7 @@ func (r *remote) usable(now time.Time) bool {
 }
 
 // failed starts or extends the backoff window (doubling, with jitter, up to max).
-func (r *remote) failed(o *Options) {
+func (r *remote) failed(o *Config) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failures++
