@@ -1,7 +1,11 @@
 package node
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,5 +36,43 @@ func TestRecordBatchOp(t *testing.T) {
 	}
 	if len(rg.Records) != 3 || rg.Records[0].Batch != 0 || rg.Records[1].Batch != 7 || rg.Records[2].Batch != 7 {
 		t.Fatalf("records %+v", rg.Records)
+	}
+}
+
+// A node's RESP front end records the keys of one MGET (or MSET) of several with one
+// batch number, and a GET with none.
+func TestRESPRecordsBatches(t *testing.T) {
+	dir := t.TempDir()
+	cfg := startConfig(formatFile(t, dir, "a.img"))
+	cfg.RESP = &RESPConfig{Listen: "127.0.0.1:0"}
+	rec := filepath.Join(dir, "rec.jsonl")
+	cfg.Record = &l2trace.Options{Path: rec, MaxBytes: 1 << 20}
+	n, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", n.RESPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := "m@00000000@0@0a0b@s", "m@00000000@0@0c0d@s"
+	exchangeLine(t, c, cmd("MSET", a, "v", b, "w"), "+OK\r\n")
+	exchangeLine(t, c, cmd("MGET", a, b), "*2\r\n$1\r\nv\r\n$1\r\nw\r\n")
+	exchangeLine(t, c, cmd("GET", a), "$1\r\nv\r\n")
+	c.Close()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := l2trace.ReadFiles(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, x := range r.Records {
+		got = append(got, fmt.Sprintf("%s:%d", x.Op, x.Batch))
+	}
+	if s := strings.Join(got, " "); len(r.Records) != 5 || r.Records[0].Batch == 0 || r.Records[1].Batch != r.Records[0].Batch ||
+		r.Records[2].Batch == 0 || r.Records[2].Batch == r.Records[0].Batch || r.Records[3].Batch != r.Records[2].Batch || r.Records[4].Batch != 0 {
+		t.Fatalf("records (op:batch) %s, want set:A set:A get:B get:B get:0 with A != B, both > 0", s)
 	}
 }
