@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,17 @@ func startServeCmd(t *testing.T, dir string, cmd *exec.Cmd) (*exec.Cmd, string, 
 		t.Fatalf("rbctl serve %v: not ready after 30s; stderr %q", args, stderr.String())
 	}
 	return cmd, ready.Control, ready.Data
+}
+
+// freeAddr is a loopback address no one listened on a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 func TestServeRemoteAcrossProcesses(t *testing.T) {
