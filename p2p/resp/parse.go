@@ -243,11 +243,15 @@ func strictInt(b []byte) (int64, bool) {
 	return v, err == nil
 }
 
-// line reads up to CRLF (or LF, as Redis accepts inline), at most max bytes.
+// line reads up to CRLF (or LF, as Redis accepts inline), at most max bytes. The line may
+// be the reader's buffer, valid until the next read: callers parse it or copy it.
 func (rd *Reader) line(max int) ([]byte, error) {
+	frag, err := rd.r.ReadSlice('\n')
+	if err == nil && len(frag) <= max+2 { // the whole line was buffered: no copy
+		return bytes.TrimSuffix(frag[:len(frag)-1], []byte{'\r'}), nil
+	}
 	var out []byte
 	for {
-		frag, err := rd.r.ReadSlice('\n')
 		out = append(out, frag...)
 		if len(out) > max+2 {
 			return nil, protoErr("line longer than %d bytes", max)
@@ -258,6 +262,7 @@ func (rd *Reader) line(max int) ([]byte, error) {
 		if err != bufio.ErrBufferFull {
 			return nil, eof(err)
 		}
+		frag, err = rd.r.ReadSlice('\n')
 	}
 	out = out[:len(out)-1]
 	return bytes.TrimSuffix(out, []byte{'\r'}), nil
