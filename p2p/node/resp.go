@@ -49,9 +49,9 @@ func (n *Node) serveRESP(ctx context.Context, c RESPConfig) (string, func(), err
 		Limits: lim, Conns: c.Conns, Budget: resp.NewBudget(mem), Logger: n.Logger(), AuthFailed: n.CountAuthFailure,
 		Values: values}
 	if n.Recording() {
-		srv.Record = func(op, client string, k resp.Key, size int, hit bool, start time.Time, err error) {
+		srv.RecordBatched = func(op, client string, k resp.Key, size int, hit bool, start time.Time, batch uint64, err error) {
 			if k.Err == nil { // a key the store does not take names no chunk
-				n.RecordOp(l2trace.Op(op), "resp", client, k.Engine, size, hit, start, err)
+				n.RecordBatchOp(l2trace.Op(op), "resp", client, k.Engine, size, hit, start, batch, err)
 			}
 		}
 	}

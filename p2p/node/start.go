@@ -48,9 +48,10 @@ func (e *ConfigError) Render(name func(field string) string) string {
 
 func refuse(format string, a ...any) error { return &ConfigError{Msg: fmt.Sprintf(format, a...)} }
 
-// check validates what Start alone uses, before any file or device is opened (New checks
-// the rest, after the files are loaded).
-func (c *Config) check() error {
+// Check validates what Start alone uses, as Start does first, before any file or device is
+// opened (New checks the rest, after the files are loaded); a caller that wants to say
+// something before the node starts can check first.
+func (c *Config) Check() error {
 	if len(c.Devices) == 0 {
 		return refuse("{Devices}: no device given")
 	}
@@ -152,7 +153,7 @@ func (c *Config) joins() bool {
 // for RESP clients, certificate reloads); Close stops the node and writes the final
 // checkpoint.
 func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
-	if err := cfg.check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {

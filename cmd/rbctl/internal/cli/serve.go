@@ -33,9 +33,13 @@ func newServeCmd() *cobra.Command {
 				return f.TLS.Reloads()
 			})
 			cfg, err := f.Config(args, log, Version)
-			if err != nil {
-				return err
+			if err == nil {
+				err = cfg.Check()
 			}
+			if err != nil {
+				return f.Explain(err)
+			}
+			f.Warn(cfg, log)
 			n, err := node.Start(cmd.Context(), cfg)
 			if err != nil {
 				return f.Explain(err)

@@ -95,9 +95,8 @@ func (f *Node) Add(cmd *cobra.Command) {
 	f.TLS.Add(cmd, true)
 }
 
-// Config is the node.Config the flags give for the devices devs; what it logs (serving
-// alone, the peer token's source, plain TCP) goes to log. Only what a flag's syntax or a pairing of
-// flags decides is refused here; node.Start checks the rest.
+// Config is the node.Config the flags give for the devices devs. Only what a flag's syntax
+// or a pairing of flags decides is refused here; node.Config.Check checks the rest.
 func (f *Node) Config(devs []string, log *slog.Logger, version string) (node.Config, error) {
 	c := f.cfg
 	c.Devices, c.Logger, c.Version, c.TLSFiles = devs, log, version, f.TLS.Files
@@ -134,12 +133,18 @@ func (f *Node) Config(devs []string, log *slog.Logger, version string) (node.Con
 	if c.Cluster.BindAddr, c.Cluster.BindPort, err = cluster.SplitBind(f.gossip); err != nil {
 		return c, err
 	}
+	if c.PeerTokenFile == "" {
+		c.PeerToken = os.Getenv("RBCTL_PEER_TOKEN")
+	}
+	return c, nil
+}
+
+// Warn logs, for a config that passed Check, what an operator should know before the node
+// starts: that it serves alone, where its peer token comes from, and that it is plain TCP.
+func (f *Node) Warn(c node.Config, log *slog.Logger) {
 	alone := c.Cluster.Cluster == "none" || (c.Cluster.Cluster == "" && len(c.Cluster.Seeds) == 0)
 	if len(c.Peers) == 0 && alone {
 		log.Info("serving alone: no cluster joined; --cluster NAME, --join or --peers share a cache with other nodes")
-	}
-	if c.PeerTokenFile == "" {
-		c.PeerToken = os.Getenv("RBCTL_PEER_TOKEN")
 	}
 	switch {
 	case c.PeerTokenFile == "" && c.PeerToken == "" && c.AuthFile != "" && (len(c.Peers) > 0 || c.Cluster.Cluster != "none"):
@@ -152,7 +157,6 @@ func (f *Node) Config(devs []string, log *slog.Logger, version string) (node.Con
 	if f.TLS.Files.Empty() {
 		log.Warn("serve: plain TCP: no --tls-cert/--tls-key/--tls-ca given; anyone who can reach the control and data ports can read, write and delete keys")
 	}
-	return c, nil
 }
 
 // Explain spells what node.Start refused with serve's flags (other errors pass unchanged:
