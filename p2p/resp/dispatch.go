@@ -154,7 +154,11 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 	}
 	defer func() { // nothing of the request is kept past it: its arguments go back to the budget
 		clear(q.keys)
-		*q = request{keys: q.keys[:0]}
+		keys := q.keys[:0]
+		if cap(keys) > 64 { // a many-key MGET's array is not kept for the connection's life
+			keys = nil
+		}
+		*q = request{keys: keys}
 	}()
 	if msg := s.permit(ss, c, q); msg != "" {
 		r.err(msg)
