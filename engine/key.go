@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/blake2b"
@@ -100,12 +102,30 @@ func (k Key) CacheSalt() string {
 }
 
 func objectIdentity(s string) uint64 {
-	h, _ := blake2b.New(8, nil)
-	h.Write([]byte(s))
-	var d [8]byte
-	h.Sum(d[:0])
-	return binary.LittleEndian.Uint64(d[:])
+	x := idHashers.Get().(*idHasher)
+	x.h.Reset()
+	x.buf = append(x.buf[:0], s...)
+	x.h.Write(x.buf)
+	id := binary.LittleEndian.Uint64(x.h.Sum(x.sum[:0]))
+	if cap(x.buf) <= 4<<10 { // a key is short; one that is not leaves its copy to the collector
+		idHashers.Put(x)
+	}
+	return id
 }
+
+// idHasher is objectIdentity's BLAKE2b-64 state with room for the key's bytes and the sum,
+// reused (idHashers): a fresh digest, the key's []byte and the sum were three allocations
+// on every key a request named.
+type idHasher struct {
+	h   hash.Hash
+	buf []byte
+	sum [8]byte
+}
+
+var idHashers = sync.Pool{New: func() any {
+	h, _ := blake2b.New(8, nil)
+	return &idHasher{h: h}
+}}
 
 func fmtRank(r uint32) string {
 	// Python f"{r:#010x}": "0x" + at least 8 hex digits.
@@ -118,6 +138,19 @@ func fmtRank(r uint32) string {
 
 // pyQuote is urllib.parse.quote(s, safe=""): UTF-8 bytes, unreserved characters
 // (A-Z a-z 0-9 _ . - ~) kept, everything else %XX in upper case.
+// appendPyQuote appends pyQuote(s) to b.
+func appendPyQuote(b []byte, s string) []byte {
+	const hexd = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; unreserved(c) {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hexd[c>>4], hexd[c&15])
+		}
+	}
+	return b
+}
+
 func pyQuote(s string) string {
 	safe := true
 	for i := 0; i < len(s); i++ {

@@ -196,11 +196,28 @@ func (k Key) Shape() KeyShape {
 // ObjectGroupKey builds a key in the raw-block codec's object-group shape, as LMCache's
 // current key_codec writes it: quote(model)@f"{kv_rank:#010x}"@f"{group:x}"@hash[@salt].
 func ObjectGroupKey(model string, kvRank, group uint64, chunkHash []byte, cacheSalt string) Key {
-	s := pyQuote(model) + "@" + fmtRank64(kvRank) + "@" + strconv.FormatUint(group, 16) + "@" + hex.EncodeToString(chunkHash)
+	var buf [256]byte // the key is spelled here and copied once into its string
+	b := appendPyQuote(buf[:0], model)
+	b = append(b, "@0x"...)
+	b = appendHexPad8(b, kvRank)
+	b = append(b, '@')
+	b = strconv.AppendUint(b, group, 16)
+	b = append(b, '@')
+	b = hex.AppendEncode(b, chunkHash)
 	if cacheSalt != "" {
-		s += "@" + cacheSalt
+		b = append(b, '@')
+		b = append(b, cacheSalt...)
 	}
+	s := string(b)
 	return Key{enc: s, id: objectIdentity(s), ns: NamespaceObject}
+}
+
+// appendHexPad8 appends r in lower-case hex, at least 8 digits (Python f"{r:08x}").
+func appendHexPad8(b []byte, r uint64) []byte {
+	for d := uint64(1) << 28; d > 1 && r < d; d >>= 4 {
+		b = append(b, '0')
+	}
+	return strconv.AppendUint(b, r, 16)
 }
 
 // ObjectKeyOf builds the key of p in p.Shape (ShapeRawBlock, ShapeRawBlockGroup or
@@ -257,15 +274,24 @@ func objectKeyOf(p ObjectParts) (Key, error) {
 
 // nativeString spells p as LMCache's native connectors do (_object_key_to_string).
 func nativeString(p ObjectParts) string {
-	r := strconv.FormatUint(p.KVRank, 16)
-	if len(r) < 8 {
-		r = strings.Repeat("0", 8-len(r)) + r
-	}
-	s := p.Model + "@" + r + "@" + strconv.FormatUint(p.Group, 16) + "@" + hex.EncodeToString(p.ChunkHash)
+	var buf [256]byte
+	return string(appendNative(buf[:0], p))
+}
+
+// appendNative appends nativeString(p) to b.
+func appendNative(b []byte, p ObjectParts) []byte {
+	b = append(b, p.Model...)
+	b = append(b, '@')
+	b = appendHexPad8(b, p.KVRank)
+	b = append(b, '@')
+	b = strconv.AppendUint(b, p.Group, 16)
+	b = append(b, '@')
+	b = hex.AppendEncode(b, p.ChunkHash)
 	if p.CacheSalt != "" {
-		s += "@" + p.CacheSalt
+		b = append(b, '@')
+		b = append(b, p.CacheSalt...)
 	}
-	return s
+	return b
 }
 
 // FromNative reads a key in the native-connector spelling (what LMCache's resp, fs and
@@ -282,7 +308,8 @@ func FromNative(native string) (Key, error) {
 	if !ok || p.Shape != ShapeNative {
 		return Key{}, fmt.Errorf("%w: %q is not model@RANK(%%08x)@GROUP(%%x)@HASH[@salt]", ErrKeyFormat, native)
 	}
-	if nativeString(p) != native {
+	var buf [256]byte
+	if string(appendNative(buf[:0], p)) != native { // compared without a copy
 		return Key{}, fmt.Errorf("%w: %q is not in LMCache's canonical spelling (%s)", ErrKeyFormat, native, nativeString(p))
 	}
 	return ObjectGroupKey(p.Model, p.KVRank, p.Group, p.ChunkHash, p.CacheSalt), nil

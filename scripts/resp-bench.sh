@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # make bench-resp: rbctl serve --resp against valkey-server (in memory: --save '' --appendonly
-# no) on this machine in the same run, 256 KiB and 1 MiB values, 16 clients with 4 requests in
-# flight each (tools/respbench). rbctl's cache is a file in $BENCH_DIR (default
-# /var/tmp) opened with O_DIRECT through io_uring; valkey keeps everything in RAM. Measures, does
-# not assert. Knobs: BENCH_DIR, BENCH_BYTES (per size, round and server; default 1 GiB),
-# BENCH_ROUNDS (3), BENCH_CLIENTS (16), BENCH_PIPELINE (4).
+# no) on this machine in the same run, 256 KiB and 1 MiB values, two client patterns
+# (tools/respbench): 16 clients with 4 requests in flight each, and LMCache's own client (8
+# connections, one command in flight each, distinct keys); per-request latency percentiles
+# for both servers. rbctl's cache is a file in $BENCH_DIR (default /var/tmp) opened with
+# O_DIRECT through io_uring; valkey keeps everything in RAM. Measures, does not assert.
+# Knobs: BENCH_DIR, BENCH_BYTES (per size, row, round and server; default 1 GiB),
+# BENCH_ROUNDS (3), BENCH_CLIENTS (16), BENCH_PIPELINE (4), BENCH_ROWS (default
+# "${BENCH_CLIENTS}x${BENCH_PIPELINE},8x1"), BENCH_SIZES (256K,1M), BENCH_RBCTL (an rbctl
+# binary to measure instead of this tree's, e.g. an older commit's build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VALKEY=$(command -v valkey-server || command -v redis-server || true)
@@ -20,7 +24,7 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-go build -o "$dir/rbctl" ./cmd/rbctl
+if [ -n "${BENCH_RBCTL:-}" ]; then cp "$BENCH_RBCTL" "$dir/rbctl"; else go build -o "$dir/rbctl" ./cmd/rbctl; fi
 go build -o "$dir/respbench" ./tools/respbench
 bytes=${BENCH_BYTES:-1073741824}
 # A slot (1 MiB + 4 KiB) per value of one round at the smallest size (256 KiB), so that a GET
@@ -35,6 +39,7 @@ pids+=($!); vpid=$!
 for p in $rp $vp; do
 	for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
 done
-echo "bench-resp: rbctl $(git describe --always --dirty 2>/dev/null) serve --resp on $dir/cache.img vs $("$VALKEY" --version | head -1)"
+echo "bench-resp: rbctl ${BENCH_RBCTL:-$(git describe --always --dirty 2>/dev/null)} serve --resp on $dir/cache.img vs $("$VALKEY" --version | head -1)"
 "$dir/respbench" -addr "127.0.0.1:$rp" -pid "$rpid" -ref "127.0.0.1:$vp" -ref-pid "$vpid" \
-	-bytes "$bytes" -rounds "${BENCH_ROUNDS:-3}" -clients "${BENCH_CLIENTS:-16}" -pipeline "${BENCH_PIPELINE:-4}"
+	-bytes "$bytes" -rounds "${BENCH_ROUNDS:-3}" \
+	-sizes "${BENCH_SIZES:-256K,1M}" -rows "${BENCH_ROWS:-${BENCH_CLIENTS:-16}x${BENCH_PIPELINE:-4},8x1}"

@@ -297,13 +297,20 @@ type Result struct {
 // Directory) from a peer. A miss is a Result, not an error; the error is a local device
 // error only.
 func (n *Node) Get(ctx context.Context, keys []engine.Key, localOnly bool) ([]Result, error) {
+	return n.GetWith(ctx, keys, localOnly, nil)
+}
+
+// GetWith is Get with the local hits loaded into buffers from alloc (engine.LoadMany's: it
+// may return a longer, aligned buffer, which the payload is cut from; nil: make). A RESP GET
+// lends its pooled, registered value buffer this way (resp.go).
+func (n *Node) GetWith(ctx context.Context, keys []engine.Key, localOnly bool, alloc func(size int) []byte) ([]Result, error) {
 	n.c.gets.Add(int64(len(keys)))
 	n.seen(keys)
 	out := make([]Result, len(keys))
 	var missing []int
 	// One engine call pins each hit, loads it into a buffer of its size and unpins it.
 	start := time.Now()
-	bufs, err := n.cache.LoadMany(keys, nil)
+	bufs, err := n.cache.LoadMany(keys, alloc)
 	hits := 0
 	for i := range keys {
 		if bufs[i] != nil {

@@ -40,8 +40,14 @@ func (n *Node) serveRESP(ctx context.Context, c RESPConfig) (string, func(), err
 	if err != nil {
 		return "", nil, fmt.Errorf("RESP listener: %w", err)
 	}
+	values, release, err := n.respValues()
+	if err != nil {
+		l.Close()
+		return "", nil, err
+	}
 	srv := &resp.Server{Store: resp.NodeStore{N: respNode{n}, Ctx: ctx}, Auth: c.Auth, Tokens: n.Tokens(), Version: "rbctl",
-		Limits: lim, Conns: c.Conns, Budget: resp.NewBudget(mem), Logger: n.Logger(), AuthFailed: n.CountAuthFailure}
+		Limits: lim, Conns: c.Conns, Budget: resp.NewBudget(mem), Logger: n.Logger(), AuthFailed: n.CountAuthFailure,
+		Values: values}
 	if n.Recording() {
 		srv.RecordBatched = func(op, client string, k resp.Key, size int, hit bool, start time.Time, batch uint64, err error) {
 			if k.Err == nil { // a key the store does not take names no chunk
@@ -56,7 +62,34 @@ func (n *Node) serveRESP(ctx context.Context, c RESPConfig) (string, func(), err
 		defer close(done)
 		_ = srv.Serve(sctx, l, c.Conns.Idle)
 	}()
-	return l.Addr().String(), func() { cancel(); <-done }, nil
+	return l.Addr().String(), func() { cancel(); <-done; release() }, nil
+}
+
+// respValueArena is the memory of the RESP front end's registered value buffers: as many
+// buffers of the largest payload as fit, at least 8 and at most 64 (16 of 1 MiB, 64 of 256
+// KiB). More GETs at once than that take heap buffers (resp_value_spares).
+const respValueArena = 16 << 20
+
+// respValues makes the pool GET and MGET load values into (resp.ValuePool: page-aligned
+// buffers of the largest payload, so an O_DIRECT load reads straight into them) and
+// registers its arena with the cache's devices (io_uring fixed buffers; a device without
+// them, or a failed registration, leaves plain reads, which are as correct). release
+// unregisters and unmaps it once no connection is served. The node registers no other
+// caller memory: a second front end (ServeRESP again) would replace this registration
+// (engine.RegisterMemory keeps one set), leaving the first's reads unregistered.
+func (n *Node) respValues() (*resp.ValuePool, func(), error) {
+	size := n.MaxPayload()
+	p, err := resp.NewValuePool(size, min(max(respValueArena/max(size, 1), 8), 64))
+	if err != nil {
+		return nil, nil, fmt.Errorf("RESP value buffers: %w", err)
+	}
+	registered := n.cache.RegisterMemory(p.Arena()) == nil
+	return p, func() {
+		if registered && n.cache.RegisterMemory(nil) != nil {
+			return // the devices may still hold the pages: leave them mapped
+		}
+		p.Close()
+	}, nil
 }
 
 // ServeRESP serves a node built with New or NewSharded over RESP2 as Start does with
@@ -68,8 +101,8 @@ func (n *Node) ServeRESP(ctx context.Context, c RESPConfig) (addr string, stop f
 // respNode is the node as a RESP store sees it (resp.Node): one key per call.
 type respNode struct{ n *Node }
 
-func (r respNode) Get(ctx context.Context, k engine.Key) ([]byte, bool, error) {
-	res, err := r.n.Get(ctx, []engine.Key{k}, false)
+func (r respNode) Get(ctx context.Context, k engine.Key, alloc func(size int) []byte) ([]byte, bool, error) {
+	res, err := r.n.GetWith(ctx, []engine.Key{k}, false, alloc)
 	if err != nil || res[0].Source == Miss {
 		return nil, false, err
 	}

@@ -95,8 +95,10 @@ func (b *Budget) release(n int64) {
 	}
 	b.mu.Lock()
 	b.used -= n
-	close(b.wake)
-	b.wake = make(chan struct{})
+	if b.nwait > 0 { // a waiter took b.wake and counted itself under b.mu
+		close(b.wake)
+		b.wake = make(chan struct{})
+	}
 	b.mu.Unlock()
 }
 

@@ -51,6 +51,7 @@ type command struct {
 	run   func(s *Server, ss *session, q *request, r reply)
 	// preAuth: the command runs before the connection authenticates (AUTH, HELLO, QUIT).
 	preAuth bool
+	name    string // its key in the table (set by init)
 }
 
 var commandTable map[string]command
@@ -107,6 +108,10 @@ func init() {
 		}},
 	}
 	commandTable["UNLINK"] = commandTable["DEL"]
+	for name, c := range commandTable {
+		c.name = name
+		commandTable[name] = c
+	}
 }
 
 // arityOK checks n arguments (the name included) against a command's arity.
@@ -117,22 +122,18 @@ func (c command) arityOK(n int) bool {
 	return n >= -c.arity
 }
 
-// keyArgs returns the indices of args that are keys.
-func (c command) keyArgs(args [][]byte) []int {
-	var idx []int
+// keyArgs returns where the keys of args are: from the first on, every step-th (none when
+// first is past args).
+func (c command) keyArgs(args [][]byte) (first, step int) {
 	switch c.keys {
 	case keysFirst:
-		idx = []int{1}
+		return 1, len(args)
 	case keysAll:
-		for i := 1; i < len(args); i++ {
-			idx = append(idx, i)
-		}
+		return 1, 1
 	case keysPairs:
-		for i := 1; i < len(args); i += 2 {
-			idx = append(idx, i)
-		}
+		return 1, 2
 	}
-	return idx
+	return len(args), 1
 }
 
 // permit returns the NOPERM reply for a request the session's token does not cover, or "".

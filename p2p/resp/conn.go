@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -26,9 +25,9 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) 
 	rd := NewReader(c, s.Limits)
 	rd.Budget, rd.Ctx, rd.BudgetWait = s.Budget, ctx, s.budgetWait()
 	defer rd.Release()
-	w := bufio.NewWriterSize(progressWriter{c, lim.WriteTimeout}, 64<<10)
+	w := newReplyWriter(c, lim.WriteTimeout)
 	r := reply{w: w}
-	ss := &session{id: s.nextID.Add(1), client: c.RemoteAddr().String()}
+	ss := &session{id: s.nextID.Add(1), client: c.RemoteAddr().String(), ctx: ctx}
 	ac, _ := c.(*admitConn)
 	ss.onAuth = func() {
 		if ac != nil {
@@ -76,18 +75,6 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) 
 			}
 		}
 	}
-}
-
-// progressWriter gives every write to the connection d to make progress: a reader that is
-// slow is served, one that stopped reading is cut.
-type progressWriter struct {
-	c net.Conn
-	d time.Duration
-}
-
-func (p progressWriter) Write(b []byte) (int, error) {
-	p.c.SetWriteDeadline(time.Now().Add(p.d))
-	return p.c.Write(b)
 }
 
 func (s *Server) budgetWait() time.Duration {

@@ -1,7 +1,7 @@
 package resp
 
 import (
-	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,6 +64,9 @@ type Server struct {
 	// address, the key, the bytes stored or returned, whether it was there (get, exists,
 	// delete) or kept (set), when the request arrived and the store's error.
 	Record func(op, client string, key Key, size int, hit bool, start time.Time, err error)
+	// Values lends GET and MGET their value buffers when the Store is a ValueLoader
+	// (values.go); nil: the store allocates each value.
+	Values *ValuePool
 	// RecordBatched is Record with the call's batch (docs/record.md): the keys of one MGET,
 	// or the pairs of one MSET, of more than one key share a number no other call has; 0
 	// for every other key. When set it is called instead of Record.
@@ -94,36 +97,15 @@ type session struct {
 	token     *auth.Token // what AUTH presented (Server.Tokens)
 	onAuth    func()      // told once the connection authenticates (admission)
 	authFails int
-	held      int64     // bytes of the request being run (its kept arguments)
-	client    string    // the peer's address
-	start     time.Time // when the request being run was read
-	batch     uint64    // the batch of the MGET or MSET being run (RecordBatched); 0: none
-}
-
-// reply writes RESP2 replies.
-type reply struct{ w *bufio.Writer }
-
-func (r reply) ok()                 { r.w.WriteString("+OK\r\n") }
-func (r reply) simple(s string)     { r.w.WriteString("+" + s + "\r\n") }
-func (r reply) err(s string)        { r.w.WriteString("-" + oneLine(s) + "\r\n") }
-func (r reply) int(n int64)         { r.w.WriteString(":" + strconv.FormatInt(n, 10) + "\r\n") }
-func (r reply) null()               { r.w.WriteString("$-1\r\n") }
-func (r reply) array(n int)         { r.w.WriteString("*" + strconv.Itoa(n) + "\r\n") }
-func (r reply) bulkString(s string) { r.bulk([]byte(s)) }
-func (r reply) bulk(b []byte) {
-	r.w.WriteString("$" + strconv.Itoa(len(b)) + "\r\n")
-	r.w.Write(b)
-	r.w.WriteString("\r\n")
-}
-
-// oneLine keeps an error on one line (a CR or LF would end the reply early).
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' {
-			return ' '
-		}
-		return r
-	}, s)
+	held      int64                 // bytes of the request being run (its kept arguments)
+	client    string                // the peer's address
+	start     time.Time             // when the request being run was read
+	batch     uint64                // the batch of the MGET or MSET being run (RecordBatched); 0: none
+	ctx       context.Context       // the connection's (ends a wait for a value buffer)
+	alloc     func(size int) []byte // hands the store the buffer lent (values.go)
+	lent      []byte                // the value buffer lent for the value being answered
+	used      bool                  // whether alloc handed lent out
+	req       request               // the request being run (dispatch)
 }
 
 func wrongArgs(cmd string) string {
@@ -141,8 +123,12 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 	if s.recording() {
 		ss.start = time.Now()
 	}
-	name := strings.ToUpper(string(args[0]))
-	c, known := commandTable[name]
+	c, known := commandTable[string(args[0])] // no copy of the name to look it up
+	name := c.name
+	if !known {
+		name = strings.ToUpper(string(args[0]))
+		c, known = commandTable[name]
+	}
 	if s.authRequired() && !ss.authed && !c.preAuth {
 		r.err("NOAUTH Authentication required.")
 		return
@@ -161,10 +147,19 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 		r.err(wrongArgs(name))
 		return
 	}
-	q := &request{name: name, args: args}
-	for _, i := range c.keyArgs(args) {
+	q := &ss.req // reused, with its keys' array, by every request of the connection
+	*q = request{name: name, args: args, keys: q.keys[:0]}
+	for i, step := c.keyArgs(args); i < len(args); i += step {
 		q.keys = append(q.keys, s.Store.Key(args[i]))
 	}
+	defer func() { // nothing of the request is kept past it: its arguments go back to the budget
+		clear(q.keys)
+		keys := q.keys[:0]
+		if cap(keys) > 64 { // a many-key MGET's array is not kept for the connection's life
+			keys = nil
+		}
+		*q = request{keys: keys}
+	}()
 	if msg := s.permit(ss, c, q); msg != "" {
 		r.err(msg)
 		return
@@ -212,7 +207,8 @@ func (s *Server) batch(ss *session, keys int) {
 // cannot read a value has not got it). The value is counted against the connection while it
 // is written (Server.connPeak, resp_reply_bytes).
 func (s *Server) getOne(ss *session, k Key, r reply) {
-	v, ok, err := s.Store.Get(k)
+	defer s.giveBack(ss)
+	v, ok, err := s.get(ss, k)
 	if err != nil && !errors.Is(err, ErrKey) {
 		s.getFailed(k.Raw, err)
 	}

@@ -18,11 +18,14 @@ type EngineStore struct{ E *engine.Engine }
 // Key parses a client's key once per request (parseKey).
 func (s EngineStore) Key(raw []byte) Key { return parseKey(raw) }
 
-func (s EngineStore) Get(k Key) ([]byte, bool, error) {
+func (s EngineStore) Get(k Key) ([]byte, bool, error) { return s.GetInto(k, nil) }
+
+// GetInto is Get into a buffer from alloc (ValueLoader; nil: make).
+func (s EngineStore) GetInto(k Key, alloc func(size int) []byte) ([]byte, bool, error) {
 	if k.Err != nil {
 		return nil, false, k.Err
 	}
-	got, err := s.E.LoadMany([]engine.Key{k.Engine}, nil)
+	got, err := s.E.LoadMany([]engine.Key{k.Engine}, alloc)
 	if err != nil {
 		return nil, false, err
 	}

@@ -74,6 +74,9 @@ func (s *Server) Stats() map[string]int64 {
 		m["resp_request_bytes"], m["resp_request_peak_bytes"] = b.Used, b.Peak
 		m["resp_budget_waits"], m["resp_budget_timeouts"] = b.Waits, b.Timeouts
 	}
+	if s.Values != nil {
+		s.Values.stats(m)
+	}
 	return m
 }
 

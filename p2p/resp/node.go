@@ -10,9 +10,10 @@ import (
 // Node is the cache node a NodeStore serves. p2p/node's Node gives itself through this
 // (its RESP front end, p2p/node/resp.go), so that this package stays below the node.
 type Node interface {
-	// Get returns k's payload from the node's cache, else from a peer (kept as a replica);
-	// found is false on a miss. ctx bounds the peer fetch.
-	Get(ctx context.Context, k engine.Key) (val []byte, found bool, err error)
+	// Get returns k's payload from the node's cache, loaded into a buffer from alloc (nil:
+	// its own), else from a peer (kept as a replica); found is false on a miss. ctx bounds
+	// the peer fetch.
+	Get(ctx context.Context, k engine.Key, alloc func(size int) []byte) (val []byte, found bool, err error)
 	// Put stores val under k: stored is whether k is held afterwards (stored now or
 	// already), declined that the node's admission policy chose not to store it.
 	Put(k engine.Key, val []byte) (stored, declined bool, err error)
@@ -40,16 +41,23 @@ type NodeStore struct {
 	Ctx context.Context // bounds peer fetches (the node's serving context)
 }
 
-var _ Store = NodeStore{}
+var (
+	_ Store       = NodeStore{}
+	_ ValueLoader = NodeStore{}
+)
 
 // Key parses a client's key once per request (parseKey).
 func (s NodeStore) Key(raw []byte) Key { return parseKey(raw) }
 
-func (s NodeStore) Get(k Key) ([]byte, bool, error) {
+func (s NodeStore) Get(k Key) ([]byte, bool, error) { return s.GetInto(k, nil) }
+
+// GetInto is Get with a local hit loaded into a buffer from alloc (ValueLoader): an O_DIRECT
+// read straight into the dispatcher's pooled, registered buffer, no copy.
+func (s NodeStore) GetInto(k Key, alloc func(size int) []byte) ([]byte, bool, error) {
 	if k.Err != nil {
 		return nil, false, k.Err
 	}
-	return s.N.Get(s.Ctx, k.Engine)
+	return s.N.Get(s.Ctx, k.Engine, alloc)
 }
 
 func (s NodeStore) Set(k Key, v []byte) error {

@@ -86,7 +86,8 @@ type Reader struct {
 	Ctx        context.Context
 	BudgetWait time.Duration
 
-	held int64 // bytes of the current request's kept arguments
+	held int64    // bytes of the current request's kept arguments
+	args [][]byte // the last request's argument array, reused by the next (at most 64)
 }
 
 // NewReader reads requests from r within lim (zero fields take their defaults).
@@ -108,11 +109,13 @@ func (rd *Reader) Release() {
 		rd.Budget.release(rd.held)
 	}
 	rd.held = 0
+	clear(rd.args[:cap(rd.args)]) // the array is kept; what it pointed at is not
 }
 
 // Next reads one request: its arguments (an empty request, a blank inline line or "*0",
 // gives none; an argument past MaxKeep is nil), io.EOF at a clean end of input, or an error
-// wrapping ErrProtocol (or ErrBusy). It releases the previous request's bytes first.
+// wrapping ErrProtocol (or ErrBusy). It releases the previous request's bytes first; the
+// array of arguments is reused by the next request (the arguments' bytes are not).
 func (rd *Reader) Next() ([][]byte, error) {
 	rd.Release()
 	c, err := rd.r.ReadByte()
@@ -136,7 +139,13 @@ func (rd *Reader) Next() ([][]byte, error) {
 	if n > int64(rd.lim.MaxArgs) {
 		return nil, protoErr("invalid multibulk length")
 	}
-	args := make([][]byte, 0, min(n, 64))
+	args := rd.args[:0] // Next's arguments are the caller's until the next Next or Release
+	if cap(args) < int(min(n, 64)) {
+		args = make([][]byte, 0, min(n, 64))
+	}
+	if cap(args) <= 64 {
+		rd.args = args
+	}
 	for range n {
 		c, err := rd.r.ReadByte()
 		if err != nil {
@@ -243,11 +252,15 @@ func strictInt(b []byte) (int64, bool) {
 	return v, err == nil
 }
 
-// line reads up to CRLF (or LF, as Redis accepts inline), at most max bytes.
+// line reads up to CRLF (or LF, as Redis accepts inline), at most max bytes. The line may
+// be the reader's buffer, valid until the next read: callers parse it or copy it.
 func (rd *Reader) line(max int) ([]byte, error) {
+	frag, err := rd.r.ReadSlice('\n')
+	if err == nil && len(frag) <= max+2 { // the whole line was buffered: no copy
+		return bytes.TrimSuffix(frag[:len(frag)-1], []byte{'\r'}), nil
+	}
 	var out []byte
 	for {
-		frag, err := rd.r.ReadSlice('\n')
 		out = append(out, frag...)
 		if len(out) > max+2 {
 			return nil, protoErr("line longer than %d bytes", max)
@@ -258,6 +271,7 @@ func (rd *Reader) line(max int) ([]byte, error) {
 		if err != bufio.ErrBufferFull {
 			return nil, eof(err)
 		}
+		frag, err = rd.r.ReadSlice('\n')
 	}
 	out = out[:len(out)-1]
 	return bytes.TrimSuffix(out, []byte{'\r'}), nil

@@ -4,8 +4,13 @@
 // rbctl takes and valkey stores as any string — the same values, rounds alternating which
 // server goes first. It reports each round, the median ratio (target / reference) per
 // operation and value size, and each server's CPU seconds per GB moved (from
-// /proc/PID/stat, when -pid and -ref-pid are given). Every GET is checked: length and the
-// value's first and last bytes, which encode the key.
+// /proc/PID/stat, when -pid and -ref-pid are given), and each server's per-request latency
+// percentiles (p50, p99, p99.9: from the request's write to its reply's last byte, pooled
+// over the rounds). Each row is a client pattern, CxP: C connections with P requests in
+// flight each; the default rows are -clients x -pipeline (16x4) and LMCache's own client
+// (8x1: its resp adapter keeps 8 connections with one command in flight each, distinct
+// keys). Every GET is checked: length and the value's first and last bytes, which encode
+// the key.
 package main
 
 import (
@@ -44,6 +49,7 @@ func main() {
 	pipeline := flag.Int("pipeline", 4, "requests in flight per connection")
 	total := flag.Int64("bytes", 1<<30, "bytes SET (then GET) per size, round and server")
 	rounds := flag.Int("rounds", 3, "rounds per size")
+	rowsFlag := flag.String("rows", "", "client patterns CxP, comma-separated (default: -clients x -pipeline, then LMCache's 8x1)")
 	flag.Parse()
 	t.name, ref.name = "rbctl", "valkey"
 	if *clients < 1 || *pipeline < 1 || *rounds < 1 || *total < 1 {
@@ -51,69 +57,130 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	rows, err := parseRows(*rowsFlag, *clients, *pipeline)
+	if err != nil {
+		fail(err)
+	}
+	if len(rows) > 3 {
+		fail(errors.New("-rows: at most 3 rows (each round's keys carry the row in one hex digit pair)"))
+	}
 	for _, s := range strings.Split(*sizes, ",") {
 		size, err := parseSize(s)
 		if err != nil {
 			fail(err)
 		}
-		n := int(max(*total/int64(size), int64(*clients)))
-		ratios := map[string][]float64{}
-		cpu := map[string][]float64{}
-		for r := 0; r < *rounds; r++ {
-			order := []target{t, ref}
-			if r%2 == 1 {
-				order = []target{ref, t}
-			}
-			rate := map[string]float64{}
-			for ti, tg := range order {
-				id := 0xaa + 0x11*((ti+r)%2) // hex, so that the key's hash field stays hex
-				prefix := fmt.Sprintf("%02x%02x%04x", id, r, (size>>10)&0xffff)
+		for ri, row := range rows {
+			n := int(max(*total/int64(size), int64(row.clients)))
+			ratios := map[string][]float64{}
+			cpu := map[string][]float64{}
+			lat := map[string][]time.Duration{}
+			for r := 0; r < *rounds; r++ {
+				order := []target{t, ref}
+				if r%2 == 1 {
+					order = []target{ref, t}
+				}
+				rate := map[string]float64{}
+				for ti, tg := range order {
+					id := 0xaa + 0x11*((ti+r)%2) + 0x22*ri // hex, so that the key's hash field stays hex
+					prefix := fmt.Sprintf("%02x%02x%04x", id, r, (size>>10)&0xffff)
+					for _, op := range []string{"SET", "GET"} {
+						c0 := cpuTicks(tg.pid)
+						gbps, l, err := phase(ctx, tg.addr, op, prefix, n, size, row.clients, row.pipeline)
+						if err != nil {
+							fail(fmt.Errorf("%s %s %s %s round %d: %w", tg.name, op, s, row, r+1, err))
+						}
+						rate[tg.name+op] = gbps
+						lat[tg.name+op] = append(lat[tg.name+op], l...)
+						if c1 := cpuTicks(tg.pid); c0 >= 0 && c1 >= 0 {
+							secs := float64(c1-c0) / 100 // USER_HZ
+							cpu[tg.name+op] = append(cpu[tg.name+op], secs/(float64(n)*float64(size)/1e9))
+						}
+						fmt.Printf("  size %s %s round %d %-6s %s: %.2f GB/s\n", s, row, r+1, tg.name, op, gbps)
+					}
+				}
 				for _, op := range []string{"SET", "GET"} {
-					c0 := cpuTicks(tg.pid)
-					gbps, err := phase(ctx, tg.addr, op, prefix, n, size, *clients, *pipeline)
-					if err != nil {
-						fail(fmt.Errorf("%s %s %s round %d: %w", tg.name, op, s, r+1, err))
-					}
-					rate[tg.name+op] = gbps
-					if c1 := cpuTicks(tg.pid); c0 >= 0 && c1 >= 0 {
-						secs := float64(c1-c0) / 100 // USER_HZ
-						cpu[tg.name+op] = append(cpu[tg.name+op], secs/(float64(n)*float64(size)/1e9))
-					}
-					fmt.Printf("  size %s round %d %-6s %s: %.2f GB/s\n", s, r+1, tg.name, op, gbps)
+					ratios[op] = append(ratios[op], rate[t.name+op]/rate[ref.name+op])
 				}
 			}
 			for _, op := range []string{"SET", "GET"} {
-				ratios[op] = append(ratios[op], rate[t.name+op]/rate[ref.name+op])
+				fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio rbctl/valkey median %.2f (rounds %s); CPU s/GB rbctl %s, valkey %s; latency p50/p99/p99.9 rbctl %s, valkey %s\n",
+					op, s, row.clients, row.pipeline, median(ratios[op]), list(ratios[op]), medianOr(cpu[t.name+op]), medianOr(cpu[ref.name+op]),
+					percentiles(lat[t.name+op]), percentiles(lat[ref.name+op]))
 			}
-		}
-		for _, op := range []string{"SET", "GET"} {
-			fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio rbctl/valkey median %.2f (rounds %s); CPU s/GB rbctl %s, valkey %s\n",
-				op, s, *clients, *pipeline, median(ratios[op]), list(ratios[op]), medianOr(cpu[t.name+op]), medianOr(cpu[ref.name+op]))
 		}
 	}
 }
 
+// row is a client pattern: clients connections with pipeline requests in flight each.
+type row struct{ clients, pipeline int }
+
+func (r row) String() string { return fmt.Sprintf("%dx%d", r.clients, r.pipeline) }
+
+// parseRows reads "16x4,8x1"; "" is clients x pipeline and then LMCache's 8x1 (once).
+func parseRows(s string, clients, pipeline int) ([]row, error) {
+	if s == "" {
+		rows := []row{{clients, pipeline}}
+		if clients != 8 || pipeline != 1 {
+			rows = append(rows, row{8, 1})
+		}
+		return rows, nil
+	}
+	var rows []row
+	for _, f := range strings.Split(s, ",") {
+		c, p, ok := strings.Cut(f, "x")
+		ci, err1 := strconv.Atoi(c)
+		pi, err2 := strconv.Atoi(p)
+		if !ok || err1 != nil || err2 != nil || ci < 1 || pi < 1 {
+			return nil, fmt.Errorf("-rows: %q is not CxP (e.g. 16x4)", f)
+		}
+		rows = append(rows, row{ci, pi})
+	}
+	return rows, nil
+}
+
+// percentiles is "p50/p99/p99.9" of d in milliseconds.
+func percentiles(d []time.Duration) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(q float64) float64 {
+		return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
+	}
+	return fmt.Sprintf("%.2f/%.2f/%.2f ms", at(0.50), at(0.99), at(0.999))
+}
+
 // phase runs n requests of op (SET then GET use the same keys) over clients connections,
-// pipeline requests in flight on each, and returns GB/s of values moved.
-func phase(ctx context.Context, addr, op, prefix string, n, size, clients, pipeline int) (float64, error) {
+// pipeline requests in flight on each, and returns GB/s of values moved and each request's
+// latency.
+func phase(ctx context.Context, addr, op, prefix string, n, size, clients, pipeline int) (float64, []time.Duration, error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
+	lats := make([][]time.Duration, clients)
 	start := time.Now()
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := client(ctx, addr, op, prefix, c, clients, n, size, pipeline); err != nil {
+			l, err := client(ctx, addr, op, prefix, c, clients, n, size, pipeline)
+			if err != nil {
 				errs <- err
 			}
+			lats[c] = l
 		}()
 	}
 	wg.Wait()
+	gbps := float64(n) * float64(size) / time.Since(start).Seconds() / 1e9
 	close(errs)
 	if err := <-errs; err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return float64(n) * float64(size) / time.Since(start).Seconds() / 1e9, nil
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	return gbps, all, nil
 }
 
 // key is LMCache's native spelling of chunk i: model@rank@group@hash@salt.
@@ -127,11 +194,14 @@ func fill(v []byte, i int) {
 	binary.LittleEndian.PutUint64(v[len(v)-8:], uint64(i))
 }
 
-func client(ctx context.Context, addr, op, prefix string, c, clients, n, size, pipeline int) error {
+// client runs its share of the phase on one connection and returns each request's latency:
+// from when it is written into the connection's buffer (sent at once when nothing else is
+// in flight: pipeline 1) to the end of its reply.
+func client(ctx context.Context, addr, op, prefix string, c, clients, n, size, pipeline int) ([]time.Duration, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
 	context.AfterFunc(ctx, func() { conn.Close() })
@@ -142,9 +212,12 @@ func client(ctx context.Context, addr, op, prefix string, c, clients, n, size, p
 	for i := c; i < n; i += clients {
 		mine = append(mine, i)
 	}
+	sentAt := make([]time.Time, len(mine))
+	lat := make([]time.Duration, 0, len(mine))
 	sent, got := 0, 0
 	for got < len(mine) {
 		for sent < len(mine) && sent-got < pipeline {
+			sentAt[sent] = time.Now()
 			i := mine[sent]
 			k := key(prefix, i)
 			if op == "SET" {
@@ -158,14 +231,15 @@ func client(ctx context.Context, addr, op, prefix string, c, clients, n, size, p
 			sent++
 		}
 		if err := w.Flush(); err != nil {
-			return err
+			return nil, err
 		}
 		if err := reply(r, op, mine[got], size, val); err != nil {
-			return err
+			return nil, err
 		}
+		lat = append(lat, time.Since(sentAt[got]))
 		got++
 	}
-	return nil
+	return lat, nil
 }
 
 // reply reads one reply and checks it: +OK for SET, the value of chunk i for GET.

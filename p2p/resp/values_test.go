@@ -1,0 +1,97 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The value pool's heap spares are bounded by the server's request budget: with its one
+// arena buffer lent, a spare takes its bytes from the budget while it is lent, a further
+// one waits for them (ErrBusy past its wait, or its context's end), and giving a spare back
+// returns its bytes; arena buffers are kept and lent again.
+func TestValuePoolSparesWithinBudget(t *testing.T) {
+	p, err := NewValuePool(5000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Size() != 8192 {
+		t.Fatalf("Size %d, want 8192 (whole pages)", p.Size())
+	}
+	b := NewBudget(8192)
+	ctx := context.Background()
+	a, err := p.take(ctx, b, time.Millisecond)
+	if err != nil || !p.owns(a) || len(a) != 8192 {
+		t.Fatalf("first take: arena %v len %d err %v", p.owns(a), len(a), err)
+	}
+	s, err := p.take(ctx, b, time.Millisecond)
+	if err != nil || p.owns(s) || len(s) != 8192 {
+		t.Fatalf("second take: arena %v len %d err %v", p.owns(s), len(s), err)
+	}
+	if b.Stats().Used != 8192 {
+		t.Fatalf("budget used %d while a spare is lent, want 8192", b.Stats().Used)
+	}
+	if _, err := p.take(ctx, b, time.Millisecond); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a spare past the budget: %v, want ErrBusy", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := p.take(cctx, b, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a spare past the budget, context ended: %v", err)
+	}
+	p.give(s, b)
+	if st := b.Stats(); st.Used != 0 {
+		t.Fatalf("budget used %d after the spare came back", st.Used)
+	}
+	p.give(a, b)
+	m := map[string]int64{}
+	p.stats(m)
+	if m["resp_value_lent"] != 0 || m["resp_value_spares"] != 0 || m["resp_value_spares_made"] != 1 {
+		t.Fatalf("stats %v", m)
+	}
+	if a2, _ := p.take(ctx, b, 0); &a2[0] != &a[0] {
+		t.Fatal("the arena buffer was not lent again")
+	}
+}
+
+// GET and MGET over an EngineStore with a value pool of one arena buffer: values read into
+// lent buffers are answered byte for byte, a miss and a refused key lend nothing for long,
+// and every buffer is back once the replies are written.
+func TestGetIntoLentBuffers(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	e := engineOn(t, img, true)
+	defer e.Close()
+	p, err := NewValuePool(64<<10, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv := &Server{Store: EngineStore{e}, Values: p, Budget: NewBudget(1 << 20)}
+	c, err := net.Dial("tcp", serve(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k1, k2 := "my/model@00000001@0@00a1", "my/model@00000001@0@00a2"
+	v1, v2 := strings.Repeat("\r\n\x00a", 9000), strings.Repeat("b", 20<<10) // a copied and a direct bulk
+	exchange(t, c, cmd("SET", k1, v1)+cmd("SET", k2, v2), "+OK\r\n+OK\r\n")
+	exchange(t, c, cmd("GET", k1)+cmd("GET", "my/model@00000001@0@00ff")+cmd("GET", "not a native key")+cmd("GET", k2),
+		"$36000\r\n"+v1+"\r\n$-1\r\n$-1\r\n$20480\r\n"+v2+"\r\n")
+	exchange(t, c, cmd("MGET", k2, k1, k2), "*3\r\n$20480\r\n"+v2+"\r\n$36000\r\n"+v1+"\r\n$20480\r\n"+v2+"\r\n")
+	st := srv.Stats()
+	if st["resp_value_lent"] != 0 || st["resp_value_spares_made"] != 0 {
+		t.Fatalf("after the replies: %v", st)
+	}
+}
