@@ -90,7 +90,7 @@ var ErrPayload = errors.New("loaded payload does not match its key")
 
 // NewBackend wraps an open engine for chunks of size bytes.
 func NewBackend(e *engine.Engine, model string, salts []string, size int) *Backend {
-	c, err := sharded.New([]*engine.Engine{e}, sharded.Options{})
+	c, err := sharded.New([]*engine.Engine{e}, sharded.Config{})
 	if err != nil {
 		panic(err) // one non-nil engine and the default route: cannot fail
 	}

@@ -52,7 +52,7 @@ type Options struct {
 	Create  int64 // Path(s): create each as a sparse file of this size if it does not exist
 	// Force skips the safety gate (a block device, a file holding data, a device in use).
 	Force      bool
-	IOEngine   string // devices.Options.IOEngine
+	IOPath     string // devices.Options.IOPath (--io-engine)
 	QueueDepth int    // device and engine queue depth
 
 	Policies []string // placement.Parse specs, run in order

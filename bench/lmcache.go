@@ -39,7 +39,7 @@ func applyLMCache(o *Options) error {
 		o.ShardRanks = nil // device_path: one device, every rank
 	}
 	oo := l.Config.OpenOptions()
-	o.IOEngine, o.QueueDepth = oo.IOEngine, oo.QueueDepth
+	o.IOPath, o.QueueDepth = oo.IOPath, oo.QueueDepth
 	if len(o.Paths) > 1 || o.ShardRanks != nil {
 		// per_tp_device_paths: worker r's keys on the device of rank r, as LMCache routes them
 		o.ShardBy = string(sharded.RouteKVRank)

@@ -215,7 +215,7 @@ func (p *planned) runPolicy(ctx context.Context, pol string) (reports.Run, error
 		policies[i], shs[i], devs[i] = policy, sh, sh
 	}
 	rec := newRecorder(n)
-	cache, err := sharded.Format(devs, p.shards[0].ecfg, sharded.Options{Route: p.route, Ranks: p.o.ShardRanks, Observe: rec.observe,
+	cache, err := sharded.Format(devs, p.shards[0].ecfg, sharded.Config{Route: p.route, Ranks: p.o.ShardRanks, Observe: rec.observe,
 		Config: func(i int, _ engine.Config) engine.Config {
 			c := p.shards[i].ecfg
 			c.Placer = policies[i]

@@ -58,7 +58,7 @@ func openTarget(o *Options, dev blockdev.Device, path string) (*target, error) {
 		}
 	}
 	opt := devices.DefaultOptions()
-	opt.IOEngine, opt.QueueDepth, opt.BufferedFallback = o.IOEngine, o.QueueDepth, true
+	opt.IOPath, opt.QueueDepth, opt.BufferedFallback = o.IOPath, o.QueueDepth, true
 	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
 		opt.Exclusive = false // a file is locked instead
 	}

@@ -136,7 +136,7 @@ func openDetected(dev blockdev.Device, path string, d engine.Detection, o OpenOp
 		o.Tweak(&cfg)
 	}
 	e, err := engine.OpenWith(dev, cfg, engine.OpenOptions{Context: o.Context, AcceptDoubt: o.Accept,
-		Scan: o.Scan != ScanNever, ScanLayout: d.LayoutSource})
+		Scan: o.Scan != ScanNever, ScanLayout: d.LayoutSource, Detected: &d}) // the checkpoints Detect read
 	if err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)

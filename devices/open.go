@@ -15,12 +15,13 @@ import (
 	"github.com/rbctl/rbctl/units"
 )
 
-// I/O engines for Options.IOEngine.
+// I/O paths for Options.IOPath: how bytes reach the device (the CLI's --io-engine, fio's
+// word for it). "Engine" in rbctl is the cache engine (package engine) alone.
 const (
-	EngineAuto     = ""         // io_uring, or posix where the kernel gives no io_uring
-	EngineUring    = "uring"    // io_uring only
-	EnginePosix    = "posix"    // pread/pwrite workers
-	EnginePassthru = "passthru" // NVMe passthrough (always used for /dev/ngXnY and emu:)
+	PathAuto     = ""         // io_uring, or posix where the kernel gives no io_uring
+	PathUring    = "uring"    // io_uring only
+	PathPosix    = "posix"    // pread/pwrite workers
+	PathPassthru = "passthru" // NVMe passthrough (always used for /dev/ngXnY and emu:)
 )
 
 // MemPrefix starts a memory device spelling: mem:SIZE (e.g. mem:256M).
@@ -28,7 +29,7 @@ const MemPrefix = "mem:"
 
 // Options chooses how a device path is opened.
 type Options struct {
-	IOEngine   string // EngineAuto (""), EngineUring, EnginePosix, EnginePassthru
+	IOPath     string // PathAuto (""), PathUring, PathPosix, PathPassthru
 	Direct     bool   // O_DIRECT (posix, uring)
 	QueueDepth int    // ops in flight per Submit (0: backend default)
 	ReadOnly   bool   // open read-only, sharing the device with other readers
@@ -40,7 +41,7 @@ type Options struct {
 
 // DefaultOptions: io_uring (posix without it), O_DIRECT, exclusive, queue depth 32.
 func DefaultOptions() Options {
-	return Options{IOEngine: EngineAuto, Direct: true, QueueDepth: 32, Exclusive: true}
+	return Options{IOPath: PathAuto, Direct: true, QueueDepth: 32, Exclusive: true}
 }
 
 // Opened is a device opened for I/O: the block device, what it offers for placement, and
@@ -48,7 +49,7 @@ func DefaultOptions() Options {
 type Opened struct {
 	Path   string
 	Block  blockdev.Device
-	Engine string // the engine in use: posix, uring, passthru, emu or mem
+	IOPath string // the I/O path in use: posix, uring, passthru, emu or mem
 	// FDP is the device's FDP view; nil when it has none, and NoFDP says why (an error
 	// wrapping fdp.ErrFDPNotSupported, "FDP is disabled", or "no NVMe transport").
 	FDP   *FDP
@@ -84,17 +85,17 @@ func OpenDevice(path string, opt Options) (*Opened, error) {
 		return openMem(path)
 	case emu.IsSpec(path):
 		return openEmu(path, opt)
-	case isNVMeGeneric(path) || opt.IOEngine == EnginePassthru || opt.IOEngine == "nvme":
+	case isNVMeGeneric(path) || opt.IOPath == PathPassthru || opt.IOPath == "nvme":
 		// /dev/ngXnY is reachable only through NVMe passthrough.
 		return openPassthru(path, opt)
 	}
-	switch opt.IOEngine {
-	case EngineAuto, EngineUring, "io_uring":
+	switch opt.IOPath {
+	case PathAuto, PathUring, "io_uring":
 		return openUring(path, opt)
-	case EnginePosix:
+	case PathPosix:
 		return openFile(path, opt)
 	}
-	return nil, fmt.Errorf("io engine %q is not one of uring, posix, passthru", opt.IOEngine)
+	return nil, fmt.Errorf("io engine %q is not one of uring, posix, passthru", opt.IOPath)
 }
 
 // openMem makes a memory device of SIZE (rounded down to 4 KiB blocks).
@@ -103,7 +104,7 @@ func openMem(path string) (*Opened, error) {
 	if err != nil || n < 4096 {
 		return nil, fmt.Errorf("%s: want mem:SIZE of at least 4 KiB, e.g. mem:256M", path)
 	}
-	return &Opened{Path: path, Block: blockdev.NewMem(n/4096*4096, 4096), Engine: "mem",
+	return &Opened{Path: path, Block: blockdev.NewMem(n/4096*4096, 4096), IOPath: "mem",
 		NoFDP: fmt.Errorf("%s: a memory device has no NVMe transport: %w", path, fdp.ErrFDPNotSupported)}, nil
 }
 
@@ -118,7 +119,7 @@ func openEmu(path string, opt Options) (*Opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.Engine, o.Emu = "emu", c
+	o.IOPath, o.Emu = "emu", c
 	return o, nil
 }
 
@@ -132,7 +133,7 @@ func overTransport(t nvme.Transport, path string, kind blockdev.Kind, opt Option
 		}
 		return nil, err
 	}
-	o := &Opened{Path: path, Engine: EnginePassthru}
+	o := &Opened{Path: path, IOPath: PathPassthru}
 	disc, err := fdp.Discover(t)
 	var pids []uint16
 	switch {
@@ -153,7 +154,7 @@ func overTransport(t nvme.Transport, path string, kind blockdev.Kind, opt Option
 	return o, nil
 }
 
-// openUring opens a file or block device through io_uring; with EngineAuto a kernel
+// openUring opens a file or block device through io_uring; with PathAuto a kernel
 // without io_uring (or one that forbids it) gets the posix engine instead.
 func openUring(path string, opt Options) (*Opened, error) {
 	uopt := blockdev.UringOptions{QueueDepth: opt.QueueDepth, Buffered: !opt.Direct, ReadOnly: opt.ReadOnly, Exclusive: opt.Exclusive}
@@ -166,7 +167,7 @@ func openUring(path string, opt Options) (*Opened, error) {
 			return o, nil
 		}
 	}
-	if err != nil && opt.IOEngine == EngineAuto && uringUnavailable(err) {
+	if err != nil && opt.IOPath == PathAuto && uringUnavailable(err) {
 		o, ferr := openFile(path, opt)
 		if ferr != nil {
 			return nil, ferr
@@ -194,7 +195,7 @@ func openFile(path string, opt Options) (*Opened, error) {
 	if err != nil && opt.Direct && opt.BufferedFallback && directRefused(path, err) {
 		fopt.Direct = false
 		if d, err = blockdev.OpenFile(path, fopt); err == nil {
-			o := blockOpened(path, d, EnginePosix)
+			o := blockOpened(path, d, PathPosix)
 			o.Notes = append(o.Notes, "the filesystem refuses O_DIRECT: opened buffered")
 			return o, nil
 		}
@@ -202,7 +203,7 @@ func openFile(path string, opt Options) (*Opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	return blockOpened(path, d, EnginePosix), nil
+	return blockOpened(path, d, PathPosix), nil
 }
 
 // directRefused reports whether err is a regular file's filesystem refusing O_DIRECT.
@@ -212,6 +213,6 @@ func directRefused(path string, err error) bool {
 }
 
 func blockOpened(path string, d blockdev.Device, engine string) *Opened {
-	return &Opened{Path: path, Block: d, Engine: engine,
+	return &Opened{Path: path, Block: d, IOPath: engine,
 		NoFDP: fmt.Errorf("%s: no NVMe transport through %s (FDP is read through /dev/ngXnY): %w", path, engine, fdp.ErrFDPNotSupported)}
 }

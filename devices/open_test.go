@@ -49,7 +49,7 @@ func TestOpenEverySpelling(t *testing.T) {
 		noFDP        error
 	}{
 		{file, "uring", DefaultOptions(), blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
-		{file, "posix", Options{IOEngine: EnginePosix, Direct: true}, blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
+		{file, "posix", Options{IOPath: PathPosix, Direct: true}, blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
 		{file, "uring", Options{ReadOnly: true, Direct: true}, blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
 		{"mem:16M", "mem", DefaultOptions(), blockdev.KindMemory, 8, false, fdp.ErrFDPNotSupported}, // Mem takes 8 handles, unplaced
 		{spec, "emu", DefaultOptions(), blockdev.KindEmulated, 4, true, nil},
@@ -62,11 +62,11 @@ func TestOpenEverySpelling(t *testing.T) {
 		}
 		info := o.Info()
 		engine := c.engine
-		if engine == "uring" && o.Engine == EnginePosix && strings.Contains(strings.Join(o.Notes, ";"), "io_uring is not available") {
-			engine = EnginePosix // a kernel or sandbox without io_uring
+		if engine == "uring" && o.IOPath == PathPosix && strings.Contains(strings.Join(o.Notes, ";"), "io_uring is not available") {
+			engine = PathPosix // a kernel or sandbox without io_uring
 		}
-		if o.Engine != engine || info.Kind != c.kind || info.Handles != c.handles || (o.FDP != nil) != c.fdp {
-			t.Errorf("%s %+v: engine %s kind %s handles %d FDP %v, want %s %s %d %v", c.path, c.opt, o.Engine, info.Kind, info.Handles, o.FDP != nil, engine, c.kind, c.handles, c.fdp)
+		if o.IOPath != engine || info.Kind != c.kind || info.Handles != c.handles || (o.FDP != nil) != c.fdp {
+			t.Errorf("%s %+v: engine %s kind %s handles %d FDP %v, want %s %s %d %v", c.path, c.opt, o.IOPath, info.Kind, info.Handles, o.FDP != nil, engine, c.kind, c.handles, c.fdp)
 		}
 		if c.noFDP != nil && !errors.Is(o.NoFDP, c.noFDP) || c.noFDP == nil && o.NoFDP != nil {
 			t.Errorf("%s: NoFDP %v, want %v", c.path, o.NoFDP, c.noFDP)
@@ -86,7 +86,7 @@ func TestOpenEverySpelling(t *testing.T) {
 			t.Errorf("%q opened", bad)
 		}
 	}
-	if _, err := OpenDevice(file, Options{IOEngine: "spdk"}); err == nil || !strings.Contains(err.Error(), `"spdk"`) {
+	if _, err := OpenDevice(file, Options{IOPath: "spdk"}); err == nil || !strings.Contains(err.Error(), `"spdk"`) {
 		t.Errorf("unknown engine: %v", err)
 	}
 }
@@ -187,12 +187,12 @@ func TestBufferedFallback(t *testing.T) {
 	}
 	defer os.RemoveAll(d)
 	file := sizedFile(t, d, 1<<20)
-	for _, engine := range []string{EngineAuto, EnginePosix} {
-		strict, serr := OpenDevice(file, Options{IOEngine: engine, Direct: true})
+	for _, engine := range []string{PathAuto, PathPosix} {
+		strict, serr := OpenDevice(file, Options{IOPath: engine, Direct: true})
 		if serr == nil {
 			strict.Close()
 		}
-		o, err := OpenDevice(file, Options{IOEngine: engine, Direct: true, BufferedFallback: true})
+		o, err := OpenDevice(file, Options{IOPath: engine, Direct: true, BufferedFallback: true})
 		if err != nil {
 			t.Fatalf("%s with fallback: %v", engine, err)
 		}

@@ -27,7 +27,7 @@ func TestIsNVMeGeneric(t *testing.T) {
 			t.Errorf("isNVMeGeneric(%q) = %v", p, !want)
 		}
 	}
-	if _, err := Open("/dev/null", Options{IOEngine: "passthru"}); !errors.Is(err, nvme.ErrNotNVMe) {
+	if _, err := Open("/dev/null", Options{IOPath: "passthru"}); !errors.Is(err, nvme.ErrNotNVMe) {
 		t.Errorf("passthru on /dev/null: %v", err)
 	}
 }
@@ -85,14 +85,14 @@ func TestPassthruNVMeDevice(t *testing.T) {
 	}
 	// A reader beside the writer is refused (single writer: readers share only with readers);
 	// once the writer is gone it opens.
-	if _, err := Open(ns, Options{IOEngine: "passthru", ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "in use by PID") {
+	if _, err := Open(ns, Options{IOPath: "passthru", ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "in use by PID") {
 		t.Errorf("read-only open beside the writer: %v, want it refused as in use", err)
 	}
 	open = false
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := Open(ns, Options{IOEngine: "passthru", ReadOnly: true})
+	ro, err := Open(ns, Options{IOPath: "passthru", ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +165,8 @@ func TestPassthruOpenDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	if o.Engine != EnginePassthru || o.Info().Kind != blockdev.KindNVMeChar {
-		t.Errorf("engine %s kind %s", o.Engine, o.Info().Kind)
+	if o.IOPath != PathPassthru || o.Info().Kind != blockdev.KindNVMeChar {
+		t.Errorf("engine %s kind %s", o.IOPath, o.Info().Kind)
 	}
 	if os.Getenv("RBCTL_TEST_FDP") == "on" {
 		if o.FDP == nil {

@@ -89,6 +89,23 @@ func (e *Engine) encodeCompact(sn *snapshot) []byte {
 }
 
 func decodeCompact(b []byte) (*ckptState, error) {
+	st, err := decodeCompactLazy(b)
+	if err != nil {
+		return nil, err
+	}
+	st.fillKeys()
+	return st, nil
+}
+
+// decodeCompactLazy decodes and checks every field of a compact payload, as decodeCompact
+// does, and fails exactly where it fails, but builds no entry: ckptState.materialize builds
+// them (each key left as the offset of its compact record in b) and fillKeys spells the
+// keys out. A million entries take some 60 MiB as ckptEntry values and more as key strings,
+// and opening a cache needs them of the chosen container only.
+func decodeCompactLazy(b []byte) (*ckptState, error) { return decodeCompactWalk(b, false) }
+
+// decodeCompactWalk is decodeCompactLazy, building the entries too with keep.
+func decodeCompactWalk(b []byte, keep bool) (*ckptState, error) {
 	if len(b) < compactV1HdrLen {
 		return nil, fmt.Errorf("%w: compact checkpoint of %d bytes", ErrTruncated, len(b))
 	}
@@ -157,42 +174,88 @@ func decodeCompact(b []byte) (*ckptState, error) {
 			return nil, err
 		}
 	}
-	st.entries = make([]ckptEntry, 0, ne)
-	for i := uint64(0); i < ne; i++ {
-		if len(p) < entFixedLen+2 {
-			return nil, fmt.Errorf("%w: entry %d of %d", ErrTruncated, i, ne)
-		}
-		slot := int64(le.Uint32(p))
-		ce := ckptEntry{size: int64(le.Uint32(p[4:])), crc: le.Uint32(p[8:]), handle: int16(le.Uint16(p[13:])), id: le.Uint64(p[15:]), hasID: true}
-		f := p[12]
-		ce.hasCRC = f&entHasCRC != 0
-		ce.offset = st.dataBase + slot*st.slotBytes
-		p = p[entFixedLen:]
-		n := keyRecordLen(p)
-		if n < 0 {
-			return nil, fmt.Errorf("%w: key of entry %d", ErrCorrupt, i)
-		}
-		k, ok := decodeKey(p[:n], pre, salts)
-		if !ok {
-			return nil, fmt.Errorf("%w: key of entry %d references a missing dictionary string", ErrCorrupt, i)
-		}
-		ce.key = k
-		p = p[n:]
-		if f&entHasMeta != 0 {
-			ms, err := readStr()
-			if err != nil {
-				return nil, err
-			}
-			v, err := parseJSON([]byte(ms))
-			if err != nil {
-				return nil, fmt.Errorf("%w: metadata of entry %d: %v", ErrCorrupt, i, err)
-			}
-			ce.meta = metaFromJSON(v)
-		}
-		st.entries = append(st.entries, ce)
+	if keep {
+		st.entries = make([]ckptEntry, 0, ne)
 	}
+	cur := entryCursor{b: b, off: len(b) - len(p), dataBase: st.dataBase, slotBytes: st.slotBytes, npre: len(pre), nsalt: len(salts)}
+	st.entOff = cur.off
+	for i := uint64(0); i < ne; i++ {
+		ce, err := cur.next(i, ne)
+		if err != nil {
+			return nil, err
+		}
+		if keep {
+			st.entries = append(st.entries, ce)
+		}
+	}
+	p = b[cur.off:]
 	if len(p) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes after %d entries", ErrCorrupt, len(p), ne)
 	}
+	st.n, st.payload, st.pre, st.salts = int(ne), b, pre, salts
+	st.unbuilt, st.lazy = !keep, true
 	return st, nil
+}
+
+// entryCursor reads the entries of a compact payload b one after another, from off.
+type entryCursor struct {
+	b                   []byte
+	off                 int
+	dataBase, slotBytes int64
+	npre, nsalt         int // dictionary sizes
+}
+
+// next decodes entry i of ne at c.off and moves past it; its key is left as the offset of
+// its compact record (ckptEntry.recOff).
+func (c *entryCursor) next(i, ne uint64) (ckptEntry, error) {
+	le := binary.LittleEndian
+	p := c.b[c.off:]
+	if len(p) < entFixedLen+2 {
+		return ckptEntry{}, fmt.Errorf("%w: entry %d of %d", ErrTruncated, i, ne)
+	}
+	slot := int64(le.Uint32(p))
+	ce := ckptEntry{size: int64(le.Uint32(p[4:])), crc: le.Uint32(p[8:]), handle: int16(le.Uint16(p[13:])), id: le.Uint64(p[15:]), hasID: true}
+	f := p[12]
+	ce.hasCRC = f&entHasCRC != 0
+	ce.offset = c.dataBase + slot*c.slotBytes
+	p = p[entFixedLen:]
+	n := keyRecordLen(p)
+	if n < 0 {
+		return ckptEntry{}, fmt.Errorf("%w: key of entry %d", ErrCorrupt, i)
+	}
+	if !keyRefsOK(p[:n], c.npre, c.nsalt) {
+		return ckptEntry{}, fmt.Errorf("%w: key of entry %d references a missing dictionary string", ErrCorrupt, i)
+	}
+	ce.recOff = len(c.b) - len(p)
+	p = p[n:]
+	if f&entHasMeta != 0 {
+		m, w := binary.Uvarint(p)
+		if w <= 0 || m > uint64(len(p)-w) {
+			return ckptEntry{}, fmt.Errorf("%w: string in compact checkpoint", ErrTruncated)
+		}
+		v, err := parseJSON(p[w : w+int(m)])
+		if err != nil {
+			return ckptEntry{}, fmt.Errorf("%w: metadata of entry %d: %v", ErrCorrupt, i, err)
+		}
+		ce.meta = metaFromJSON(v)
+		p = p[w+int(m):]
+	}
+	c.off = len(c.b) - len(p)
+	return ce, nil
+}
+
+// keyRefsOK reports whether the compact record b (keyRecordLen(b) == len(b)) references
+// only dictionary strings that exist: decodeKey succeeds exactly when it does.
+func keyRefsOK(b []byte, npre, nsalt int) bool {
+	if b[0] == 0 {
+		return true
+	}
+	pid, w := binary.Uvarint(b[1:])
+	if pid >= uint64(npre) {
+		return false
+	}
+	i := 1 + w
+	i += 1 + int(b[i])
+	sid, _ := binary.Uvarint(b[i:])
+	return sid <= uint64(nsalt)
 }

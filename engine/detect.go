@@ -21,6 +21,39 @@ type Detection struct {
 	Selection Selection
 	// LayoutSource says where DetectScan found the layout ("" from Detect: the checkpoint).
 	LayoutSource string
+	// read is what Detect read and decoded, for Open to use instead of reading it again
+	// (OpenOptions.Detected); nil when there is nothing to reuse.
+	read *detectRead
+}
+
+// detectRead is the containers Detect read, the selection it made over them and the
+// checkpoint it chose, with what they depend on: the device, the layout and the container
+// header fields of the config they were read with.
+type detectRead struct {
+	path     string
+	size     int64
+	lay      Layout
+	magic    string
+	version  uint32
+	sc       [2]scanned
+	sel      Selection
+	st       *ckptState
+	consumed bool
+}
+
+// reuse returns what d read when it was read from dev with the layout and container header
+// fields cfg gives (lay), once: the chosen checkpoint is applied by one Open.
+func (d *Detection) reuse(dev blockdev.Device, cfg Config, lay Layout) *detectRead {
+	if d == nil || d.read == nil {
+		return nil
+	}
+	r := d.read
+	info := dev.Info()
+	if r.consumed || r.path != info.Path || r.size != info.Size || r.lay != lay || r.magic != cfg.MetaMagic || r.version != cfg.MetaVersion {
+		return nil
+	}
+	r.consumed = true
+	return r
 }
 
 // Detect infers the layout, namespace and checkpoint format of a formatted device from the
@@ -119,6 +152,8 @@ func detectFrom(dev blockdev.Device, found *ckptState, size int64) (Detection, e
 	sc := scanContainers(dev, d.Config, lay)
 	sel, chosen := selectCheckpoint(dev, lay, &sc)
 	d.Selection = sel
+	d.read = &detectRead{path: dev.Info().Path, size: size, lay: lay, magic: d.Config.MetaMagic, version: d.Config.MetaVersion,
+		sc: sc, sel: sel, st: chosen}
 	if chosen != nil {
 		if c := configFrom(chosen, size); c.validate() == nil {
 			d.Config = c // the two containers of one layout agree; if not, the chosen one's
@@ -133,6 +168,7 @@ func detectFrom(dev blockdev.Device, found *ckptState, size int64) (Detection, e
 // field is "0x%08x"), so such a checkpoint was written by LMCache's non-MP legacy backend,
 // whose slot identities are chunk hashes, not BLAKE2b of the key.
 func v1KeysAreLegacy(st *ckptState) bool {
+	st.fillKeys()
 	if len(st.entries) == 0 {
 		return false
 	}
@@ -178,7 +214,7 @@ func tryContainer(dev blockdev.Device, ba, off, size int64) (*ckptState, bool) {
 	if blockdev.ReadAt(dev, pb, off+ba) != nil || crc32.ChecksumIEEE(pb[:h.Len]) != h.CRC {
 		return nil, false
 	}
-	st, err := decodeCheckpoint(pb[:h.Len])
+	st, err := decodeCheckpointLazy(pb[:h.Len]) // only its layout fields are used
 	if err != nil || st.blockAlign != ba || st.metaMagic != magic {
 		return nil, false
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,9 +127,27 @@ func FuzzCompactCheckpoint(f *testing.F) {
 	e.CloseNoCheckpoint()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := decodeCompact(b)
+		// The lazy decodes recovery uses fail exactly where decodeCompact fails, and build
+		// the same state when asked to.
+		lazy, lerr := decodeCompactLazy(b)
+		built, berr := decodeCompactWalk(b, true)
+		if (lerr == nil) != (err == nil) || (berr == nil) != (err == nil) {
+			t.Fatalf("decodeCompact: %v; decodeCompactLazy: %v; decodeCompactWalk: %v", err, lerr, berr)
+		}
+		if viaCkpt, cerr := decodeCheckpointLazy(b); (cerr == nil) != (err == nil) && len(b) >= 8 && string(b[:8]) == compactMagic {
+			t.Fatalf("decodeCompact: %v; decodeCheckpointLazy: %v (%v)", err, cerr, viaCkpt != nil)
+		}
 		if err != nil {
 			mustBeCorrupt(t, err)
 			return
+		}
+		if lazy.count() != len(st.entries) || built.count() != len(st.entries) {
+			t.Fatalf("count %d and %d, %d entries", lazy.count(), built.count(), len(st.entries))
+		}
+		lazy.fillKeys()
+		built.fillKeys()
+		if !reflect.DeepEqual(lazy, st) || !reflect.DeepEqual(built, st) {
+			t.Fatal("a lazy decode built another state")
 		}
 		e, err := newEngine(sizeOnly{}, compatConfig())
 		if err != nil {

@@ -156,6 +156,22 @@ func (e *Engine) findAt(k Key, fp uint32, i uint64) int32 {
 	}
 }
 
+// reserve sizes an empty table for n keys at once, so that recovery's inserts do not
+// rehash it at every doubling (a million keys: ten rehashes).
+func (t *table) reserve(n int) {
+	if t.n != 0 {
+		return
+	}
+	size := len(t.cells)
+	for (n+1)*4 > size*3 {
+		size *= 2
+	}
+	if size != len(t.cells) {
+		t.cells = make([]uint32, size)
+		t.mask = uint64(size - 1)
+	}
+}
+
 func (e *Engine) cellSlot(c uint32) int32 { return int32(c&e.tab.slotMask) - 1 }
 
 func (e *Engine) tabInsert(s int32) {
@@ -214,7 +230,11 @@ func (e *Engine) tabDelete(s int32) {
 // bind indexes k at slot s, charging cost checkpoint bytes (entryCost) to the room.
 func (e *Engine) bind(s int32, k Key, cost int64) {
 	var buf [96]byte
-	rec := encodeKey(buf[:0], k.enc, e.prefixes, e.salts)
+	e.bindRec(s, k, cost, encodeKey(buf[:0], k.enc, e.prefixes, e.salts))
+}
+
+// bindRec is bind with k's compact record already encoded (interning done).
+func (e *Engine) bindRec(s int32, k Key, cost int64, rec []byte) {
 	r := &e.slots[s]
 	r.id = k.id
 	r.key = e.keys.put(rec)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 )
 
@@ -80,19 +81,33 @@ func recordIDs(b []byte) (pre, salt uint64, ok bool) {
 	return pid, sid, true
 }
 
+// objSplit is how the compact encoding splits a key (splitObject).
+type objSplit struct {
+	prefix, hexs, salt string
+	hasSalt, ok        bool
+}
+
 // splitObject splits enc into prefix, hash hex and salt when the compact form reproduces it:
 // for a key of one of LMCache's shapes (splitKey) the prefix runs up to its hash field
 // (model@0xRANK@ or model@RANK@GROUP@), otherwise up to the second '@'.
 func splitObject(enc string) (prefix, hexs, salt string, hasSalt, ok bool) {
-	if f, isKey := splitKey(enc); isKey {
+	f, isKey := splitKey(enc)
+	sp := splitObjectOf(enc, f, isKey)
+	return sp.prefix, sp.hexs, sp.salt, sp.hasSalt, sp.ok
+}
+
+// splitObjectOf is splitObject given splitKey(enc)'s result, for a caller that needs the
+// fields too (recovery: the key's cache_salt).
+func splitObjectOf(enc string, f keyFields, isKey bool) (sp objSplit) {
+	if isKey {
 		n := len(f.hash)
 		if f.hasSalt {
 			n += 1 + len(f.salt)
 		}
 		if f.hash != "" && len(f.hash) <= 2*255 && lowerHex(f.hash) && (!f.hasSalt || f.salt != "") {
-			return enc[:len(enc)-n], f.hash, f.salt, f.hasSalt, true
+			return objSplit{enc[:len(enc)-n], f.hash, f.salt, f.hasSalt, true}
 		}
-		return "", "", "", false, false
+		return objSplit{}
 	}
 	p1 := strings.IndexByte(enc, '@')
 	if p1 < 0 {
@@ -105,7 +120,7 @@ func splitObject(enc string) (prefix, hexs, salt string, hasSalt, ok bool) {
 	p2 += p1 + 1
 	rest := enc[p2+1:]
 	p3 := strings.IndexByte(rest, '@')
-	hexs = rest
+	hexs, salt, hasSalt := rest, "", false
 	if p3 >= 0 {
 		hexs = rest[:p3]
 		salt = rest[p3+1:]
@@ -123,7 +138,7 @@ func splitObject(enc string) (prefix, hexs, salt string, hasSalt, ok bool) {
 			return
 		}
 	}
-	return enc[:p2+1], hexs, salt, hasSalt, true
+	return objSplit{enc[:p2+1], hexs, salt, hasSalt, true}
 }
 
 func unhex(c byte) byte {
@@ -136,7 +151,13 @@ func unhex(c byte) byte {
 // encodeKey appends the compact encoding of enc to dst, interning into pre and salts (one
 // reference each; releaseKey gives them back).
 func encodeKey(dst []byte, enc string, pre, salts *interner) []byte {
-	prefix, hexs, salt, hasSalt, ok := splitObject(enc)
+	f, isKey := splitKey(enc)
+	return encodeSplit(dst, enc, splitObjectOf(enc, f, isKey), pre, salts)
+}
+
+// encodeSplit is encodeKey of enc split as sp (splitObjectOf).
+func encodeSplit(dst []byte, enc string, sp objSplit, pre, salts *interner) []byte {
+	prefix, hexs, salt, hasSalt, ok := sp.prefix, sp.hexs, sp.salt, sp.hasSalt, sp.ok
 	if !ok {
 		dst = append(dst, 0)
 		dst = binary.AppendUvarint(dst, uint64(len(enc)))
@@ -144,10 +165,14 @@ func encodeKey(dst []byte, enc string, pre, salts *interner) []byte {
 	}
 	dst = append(dst, 1)
 	dst = binary.AppendUvarint(dst, uint64(pre.acquire(prefix)))
-	dst = append(dst, byte(len(hexs)/2))
-	for i := 0; i < len(hexs); i += 2 {
-		dst = append(dst, unhex(hexs[i])<<4|unhex(hexs[i+1]))
+	n := len(hexs) / 2
+	dst = append(dst, byte(n))
+	dst = slices.Grow(dst, n)
+	h := dst[len(dst) : len(dst)+n]
+	for i := range h { // hexs is lower-case hex (splitObjectOf): hexval is its value
+		h[i] = hexval[hexs[2*i]]<<4 | hexval[hexs[2*i+1]]
 	}
+	dst = dst[:len(dst)+n]
 	if hasSalt {
 		dst = binary.AppendUvarint(dst, uint64(salts.acquire(salt))+1)
 	} else {

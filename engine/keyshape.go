@@ -129,14 +129,14 @@ func splitKey(s string) (keyFields, bool) {
 // hexInt reads hex digits (either case, at least one; leading zeros of any number, as
 // Python's int(s, 16) reads them) as a value up to MaxInt64.
 func hexInt(s string) (uint64, bool) {
-	if !isHexField(s) {
+	if s == "" {
 		return 0, false
 	}
 	t := strings.TrimLeft(s, "0")
 	if t == "" {
 		return 0, true
 	}
-	if len(t) > 16 {
+	if len(t) > 16 || !isHexField(t) { // too long first: a 64-digit chunk hash is no group
 		return 0, false
 	}
 	v, err := strconv.ParseUint(t, 16, 64)

@@ -55,18 +55,11 @@ func scanContainers(dev blockdev.Device, cfg Config, lay Layout) [2]scanned {
 			continue
 		}
 		sc.hdrOK = true
-		pb, err := blockdev.Alloc(int(roundUp(int64(h.Len), ba)))
+		p, err := readPayload(dev, ci.Offset+ba, int64(h.Len), ba)
 		if err != nil {
 			ci.Problem = err.Error()
 			continue
 		}
-		if err := blockdev.ReadAt(dev, pb, ci.Offset+ba); err != nil {
-			blockdev.Free(pb)
-			ci.Problem = "payload read error: " + err.Error()
-			continue
-		}
-		p := append([]byte(nil), pb[:h.Len]...)
-		blockdev.Free(pb)
 		sc.payload = p
 		ci.ComputedCRC = crc32.ChecksumIEEE(p)
 		if ci.ComputedCRC != h.CRC {
@@ -83,6 +76,27 @@ func scanContainers(dev blockdev.Device, cfg Config, lay Layout) [2]scanned {
 		ci.Valid = true
 	}
 	return out
+}
+
+// readPayload reads the n-byte container payload at off. A payload of tens of MiB is read
+// straight into the Go slice kept (a large Go allocation starts on a page, and so on a
+// block_align boundary); a small or misaligned one through an aligned buffer and a copy.
+func readPayload(dev blockdev.Device, off, n, ba int64) ([]byte, error) {
+	if p := make([]byte, roundUp(n, ba)); blockdev.Aligned(p, int(ba)) {
+		if err := blockdev.ReadAt(dev, p, off); err != nil {
+			return nil, fmt.Errorf("payload read error: %w", err)
+		}
+		return p[:n:n], nil
+	}
+	pb, err := blockdev.Alloc(int(roundUp(n, ba)))
+	if err != nil {
+		return nil, err
+	}
+	defer blockdev.Free(pb)
+	if err := blockdev.ReadAt(dev, pb, off); err != nil {
+		return nil, fmt.Errorf("payload read error: %w", err)
+	}
+	return append([]byte(nil), pb[:n]...), nil
 }
 
 func infosOf(sc [2]scanned) [2]ContainerInfo { return [2]ContainerInfo{sc[0].info, sc[1].info} }
@@ -144,6 +158,12 @@ type OpenOptions struct {
 	// ScanLayout says where the config's layout came from (Detection.LayoutSource), for
 	// the report.
 	ScanLayout string
+	// Detected, when it is what Detect returned for this device (and nothing has written
+	// to the device since), saves Open reading, checking and decoding both checkpoints
+	// again: Open uses the containers Detect read and the checkpoint it chose when cfg has
+	// the layout and container header fields they were read with, and reads them itself
+	// otherwise. One Open uses a Detection's checkpoint; a second one reads its own.
+	Detected *Detection
 }
 
 // OpenWith is Open with per-recovery options.
@@ -180,8 +200,16 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 		}
 	}
 	start := time.Now()
-	sc := scanContainers(dev, cfg, e.layout)
-	sel, st := selectCheckpoint(dev, e.layout, &sc)
+	var sc [2]scanned
+	var sel Selection
+	var st *ckptState
+	if r := opts.Detected.reuse(dev, cfg, e.layout); r != nil {
+		sc, sel, st = r.sc, r.sel, r.st
+		r.sc, r.st = [2]scanned{}, nil // the engine's now: the payloads are not kept twice
+	} else {
+		sc = scanContainers(dev, cfg, e.layout)
+		sel, st = selectCheckpoint(dev, e.layout, &sc)
+	}
 	e.recovery.Containers = infosOf(sc)
 	e.recovery.Selection = sel
 	if st != nil {

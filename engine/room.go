@@ -73,14 +73,23 @@ type roomCost struct {
 }
 
 func (e *Engine) roomCostOf(k Key, size int, meta *ObjMeta) roomCost {
+	if e.cfg.CheckpointFormat == CheckpointLMCacheV1 {
+		return e.roomCostSplit(k, size, meta, objSplit{})
+	}
+	f, isKey := splitKey(k.enc) // once: the put's hot path
+	return e.roomCostSplit(k, size, meta, splitObjectOf(k.enc, f, isKey))
+}
+
+// roomCostSplit is roomCostOf of k split as sp (splitObjectOf; unused in the v1 format).
+func (e *Engine) roomCostSplit(k Key, size int, meta *ObjMeta, sp objSplit) roomCost {
 	var c roomCost
 	if e.cfg.CheckpointFormat == CheckpointLMCacheV1 {
 		c.entry = int64(len(appendJSONString(nil, k.enc)) + len(`:{"offset":`) + e.ixOffDigits +
 			len(`,"size":`) + len(strconv.Itoa(size)) + 1 + len(appendMetaFields(nil, meta)) + 1 + 1)
 		return c
 	}
-	var hexs string
-	c.prefix, hexs, c.salt, c.salted, c.object = splitObject(k.enc) // once: the put's hot path
+	hexs := sp.hexs
+	c.prefix, c.salt, c.salted, c.object = sp.prefix, sp.salt, sp.hasSalt, sp.ok
 	n := entFixedLen
 	if c.object {
 		n += 1 + binary.MaxVarintLen32 + 1 + len(hexs)/2 + binary.MaxVarintLen32

@@ -107,11 +107,11 @@ func makeCand(i int, s *scanned) cand {
 	o := &c.out
 	o.Container, o.HeaderSeq, o.Entries, o.Stale, o.Problem = i, s.info.Seq, -1, -1, s.info.Problem
 	if s.payload != nil {
-		st, err := decodeCheckpoint(s.payload)
+		st, err := decodeCheckpointLazy(s.payload) // keys spelled out only where needed
 		switch {
 		case err == nil:
 			c.st = st
-			o.Format, o.Entries, o.NextSlot = st.format, len(st.entries), st.nextSlot
+			o.Format, o.Entries, o.NextSlot = st.format, st.count(), st.nextSlot
 			if st.hasNS {
 				o.Namespace = nsOf(st)
 			}
@@ -278,9 +278,9 @@ func decideTwo(dev blockdev.Device, lay Layout, cs *[2]cand, sel *Selection) {
 			why = fmt.Sprintf("%s and are not consecutive alternating seqs (one is damaged); next_slot is the same, and %s say container %d is newer", seqText, staleText, sel.Container)
 		default:
 			sel.Doubt = true
-			sel.Container = pick(cmp.Or(cmp.Compare(len(a.st.entries), len(b.st.entries)), seqOrd))
+			sel.Container = pick(cmp.Or(cmp.Compare(a.st.count(), b.st.count()), seqOrd))
 			why = fmt.Sprintf("%s and are not consecutive, and neither next_slot nor %s tell which index is newer; kept container %d, the one with more entries (%d)",
-				seqText, staleText, sel.Container, len(cs[sel.Container].st.entries))
+				seqText, staleText, sel.Container, cs[sel.Container].st.count())
 		}
 	}
 	if sel.MixedFormats {
@@ -304,6 +304,8 @@ func countLost(sel *Selection, chosen, rejected *ckptState) {
 	if rejected == nil {
 		return
 	}
+	chosen.fillKeys()
+	rejected.fillKeys()
 	have := make(map[string]struct{}, len(chosen.entries))
 	for i := range chosen.entries {
 		have[chosen.entries[i].key] = struct{}{}
@@ -331,6 +333,7 @@ type slotEnt struct {
 // bySlot lists the entries of st that name a slot of lay (the first one per slot, as
 // applyState keeps it), in slot order.
 func bySlot(st *ckptState, lay Layout) []slotEnt {
+	st.materialize()
 	out := make([]slotEnt, 0, len(st.entries))
 	for i := range st.entries {
 		ce := &st.entries[i]
@@ -358,6 +361,8 @@ type contentEvidence struct {
 // compareContent compares two checkpoints' indexes, reading the slot headers of (up to
 // maxEvidenceSlots of) the slots where they differ.
 func compareContent(dev blockdev.Device, lay Layout, a, b *ckptState) contentEvidence {
+	a.fillKeys()
+	b.fillKeys()
 	ev := contentEvidence{nextSlot: cmp.Compare(a.nextSlot, b.nextSlot)}
 	ea, eb := bySlot(a, lay), bySlot(b, lay)
 	type diff struct {
@@ -483,9 +488,10 @@ func inferNamespace(dev blockdev.Device, lay Layout, st *ckptState) (Namespace, 
 		return NamespaceObject, ""
 	case st.hasNS:
 		return nsOf(st), "checkpoint"
-	case len(st.entries) == 0:
+	case st.count() == 0:
 		return NamespaceObject, ""
 	}
+	st.fillKeys()
 	ents := bySlot(st, lay)
 	if len(ents) > namespaceSample {
 		step := len(ents) / namespaceSample

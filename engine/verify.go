@@ -16,75 +16,93 @@ import (
 // applyState inserts the checkpoint's entries, dropping those LMCache would skip and
 // those that would make two entries share a slot or a key.
 func (e *Engine) applyState(st *ckptState) {
-	e.recovery.Loaded = len(st.entries)
+	e.recovery.Loaded = st.count()
 	maxPayload := e.cfg.SlotBytes - int64(e.cfg.HeaderBytes)
 	base := e.layout.DataBase
 	drop := func(ce *ckptEntry, slot int64, why string) {
 		e.recovery.Dropped = append(e.recovery.Dropped, DroppedEntry{Key: ce.key, Slot: slot, Reason: why})
 	}
 	e.alloc.nextSlot = st.nextSlot
-	for i := range st.entries {
-		ce := &st.entries[i]
-		slot := int64(-1)
-		if ce.offset >= base && (ce.offset-base)%e.cfg.SlotBytes == 0 {
-			slot = (ce.offset - base) / e.cfg.SlotBytes
+	var rec [96]byte
+	e.tab.reserve(st.count())
+	st.eachChunk(applyChunk, func(ents []ckptEntry) {
+		for i := range ents {
+			e.applyEntry(&ents[i], maxPayload, base, rec[:0], drop)
 		}
-		switch {
-		case ce.offset < base:
-			drop(ce, -1, fmt.Sprintf("offset %d is below data_base %d", ce.offset, base))
-			continue
-		case slot < 0:
-			drop(ce, -1, fmt.Sprintf("offset %d is not slot-aligned", ce.offset))
-			continue
-		case slot >= e.layout.MaxSlots:
-			drop(ce, slot, fmt.Sprintf("slot %d is beyond max_slots %d", slot, e.layout.MaxSlots))
-			continue
-		case ce.size <= 0 || ce.size > maxPayload:
-			drop(ce, slot, fmt.Sprintf("size %d outside (0, %d]", ce.size, maxPayload))
-			continue
-		case len(ce.key) > 65535:
-			drop(ce, slot, "key longer than 65535 bytes")
-			continue
-		}
-		if e.slots[slot].state != stFree {
-			drop(ce, slot, "slot already owned by an earlier entry")
-			continue
-		}
-		var k Key
-		if ce.hasID {
-			k = Key{enc: ce.key, id: ce.id, ns: e.cfg.Namespace}
-		} else {
-			k, _ = ParseKey(ce.key, e.cfg.Namespace) // an unparseable legacy key keeps identity 0 until verified
-		}
-		if e.find(k) >= 0 {
-			drop(ce, slot, "duplicate key")
-			continue
-		}
-		s := int32(slot)
-		r := &e.slots[s]
-		r.state = stLive
-		r.size = uint32(ce.size)
-		r.handle = ce.handle
-		if !ce.hasID {
-			r.handle = -1
-		}
-		if ce.hasCRC {
-			r.crc = ce.crc
-			r.flags |= flHasCRC
-		}
-		if ce.meta != nil {
-			r.flags |= flHasMeta
-			e.metas[s] = ce.meta
-		}
-		e.stamp++
-		r.stamp = e.stamp
-		e.bind(s, k, e.entryCost(k, int(ce.size), ce.meta))
-		e.live++
-		e.bySalt[k.CacheSalt()] += e.cfg.SlotBytes
-		e.byHandle[placement.Handle(r.handle)]++
-		if slot >= e.alloc.nextSlot {
-			e.alloc.nextSlot = slot + 1 // never hand out a live slot again from next_slot
-		}
+	})
+}
+
+// applyChunk is how many checkpoint entries recovery builds at a time (ckptState.eachChunk).
+const applyChunk = 1 << 16
+
+// applyEntry indexes one checkpoint entry or drops it (applyState).
+func (e *Engine) applyEntry(ce *ckptEntry, maxPayload, base int64, rec []byte, drop func(ce *ckptEntry, slot int64, why string)) {
+	slot := int64(-1)
+	if ce.offset >= base && (ce.offset-base)%e.cfg.SlotBytes == 0 {
+		slot = (ce.offset - base) / e.cfg.SlotBytes
+	}
+	switch {
+	case ce.offset < base:
+		drop(ce, -1, fmt.Sprintf("offset %d is below data_base %d", ce.offset, base))
+		return
+	case slot < 0:
+		drop(ce, -1, fmt.Sprintf("offset %d is not slot-aligned", ce.offset))
+		return
+	case slot >= e.layout.MaxSlots:
+		drop(ce, slot, fmt.Sprintf("slot %d is beyond max_slots %d", slot, e.layout.MaxSlots))
+		return
+	case ce.size <= 0 || ce.size > maxPayload:
+		drop(ce, slot, fmt.Sprintf("size %d outside (0, %d]", ce.size, maxPayload))
+		return
+	case len(ce.key) > 65535:
+		drop(ce, slot, "key longer than 65535 bytes")
+		return
+	}
+	if e.slots[slot].state != stFree {
+		drop(ce, slot, "slot already owned by an earlier entry")
+		return
+	}
+	var k Key
+	if ce.hasID {
+		k = Key{enc: ce.key, id: ce.id, ns: e.cfg.Namespace}
+	} else {
+		k, _ = ParseKey(ce.key, e.cfg.Namespace) // an unparseable legacy key keeps identity 0 until verified
+	}
+	if e.find(k) >= 0 {
+		drop(ce, slot, "duplicate key")
+		return
+	}
+	s := int32(slot)
+	r := &e.slots[s]
+	r.state = stLive
+	r.size = uint32(ce.size)
+	r.handle = ce.handle
+	if !ce.hasID {
+		r.handle = -1
+	}
+	if ce.hasCRC {
+		r.crc = ce.crc
+		r.flags |= flHasCRC
+	}
+	if ce.meta != nil {
+		r.flags |= flHasMeta
+		e.metas[s] = ce.meta
+	}
+	e.stamp++
+	r.stamp = e.stamp
+	// One split of the key for its cost, its record and its cache_salt (three before).
+	f, isKey := splitKey(k.enc)
+	sp := splitObjectOf(k.enc, f, isKey)
+	e.bindRec(s, k, e.roomCostSplit(k, int(ce.size), ce.meta, sp).entry, encodeSplit(rec, k.enc, sp, e.prefixes, e.salts))
+	e.live++
+	salt := f.salt // k.CacheSalt()
+	if k.ns == NamespaceLegacy {
+		salt = ""
+	}
+	e.bySalt[salt] += e.cfg.SlotBytes
+	e.byHandle[placement.Handle(r.handle)]++
+	if slot >= e.alloc.nextSlot {
+		e.alloc.nextSlot = slot + 1 // never hand out a live slot again from next_slot
 	}
 }
 
@@ -96,7 +114,7 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	var live []int32
+	live := make([]int32, 0, e.live)
 	for s := int32(0); int64(s) < e.alloc.nextSlot; s++ {
 		if e.slots[s].state == stLive {
 			live = append(live, s)
@@ -157,7 +175,9 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 					results[w] = append(results[w], v)
 					return
 				}
-				h, err := decodeSlotHeader(hdr[:min(hb, hdrRead)])
+				// The fields verification checks end at slotHeaderRB: the key record after them
+				// (its CRC and its string) is for a rebuild from the headers, not for this.
+				h, err := decodeSlotHeader(hdr[:min(hb, hdrRead, slotHeaderRB)])
 				switch {
 				case err != nil:
 					v.reason = "stale slot header: " + err.Error()
@@ -170,10 +190,11 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 					v.reason = fmt.Sprintf("stale slot header: payload_len %d, checkpoint size %d", h.Len, r.size)
 				}
 				if v.reason == "" && h.HasCRC {
-					if r.flags&flHasCRC != 0 && r.crc != h.CRC {
-						v.reason = fmt.Sprintf("slot rewritten after the checkpoint: header checksum %08x, checkpoint %08x", h.CRC, r.crc)
-					} else {
+					switch {
+					case r.flags&flHasCRC == 0: // adopt the header's (a v1 checkpoint records none)
 						v.crc, v.hasCRC = h.CRC, true
+					case r.crc != h.CRC:
+						v.reason = fmt.Sprintf("slot rewritten after the checkpoint: header checksum %08x, checkpoint %08x", h.CRC, r.crc)
 					}
 				}
 				if v.reason == "" && pbuf != nil && (v.hasCRC || r.flags&flHasCRC != 0) && ctx.Err() == nil {

@@ -120,16 +120,23 @@ var (
 	ErrConfig = errors.New("ftl: invalid configuration")
 	// ErrNoSpare (with ErrConfig): the physical space cannot hold the logical space plus
 	// the GC reserve; more over-provisioning or smaller RUs fix it.
-	ErrNoSpare    = errors.New("too little over-provisioning")
-	ErrOutOfRange = errors.New("ftl: logical range outside the device")
-	ErrBadHandle  = errors.New("ftl: no such reclaim unit handle")
-	ErrBadGroup   = errors.New("ftl: no such reclaim group")
+	ErrNoSpare    error = noSpare{}
+	ErrOutOfRange       = errors.New("ftl: logical range outside the device")
+	ErrBadHandle        = errors.New("ftl: no such reclaim unit handle")
+	ErrBadGroup         = errors.New("ftl: no such reclaim group")
 	// ErrInfeasible: GC cannot make room — every closed RU is full of valid data, or there is
 	// no free RU left as a GC destination. Reported instead of stalling. The write that hit
 	// it is incomplete (units before the failing one were written; the failing unit's old
 	// copy was invalidated).
 	ErrInfeasible = errors.New("ftl: infeasible: garbage collection cannot free space (every closed RU is full or no GC destination is free)")
 )
+
+// noSpare is ErrNoSpare's type: NeedsSpare lets a caller that phrases fixes (rbctl's
+// hints) recognise it without importing this package.
+type noSpare struct{}
+
+func (noSpare) Error() string    { return "too little over-provisioning" }
+func (noSpare) NeedsSpare() bool { return true }
 
 // maxPhysUnits keeps physical addresses in uint32 with one value left for "unmapped".
 const maxPhysUnits = math.MaxUint32 - 1

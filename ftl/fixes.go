@@ -38,6 +38,12 @@ type InfeasibleError struct {
 
 func (e *InfeasibleError) Unwrap() error { return ErrCannotReclaim }
 
+// Fixes are the nearest feasible values (zero: none within reach), for a caller that phrases
+// them without importing this package (rbctl's hints).
+func (e *InfeasibleError) Fixes() (minOP float64, maxRUBytes int64, maxHandles int) {
+	return e.MinOP, e.MaxRUBytes, e.MaxHandles
+}
+
 // Error states the rule and the shortfall; the fixes are fields, for the caller to phrase.
 func (e *InfeasibleError) Error() string {
 	f, c := e.Feasibility, e.Config

@@ -31,7 +31,7 @@ func TestFormatLMCacheFile(t *testing.T) {
 	if d := out.Devices; len(d) != 1 || d[0].Device != path || d[0].Placement != "none" || d[0].State != cachereport.Formatted || len(warns) != 1 {
 		t.Fatalf("formatted %+v, warnings %v", out, warns)
 	}
-	dev, err := devices.Open(path, devices.Options{IOEngine: devices.EnginePosix, ReadOnly: true})
+	dev, err := devices.Open(path, devices.Options{IOPath: devices.PathPosix, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,11 +109,11 @@ func (c Config) OpenOptions() devices.Options {
 	o := devices.DefaultOptions()
 	switch {
 	case c.UseUringCmd:
-		o.IOEngine = devices.EnginePassthru
+		o.IOPath = devices.PathPassthru
 	case c.IOEngine == EngineIOUring:
-		o.IOEngine = devices.EngineUring
+		o.IOPath = devices.PathUring
 	default:
-		o.IOEngine = devices.EnginePosix
+		o.IOPath = devices.PathPosix
 	}
 	o.Direct = c.UseODirect && !c.UseUringCmd
 	o.QueueDepth = c.QueueDepth

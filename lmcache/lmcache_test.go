@@ -32,10 +32,10 @@ func TestLoadDefaults(t *testing.T) {
 		namespace    engine.Namespace
 		deviceEngine string
 	}{
-		{"mp", `{"type":"raw_block","device_path":"/dev/nvme0n1","slot_bytes":1048576}`, MP, "slot_bytes", 256 << 20, true, engine.NamespaceObject, devices.EnginePosix},
-		{"mp without type", `{"device_path":"/dev/nvme0n1","slot_bytes":1048576}`, MP, "slot_bytes", 256 << 20, true, engine.NamespaceObject, devices.EnginePosix},
-		{"legacy", `{"chunk_size":256,"extra_config":{"rust_raw_block.device_path":"/dev/nvme0n1","rust_raw_block.slot_bytes":1048576,"p2p_host":"x"}}`, Legacy, `extra_config["rust_raw_block.slot_bytes"]`, 128 << 20, false, engine.NamespaceLegacy, devices.EnginePosix},
-		{"legacy extra_config alone", `{"rust_raw_block.device_path":"/dev/nvme0n1","rust_raw_block.slot_bytes":1048576}`, Legacy, "rust_raw_block.slot_bytes", 128 << 20, false, engine.NamespaceLegacy, devices.EnginePosix},
+		{"mp", `{"type":"raw_block","device_path":"/dev/nvme0n1","slot_bytes":1048576}`, MP, "slot_bytes", 256 << 20, true, engine.NamespaceObject, devices.PathPosix},
+		{"mp without type", `{"device_path":"/dev/nvme0n1","slot_bytes":1048576}`, MP, "slot_bytes", 256 << 20, true, engine.NamespaceObject, devices.PathPosix},
+		{"legacy", `{"chunk_size":256,"extra_config":{"rust_raw_block.device_path":"/dev/nvme0n1","rust_raw_block.slot_bytes":1048576,"p2p_host":"x"}}`, Legacy, `extra_config["rust_raw_block.slot_bytes"]`, 128 << 20, false, engine.NamespaceLegacy, devices.PathPosix},
+		{"legacy extra_config alone", `{"rust_raw_block.device_path":"/dev/nvme0n1","rust_raw_block.slot_bytes":1048576}`, Legacy, "rust_raw_block.slot_bytes", 128 << 20, false, engine.NamespaceLegacy, devices.PathPosix},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,7 +78,7 @@ func TestLoadDefaults(t *testing.T) {
 				{"enable_zero_copy", c.EnableZeroCopy, true},
 				{"max_data_transfer_size", c.MaxTransfer, int64(0)},
 				{"fdp", fmt.Sprint(c.FDP), fmt.Sprint(FDP{DataPolicy: "none", SlotReuse: "none"})},
-				{"open engine", c.OpenOptions().IOEngine, tc.deviceEngine},
+				{"open engine", c.OpenOptions().IOPath, tc.deviceEngine},
 				{"open direct", c.OpenOptions().Direct, tc.odirect},
 				{"open queue depth", c.OpenOptions().QueueDepth, 256},
 			}
@@ -124,7 +124,7 @@ func TestLoadSettings(t *testing.T) {
 	if got := fmt.Sprintf("%+v", c.FDP); got != "{Enabled:true PlacementIDs:[3 1] DataPolicy:cache_salt_rank SlotReuse:none MetadataPID:7}" {
 		t.Errorf("fdp %s", got)
 	}
-	if o := c.OpenOptions(); o.IOEngine != devices.EnginePassthru || o.Direct || o.QueueDepth != 64 {
+	if o := c.OpenOptions(); o.IOPath != devices.PathPassthru || o.Direct || o.QueueDepth != 64 {
 		t.Errorf("open options %+v", o)
 	}
 }

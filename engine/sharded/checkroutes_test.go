@@ -20,11 +20,11 @@ func TestCheckRoutesTellsALoneShard(t *testing.T) {
 		t.Cleanup(func() { e.Close() })
 		return e
 	}
-	two, err := New([]*engine.Engine{mk(), mk()}, Options{})
+	two, err := New([]*engine.Engine{mk(), mk()}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, _ := New([]*engine.Engine{mk()}, Options{})
+	own, _ := New([]*engine.Engine{mk()}, Config{})
 	for i := range 100 {
 		k := engine.ObjectKey("m", 0, []byte(fmt.Sprintf("h%03d", i)), "")
 		for _, c := range []*Cache{two, own} {
@@ -39,13 +39,13 @@ func TestCheckRoutesTellsALoneShard(t *testing.T) {
 	if err := own.CheckRoutes(); err != nil {
 		t.Fatalf("a cache of its own: %v", err)
 	}
-	alone, _ := New([]*engine.Engine{two.Shard(1)}, Options{})
+	alone, _ := New([]*engine.Engine{two.Shard(1)}, Config{})
 	if err := alone.CheckRoutes(); err == nil {
 		t.Fatal("shard 1 of 2 alone was not refused")
 	} else {
 		t.Log(err)
 	}
-	swapped, _ := New([]*engine.Engine{two.Shard(1), two.Shard(0)}, Options{})
+	swapped, _ := New([]*engine.Engine{two.Shard(1), two.Shard(0)}, Config{})
 	if err := swapped.CheckRoutes(); err == nil {
 		t.Fatal("the shards out of order were not refused")
 	}

@@ -25,8 +25,8 @@ type Cache struct {
 	ranks     []uint64
 }
 
-// Options configures a Cache.
-type Options struct {
+// Config configures a Cache.
+type Config struct {
 	Route Route // default RouteHash
 	// Config, when set, returns the engine config of shard i from the shared one (the device
 	// path each checkpoint records, a placement policy per device, a metadata size per device).
@@ -129,7 +129,7 @@ func FailedShards(err error) []int {
 }
 
 // New adopts open engines as the shards of one cache, in order; Close closes them.
-func New(engines []*engine.Engine, opts Options) (*Cache, error) {
+func New(engines []*engine.Engine, opts Config) (*Cache, error) {
 	if len(engines) == 0 {
 		return nil, fmt.Errorf("%w: no shard", engine.ErrConfig)
 	}
@@ -157,7 +157,7 @@ func New(engines []*engine.Engine, opts Options) (*Cache, error) {
 }
 
 // checkRanks validates Options.Ranks for n shards.
-func checkRanks(opts Options, n int) error {
+func checkRanks(opts Config, n int) error {
 	if opts.Ranks == nil {
 		return nil
 	}
@@ -180,7 +180,7 @@ func checkRanks(opts Options, n int) error {
 // Format formats every device in parallel (engine.Format with the shard's config) and
 // returns the cache. It takes the devices: on error every one of them is closed (the
 // formatted shards' engines too) and the error joins a *ShardError per failed device.
-func Format(devs []blockdev.Device, cfg engine.Config, opts Options) (*Cache, error) {
+func Format(devs []blockdev.Device, cfg engine.Config, opts Config) (*Cache, error) {
 	return build(devs, cfg, opts, engine.Format)
 }
 
@@ -188,7 +188,7 @@ func Format(devs []blockdev.Device, cfg engine.Config, opts Options) (*Cache, er
 // has one report per device). Ownership of the devices is as for Format. Unless
 // opts.AllowMisrouted, a shard holding keys the route sends to another shard fails with
 // ErrMisrouted: the devices were given in another order or number than at format.
-func Open(devs []blockdev.Device, cfg engine.Config, opts Options) (*Cache, error) {
+func Open(devs []blockdev.Device, cfg engine.Config, opts Config) (*Cache, error) {
 	c, err := build(devs, cfg, opts, engine.Open)
 	if err != nil || opts.AllowMisrouted || (c.Len() == 1 && c.rankShard == nil) {
 		return c, err
@@ -200,7 +200,7 @@ func Open(devs []blockdev.Device, cfg engine.Config, opts Options) (*Cache, erro
 	return c, nil
 }
 
-func build(devs []blockdev.Device, cfg engine.Config, opts Options, mk func(blockdev.Device, engine.Config) (*engine.Engine, error)) (*Cache, error) {
+func build(devs []blockdev.Device, cfg engine.Config, opts Config, mk func(blockdev.Device, engine.Config) (*engine.Engine, error)) (*Cache, error) {
 	if len(devs) == 0 {
 		return nil, fmt.Errorf("%w: no device", engine.ErrConfig)
 	}

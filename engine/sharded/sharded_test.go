@@ -63,7 +63,7 @@ func payload(i int) []byte {
 	return p
 }
 
-func format(t *testing.T, devs []blockdev.Device, opts sharded.Options) *sharded.Cache {
+func format(t *testing.T, devs []blockdev.Device, opts sharded.Config) *sharded.Cache {
 	t.Helper()
 	c, err := sharded.Format(devs, testConfig(), opts)
 	if err != nil {
@@ -126,7 +126,7 @@ func TestRouteKVRank(t *testing.T) {
 
 func TestBatchedOpsKeepOrder(t *testing.T) {
 	ms := mems(3)
-	c := format(t, asDevs(ms), sharded.Options{})
+	c := format(t, asDevs(ms), sharded.Config{})
 	defer c.Close()
 	const n = 60
 	keys := make([]engine.Key, n)
@@ -231,7 +231,7 @@ func TestShardErrorIsolationAndRecovery(t *testing.T) {
 	devs := []blockdev.Device{ms[0], fd, ms[2]}
 	var events [3]atomic.Int64
 	var errEvents [3]atomic.Int64
-	c := format(t, devs, sharded.Options{Observe: func(ev sharded.Event) {
+	c := format(t, devs, sharded.Config{Observe: func(ev sharded.Event) {
 		events[ev.Shard].Add(1)
 		if ev.Err != nil {
 			errEvents[ev.Shard].Add(1)
@@ -302,7 +302,7 @@ func TestShardErrorIsolationAndRecovery(t *testing.T) {
 
 func TestOpenRecoversEveryShard(t *testing.T) {
 	ms := mems(4)
-	c := format(t, asDevs(ms), sharded.Options{Route: sharded.RouteKVRank})
+	c := format(t, asDevs(ms), sharded.Config{Route: sharded.RouteKVRank})
 	const n = 40
 	keys := make([]engine.Key, n)
 	pays := make([][]byte, n)
@@ -326,7 +326,7 @@ func TestOpenRecoversEveryShard(t *testing.T) {
 	for i, m := range ms {
 		re[i] = m.Reopen()
 	}
-	c2, err := sharded.Open(re, testConfig(), sharded.Options{Route: sharded.RouteKVRank})
+	c2, err := sharded.Open(re, testConfig(), sharded.Config{Route: sharded.RouteKVRank})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestOpenRecoversEveryShard(t *testing.T) {
 
 func TestOpenRefusesAnotherOrder(t *testing.T) {
 	ms := mems(2)
-	c := format(t, asDevs(ms), sharded.Options{})
+	c := format(t, asDevs(ms), sharded.Config{})
 	keys := make([]engine.Key, 20)
 	pays := make([][]byte, 20)
 	for i := range keys {
@@ -365,11 +365,11 @@ func TestOpenRefusesAnotherOrder(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := sharded.Open([]blockdev.Device{ms[1].Reopen(), ms[0].Reopen()}, testConfig(), sharded.Options{})
+	_, err := sharded.Open([]blockdev.Device{ms[1].Reopen(), ms[0].Reopen()}, testConfig(), sharded.Config{})
 	if !errors.Is(err, sharded.ErrMisrouted) {
 		t.Fatalf("open in swapped order: %v, want ErrMisrouted", err)
 	}
-	c2, err := sharded.Open([]blockdev.Device{ms[0].Reopen(), ms[1].Reopen()}, testConfig(), sharded.Options{})
+	c2, err := sharded.Open([]blockdev.Device{ms[0].Reopen(), ms[1].Reopen()}, testConfig(), sharded.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestOpenRefusesAnotherOrder(t *testing.T) {
 func TestFormatFailureNamesShard(t *testing.T) {
 	small := blockdev.NewMem(metaBytes/2, 0)
 	devs := []blockdev.Device{blockdev.NewMem(metaBytes+devSlots*slotBytes, 0), small}
-	_, err := sharded.Format(devs, testConfig(), sharded.Options{})
+	_, err := sharded.Format(devs, testConfig(), sharded.Config{})
 	var se *sharded.ShardError
 	if !errors.As(err, &se) || se.Shard != 1 {
 		t.Fatalf("format over a too-small second device: %v, want shard 1's error", err)
@@ -440,7 +440,7 @@ func TestRegisterMemoryOnEveryShard(t *testing.T) {
 		}
 		devs = append(devs, d)
 	}
-	c := format(t, asDevs(devs), sharded.Options{})
+	c := format(t, asDevs(devs), sharded.Config{})
 	const n = 16
 	pool, err := blockdev.Alloc(n * slotBytes)
 	if err != nil {
@@ -485,7 +485,7 @@ func TestRegisterMemoryOnEveryShard(t *testing.T) {
 		t.Errorf("RegisteredMemory over 2 shards = %d, want %d", got, 2*len(pool))
 	}
 
-	m := format(t, asDevs(mems(2)), sharded.Options{})
+	m := format(t, asDevs(mems(2)), sharded.Config{})
 	defer m.Close()
 	err = m.RegisterMemory([][]byte{pool})
 	var se *sharded.ShardError
@@ -499,7 +499,7 @@ func TestRegisterMemoryOnEveryShard(t *testing.T) {
 // went to shard 1 by rank mod 2 before). Reopened with the same ranks, nothing is misrouted.
 func TestRankMapRoutesLikePerTPDevicePaths(t *testing.T) {
 	devs := mems(2)
-	c := format(t, asDevs(devs), sharded.Options{Route: sharded.RouteKVRank, Ranks: []uint64{0, 2}})
+	c := format(t, asDevs(devs), sharded.Config{Route: sharded.RouteKVRank, Ranks: []uint64{0, 2}})
 	keys := []engine.Key{key(1, 0), key(2, 2), key(3, 1), key(4, 2), key(5, 0)}
 	data := [][]byte{payload(1), payload(2), payload(3), payload(4), payload(5)}
 	res, err := c.PutMany(keys, data)
@@ -539,18 +539,18 @@ func TestRankMapRoutesLikePerTPDevicePaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	re := func() []blockdev.Device { return []blockdev.Device{devs[0].Reopen(), devs[1].Reopen()} }
-	c2, err := sharded.Open(re(), testConfig(), sharded.Options{Route: sharded.RouteKVRank, Ranks: []uint64{0, 2}})
+	c2, err := sharded.Open(re(), testConfig(), sharded.Config{Route: sharded.RouteKVRank, Ranks: []uint64{0, 2}})
 	if err != nil {
 		t.Fatalf("reopen with the same ranks: %v", err)
 	}
 	c2.CloseNoCheckpoint()
-	if _, err := sharded.Open(re(), testConfig(), sharded.Options{Route: sharded.RouteKVRank, Ranks: []uint64{0, 1}}); !errors.Is(err, sharded.ErrMisrouted) {
+	if _, err := sharded.Open(re(), testConfig(), sharded.Config{Route: sharded.RouteKVRank, Ranks: []uint64{0, 1}}); !errors.Is(err, sharded.ErrMisrouted) {
 		t.Errorf("reopen with rank 1 for d.img: %v, want ErrMisrouted", err)
 	}
-	if _, err := sharded.Open(re(), testConfig(), sharded.Options{Route: sharded.RouteKVRank, Ranks: []uint64{0, 0}}); !errors.Is(err, engine.ErrConfig) {
+	if _, err := sharded.Open(re(), testConfig(), sharded.Config{Route: sharded.RouteKVRank, Ranks: []uint64{0, 0}}); !errors.Is(err, engine.ErrConfig) {
 		t.Errorf("a rank served twice: %v", err)
 	}
-	if _, err := sharded.Open(re(), testConfig(), sharded.Options{Route: sharded.RouteHash, Ranks: []uint64{0, 2}}); !errors.Is(err, engine.ErrConfig) {
+	if _, err := sharded.Open(re(), testConfig(), sharded.Config{Route: sharded.RouteHash, Ranks: []uint64{0, 2}}); !errors.Is(err, engine.ErrConfig) {
 		t.Errorf("ranks without kv-rank routing: %v", err)
 	}
 }

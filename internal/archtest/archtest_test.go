@@ -23,7 +23,7 @@ const module = "github.com/rbctl/rbctl"
 // Limits of the layout (issue 17).
 const (
 	maxFileLines = 600  // any non-test, non-generated .go file
-	maxCLILines  = 2500 // cmd/rbctl/internal/cli, non-test
+	maxCLILines  = 2300 // cmd/rbctl/internal/cli, non-test
 	cliDir       = "cmd/rbctl/internal/cli"
 )
 
@@ -248,7 +248,7 @@ var importRules = []struct {
 }{
 	{"reports", []string{"engine"}, "reports render what cache, bench and sim fill"},
 	{"workloads", []string{"engine"}, "workloads drive a Backend; the engine is one"},
-	{cliDir, []string{"nvme", "ftl"}, "flag values are parsed by the library that owns them"},
+	{"cmd/rbctl", []string{"nvme", "ftl"}, "flag values are parsed by the library that owns them, and package hints phrases the FTL model's refusals through their methods"},
 	{"engine", []string{"lmcache"}, lmcacheAbove},
 	{"devices", []string{"lmcache"}, lmcacheAbove},
 	{"placement", []string{"lmcache"}, lmcacheAbove},
@@ -457,7 +457,7 @@ var c = fmt.Errorf("%w; use --io-engine", b)
 		dir, imp string
 		bad      bool
 	}{{"reports/cachereport", "engine", true}, {"reports", "engine/sharded", true}, {"workloads", "engine", true},
-		{cliDir, "ftl", true}, {cliDir, "nvme", true}, {cliDir, "nvmetcp", false}, {"cache", "engine", false}, {"reportsx", "engine", false},
+		{cliDir, "ftl", true}, {cliDir, "nvme", true}, {"cmd/rbctl/internal/flagsets", "ftl", true}, {cliDir, "nvmetcp", false}, {"cache", "engine", false}, {"reportsx", "engine", false},
 		{"engine/sharded", "lmcache", true}, {"cache", "lmcache", true}, {"placement", "lmcache", true}, {"devices/safety", "lmcache", true},
 		{"blockdev/faultdev", "lmcache", true}, {"bench", "lmcache", false}, {"sim", "lmcache", false}, {"cachex", "lmcache", false}} {
 		src := "package x\nimport _ \"" + module + "/" + c.imp + "\"\n"

@@ -13,7 +13,7 @@ import (
 	"github.com/rbctl/rbctl/p2p"
 )
 
-// JoinFunc returns a p2p/node Options.JoinDirectory that joins the cluster cfg describes with
+// JoinFunc returns a function (p2p/node.Start uses it) that joins the cluster cfg describes with
 // the node's bound addresses as its advertised control and data planes. Without cfg.Name the
 // member is named HOST-PORT (the host name and the control port). The returned Closer leaves
 // the cluster gracefully (within leaveTimeout), which also shuts the member down.

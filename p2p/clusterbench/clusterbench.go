@@ -100,7 +100,7 @@ type Options struct {
 	// Route sends each request to a node: RoundRobin (default), Session (by the request's
 	// tenant: its cache_salt, so a tenant stays on one node) or Random (from Seed).
 	Route Route
-	// Admission is every node's admission policy (node.Options.Admission; "" = all).
+	// Admission is every node's admission policy (node.Config.Admission; "" = all).
 	Admission string
 	// Drive, when set, projects each mode's drive life against it (the capacity: every
 	// node's device together).
@@ -109,8 +109,18 @@ type Options struct {
 	// TLSOff (""), TLSOn, or TLSBoth (each mode in plain TCP, then over TLS).
 	TLS TLSMode
 
+	// Fit, with an l2trace: workload, takes the recording node's cache where the caller set
+	// none of its own, as simulate and bench do: Size gives every node's engine the
+	// recording node's slots (of ChunkBytes chunks; several recording nodes: their mean)
+	// as its capacity, on a device of DeviceBytes or as large as that needs, Eviction
+	// its eviction (lru or fifo; another stays lru), Admission its admission policy.
+	Fit workloads.Fit
+
 	trace     *workloads.Mooncake
 	recording *workloads.Source // an l2trace recording (workloads.Source.Recorded)
+	nodeSlots int64             // slots of every node's cache (Fit.Size); 0: what DeviceBytes holds
+	eviction  node.Eviction     // every node's (default LRU)
+	notes     []string          // what was taken from a recording (Result.Notes)
 }
 
 // Route is how requests are spread over the nodes.
@@ -183,6 +193,9 @@ func (o *Options) fill() error {
 	}
 	if o.RUBytes == 0 {
 		o.RUBytes = d.RUBytes
+	}
+	if o.nodeSlots > 0 { // the engine uses the recording node's slots of a device that holds them
+		o.DeviceBytes = max(o.DeviceBytes, roundUp(nodeLayout(o.nodeSlots, o.ChunkBytes).CapacityBytes, o.RUBytes))
 	}
 	if o.OP == 0 {
 		o.OP = d.OP
@@ -309,7 +322,7 @@ func runMode(ctx context.Context, o Options, mode Mode, tl bool, step func(frac 
 		res.Workload, res.Trace = o.Workload, &st
 	}
 	if o.recording != nil {
-		res.Workload, res.Recorded = o.Workload, o.recording.Recorded
+		res.Workload, res.Recorded, res.Notes = o.Workload, o.recording.Recorded, o.notes
 	}
 	for i, mb := range ms {
 		end, err := readDevice(mb.dev)
@@ -380,7 +393,7 @@ func startMembers(o Options, mode Mode, dir string, tl bool) ([]*member, error) 
 		if dev.FDP == nil {
 			return ms, fmt.Errorf("%s: no FDP view (%v)", spec, dev.NoFDP)
 		}
-		opts := node.Options{Name: peers[i].Name, LookupTimeout: 2 * time.Second, FetchTimeout: 5 * time.Second, Eviction: node.EvictLRU, Admission: o.Admission}
+		opts := node.Config{Name: peers[i].Name, LookupTimeout: 2 * time.Second, FetchTimeout: 5 * time.Second, Eviction: cmp.Or(o.eviction, node.EvictLRU), Admission: o.Admission}
 		if mode != Off {
 			others := append(append([]p2p.Peer{}, peers[:i]...), peers[i+1:]...)
 			opts.Directory = node.NewStaticDirectory(others...)
@@ -409,6 +422,10 @@ func startMembers(o Options, mode Mode, dir string, tl bool) ([]*member, error) 
 		cfg := engine.DefaultConfig()
 		cfg.SlotBytes = int64(engine.DefaultHeaderBytes + o.ChunkBytes)
 		cfg.MetaTotalBytes = engine.MetaBytesFor(o.DeviceBytes, cfg.SlotBytes, cfg.BlockAlign, cfg.CheckpointFormat)
+		if o.nodeSlots > 0 {
+			l := nodeLayout(o.nodeSlots, o.ChunkBytes)
+			cfg.CapacityBytes, cfg.MetaTotalBytes = l.CapacityBytes, l.MetaTotalBytes
+		}
 		cfg.Periodic = false
 		cfg.Placer = pol
 		if mb.eng, err = engine.Format(dev.Block, cfg); err != nil {
@@ -417,7 +434,7 @@ func startMembers(o Options, mode Mode, dir string, tl bool) ([]*member, error) 
 		if mb.node, err = node.New(mb.eng, opts); err != nil {
 			return ms, err
 		}
-		mb.node.Start(ctl[i], data[i])
+		mb.node.Serve(ctl[i], data[i])
 	}
 	handed = true
 	if o.Gossip && mode != Off {

@@ -63,7 +63,7 @@ type Result struct {
 	Interrupted bool    `json:"interrupted"`
 	WAFSource   string  `json:"device_waf_source"`
 	Route       Route   `json:"route"`
-	Admission   string  `json:"admission"` // the nodes' admission policy (node.Options.Admission)
+	Admission   string  `json:"admission"` // the nodes' admission policy (node.Config.Admission)
 	TLS         bool    `json:"tls"`       // nodes talked mutual TLS on both planes
 	// CPUSeconds is the process's CPU time during the requests (user + system; nodes,
 	// emulated SSDs and driver share the process).
@@ -71,6 +71,8 @@ type Result struct {
 	Workload   string  `json:"workload,omitempty"` // mooncake:FILE; empty for the built-in tenants
 	// Recorded is the replayed recording's account of itself (l2trace:); nil otherwise.
 	Recorded *workloads.Recorded `json:"recorded,omitempty"`
+	// Notes say what a recording's replay took from the recording node (Options.Fit).
+	Notes []string `json:"notes,omitempty"`
 	// Trace is the replayed part of the trace (its first Requests requests).
 	Trace *workloads.TraceStats `json:"trace,omitempty"`
 	Nodes []NodeResult          `json:"nodes"`
@@ -175,6 +177,9 @@ func WriteText(w io.Writer, rs []Result) error {
 			dir += fmt.Sprintf(", admission %s (%d writes declined)", r.Admission, r.Total.Declined)
 		}
 		fmt.Fprintf(w, "mode %s%s, %s routing: %d requests in %.1f s%s\n", r.Mode, dir, r.Route, r.Requests, r.Seconds, map[bool]string{true: " (interrupted: partial)"}[r.Interrupted])
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
 		t := reports.NewTable(w)
 		t.Header([]string{"node", "requests", "local hits", "peer hits", "computed", "peer MiB in", "peer fetch p50/p99 us", "local load p50/p99 us", "host MiB", "dev WAF (model)", "wrong"})
 		for _, n := range append(append([]NodeResult{}, r.Nodes...), r.Total) {

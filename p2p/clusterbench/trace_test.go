@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbctl/rbctl/workloads"
 	"github.com/rbctl/rbctl/workloads/l2trace"
 )
 
@@ -120,5 +121,44 @@ func TestRecordingReplays(t *testing.T) {
 	tot := r.Total
 	if r.Requests != 60 || r.Recorded == nil || r.Recorded.Gets != 60 || tot.Chunks != 60 || tot.Computed != 10 || tot.LocalHits != 50 || tot.WrongChunks != 0 {
 		t.Fatalf("%d requests, recorded %+v, totals %+v", r.Requests, r.Recorded, tot)
+	}
+}
+
+// Given no size of its own (Options.Fit, as cluster-bench without --device-size), a
+// recording's replay gives every node the recording node's slots and admission: a node of
+// 8 slots that sees 20 chunks twice computes all 40, a node of its default device (about
+// 1,900 slots) 20; the admission policy is the header's.
+func TestRecordingSizesTheNodes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.jsonl")
+	rec, err := l2trace.New(l2trace.Options{Path: path},
+		l2trace.Header{Node: "n0", Capacity: l2trace.Capacity{Slots: 8, SlotBytes: 1 << 20}, Eviction: "fifo", Admission: "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_764_900_000, 0)
+	for i := range 40 {
+		rec.Record(l2trace.Record{Time: t0.Add(time.Duration(i) * time.Millisecond), Op: l2trace.OpGet, Salt: "t", Model: "m", Chunk: fmt.Sprintf("%016x", i%20)})
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, fit := range []bool{false, true} {
+		o := small(t)
+		o.Workload, o.Route, o.Modes, o.Requests = "l2trace:"+path, Session, []Mode{Off}, 0
+		o.Fit = workloads.Fit{Size: fit, Eviction: fit, Admission: fit}
+		rs, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, want := rs[0], int64(20)
+		if fit {
+			want = 40
+		}
+		if r.Requests != 40 || r.Total.Computed != want || r.Total.WrongChunks != 0 {
+			t.Errorf("fit %v: %d requests, computed %d (want %d), %d wrong", fit, r.Requests, r.Total.Computed, want, r.Total.WrongChunks)
+		}
+		if fit != (len(r.Notes) == 3) || fit && !strings.Contains(strings.Join(r.Notes, "; "), "8 slots") {
+			t.Errorf("fit %v: notes %q", fit, r.Notes)
+		}
 	}
 }

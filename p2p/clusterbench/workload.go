@@ -51,6 +51,7 @@ func (o *Options) readTrace() error {
 		if o.Requests == 0 {
 			o.Requests = int(src.Recorded.Gets + src.Recorded.Fetches)
 		}
+		o.fitRecording(src.Recorded)
 		return nil
 	}
 	path, ok := strings.CutPrefix(o.Workload, "mooncake:")
@@ -207,3 +208,45 @@ func serve(ctx context.Context, mb *member, keys []engine.Key, localOnly bool, c
 	mb.m.NotStored += int64(len(ks) - len(pr.Stored) - len(pr.Declined))
 	return nil
 }
+
+// fitRecording takes the recording node's cache where o.Fit says so (Options.Fit).
+func (o *Options) fitRecording(rd *workloads.Recorded) {
+	var s workloads.Spec
+	o.notes = rd.Policies(workloads.Fit{Admission: o.Fit.Admission}, &s)
+	if s.Admission != "" {
+		o.Admission = s.Admission
+	}
+	if o.Fit.Eviction {
+		switch ev := node.Eviction(rd.Eviction); ev {
+		case node.EvictLRU, node.EvictFIFO:
+			o.eviction = ev
+			o.notes = append(o.notes, "eviction "+rd.Eviction+" as the recording node's")
+		default:
+			o.notes = append(o.notes, fmt.Sprintf("the recording node's eviction %q is not replayed; lru", rd.Eviction))
+		}
+	}
+	if o.Fit.Size && rd.Capacity.Slots > 0 {
+		o.nodeSlots = (rd.Capacity.Slots + int64(rd.Nodes) - 1) / int64(max(rd.Nodes, 1))
+		o.notes = append(o.notes, fmt.Sprintf("the recording node's %d slots on every node (chunks of %d bytes; the engine's capacity, on a device at least as large)", o.nodeSlots, o.ChunkBytes))
+	}
+}
+
+// capacity is the part of a node's device its engine uses.
+type capacity struct{ CapacityBytes, MetaTotalBytes int64 }
+
+// nodeLayout is the capacity whose engine (default header and alignment, the metadata
+// region format's auto sizing gives it) has exactly slots slots of chunk-byte payloads.
+func nodeLayout(slots int64, chunk int) capacity {
+	c := engine.DefaultConfig()
+	slot := int64(engine.DefaultHeaderBytes + chunk)
+	meta := engine.MetaBytesFor(slots*slot, slot, c.BlockAlign, c.CheckpointFormat)
+	for { // the region grows with the capacity it serves: stop where it no longer does
+		next := engine.MetaBytesFor(meta+slots*slot, slot, c.BlockAlign, c.CheckpointFormat)
+		if next <= meta {
+			return capacity{meta + slots*slot, meta}
+		}
+		meta = next
+	}
+}
+
+func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }

@@ -15,6 +15,9 @@ import (
 func FuzzReadRequest(f *testing.F) {
 	b, _ := AppendRequest(nil, Request{Lease: 42, Indexes: []uint32{0, 1, 7}})
 	f.Add(b)
+	b, _ = AppendRequest(nil, Request{Lease: 42, Flags: FlagWait | FlagRelease, Indexes: []uint32{0, 1, 2, 3}})
+	f.Add(b)
+	f.Add([]byte{1, 0xff, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) // unknown flags
 	f.Add([]byte{1, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -23,8 +26,8 @@ func FuzzReadRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(req.Indexes) == 0 || len(req.Indexes) > MaxBatch {
-			t.Fatalf("decoded %d indexes", len(req.Indexes))
+		if len(req.Indexes) == 0 || len(req.Indexes) > MaxBatch || req.Flags&^flagsKnown != 0 {
+			t.Fatalf("decoded %d indexes, flags %#x", len(req.Indexes), uint8(req.Flags))
 		}
 		used := len(data) - r.Len()
 		again, err := AppendRequest(nil, req)
@@ -59,6 +62,8 @@ func FuzzReadChunkHeader(f *testing.F) {
 // FuzzHandshake: hellos decode or fail cleanly; an accepted ack announces a bounded chunk.
 func FuzzHandshake(f *testing.F) {
 	f.Add(appendHelloAck(nil, 1<<20))
+	f.Add(appendHelloAckFlags(nil, featLeaseFlags, 1<<20))
+	f.Add(appendHelloAckFlags(nil, 0xffff, 1<<20)) // features this side does not know
 	f.Add(appendHello(nil))
 	f.Add([]byte{21, 3, 3, 0, 2, 2, 10}) // a TLS server's alert to a plain hello
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -68,6 +73,9 @@ func FuzzHandshake(f *testing.F) {
 		m, err := parseHelloAck(data)
 		if err == nil && (m == 0 || m > MaxChunkLimit) {
 			t.Fatalf("accepted max chunk %d", m)
+		}
+		if m2, _, err2 := parseHelloAckFlags(data); m2 != m || (err2 == nil) != (err == nil) {
+			t.Fatalf("parseHelloAckFlags disagrees: %d %v, %d %v", m2, err2, m, err)
 		}
 		if err == nil && isTLSAlert(data) {
 			t.Fatal("a TLS alert parsed as a hello ack")
@@ -102,5 +110,52 @@ func FuzzFetchResponse(f *testing.F) {
 				t.Fatalf("delivered %d bytes crc %08x", len(got), Checksum(got))
 			}
 		})
+	})
+}
+
+// FuzzReceiveAll drives Conn.ReceiveAll (an early request's answer, read before the lease
+// is known) against arbitrary peer bytes: it returns (never hangs or panics), allocates
+// only chunks within its bound, and hands back only payloads whose bytes match their
+// frame's checksum.
+func FuzzReceiveAll(f *testing.F) {
+	p := []byte("payload")
+	good := AppendChunkHeader(nil, ChunkHeader{Index: 0, Size: uint32(len(p)), CRC: Checksum(p)})
+	f.Add(append(good, p...))
+	f.Add(append(append(good, p...), AppendChunkHeader(nil, ChunkHeader{Index: 1, Status: StatusBadIndex})...))
+	f.Add(AppendChunkHeader(nil, ChunkHeader{Index: 0, Size: 1 << 9, CRC: 1}))
+	f.Add(AppendChunkHeader(nil, ChunkHeader{Index: 0, Status: StatusNoLease}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cli, srv := net.Pipe()
+		defer cli.Close()
+		go func() {
+			defer srv.Close()
+			if _, err := ReadRequest(srv); err != nil {
+				return
+			}
+			srv.Write(data)
+		}()
+		c := &Conn{c: cli, br: bufio.NewReader(cli), maxChunk: 1 << 10, features: featLeaseFlags}
+		const bound = 64
+		c.SetAlloc(func(n int) []byte {
+			if n > bound {
+				t.Fatalf("allocated %d bytes, bound %d", n, bound)
+			}
+			return make([]byte, n)
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		idx := []uint32{0, 1}
+		if err := c.Send(ctx, 1, FlagWait|FlagRelease, idx); err != nil {
+			return
+		}
+		frames, _ := c.ReceiveAll(ctx, idx, bound)
+		for i, fr := range frames {
+			if fr.Index != idx[i] {
+				t.Fatalf("frame %d answers index %d", i, fr.Index)
+			}
+			if fr.Payload != nil && (fr.Status != StatusOK || uint32(len(fr.Payload)) != fr.Size || Checksum(fr.Payload) != fr.CRC) {
+				t.Fatalf("handed back %d bytes crc %08x for %+v", len(fr.Payload), Checksum(fr.Payload), fr.ChunkHeader)
+			}
+		}
 	})
 }

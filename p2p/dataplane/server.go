@@ -20,6 +20,20 @@ type Source interface {
 	ReadChunk(lease uint64, index uint32, buf []byte) (payload []byte, crc uint32, st Status)
 }
 
+// LeaseWaiter is a Source that can wait for a lease still being granted (FlagWait: the
+// client sent its request alongside the control-plane call that takes the lease). It
+// returns whether the lease is live, at once when the source knows the lease will not come
+// (refused, or released already).
+type LeaseWaiter interface {
+	AwaitLease(lease uint64, max time.Duration) bool
+}
+
+// LeaseReleaser is a Source that releases a lease when its client says it is done with it
+// (FlagRelease), instead of an Unlock on the control plane.
+type LeaseReleaser interface {
+	ReleaseLease(lease uint64)
+}
+
 // ServerConfig bounds what peers can make a server do. Zero fields take the defaults.
 type ServerConfig struct {
 	MaxChunk         int           // largest payload sent (the engine's slot payload); required
@@ -29,6 +43,7 @@ type ServerConfig struct {
 	IdleTimeout      time.Duration // a connection with no request for this long is closed (default 2 min)
 	WriteTimeout     time.Duration // per chunk (default 10 s)
 	BusyWait         time.Duration // how long a request waits for a buffer before StatusBusy (default 1 s)
+	LeaseWait        time.Duration // how long a FlagWait request waits for its lease (default 2 s), holding no buffer
 	// Admission (admit.go): Reserved of MaxConns slots are kept for known peers (default a
 	// quarter); a stranger must fetch a chunk within ProveTimeout of its hello (default 5 s)
 	// and one address holds at most StrangersPerIP stranger slots (default 8). Trusted
@@ -67,7 +82,7 @@ func (c *ServerConfig) defaults() error {
 	for _, d := range []struct {
 		p *time.Duration
 		v time.Duration
-	}{{&c.HandshakeTimeout, 5 * time.Second}, {&c.IdleTimeout, 2 * time.Minute}, {&c.WriteTimeout, 10 * time.Second}, {&c.BusyWait, time.Second}, {&c.ProveTimeout, 5 * time.Second}} {
+	}{{&c.HandshakeTimeout, 5 * time.Second}, {&c.IdleTimeout, 2 * time.Minute}, {&c.WriteTimeout, 10 * time.Second}, {&c.BusyWait, time.Second}, {&c.LeaseWait, 2 * time.Second}, {&c.ProveTimeout, 5 * time.Second}} {
 		if *d.p <= 0 {
 			*d.p = d.v
 		}
@@ -79,6 +94,7 @@ func (c *ServerConfig) defaults() error {
 type ServerStats struct {
 	Conns, ConnsRefused, BadFrames int64
 	Chunks, Bytes, Busy, Failed    int64
+	Requests                       int64 // requests answered (a fetch of up to MaxBatch chunks each)
 	TLSFailed                      int64 // connections whose TLS handshake failed
 	// Unproven: stranger connections closed for sending no valid request in time.
 	Unproven int64
@@ -86,8 +102,10 @@ type ServerStats struct {
 
 // Server answers fetches on its listeners.
 type Server struct {
-	src Source
-	cfg ServerConfig
+	src      Source
+	cfg      ServerConfig
+	waiter   LeaseWaiter   // nil: the source takes no request flags
+	releaser LeaseReleaser // set when waiter is
 
 	bufs chan []byte   // free chunk buffers (allocated on first use)
 	sem  chan struct{} // one token per buffer
@@ -101,7 +119,7 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	accepted, refused, badFrames, chunks, sentBytes, busy, failed, unproven atomic.Int64
-	tlsFailed                                                               atomic.Int64
+	tlsFailed, requests                                                     atomic.Int64
 }
 
 // NewServer builds a server over src.
@@ -116,6 +134,11 @@ func NewServer(src Source, cfg ServerConfig) (*Server, error) {
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
 	s.adm = newAdmission(&s.cfg)
+	w, wok := src.(LeaseWaiter)
+	r, rok := src.(LeaseReleaser)
+	if wok && rok {
+		s.waiter, s.releaser = w, r
+	}
 	return s, nil
 }
 
@@ -222,7 +245,7 @@ func (s *Server) Close() error {
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Conns: s.accepted.Load(), ConnsRefused: s.refused.Load(), BadFrames: s.badFrames.Load(),
 		Chunks: s.chunks.Load(), Bytes: s.sentBytes.Load(), Busy: s.busy.Load(), Failed: s.failed.Load(),
-		TLSFailed: s.tlsFailed.Load(), Unproven: s.unproven.Load()}
+		TLSFailed: s.tlsFailed.Load(), Unproven: s.unproven.Load(), Requests: s.requests.Load()}
 }
 
 func (s *Server) serveConn(c net.Conn, cs *connState) {
@@ -241,12 +264,16 @@ func (s *Server) serveConn(c net.Conn, cs *connState) {
 		s.badFrames.Add(1)
 		return
 	}
-	if _, err := c.Write(appendHelloAck(nil, uint32(s.cfg.MaxChunk))); err != nil {
+	var feat uint16
+	if s.waiter != nil {
+		feat |= featLeaseFlags
+	}
+	if _, err := c.Write(appendHelloAckFlags(nil, feat, uint32(s.cfg.MaxChunk))); err != nil {
 		return
 	}
 	cs.proveBy = time.Now().Add(s.cfg.ProveTimeout)
 	br := bufio.NewReaderSize(c, 4096)
-	bw := bufio.NewWriterSize(c, 64<<10)
+	fw := newFrameWriter(c)
 	for {
 		c.SetDeadline(cs.deadline(s.cfg.IdleTimeout))
 		req, err := ReadRequest(br)
@@ -260,7 +287,18 @@ func (s *Server) serveConn(c net.Conn, cs *connState) {
 			}
 			return
 		}
-		sent, err := s.answer(c, bw, req)
+		s.requests.Add(1)
+		if req.Flags != 0 && s.waiter == nil {
+			s.badFrames.Add(1) // flags this server never announced
+			return
+		}
+		if req.Flags&FlagWait != 0 {
+			s.waiter.AwaitLease(req.Lease, s.cfg.LeaseWait) // "no such lease" below if not
+		}
+		sent, err := s.answer(c, fw, req)
+		if req.Flags&FlagRelease != 0 {
+			s.releaser.ReleaseLease(req.Lease)
+		}
 		if sent && cs.stranger { // a chunk of a live lease: a peer the control plane let in
 			s.adm.prove(cs.ip)
 			s.adm.release(cs.ip)
@@ -278,7 +316,7 @@ func (s *Server) serveConn(c net.Conn, cs *connState) {
 
 // answer sends every requested chunk through one buffer taken from the byte budget; sent
 // says whether one of them was a chunk of a live lease.
-func (s *Server) answer(c net.Conn, bw *bufio.Writer, req Request) (sent bool, err error) {
+func (s *Server) answer(c net.Conn, fw *frameWriter, req Request) (sent bool, err error) {
 	buf := s.acquire()
 	if buf != nil {
 		defer s.release(buf)
@@ -303,11 +341,7 @@ func (s *Server) answer(c net.Conn, bw *bufio.Writer, req Request) (sent bool, e
 			s.cfg.Tamper(idx, p)
 		}
 		c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		var hb [chunkHeadLen]byte
-		if _, err := bw.Write(AppendChunkHeader(hb[:0], h)); err != nil {
-			return sent, err
-		}
-		if _, err := bw.Write(p); err != nil {
+		if err := fw.frame(h, p); err != nil {
 			return sent, err
 		}
 		if h.Status == StatusOK {
@@ -316,7 +350,38 @@ func (s *Server) answer(c net.Conn, bw *bufio.Writer, req Request) (sent bool, e
 			s.sentBytes.Add(int64(len(p)))
 		}
 	}
-	return sent, bw.Flush()
+	return sent, fw.flush()
+}
+
+// frameWriter batches a response's frames: headers and small payloads are held until
+// 64 KiB gather; a larger payload goes out with the held bytes in one vectored write
+// (writev on plain TCP), from the payload's own buffer, never copied into the batch.
+type frameWriter struct {
+	c   net.Conn
+	buf []byte
+}
+
+func newFrameWriter(c net.Conn) *frameWriter { return &frameWriter{c: c, buf: make([]byte, 0, 64<<10)} }
+
+func (w *frameWriter) frame(h ChunkHeader, p []byte) error {
+	w.buf = AppendChunkHeader(w.buf, h)
+	if len(w.buf)+len(p) <= cap(w.buf) {
+		w.buf = append(w.buf, p...)
+		return nil
+	}
+	bufs := net.Buffers{w.buf, p}
+	_, err := bufs.WriteTo(w.c)
+	w.buf = w.buf[:0]
+	return err
+}
+
+func (w *frameWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.c.Write(w.buf)
+	w.buf = w.buf[:0]
+	return err
 }
 
 func (s *Server) acquire() []byte {

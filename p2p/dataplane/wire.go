@@ -21,10 +21,15 @@ const (
 
 	helloLen     = 8  // magic, version u16, flags u16
 	helloAckLen  = 12 // magic, version u16, flags u16, max_chunk u32
-	requestHead  = 12 // type u8, reserved u8, count u16, lease u64
+	requestHead  = 12 // type u8, flags u8, count u16, lease u64
 	chunkHeadLen = 16 // status u8, reserved [3], index u32, size u32, crc u32
 
 	reqFetch = 1
+
+	// featLeaseFlags, in a server's hello ack flags: it takes the request flags below. A
+	// client sends them only to a server that announced it (an older one refuses a request
+	// whose flags byte is not 0), so no Version bump: both sides still speak version 1.
+	featLeaseFlags = 1 << 0
 
 	// MaxBatch is the most chunk indexes one request may name.
 	MaxBatch = 256
@@ -74,9 +79,25 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Checksum is the CRC-32C the engine stores for payloads (engine PayloadChecksum).
 func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
+// Flags ask a server for more than the chunks of a request (servers that announce
+// featLeaseFlags in their hello ack).
+type Flags uint8
+
+const (
+	// FlagWait: the lease may not be granted yet (the client asked for it on the control
+	// plane at the same time, proposing its id); the server waits for it up to its
+	// ServerConfig.LeaseWait before it answers "no such lease".
+	FlagWait Flags = 1 << 0
+	// FlagRelease: the client's last request on the lease; the server releases it once the
+	// answer is written (or failed), and the client sends no Unlock.
+	FlagRelease Flags = 1 << 1
+	flagsKnown        = FlagWait | FlagRelease
+)
+
 // Request asks for chunks of a lease, by their index in the lease's hit list.
 type Request struct {
 	Lease   uint64
+	Flags   Flags
 	Indexes []uint32
 }
 
@@ -88,10 +109,12 @@ type ChunkHeader struct {
 	CRC    uint32 // CRC-32C of the Size bytes that follow
 }
 
-func appendHello(b []byte) []byte {
+func appendHello(b []byte) []byte { return appendHelloFlags(b, 0) }
+
+func appendHelloFlags(b []byte, flags uint16) []byte {
 	b = append(b, Magic...)
 	b = binary.LittleEndian.AppendUint16(b, Version)
-	return binary.LittleEndian.AppendUint16(b, 0)
+	return binary.LittleEndian.AppendUint16(b, flags)
 }
 
 // parseHello checks a client's hello.
@@ -108,24 +131,33 @@ func parseHello(b []byte) error {
 	return nil
 }
 
-func appendHelloAck(b []byte, maxChunk uint32) []byte {
-	b = appendHello(b)
+func appendHelloAck(b []byte, maxChunk uint32) []byte { return appendHelloAckFlags(b, 0, maxChunk) }
+
+func appendHelloAckFlags(b []byte, flags uint16, maxChunk uint32) []byte {
+	b = appendHelloFlags(b, flags)
 	return binary.LittleEndian.AppendUint32(b, maxChunk)
 }
 
 // parseHelloAck checks a server's answer and returns the largest chunk it sends.
 func parseHelloAck(b []byte) (uint32, error) {
+	m, _, err := parseHelloAckFlags(b)
+	return m, err
+}
+
+// parseHelloAckFlags is parseHelloAck with the features the server announces (bits other
+// than featLeaseFlags are ignored: a later server may announce more).
+func parseHelloAckFlags(b []byte) (uint32, uint16, error) {
 	if len(b) != helloAckLen {
-		return 0, ErrFrame
+		return 0, 0, ErrFrame
 	}
 	if err := parseHello(b[:helloLen]); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	m := binary.LittleEndian.Uint32(b[8:])
 	if m == 0 || m > MaxChunkLimit {
-		return 0, fmt.Errorf("%w: max chunk %d", ErrTooLarge, m)
+		return 0, 0, fmt.Errorf("%w: max chunk %d", ErrTooLarge, m)
 	}
-	return m, nil
+	return m, binary.LittleEndian.Uint16(b[6:]), nil
 }
 
 // AppendRequest encodes r.
@@ -133,7 +165,10 @@ func AppendRequest(b []byte, r Request) ([]byte, error) {
 	if len(r.Indexes) == 0 || len(r.Indexes) > MaxBatch {
 		return b, fmt.Errorf("%w: %d indexes (1..%d)", ErrTooLarge, len(r.Indexes), MaxBatch)
 	}
-	b = append(b, reqFetch, 0)
+	if r.Flags&^flagsKnown != 0 {
+		return b, fmt.Errorf("%w: request flags %#x", ErrFrame, uint8(r.Flags))
+	}
+	b = append(b, reqFetch, byte(r.Flags))
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.Indexes)))
 	b = binary.LittleEndian.AppendUint64(b, r.Lease)
 	for _, i := range r.Indexes {
@@ -148,8 +183,8 @@ func ReadRequest(r io.Reader) (Request, error) {
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Request{}, err
 	}
-	if h[0] != reqFetch || h[1] != 0 {
-		return Request{}, fmt.Errorf("%w: request type %d", ErrFrame, h[0])
+	if h[0] != reqFetch || Flags(h[1])&^flagsKnown != 0 {
+		return Request{}, fmt.Errorf("%w: request type %d flags %#x", ErrFrame, h[0], h[1])
 	}
 	n := int(binary.LittleEndian.Uint16(h[2:]))
 	if n == 0 || n > MaxBatch {
@@ -159,7 +194,7 @@ func ReadRequest(r io.Reader) (Request, error) {
 	if _, err := io.ReadFull(r, body); err != nil {
 		return Request{}, noEOF(err)
 	}
-	req := Request{Lease: binary.LittleEndian.Uint64(h[4:]), Indexes: make([]uint32, n)}
+	req := Request{Lease: binary.LittleEndian.Uint64(h[4:]), Flags: Flags(h[1]), Indexes: make([]uint32, n)}
 	for i := range req.Indexes {
 		req.Indexes[i] = binary.LittleEndian.Uint32(body[4*i:])
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/rbctl/rbctl/engine"
 )
 
-// admitter is a node's admission policy (Options.Admission): which chunks that this node
+// admitter is a node's admission policy (Config.Admission): which chunks that this node
 // does not hold a write stores, a client's put or a replica after a peer fetch. Lookups by
 // the node's clients (Get, Exists) are what it learns frequencies from. A nil admitter
 // stores every write.

@@ -16,7 +16,7 @@ import (
 	"github.com/rbctl/rbctl/p2p/p2ppb"
 )
 
-// Access control of the control plane (issue 28). With Options.Tokens set, every call must
+// Access control of the control plane (issue 28). With Config.Tokens set, every call must
 // present a token of the file (gRPC metadata "authorization: Bearer TOKEN"): a call
 // without one, or with one the file does not hold, is Unauthenticated; a call the token's
 // rights or salts do not cover is PermissionDenied before it runs, so it changes nothing.
@@ -122,7 +122,7 @@ func clientOf(ctx context.Context) string {
 }
 
 // peerTokenOptions is the token this node presents to its peers, if any.
-func (o *Options) peerTokenOptions() []grpc.DialOption {
+func (o *Config) peerTokenOptions() []grpc.DialOption {
 	if o.PeerToken == "" {
 		return nil
 	}

@@ -18,7 +18,7 @@ const (
 	EvictLRU  Eviction = "lru"  // least recently stored, hit or leased first
 	EvictFIFO Eviction = "fifo" // oldest stored first; hits do not refresh
 	// EvictRegion drops whole regions: a region is one cache_salt's consecutive stores on a
-	// shard, Options.RegionSlots of them (a reclaim unit's worth with cache-salt placement);
+	// shard, Config.RegionSlots of them (a reclaim unit's worth with cache-salt placement);
 	// the least recently stored-to or hit region goes first, all of it, as bench's
 	// --eviction region does (CacheLib's region eviction).
 	EvictRegion Eviction = "region"

@@ -177,7 +177,7 @@ func TestConcurrentMissesShareOneTransfer(t *testing.T) {
 // A node over two devices: keys go to their shards, stats carry a row per device, each
 // shard evicts on its own.
 func TestNodeOverTwoDevices(t *testing.T) {
-	c, err := sharded.New([]*engine.Engine{smallEngine(t, 32), smallEngine(t, 32)}, sharded.Options{})
+	c, err := sharded.New([]*engine.Engine{smallEngine(t, 32), smallEngine(t, 32)}, sharded.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestNodeOverTwoDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Start(listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0"))
+	n.Serve(listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0"))
 	t.Cleanup(func() { n.Close() })
 	cl := dial(t, n)
 	for i := range 200 {

@@ -39,8 +39,9 @@ func (n *Node) fetchMissing(ctx context.Context, keys []engine.Key, missing []in
 }
 
 // fetchFrom runs one peer fetch: lookup-and-lock, pull over the data plane, verify, store
-// locally, unlock. It returns the verified payloads of the leading keys the peer had; any
-// failure ends the prefix there and is counted.
+// locally, release. It returns the verified payloads of the leading keys the peer had; any
+// failure ends the prefix there and is counted. With a pooled data connection to a peer
+// that takes request flags the pull is asked for first (fetchEarly).
 func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) [][]byte {
 	r, err := n.peers.get(peer)
 	if err != nil {
@@ -52,46 +53,13 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) 
 		return nil
 	}
 	start := time.Now()
-	n.c.peerLookups.Add(1)
-	lctx, cancel := context.WithTimeout(ctx, n.opts.LookupTimeout)
-	resp, err := r.api.LookupAndLock(lctx, &p2ppb.LookupAndLockRequest{Keys: wireKeys(keys), LeaseMs: uint32(n.opts.LeaseTTL.Milliseconds())})
-	cancel()
-	if err != nil {
-		n.peerFailed(r, peer, "lookup", err)
-		return nil
-	}
-	if resp.LeaseId == 0 || len(resp.Hits) == 0 {
-		r.succeeded()
-		n.c.peerEmpty.Add(1) // a directory false positive, or evicted since
-		return nil
-	}
-	defer n.unlockAsync(r, resp.LeaseId)
-	hits := resp.Hits[:min(len(resp.Hits), len(keys))]
-	want := make([]dataplane.Want, 0, len(hits))
-	for i, h := range hits {
-		if int(h.Size) > n.maxChunk || h.Size == 0 {
-			break // a chunk this cache cannot hold ends the prefix
-		}
-		want = append(want, dataplane.Want{Index: uint32(i), Size: h.Size, CRC: h.Checksum, HasCRC: h.HasChecksum})
-	}
-	if len(want) == 0 {
-		return nil
-	}
 	fctx, cancel := context.WithTimeout(ctx, n.opts.FetchTimeout)
 	defer cancel()
-	conn, err := r.conn(fctx, r.dataAddr(resp.DataAddr), n.opts.DataIdle, n.opts.dialData)
-	if err != nil {
-		n.peerFailed(r, peer, "data connect", err)
-		return nil
-	}
-	payloads := make([][]byte, 0, len(want))
-	err = conn.Fetch(fctx, resp.LeaseId, want, func(_ int, p []byte) { payloads = append(payloads, p) })
-	if err != nil {
-		conn.Close()
-		n.peerFailed(r, peer, "transfer", err)
+	var payloads [][]byte
+	if early, id := n.sendEarly(fctx, r, len(keys)); early != nil {
+		payloads = n.fetchEarly(ctx, fctx, r, peer, keys, early, id)
 	} else {
-		r.keep(conn)
-		r.succeeded()
+		payloads = n.fetchAfter(ctx, fctx, r, peer, keys)
 	}
 	if len(payloads) == 0 {
 		return nil
@@ -106,6 +74,91 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) 
 		n.storeReplicas(keys[:len(payloads)], payloads)
 	}
 	return payloads
+}
+
+// fetchAfter takes the lease, then pulls its chunks (on a connection from the pool or
+// dialled), releasing the lease with the request when the peer takes request flags.
+func (n *Node) fetchAfter(ctx, fctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key) [][]byte {
+	resp, ok := n.lookup(ctx, r, peer, keys, 0)
+	if !ok {
+		return nil
+	}
+	return n.pull(fctx, r, peer, keys, resp, nil)
+}
+
+// lookup asks r for a lease on keys, proposing id (0: none); false when the lookup failed
+// (counted, the peer backed off) or the peer holds none of the keys.
+func (n *Node) lookup(ctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key, id uint64) (*p2ppb.LookupAndLockResponse, bool) {
+	n.c.peerLookups.Add(1)
+	lctx, cancel := context.WithTimeout(ctx, n.opts.LookupTimeout)
+	defer cancel()
+	if id != 0 {
+		lctx = withProposal(lctx, id)
+	}
+	resp, err := r.api.LookupAndLock(lctx, &p2ppb.LookupAndLockRequest{Keys: wireKeys(keys), LeaseMs: uint32(n.opts.LeaseTTL.Milliseconds())})
+	if err != nil {
+		n.peerFailed(r, peer, "lookup", err)
+		return nil, false
+	}
+	if resp.LeaseId == 0 || len(resp.Hits) == 0 {
+		r.succeeded()
+		n.c.peerEmpty.Add(1) // a directory false positive, or evicted since
+		return resp, false
+	}
+	return resp, true
+}
+
+// pull fetches the chunks of resp's lease on conn (nil: one from the pool, or dialled).
+func (n *Node) pull(fctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key, resp *p2ppb.LookupAndLockResponse, conn *dataplane.Conn) [][]byte {
+	want := wantsOf(resp.Hits, len(keys), n.maxChunk)
+	if len(want) == 0 {
+		if conn != nil {
+			r.keep(conn)
+		}
+		n.unlockAsync(r, resp.LeaseId)
+		return nil
+	}
+	var err error
+	if conn == nil {
+		if conn, err = r.conn(fctx, r.dataAddr(resp.DataAddr), n.opts.DataIdle, n.opts.dialData); err != nil {
+			n.unlockAsync(r, resp.LeaseId)
+			n.peerFailed(r, peer, "data connect", err)
+			return nil
+		}
+	}
+	var flags dataplane.Flags
+	if conn.TakesFlags() {
+		flags = dataplane.FlagRelease
+	}
+	conn.SetAlloc(n.peers.bufs.get)
+	payloads := make([][]byte, 0, len(want))
+	err = conn.FetchWith(fctx, resp.LeaseId, flags, want, func(_ int, p []byte) { payloads = append(payloads, p) })
+	if err != nil {
+		conn.Close()
+		n.unlockAsync(r, resp.LeaseId) // a transfer cut short may not have reached the release
+		n.peerFailed(r, peer, "transfer", err)
+		return payloads
+	}
+	r.keep(conn)
+	if flags == 0 {
+		n.unlockAsync(r, resp.LeaseId)
+	}
+	r.succeeded()
+	return payloads
+}
+
+// wantsOf is what to pull of a lease's hits: the leading ones this cache can hold (a
+// chunk larger than its slots, or empty, ends the prefix), at most n.
+func wantsOf(hits []*p2ppb.Hit, n, maxChunk int) []dataplane.Want {
+	hits = hits[:min(len(hits), n)]
+	want := make([]dataplane.Want, 0, len(hits))
+	for i, h := range hits {
+		if int(h.Size) > maxChunk || h.Size == 0 {
+			break
+		}
+		want = append(want, dataplane.Want{Index: uint32(i), Size: h.Size, CRC: h.Checksum, HasCRC: h.HasChecksum})
+	}
+	return want
 }
 
 // storeReplicas keeps the fetched chunks the admission policy admits locally (the answer does not wait on success: the

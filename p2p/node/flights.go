@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"sync"
 
@@ -17,28 +18,37 @@ type flights struct {
 	m  map[string]*flight
 }
 
-// flight is one key's fetch in progress; payload and peer are set before done closes (nil
-// payload: a miss).
+// flight is one key's fetch in progress; copies and peer are set before done closes (nil
+// copies: a miss). Each waiter gets a copy of its own, made by the lead before its Get
+// returns: a caller may Recycle its payload (bufpool.go), and no other Get may then hold it.
 type flight struct {
 	done    chan struct{}
-	payload []byte
+	waiters int
+	copies  [][]byte
 	peer    string
+}
+
+// waiting is one Get's wait for a flight: its copy is copies[slot].
+type waiting struct {
+	fl   *flight
+	slot int
 }
 
 func newFlights() *flights { return &flights{m: map[string]*flight{}} }
 
 // claim splits missing (indexes into keys) into the keys this call leads and the flights
 // it waits for.
-func (f *flights) claim(keys []engine.Key, missing []int) (lead []int, wait map[int]*flight) {
+func (f *flights) claim(keys []engine.Key, missing []int) (lead []int, wait map[int]waiting) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, i := range missing {
 		s := keys[i].String()
 		if fl, ok := f.m[s]; ok {
 			if wait == nil {
-				wait = map[int]*flight{}
+				wait = map[int]waiting{}
 			}
-			wait[i] = fl
+			wait[i] = waiting{fl: fl, slot: fl.waiters}
+			fl.waiters++
 			continue
 		}
 		f.m[s] = &flight{done: make(chan struct{})}
@@ -55,7 +65,11 @@ func (f *flights) finish(keys []engine.Key, lead []int, out []Result) {
 		s := keys[i].String()
 		if fl, ok := f.m[s]; ok {
 			if out[i].Source == Peer {
-				fl.payload, fl.peer = out[i].Payload, out[i].Peer
+				fl.peer = out[i].Peer
+				fl.copies = make([][]byte, fl.waiters)
+				for j := range fl.copies {
+					fl.copies[j] = bytes.Clone(out[i].Payload)
+				}
 			}
 			delete(f.m, s)
 			close(fl.done)
@@ -73,12 +87,12 @@ func (n *Node) fetchShared(ctx context.Context, keys []engine.Key, missing []int
 			n.fetchMissing(ctx, keys, lead, out)
 		}()
 	}
-	for i, fl := range wait {
+	for i, w := range wait {
 		n.c.flightWaits.Add(1)
 		select {
-		case <-fl.done:
-			if fl.payload != nil {
-				out[i] = Result{Source: Peer, Payload: fl.payload, Peer: fl.peer}
+		case <-w.fl.done:
+			if w.fl.copies != nil {
+				out[i] = Result{Source: Peer, Payload: w.fl.copies[w.slot], Peer: w.fl.peer}
 				n.c.peerHits.Add(1)
 			}
 		case <-ctx.Done():

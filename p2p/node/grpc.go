@@ -46,7 +46,7 @@ func (n *Node) lookupAndLock(ctx context.Context, req *p2ppb.LookupAndLockReques
 		ttl = n.opts.LeaseTTL
 	}
 	ttl = min(ttl, n.opts.MaxLeaseTTL)
-	l := n.leases.lock(keys, ttl, clientOf(ctx))
+	l := n.leases.lockAs(keys, ttl, clientOf(ctx), proposedLease(ctx))
 	resp := &p2ppb.LookupAndLockResponse{LeaseMs: uint32(ttl.Milliseconds()), DataAddr: n.Peer().Data}
 	if l == nil {
 		return resp, nil

@@ -44,8 +44,8 @@ func newEngine(t testing.TB, hook func(*engine.Config)) *engine.Engine {
 }
 
 // fastOptions keep tests quick: short timeouts, short backoff.
-func fastOptions(name string, dir p2p.Directory) Options {
-	return Options{Name: name, Directory: dir, LookupTimeout: 2 * time.Second, FetchTimeout: 3 * time.Second,
+func fastOptions(name string, dir p2p.Directory) Config {
+	return Config{Name: name, Directory: dir, LookupTimeout: 2 * time.Second, FetchTimeout: 3 * time.Second,
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond}
 }
 
@@ -58,20 +58,20 @@ func listen(t testing.TB, addr string) net.Listener {
 	return ln
 }
 
-func startNode(t testing.TB, e *engine.Engine, o Options) *Node {
+func startNode(t testing.TB, e *engine.Engine, o Config) *Node {
 	t.Helper()
 	n, err := New(e, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Start(listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0"))
+	n.Serve(listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0"))
 	t.Cleanup(func() { n.Close() })
 	return n
 }
 
 // startNodeIn starts a node on engine e in namespace i of nt, its control plane on ctlPort
 // and its data plane on dataPort of the namespace's address ("0": any).
-func startNodeIn(t testing.TB, nt *p2ptest.Net, i int, e *engine.Engine, o Options, ctlPort, dataPort string) *Node {
+func startNodeIn(t testing.TB, nt *p2ptest.Net, i int, e *engine.Engine, o Config, ctlPort, dataPort string) *Node {
 	t.Helper()
 	n, err := New(e, o)
 	if err != nil {
@@ -83,7 +83,7 @@ func startNodeIn(t testing.TB, nt *p2ptest.Net, i int, e *engine.Engine, o Optio
 			t.Fatal(err)
 		}
 	}
-	n.Start(ls[0], ls[1])
+	n.Serve(ls[0], ls[1])
 	t.Cleanup(func() { n.Close() })
 	return n
 }

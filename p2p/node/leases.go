@@ -29,12 +29,16 @@ type leaseTable struct {
 	m       map[uint64]*lease
 	byOwner map[string]int
 	closed  bool
+	waits   map[uint64]chan struct{} // data-plane requests waiting for a proposed lease
+	gone    goneIDs                  // ids that will not be granted: waiters answer at once
 
 	granted, released, expired, refused atomic.Int64
+	releasedData                        atomic.Int64 // of released: by the data plane (FlagRelease)
 }
 
 func newLeaseTable(eng *sharded.Cache, l *Limits) *leaseTable {
-	return &leaseTable{eng: eng, m: map[uint64]*lease{}, byOwner: map[string]int{}, maxAll: l.MaxLeases, maxPer: l.MaxLeasesPerClient}
+	return &leaseTable{eng: eng, m: map[uint64]*lease{}, byOwner: map[string]int{}, maxAll: l.MaxLeases, maxPer: l.MaxLeasesPerClient,
+		waits: map[uint64]chan struct{}{}}
 }
 
 // lock pins the leading prefix of keys that the cache holds and returns its lease for
@@ -42,8 +46,24 @@ func newLeaseTable(eng *sharded.Cache, l *Limits) *leaseTable {
 // together, hold as many leases as the caps allow (counted as refused: a miss for the
 // requester).
 func (t *leaseTable) lock(keys []engine.Key, ttl time.Duration, owner string) *lease {
+	return t.lockAs(keys, ttl, owner, 0)
+}
+
+// lockAs is lock with the lease id the requester proposed (0: none; leasewait.go): taken
+// when no live or recent lease has it, else the lease gets a random id of its own. A
+// proposal that does not become this lease's id is marked gone, so that a data-plane
+// request already waiting for it is answered at once.
+func (t *leaseTable) lockAs(keys []engine.Key, ttl time.Duration, owner string, proposed uint64) *lease {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	l := t.lockLocked(keys, ttl, owner, proposed)
+	if proposed != 0 && (l == nil || l.id != proposed) {
+		t.goneLocked(proposed)
+	}
+	return l
+}
+
+func (t *leaseTable) lockLocked(keys []engine.Key, ttl time.Duration, owner string, proposed uint64) *lease {
 	if t.closed {
 		return nil
 	}
@@ -55,8 +75,16 @@ func (t *leaseTable) lock(keys []engine.Key, ttl time.Duration, owner string) *l
 	if len(hits) == 0 {
 		return nil
 	}
-	l := &lease{id: t.newID(), owner: owner, keys: keys[:len(hits):len(hits)], hits: hits}
+	id := proposed
+	if _, live := t.m[id]; id == 0 || live || t.gone.has(id) {
+		id = t.newID()
+	}
+	l := &lease{id: id, owner: owner, keys: keys[:len(hits):len(hits)], hits: hits}
 	t.m[l.id] = l
+	if ch, ok := t.waits[l.id]; ok {
+		close(ch)
+		delete(t.waits, l.id)
+	}
 	t.byOwner[owner]++
 	t.granted.Add(1)
 	l.timer = time.AfterFunc(ttl, func() {
@@ -102,6 +130,7 @@ func (t *leaseTable) drop(id uint64) bool {
 		if t.byOwner[l.owner]--; t.byOwner[l.owner] <= 0 {
 			delete(t.byOwner, l.owner)
 		}
+		t.goneLocked(id)
 	}
 	t.mu.Unlock()
 	if !ok {
@@ -130,6 +159,10 @@ func (t *leaseTable) active() int {
 func (t *leaseTable) close() {
 	t.mu.Lock()
 	t.closed = true
+	for id, ch := range t.waits {
+		close(ch)
+		delete(t.waits, id)
+	}
 	ids := make([]uint64, 0, len(t.m))
 	for id := range t.m {
 		ids = append(ids, id)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -32,7 +33,7 @@ import (
 // not close the cache.
 type Node struct {
 	cache    *sharded.Cache
-	opts     Options
+	opts     Config
 	maxChunk int // the smallest largest payload of the shards
 	evict    *evictor
 	admit    *admitter // nil: every write is stored
@@ -51,6 +52,15 @@ type Node struct {
 	extraMu           sync.Mutex
 	extraStats        []func() map[string]int64 // AddStats
 
+	// What a node Start built also owns (start.go): its context, the TLS reload trigger,
+	// the RESP address, what Close stops before the planes (front ends, metrics) and what
+	// it closes after them (the cluster membership, the cache, the recording).
+	cancel   func()
+	reload   chan<- os.Signal
+	respAddr string
+	stops    []func()
+	after    []func() error
+
 	mu       sync.Mutex
 	ctlAddr  string
 	dataAddr string
@@ -58,17 +68,20 @@ type Node struct {
 	wg       sync.WaitGroup
 }
 
-// New builds a node over an open engine; Start serves it.
-func New(eng *engine.Engine, opts Options) (*Node, error) {
-	c, err := sharded.New([]*engine.Engine{eng}, sharded.Options{})
+// New builds a node over an open engine; Serve serves it. (Start opens the devices, builds
+// and serves a node in one call.)
+func New(eng *engine.Engine, opts Config) (*Node, error) {
+	c, err := sharded.New([]*engine.Engine{eng}, sharded.Config{})
 	if err != nil {
 		return nil, err
 	}
 	return NewSharded(c, opts)
 }
 
-// NewSharded builds a node over an open cache of one or more shards; Start serves it.
-func NewSharded(c *sharded.Cache, opts Options) (*Node, error) {
+// NewSharded builds a node over an open cache of one or more shards; Serve serves it. It
+// uses the fields of cfg that say how the node behaves and ignores those Start alone uses
+// (Devices, Listen, ... : config.go).
+func NewSharded(c *sharded.Cache, opts Config) (*Node, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
@@ -135,9 +148,9 @@ func (n *Node) deadline(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h
 	return h(ctx, req)
 }
 
-// Start serves the control plane on control and the data plane on data, and announces the
+// Serve serves the control plane on control and the data plane on data, and announces the
 // local keys to the directory.
-func (n *Node) Start(control, data net.Listener) {
+func (n *Node) Serve(control, data net.Listener) {
 	n.mu.Lock()
 	n.ctlAddr, n.dataAddr = advertise(control.Addr().String(), data.Addr().String(), n.opts.Advertise)
 	if n.opts.Name == "" {
@@ -171,7 +184,10 @@ func (n *Node) isClosed() bool {
 }
 
 // Close stops both planes at once (connections dropped), releases every lease and closes
-// the connections to peers. The engine stays open.
+// the connections to peers. A node built by New or NewSharded leaves its cache open; one
+// Start built first stops its RESP front end and metrics listener, and afterwards leaves
+// the cluster, closes the cache with its final checkpoint and finishes the recording
+// (the first error is returned).
 func (n *Node) Close() error {
 	n.mu.Lock()
 	if n.closed {
@@ -180,6 +196,9 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	for i := len(n.stops) - 1; i >= 0; i-- {
+		n.stops[i]()
+	}
 	close(n.metrics.stop)
 	n.unwatchCheckpoints()
 	n.grpc.Stop()
@@ -187,66 +206,16 @@ func (n *Node) Close() error {
 	n.wg.Wait()
 	n.leases.close()
 	n.peers.close()
-	return nil
-}
-
-// Serve listens on listen and dataListen (host:0 for any port), serves until ctx is done,
-// then closes the node. ready, when set, is called with the bound addresses.
-func Serve(ctx context.Context, c *sharded.Cache, listen, dataListen string, opts Options, ready func(p2p.Peer)) error {
-	var lc net.ListenConfig
-	ctl, err := lc.Listen(ctx, "tcp", listen)
-	if err != nil {
-		return err
-	}
-	if dataListen == "" {
-		h, _, _ := net.SplitHostPort(listen)
-		dataListen = net.JoinHostPort(h, "0")
-	}
-	dl, err := lc.Listen(ctx, "tcp", dataListen)
-	if err != nil {
-		ctl.Close()
-		return err
-	}
-	if opts.JoinDirectory != nil {
-		self := p2p.Peer{Name: opts.Name}
-		self.Control, self.Data = advertise(ctl.Addr().String(), dl.Addr().String(), opts.Advertise)
-		d, leave, err := opts.JoinDirectory(ctx, self)
-		if err != nil {
-			ctl.Close()
-			dl.Close()
-			return err
+	var err error
+	for _, f := range n.after {
+		if e := f(); err == nil {
+			err = e
 		}
-		defer leave.Close() // after the node has closed
-		opts.Directory = d
 	}
-	n, err := NewSharded(c, opts)
-	if err != nil {
-		ctl.Close()
-		dl.Close()
-		return err
+	if n.cancel != nil {
+		n.cancel()
 	}
-	n.Start(ctl, dl)
-	if opts.MetricsListen != "" {
-		stop, err := n.serveMetrics(ctx, opts.MetricsListen)
-		if err != nil {
-			n.Close()
-			return fmt.Errorf("metrics listener: %w", err)
-		}
-		defer stop()
-	}
-	for _, fe := range opts.FrontEnds {
-		stop, err := fe(ctx, n)
-		if err != nil {
-			n.Close()
-			return err
-		}
-		defer stop()
-	}
-	if ready != nil {
-		ready(n.Peer())
-	}
-	<-ctx.Done()
-	return n.Close()
+	return err
 }
 
 // PutResult is Put's outcome: Results and Stored as engine.PutMany's, and Declined the
@@ -257,7 +226,7 @@ type PutResult struct {
 	Declined []int
 }
 
-// Put stores payloads under keys, those the admission policy (Options.Admission) admits;
+// Put stores payloads under keys, those the admission policy (Config.Admission) admits;
 // Results and Stored as engine.PutMany. With eviction a full cache first drops its least
 // recently used unpinned keys.
 func (n *Node) Put(keys []engine.Key, payloads [][]byte) (PutResult, error) {
@@ -451,7 +420,7 @@ func (n *Node) Full(k engine.Key) bool {
 	return u.SlotsUsed >= u.SlotsTotal
 }
 
-// Logger is the node's logger (Options.Logger).
+// Logger is the node's logger (Config.Logger).
 func (n *Node) Logger() *slog.Logger { return n.opts.Logger }
 
 // MaxPayload is the largest payload Put takes (the smallest of the shards').

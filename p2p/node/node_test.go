@@ -92,7 +92,7 @@ func TestPeerKilledMidTransferThenReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctl, data := listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0")
-	a.Start(ctl, data)
+	a.Serve(ctl, data)
 	peer := a.Peer()
 	put(t, dial(t, a), 1, chunkBytes)
 
@@ -128,13 +128,13 @@ func TestPeerKilledMidTransferThenReturns(t *testing.T) {
 	}
 }
 
-func startNodeOn(t *testing.T, e engineT, o Options, p p2p.Peer) *Node {
+func startNodeOn(t *testing.T, e engineT, o Config, p p2p.Peer) *Node {
 	t.Helper()
 	n, err := New(e, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Start(listen(t, p.Control), listen(t, p.Data))
+	n.Serve(listen(t, p.Control), listen(t, p.Data))
 	t.Cleanup(func() { n.Close() })
 	return n
 }

@@ -35,7 +35,8 @@ type remote struct {
 }
 
 type peerPool struct {
-	opts   *Options
+	opts   *Config
+	bufs   *payloadPool // payload buffers for fetches (bufpool.go)
 	mu     sync.Mutex
 	m      map[string]*remote // by control address
 	closed bool
@@ -43,7 +44,9 @@ type peerPool struct {
 
 var errNodeClosed = errors.New("node closed")
 
-func newPeerPool(o *Options) *peerPool { return &peerPool{opts: o, m: map[string]*remote{}} }
+func newPeerPool(o *Config) *peerPool {
+	return &peerPool{opts: o, m: map[string]*remote{}, bufs: newPayloadPool(poolBytes)}
+}
 
 // get returns the peer's entry, creating it (without any network traffic) on first use.
 func (p *peerPool) get(peer p2p.Peer) (*remote, error) {
@@ -98,7 +101,7 @@ func (r *remote) usable(now time.Time) bool {
 }
 
 // failed starts or extends the backoff window (doubling, with jitter, up to max).
-func (r *remote) failed(o *Options) {
+func (r *remote) failed(o *Config) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failures++
@@ -145,18 +148,25 @@ func (r *remote) dataAddr(announced string) string {
 
 // conn returns an idle data connection to addr or dials one.
 func (r *remote) conn(ctx context.Context, addr string, idleMax time.Duration, dial func(context.Context, string) (*dataplane.Conn, error)) (*dataplane.Conn, error) {
+	if c := r.idleConn(idleMax); c != nil {
+		return c, nil
+	}
+	return dial(ctx, addr)
+}
+
+// idleConn takes a pooled data connection used within idleMax; nil when there is none.
+func (r *remote) idleConn(idleMax time.Duration) *dataplane.Conn {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	for len(r.idle) > 0 {
 		c := r.idle[len(r.idle)-1]
 		r.idle = r.idle[:len(r.idle)-1]
 		if time.Since(c.LastUsed()) < idleMax {
-			r.mu.Unlock()
-			return c, nil
+			return c
 		}
 		c.Close()
 	}
-	r.mu.Unlock()
-	return dial(ctx, addr)
+	return nil
 }
 
 // keep returns a healthy connection to the idle pool (at most 4 per peer).

@@ -23,11 +23,17 @@ func (n *Node) Recording() bool { return n.opts.Recorder != nil }
 // peer's lookup): client is who asked, start when the request arrived, size the payload
 // bytes stored or returned, hit as l2trace.Record.Hit.
 func (n *Node) RecordOp(op l2trace.Op, proto, client string, k engine.Key, size int, hit bool, start time.Time, err error) {
+	n.RecordBatchOp(op, proto, client, k, size, hit, start, 0, err)
+}
+
+// RecordBatchOp is RecordOp of one chunk of a call that carried several, batch the call's
+// number (l2trace.Record.Batch; 0: a call of one chunk).
+func (n *Node) RecordBatchOp(op l2trace.Op, proto, client string, k engine.Key, size int, hit bool, start time.Time, batch uint64, err error) {
 	rec := n.opts.Recorder
 	if rec == nil {
 		return
 	}
-	r := l2trace.Record{Time: start, Op: op, Client: client, Proto: proto, Size: int64(size), Hit: hit, Latency: time.Since(start)}
+	r := l2trace.Record{Time: start, Op: op, Client: client, Proto: proto, Size: int64(size), Hit: hit, Latency: time.Since(start), Batch: batch}
 	if p, ok := k.Parts(); ok {
 		r.Salt, r.Model, r.KVRank, r.Chunk = p.CacheSalt, p.Model, int(p.KVRank), hex.EncodeToString(p.ChunkHash)
 	} else {

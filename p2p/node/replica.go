@@ -38,7 +38,7 @@ func (r *replicas) forget(id uint64) {
 	r.mu.Unlock()
 }
 
-// replicaWrite is how a replica is written: with Options.ReplicaHandle when
+// replicaWrite is how a replica is written: with Config.ReplicaHandle when
 // SeparateReplicas, else as the placement policy decides (like the tenant's own writes).
 func (n *Node) replicaWrite() engine.PutOptions {
 	if n.opts.SeparateReplicas {

@@ -71,7 +71,7 @@ func TestSoak(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nd.Start(listen(t, addrs[i].Control), listen(t, addrs[i].Data))
+		nd.Serve(listen(t, addrs[i].Control), listen(t, addrs[i].Data))
 		return nd
 	}
 	for i := range n {

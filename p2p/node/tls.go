@@ -11,12 +11,12 @@ import (
 	"github.com/rbctl/rbctl/p2p/dataplane"
 )
 
-// With Options.TLS both planes run mutual TLS (p2p/secure): the gRPC server and the data
+// With Config.TLS both planes run mutual TLS (p2p/secure): the gRPC server and the data
 // plane require a client certificate the CA signed, and this node presents its own and
 // verifies the peer's when it dials peers. Without it both planes are plain TCP.
 
 // grpcServerOptions adds the server's transport credentials.
-func (o *Options) grpcServerOptions(opts ...grpc.ServerOption) []grpc.ServerOption {
+func (o *Config) grpcServerOptions(opts ...grpc.ServerOption) []grpc.ServerOption {
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(o.TLS.ServerCredentials()))
 	}
@@ -24,7 +24,7 @@ func (o *Options) grpcServerOptions(opts ...grpc.ServerOption) []grpc.ServerOpti
 }
 
 // peerCredentials are the credentials of this node's connections to peers.
-func (o *Options) peerCredentials() credentials.TransportCredentials {
+func (o *Config) peerCredentials() credentials.TransportCredentials {
 	if o.TLS != nil {
 		return o.TLS.ClientCredentials()
 	}
@@ -32,7 +32,7 @@ func (o *Options) peerCredentials() credentials.TransportCredentials {
 }
 
 // dataServerTLS is the data plane's listener configuration (nil: plain).
-func (o *Options) dataServerTLS() *tls.Config {
+func (o *Config) dataServerTLS() *tls.Config {
 	if o.TLS != nil {
 		return o.TLS.ServerConfig()
 	}
@@ -40,7 +40,7 @@ func (o *Options) dataServerTLS() *tls.Config {
 }
 
 // dialData opens a data-plane connection to a peer.
-func (o *Options) dialData(ctx context.Context, addr string) (*dataplane.Conn, error) {
+func (o *Config) dialData(ctx context.Context, addr string) (*dataplane.Conn, error) {
 	if o.TLS != nil {
 		return dataplane.DialTLS(ctx, addr, o.TLS.ClientConfig(""))
 	}

@@ -79,6 +79,8 @@ func init() {
 		"MSET": {arity: -3, right: auth.Write, keys: keysPairs, run: cmdMSet},
 		"MGET": {arity: -2, right: auth.Read, keys: keysAll, run: func(s *Server, ss *session, q *request, r reply) {
 			r.array(len(q.keys)) // streamed: one value loaded and written at a time
+			s.batch(ss, len(q.keys))
+			defer func() { ss.batch = 0 }()
 			for _, k := range q.keys {
 				s.getOne(ss, k, r)
 			}
@@ -175,6 +177,8 @@ func cmdMSet(s *Server, ss *session, q *request, r reply) {
 		r.err(wrongArgs(q.name))
 		return
 	}
+	s.batch(ss, len(q.keys))
+	defer func() { ss.batch = 0 }()
 	for i, k := range q.keys {
 		s.set(ss, k, q.args[2+2*i])
 	}

@@ -64,9 +64,14 @@ type Server struct {
 	// address, the key, the bytes stored or returned, whether it was there (get, exists,
 	// delete) or kept (set), when the request arrived and the store's error.
 	Record func(op, client string, key Key, size int, hit bool, start time.Time, err error)
+	// RecordBatched is Record with the call's batch (docs/record.md): the keys of one MGET,
+	// or the pairs of one MSET, of more than one key share a number no other call has; 0
+	// for every other key. When set it is called instead of Record.
+	RecordBatched func(op, client string, key Key, size int, hit bool, start time.Time, batch uint64, err error)
 
 	clients  atomic.Int64
 	commands atomic.Int64
+	batches  atomic.Uint64 // numbers the batches (RecordBatched)
 	nextID   atomic.Int64
 
 	refused    atomic.Int64 // connections closed at accept (ConnLimits)
@@ -92,6 +97,7 @@ type session struct {
 	held      int64     // bytes of the request being run (its kept arguments)
 	client    string    // the peer's address
 	start     time.Time // when the request being run was read
+	batch     uint64    // the batch of the MGET or MSET being run (RecordBatched); 0: none
 }
 
 // reply writes RESP2 replies.
@@ -132,7 +138,7 @@ func (s *Server) dispatch(ss *session, args [][]byte, r reply) {
 		return
 	}
 	s.commands.Add(1)
-	if s.Record != nil {
+	if s.recording() {
 		ss.start = time.Now()
 	}
 	name := strings.ToUpper(string(args[0]))
@@ -179,8 +185,25 @@ func (s *Server) set(ss *session, k Key, v []byte) {
 	if err != nil {
 		s.dropped(k.Raw, err)
 	}
-	if s.Record != nil {
-		s.Record("set", ss.client, k, len(v), err == nil, ss.start, err)
+	s.record(ss, "set", k, len(v), err == nil, err)
+}
+
+func (s *Server) recording() bool { return s.Record != nil || s.RecordBatched != nil }
+
+// record tells RecordBatched, else Record, of one key the request being run answered.
+func (s *Server) record(ss *session, op string, k Key, size int, hit bool, err error) {
+	switch {
+	case s.RecordBatched != nil:
+		s.RecordBatched(op, ss.client, k, size, hit, ss.start, ss.batch, err)
+	case s.Record != nil:
+		s.Record(op, ss.client, k, size, hit, ss.start, err)
+	}
+}
+
+// batch numbers the call being run when it carries several keys and the server records.
+func (s *Server) batch(ss *session, keys int) {
+	if keys > 1 && s.recording() {
+		ss.batch = s.batches.Add(1)
 	}
 }
 
@@ -193,9 +216,7 @@ func (s *Server) getOne(ss *session, k Key, r reply) {
 	if err != nil && !errors.Is(err, ErrKey) {
 		s.getFailed(k.Raw, err)
 	}
-	if s.Record != nil {
-		s.Record("get", ss.client, k, len(v), err == nil && ok, ss.start, err)
-	}
+	s.record(ss, "get", k, len(v), err == nil && ok, err)
 	if err != nil || !ok {
 		r.null()
 		return
@@ -329,9 +350,7 @@ func (s *Server) count(ss *session, op string, keys []Key, do func(Key) (bool, e
 	var c int64
 	for _, k := range keys {
 		ok, err := do(k)
-		if s.Record != nil {
-			s.Record(op, ss.client, k, 0, ok, ss.start, err)
-		}
+		s.record(ss, op, k, 0, ok, err)
 		if err != nil && !errors.Is(err, ErrKey) {
 			r.err(storeErr(err))
 			return

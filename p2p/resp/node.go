@@ -2,26 +2,41 @@ package resp
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
-	"net"
 	"strconv"
-	"time"
 
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/p2p/node"
-	"github.com/rbctl/rbctl/workloads/l2trace"
 )
+
+// Node is the cache node a NodeStore serves. p2p/node's Node gives itself through this
+// (its RESP front end, p2p/node/resp.go), so that this package stays below the node.
+type Node interface {
+	// Get returns k's payload from the node's cache, else from a peer (kept as a replica);
+	// found is false on a miss. ctx bounds the peer fetch.
+	Get(ctx context.Context, k engine.Key) (val []byte, found bool, err error)
+	// Put stores val under k: stored is whether k is held afterwards (stored now or
+	// already), declined that the node's admission policy chose not to store it.
+	Put(k engine.Key, val []byte) (stored, declined bool, err error)
+	Exists(k engine.Key) bool
+	Delete(k engine.Key) bool
+	// Full says whether the device k is routed to has no free slot.
+	Full(k engine.Key) bool
+	// Entries calls fn for every key the node holds until it returns false.
+	Entries(fn func(engine.Key) bool)
+	Usage() engine.Usage
+	MaxPayload() int
+	// Info is the node's own INFO fields (name, eviction and admission counters, health).
+	Info() map[string]string
+}
 
 // NodeStore is a Store over a cache node (rbctl serve --resp): keys as EngineStore takes
 // them (LMCache's native-connector spelling, stored under the raw-block key of the same
-// ObjectKey), a GET that misses here is fetched from a peer (and kept as a replica), a SET
-// into a full node evicts by the node's policy, one the node does not keep (declined by
-// admission, full with eviction none, an I/O error, ...) is a Dropped error the dispatcher
-// answers +OK (a later GET misses), and every operation counts in the node's stats and
-// metrics.
+// ObjectKey, any other spelling as a generic key), a GET that misses here is fetched from a
+// peer (and kept as a replica), a SET into a full node evicts by the node's policy, one the
+// node does not keep (declined by admission, full with eviction none, an I/O error, ...) is
+// a Dropped error the dispatcher answers +OK (a later GET misses), and every operation
+// counts in the node's stats and metrics.
 type NodeStore struct {
-	N   *node.Node
+	N   Node
 	Ctx context.Context // bounds peer fetches (the node's serving context)
 }
 
@@ -34,14 +49,7 @@ func (s NodeStore) Get(k Key) ([]byte, bool, error) {
 	if k.Err != nil {
 		return nil, false, k.Err
 	}
-	res, err := s.N.Get(s.Ctx, []engine.Key{k.Engine}, false)
-	if err != nil {
-		return nil, false, err
-	}
-	if res[0].Source == node.Miss {
-		return nil, false, nil
-	}
-	return res[0].Payload, true, nil
+	return s.N.Get(s.Ctx, k.Engine)
 }
 
 func (s NodeStore) Set(k Key, v []byte) error {
@@ -52,16 +60,12 @@ func (s NodeStore) Set(k Key, v []byte) error {
 	if len(v) == 0 {
 		return drop(DropEmpty, "an empty value cannot be stored (a slot holds 1 byte or more)")
 	}
-	keys := []engine.Key{key}
 	declined := false
 	err := putOrPresent(func() (bool, error) {
-		res, err := s.N.Put(keys, [][]byte{v})
-		if err == nil && len(res.Declined) > 0 {
-			declined = true
-			return true, nil
-		}
-		return err == nil && res.Results[0], err
-	}, func() bool { return s.N.Exists(keys)[0] }, func() bool { return s.N.Full(key) })
+		stored, dec, err := s.N.Put(key, v)
+		declined = dec
+		return stored || dec, err
+	}, func() bool { return s.N.Exists(key) }, func() bool { return s.N.Full(key) })
 	if declined {
 		// Declined by the node's admission policy: OK, as a cache that evicts answers a SET
 		// whose value it drops later (LMCache's connector fails a whole batch on -ERR).
@@ -74,14 +78,14 @@ func (s NodeStore) Exists(k Key) (bool, error) {
 	if k.Err != nil {
 		return false, k.Err
 	}
-	return s.N.Exists([]engine.Key{k.Engine})[0], nil
+	return s.N.Exists(k.Engine), nil
 }
 
 func (s NodeStore) Delete(k Key) (bool, error) {
 	if k.Err != nil {
 		return false, k.Err
 	}
-	return s.N.Delete([]engine.Key{k.Engine}, false)[0], nil
+	return s.N.Delete(k.Engine), nil
 }
 
 func (s NodeStore) Len() int64 { return s.N.Usage().SlotsUsed }
@@ -94,85 +98,23 @@ func (s NodeStore) Scan(cursor uint64, count int) ([]string, uint64) {
 func (s NodeStore) MaxValue() int64 { return int64(s.N.MaxPayload()) }
 
 func (s NodeStore) Info() map[string]string {
-	u, c := s.N.Usage(), s.N.Stats().Counters
-	return map[string]string{
-		"rbctl_slots_total":        strconv.FormatInt(u.SlotsTotal, 10),
-		"rbctl_slots_used":         strconv.FormatInt(u.SlotsUsed, 10),
-		"rbctl_node":               s.N.Peer().Name,
-		"rbctl_evicted":            strconv.FormatInt(c["evicted"], 10),
-		"rbctl_admission_declined": strconv.FormatInt(c["admission_declined"], 10),
-		"rbctl_auth_failed":        strconv.FormatInt(c["auth_failed"], 10), // gRPC and RESP
-		// Checkpoint health (docs/p2p.md, "Crash contract"): 0 while checkpoints fail.
-		"rbctl_healthy":                    strconv.FormatInt(c["healthy"], 10),
-		"rbctl_checkpoint_failing_seconds": strconv.FormatInt(c["checkpoint_failing_seconds"], 10),
-		"rbctl_checkpoint_errors":          strconv.FormatInt(c["checkpoint_errors"], 10),
-		"rbctl_index_room_refused":         strconv.FormatInt(c["index_room_refused"], 10),
+	u := s.N.Usage()
+	m := map[string]string{
+		"rbctl_slots_total": strconv.FormatInt(u.SlotsTotal, 10),
+		"rbctl_slots_used":  strconv.FormatInt(u.SlotsUsed, 10),
 	}
+	for k, v := range s.N.Info() {
+		m[k] = v
+	}
+	return m
 }
 
-// FrontEndOptions configure the RESP listener of a node. Zero fields take the defaults named
-// on each (docs/resp.md, "Bounds").
-type FrontEndOptions struct {
-	Listen string     // HOST:PORT
-	Conns  ConnLimits // admission, AUTH deadline, idle timeout (0: none), keepalive
-	// Memory bounds the request bytes all connections hold at once (default 256 MiB, at
-	// least 4 connections' MaxRequest); a connection that needs more stops being read.
-	Memory  int64
-	Auth    Auth // nil: no AUTH (unless the node checks tokens)
-	Version string
-	Logger  *slog.Logger // nil: the node's
-	// Ready, when set, is told the bound address.
-	Ready func(addr string)
-}
-
-// Bounds of a node's RESP requests, from its largest payload P (docs/resp.md, "Bounds"):
-// a value up to P is kept; one up to MaxBulk (Redis's 512 MiB) is read and discarded (the
-// SET answered +OK, dropped as too large); a longer one is a protocol error. A request keeps
-// at most 4 × P + 1 MiB (SET, a few MSET pairs, MGET's keys), at most 1 GiB.
-func nodeLimits(p int64) Limits {
+// NodeLimits are the bounds of a node's RESP requests, from its largest payload P
+// (docs/resp.md, "Bounds"): a value up to P is kept; one up to MaxBulk (Redis's 512 MiB) is
+// read and discarded (the SET answered +OK, dropped as too large); a longer one is a
+// protocol error. A request keeps at most 4 × P + 1 MiB (SET, a few MSET pairs, MGET's
+// keys), at most 1 GiB.
+func NodeLimits(p int64) Limits {
 	keep := max(p, 64<<10) // keys up to 64 KiB (a native key's bound) are never discarded
 	return Limits{MaxKeep: keep, MaxRequest: min(4*keep+(1<<20), 1<<30)}
-}
-
-// FrontEnd serves a node over RESP2 at o.Listen, within the bounds above: memory per
-// connection (one request's kept bytes, one reply value at a time, 128 KiB of socket
-// buffers) and in all (o.Memory), connections admitted as o.Conns says.
-func FrontEnd(o FrontEndOptions) node.FrontEnd {
-	return func(ctx context.Context, n *node.Node) (func(), error) {
-		lim := nodeLimits(int64(n.MaxPayload()))
-		mem := o.Memory
-		if mem <= 0 {
-			mem = 256 << 20
-		}
-		mem = max(mem, 4*lim.MaxRequest)
-		var lc net.ListenConfig
-		l, err := lc.Listen(ctx, "tcp", o.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("RESP listener: %w", err)
-		}
-		if o.Ready != nil {
-			o.Ready(l.Addr().String())
-		}
-		logger := o.Logger
-		if logger == nil {
-			logger = n.Logger()
-		}
-		srv := &Server{Store: NodeStore{N: n, Ctx: ctx}, Auth: o.Auth, Tokens: n.Tokens(), Version: o.Version,
-			Limits: lim, Conns: o.Conns, Budget: NewBudget(mem), Logger: logger, AuthFailed: n.CountAuthFailure}
-		if n.Recording() {
-			srv.Record = func(op, client string, k Key, size int, hit bool, start time.Time, err error) {
-				if k.Err == nil { // a key the store does not take names no chunk
-					n.RecordOp(l2trace.Op(op), "resp", client, k.Engine, size, hit, start, err)
-				}
-			}
-		}
-		n.AddStats(srv.Stats)
-		sctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = srv.Serve(sctx, l, o.Conns.Idle)
-		}()
-		return func() { cancel(); <-done }, nil
-	}
 }

@@ -6,7 +6,7 @@
 // EXISTS, DEL, one chunk per value) plus what redis-cli needs. The Store decides which keys
 // it takes (the node maps LMCache's native-connector keys to its ObjectKeys,
 // engine.FromNative); this package only moves bytes and never changes a key or a value.
-// `rbctl serve --resp` serves a node through it (FrontEnd, docs/resp.md).
+// `rbctl serve --resp` serves a node through it (p2p/node/resp.go, docs/resp.md).
 package resp
 
 import (

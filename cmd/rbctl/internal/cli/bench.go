@@ -12,6 +12,7 @@ import (
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/hints"
 	"github.com/rbctl/rbctl/lmcache"
 	"github.com/rbctl/rbctl/placement"
 )
@@ -69,7 +70,7 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 	flagcheck.SizeVar(fs, &o.MetaBytes, "meta-bytes", "auto", "metadata region (meta_total_bytes); auto sizes it for a full index", "auto")
 	fs.DurationVar(&o.CheckpointInterval, "checkpoint-interval", time.Second, "engine checkpoint interval")
 	fs.IntVar(&o.QueueDepth, "queue-depth", 32, "device queue depth")
-	fs.StringVar(&o.IOEngine, "io-engine", "uring", "I/O engine for files and block devices: posix, uring or passthru (/dev/ng* always uses passthru)")
+	fs.StringVar(&o.IOPath, "io-engine", "uring", "I/O engine for files and block devices: posix, uring or passthru (/dev/ng* always uses passthru)")
 	fs.BoolVar(&o.Force, "force", false, flagsets.ForceHelp("format a block or character device, or a file that holds data (never one in use)"))
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	flagsets.DriveFlag(fs, &o.Drive)
@@ -107,7 +108,7 @@ func runBench(cmd *cobra.Command, paths []string, f *benchFlags) error {
 	if err := f.out.Check(slices.Concat(paths, []string{f.lmcache}, f.wl.Inputs())...); err != nil {
 		return err
 	}
-	o.Explain = func(err error) string { return withFlagHints(cmd, err).Error() }
+	o.Explain = func(err error) string { return hints.Add(cmd, err).Error() }
 	o.Progress = flagsets.BenchProgress(f.quiet)
 	for _, p := range paths {
 		if w := cache.SpaceWarning(p); w != "" {

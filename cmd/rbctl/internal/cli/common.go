@@ -1,8 +1,6 @@
 package cli
 
-// JSON and text output every command shares, and the flag groups as serve.go (the lead's
-// file) still spells them: the other commands use flagsets directly, and these adapters go
-// when serve.go does.
+// JSON and text output every command shares.
 
 import (
 	"io"
@@ -11,23 +9,6 @@ import (
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 )
-
-// rbDevFlags are the device-opening flags every engine command takes, and its --key-namespace.
-type rbDevFlags struct {
-	flagsets.Device
-	cache rbCacheOpts
-}
-
-type rbCacheOpts struct{ flagsets.Cache }
-
-func (f *rbDevFlags) add(cmd *cobra.Command)           { f.Add(cmd) }
-func (o *rbCacheOpts) addNamespace(cmd *cobra.Command) { o.AddNamespace(cmd) }
-
-// rbPlaceFlag is the --placement flag of the commands that write single keys.
-type rbPlaceFlag struct{ flagsets.Placement }
-
-func (f *rbPlaceFlag) add(cmd *cobra.Command, what string) { f.Add(cmd, what) }
-func (f *rbPlaceFlag) check() error                        { return f.Check() }
 
 // show prints v as JSON when asJSON, else as text.
 func show(cmd *cobra.Command, asJSON bool, v any, text func(io.Writer) error) error {

@@ -66,6 +66,6 @@ func newPutCmd() *cobra.Command {
 	dev.Add(cmd)
 	kf.Add(cmd)
 	pf.Add(cmd, "the slot write and the checkpoint")
-	dev.Cache.AddNamespace(cmd)
+	dev.Choices.AddNamespace(cmd)
 	return cmd
 }

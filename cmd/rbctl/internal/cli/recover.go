@@ -48,9 +48,9 @@ any failed.`,
 	cmd.Flags().BoolVar(&f.opts.Force, "force", false, flagsets.ForceHelp("write the repaired checkpoint although the checkpoint choice is in doubt or the repaired index drops every key, or the device holds something besides a cache"))
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
 	f.dev.Add(cmd)
-	f.dev.Cache.AddNamespace(cmd)
+	f.dev.Choices.AddNamespace(cmd)
 	f.place.Add(cmd, "the repaired checkpoint")
-	f.dev.Cache.Scan.AddScan(cmd, &f.opts.Force)
+	f.dev.Choices.Scan.AddScan(cmd, &f.opts.Force)
 	return cmd
 }
 
@@ -66,7 +66,7 @@ func runRecover(cmd *cobra.Command, paths []string, f *recoverFlags) error {
 	var finish func()
 	o.Progress, finish = flagsets.SlotProgress(f.json, "verifying slots")
 	// recover reports the checkpoint choice itself and decides whether to write.
-	f.dev.Cache.Ctx, f.dev.Cache.Accept = ctx, true
+	f.dev.Choices.Ctx, f.dev.Choices.Accept = ctx, true
 	rep, err := cache.RecoverAll(ctx, o)
 	finish()
 	if v := rep.Output(f.json); v != nil {

@@ -60,6 +60,6 @@ func newRmCmd() *cobra.Command {
 	dev.Add(cmd)
 	kf.Add(cmd)
 	pf.Add(cmd, "the checkpoint written after the delete")
-	dev.Cache.AddNamespace(cmd)
+	dev.Choices.AddNamespace(cmd)
 	return cmd
 }

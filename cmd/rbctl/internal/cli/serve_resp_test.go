@@ -170,35 +170,3 @@ func TestServeAdmission(t *testing.T) {
 		t.Errorf("serve: exit %d after SIGINT", c)
 	}
 }
-
-// TestServeRESPRedisBenchmark: redis-benchmark's SET and GET of 256 KiB values, 16 clients,
-// 4 requests in flight each, against serve --resp on a file and on an emulated FDP SSD:
-// every request answered, none an error.
-func TestServeRESPRedisBenchmark(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the binary")
-	}
-	bench, err := exec.LookPath("redis-benchmark")
-	if err != nil {
-		t.Skip("needs redis-benchmark (Debian redis-tools; make setup installs it)")
-	}
-	dir := t.TempDir()
-	for _, dev := range []string{filepath.Join(dir, "c.img"), "emu:" + filepath.Join(dir, "e.img") + "?size=256M&ru=4M&ruhs=8"} {
-		if strings.HasPrefix(dev, "emu:") {
-			mustRbctl(t, dir, "format", "--slot-bytes", "260K", dev)
-		} else {
-			mustRbctl(t, dir, "format", "--create", "64M", "--slot-bytes", "260K", dev)
-		}
-		addr := freeAddr(t)
-		srv, _, _ := startServe(t, dir, dev, "--cluster", "none", "--resp", addr)
-		h, p, _ := net.SplitHostPort(addr)
-		out, err := exec.Command(bench, "-h", h, "-p", p, "-t", "set,get", "-d", "262144", "-c", "16", "-P", "4", "-n", "400", "-q").CombinedOutput()
-		if err != nil || strings.Contains(strings.ToLower(string(out)), "error") || !strings.Contains(string(out), "SET: ") || !strings.Contains(string(out), "GET: ") {
-			t.Errorf("redis-benchmark against serve --resp on %s: %v\n%s", dev, err, out)
-		}
-		t.Logf("%s: %s", dev, strings.Join(strings.Fields(string(out)), " "))
-		if c := interruptAndWait(t, srv); c != 0 && c != exitInterrupted {
-			t.Errorf("serve %s: exit %d after SIGINT", dev, c)
-		}
-	}
-}

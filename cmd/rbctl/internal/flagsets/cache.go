@@ -6,7 +6,6 @@ package flagsets
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -18,10 +17,10 @@ import (
 	"github.com/rbctl/rbctl/reports"
 )
 
-// Cache is the choices of a command that opens an existing cache: --key-namespace, and for
+// OpenChoices is the choices of a command that opens an existing cache: --key-namespace, and for
 // recover the command's context and whether it takes a doubtful or lossy checkpoint choice
 // upon itself (it reports the choice and decides whether to write).
-type Cache struct {
+type OpenChoices struct {
 	Namespace string
 	Ctx       context.Context
 	Accept    bool
@@ -29,13 +28,13 @@ type Cache struct {
 }
 
 // AddNamespace defines --key-namespace on cmd.
-func (o *Cache) AddNamespace(cmd *cobra.Command) {
+func (o *OpenChoices) AddNamespace(cmd *cobra.Command) {
 	flagcheck.Alias(cmd.Flags(), "namespace", "key-namespace") // its name until issue 25
 	cmd.Flags().StringVar(&o.Namespace, "key-namespace", "", "key namespace (object or legacy) for a cache whose checkpoint cannot tell, such as an empty LMCache v1 one; it must agree with what the checkpoint or slot headers show")
 }
 
 // options are the cache.OpenOptions the flags choose (all but the device and placement).
-func (o *Cache) options(readOnly bool) (cache.OpenOptions, error) {
+func (o *OpenChoices) options(readOnly bool) (cache.OpenOptions, error) {
 	co := cache.OpenOptions{ReadOnly: readOnly, Accept: o.Accept, Context: o.Ctx, Scan: o.Scan.mode()}
 	if given := strings.TrimSpace(o.Namespace); given != "" {
 		co.Namespace = engine.Namespace(given)
@@ -50,25 +49,4 @@ func (o *Cache) options(readOnly bool) (cache.OpenOptions, error) {
 		}
 	}
 	return co, nil
-}
-
-// hint adds to what cache.Open refused the flag or command that gets past it.
-func (o *Cache) hint(err error) error {
-	var ne *cache.NamespaceError
-	var fe *cache.FallbackError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ne):
-		return fmt.Errorf("%w; drop --key-namespace", err)
-	case errors.Is(err, cache.ErrNamespaceUnknown):
-		return fmt.Errorf("%w; pass --key-namespace object (LMCache MP mode) or --key-namespace legacy (LMCache's non-MP backend)", err)
-	case errors.As(err, &fe):
-		return fmt.Errorf("%w: run rbctl recover to accept that (rbctl inspect shows both containers)", err)
-	case errors.Is(err, engine.ErrSelectionDoubt):
-		return fmt.Errorf("%w; rbctl inspect shows both containers, rbctl recover --force continues from the one chosen", err)
-	case errors.Is(err, engine.ErrScanLayout) && o.Scan.slot == "":
-		return fmt.Errorf("%w; give the cache's --slot-bytes (and --header-bytes, --block-align, --meta-bytes when not the defaults)", err)
-	}
-	return err
 }

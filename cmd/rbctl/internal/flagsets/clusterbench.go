@@ -9,6 +9,7 @@ import (
 	"github.com/rbctl/rbctl/p2p/clusterbench"
 	"github.com/rbctl/rbctl/p2p/node"
 	"github.com/rbctl/rbctl/units"
+	"github.com/rbctl/rbctl/workloads"
 )
 
 // ClusterBench is rbctl cluster-bench's flags (clusterbench.Options).
@@ -18,11 +19,13 @@ type ClusterBench struct {
 	modes                             []string
 	chunk, devSize, ru, directory, rt string
 	tls                               string
+	fs                                *pflag.FlagSet
 }
 
 // Register defines the cluster-bench flags on fs.
 func (c *ClusterBench) Register(f *pflag.FlagSet) {
 	c.O = clusterbench.Defaults()
+	c.fs = f
 	o := &c.O
 	f.IntVar(&o.Nodes, "nodes", o.Nodes, "cache nodes, each an engine on its own emulated FDP SSD, on loopback")
 	f.IntVar(&o.Requests, "requests", 0, "requests in all, spread over the nodes by --route (0: 1200, or the whole --workload trace)")
@@ -93,6 +96,11 @@ func (c *ClusterBench) Options() (clusterbench.Options, error) {
 	}
 	if o.Dir == "" {
 		o.Dir = os.TempDir()
+	}
+	// A recording's replay takes the recording node's size and admission unless given (its
+	// eviction always: cluster-bench has no flag for it).
+	if c.fs != nil {
+		o.Fit = workloads.Fit{Size: !c.fs.Changed("device-size"), Eviction: true, Admission: !c.fs.Changed("admission")}
 	}
 	return o, nil
 }

@@ -13,17 +13,17 @@ import (
 
 // Device is the device-opening flags every engine command takes.
 type Device struct {
-	IOEngine   string
+	IOPath     string
 	Direct     bool
 	QueueDepth int
-	Cache      Cache          // --key-namespace and recovery choices (cache.go)
+	Choices    OpenChoices    // --key-namespace and recovery choices (cache.go)
 	cmd        *cobra.Command // to tell defaults from choices
 }
 
 // Add defines --io-engine, --direct and --queue-depth on cmd.
 func (f *Device) Add(cmd *cobra.Command) {
 	f.cmd = cmd
-	cmd.Flags().StringVar(&f.IOEngine, "io-engine", "uring", "I/O engine: uring (posix where the kernel has no io_uring), posix or passthru (NVMe /dev/ngXnY); emu:... paths open the emulated FDP SSD")
+	cmd.Flags().StringVar(&f.IOPath, "io-engine", "uring", "I/O engine: uring (posix where the kernel has no io_uring), posix or passthru (NVMe /dev/ngXnY); emu:... paths open the emulated FDP SSD")
 	cmd.Flags().BoolVar(&f.Direct, "direct", true, "open with O_DIRECT (aligned I/O, bypasses the page cache; by default a filesystem that refuses it gets buffered I/O)")
 	cmd.Flags().IntVar(&f.QueueDepth, "queue-depth", 32, "operations in flight per batch")
 }
@@ -36,10 +36,10 @@ func (f *Device) Options(readOnly bool) (devices.Options, error) {
 		return devices.Options{}, fmt.Errorf("--queue-depth %d: must be at least 1", f.QueueDepth)
 	}
 	chosen := func(name string) bool { return f.cmd != nil && f.cmd.Flags().Changed(name) }
-	opt := devices.Options{IOEngine: f.IOEngine, Direct: f.Direct, QueueDepth: f.QueueDepth,
+	opt := devices.Options{IOPath: f.IOPath, Direct: f.Direct, QueueDepth: f.QueueDepth,
 		ReadOnly: readOnly, Exclusive: !readOnly, BufferedFallback: !chosen("direct")}
 	if !chosen("io-engine") {
-		opt.IOEngine = devices.EngineAuto
+		opt.IOPath = devices.PathAuto
 	}
 	return opt, nil
 }
@@ -57,17 +57,23 @@ func (f *Device) Open(path string, readOnly bool) (blockdev.Device, error) {
 // flags: the device flags, --key-namespace and recover's choices (f.Cache), and pf's policy
 // (nil pf or "none": no directives); tweak adjusts the detected config.
 func (f *Device) OpenEngine(pf *Placement, path string, readOnly bool, tweak func(*engine.Config)) (*engine.Engine, error) {
-	o, err := f.Cache.options(readOnly)
+	o, err := f.OpenOptions(pf, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	o.Tweak = tweak
+	return cache.Open(path, o)
+}
+
+// OpenOptions are the cache.OpenOptions the flags choose: the device flags, --key-namespace
+// and recover's choices (f.Cache), and pf's policy (nil pf or "none": no directives).
+func (f *Device) OpenOptions(pf *Placement, readOnly bool) (cache.OpenOptions, error) {
+	o, err := f.Choices.options(readOnly)
 	if err == nil {
 		o.Device, err = f.Options(readOnly)
 	}
 	if err == nil && !pf.None() {
 		o.Placement, err = pf.Spec, pf.Check()
 	}
-	if err != nil {
-		return nil, err
-	}
-	o.Tweak = tweak
-	e, err := cache.Open(path, o)
-	return e, f.Cache.hint(err)
+	return o, err
 }

@@ -1,258 +1,195 @@
 package flagsets
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
 	"time"
-
-	"github.com/rbctl/rbctl/p2p"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
-	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/p2p/cluster"
 	"github.com/rbctl/rbctl/p2p/node"
-	"github.com/rbctl/rbctl/p2p/resp"
+	"github.com/rbctl/rbctl/placement"
+	"github.com/rbctl/rbctl/workloads/l2trace"
 )
 
-// Node is the flags of `rbctl serve` that shape the node's cache: how it checkpoints, how
-// it evicts, how several devices are routed.
+// Node is the flags of `rbctl serve`, bound to a node.Config: the flags only name the
+// config's fields, and node.Start checks them (Explain spells its refusals with the flags).
 type Node struct {
-	CheckpointInterval time.Duration
-	Eviction           string
-	Admission          string
-	ShardBy            string
-	AllowMisrouted     bool
-	MetricsListen      string
-	RESP               string // HOST:PORT of the Redis-protocol front-end ("": none)
-	RESPConns          resp.ConnLimits
-	RESPMemory         int64
-	RegionBytes        int64
-
-	cmd  *cobra.Command
-	opts *node.Options // what Check filled; OpenCache adds the region size in slots
+	Device    Device
+	Placement Placement
+	TLS       TLS
+	cfg       node.Config
+	resp      node.RESPConfig
+	record    l2trace.Options
+	eviction  string
+	shardBy   string
+	gossip    string
+	replica   int
+	cmd       *cobra.Command
 }
 
-// Add defines --checkpoint-interval, --eviction, --admission, --shard-by, --metrics-listen and
-// --allow-misrouted.
+// nodeFlags names the flag that sets each node.Config field (ConfigError's {Field}).
+var nodeFlags = map[string]string{
+	"Devices": "DEV", "CheckpointInterval": "--checkpoint-interval", "Eviction": "--eviction",
+	"Admission": "--admission", "RegionBytes": "--region", "MetricsListen": "--metrics-listen",
+	"Listen": "--listen", "DataListen": "--data-listen", "RESP.Listen": "--resp",
+	"Record.Path": "--record", "Record.MaxBytes": "--record-max-bytes", "Record.MaxFiles": "--record-files",
+	"TLSFiles.Cert": "--tls-cert", "TLSFiles.Key": "--tls-key", "TLSFiles.CA": "--tls-ca",
+	"Advertise": "--advertise", "Limits.MaxLeases": "--max-leases", "Limits.MaxLeasesPerClient": "--max-leases-per-client",
+	"GossipKeyFile": "--gossip-key-file", "Peers": "--peers", "Cluster.Cluster": "--cluster",
+	"AuthFile": "--auth-file", "PeerTokenFile": "--peer-token-file", "AllowMisrouted": "--allow-misrouted",
+}
+
+// Add defines serve's flags on cmd.
 func (f *Node) Add(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	fs.DurationVar(&f.CheckpointInterval, "checkpoint-interval", 10*time.Second,
-		"checkpoint the index this often while it changes (idle or not): a put acknowledged more than twice this (plus one checkpoint's duration) before a crash survives it")
-	fs.StringVar(&f.Eviction, "eviction", "lru", "what a full cache drops to store a put or a replica: lru (least recently stored, hit or leased), fifo, region (whole regions of one cache_salt's consecutive stores, least recent first) or none (refuse the write); leased keys are never dropped")
-	fs.StringVar(&f.Admission, "admission", "all", "which writes of chunks the node does not hold (puts, replicas) are stored: all, second-hit[:W] (a chunk's second write within W misses) or tinylfu[:W] (asked for more often than what eviction would drop); a declined put is answered as declined, RESP SET as OK, and a later get misses (docs/p2p.md)")
-	flagcheck.SizeVar(fs, &f.RegionBytes, "region", "", "region size for --eviction region (default 16 MiB; give the device's reclaim unit size)")
-	fs.StringVar(&f.ShardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
-	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "HOST:PORT to serve Prometheus metrics at /metrics (the remote stats counters, checkpoint age, latency histograms); empty: none")
-	fs.StringVar(&f.RESP, "resp", "", "HOST:PORT of a Redis-protocol (RESP2) front-end for LMCache's resp L2 adapter, redis-cli and redis-py: GET/SET/EXISTS/DEL/MGET/MSET/SCAN/INFO... on the same cache; a key in LMCache's native spelling is the raw-block key's entry, any other a generic one (docs/resp.md); empty: none")
-	fs.DurationVar(&f.RESPConns.Idle, "resp-idle-timeout", 0, "close a RESP connection that authenticated (any, without --auth-file) after this long without a request; 0: never, as valkey's default (LMCache's client never reconnects; TCP keepalive finds dead peers)")
-	fs.IntVar(&f.RESPConns.MaxConns, "resp-max-conns", 1024, "RESP connections open at once; more are closed at accept (with --auth-file an eighth is kept for clients that authenticated)")
-	fs.IntVar(&f.RESPConns.PerAddr, "resp-conns-per-addr", 128, "RESP connections one IP address may hold before they authenticate (without --auth-file: in all); more are closed at accept")
-	flagcheck.SizeVar(fs, &f.RESPMemory, "resp-memory", "256M", "request bytes all RESP connections may hold at once; a connection that needs more is not read until others finish (back-pressure); at least 4 requests' bound (docs/resp.md)")
 	f.cmd = cmd
-	fs.BoolVar(&f.AllowMisrouted, "allow-misrouted", false, "serve devices whose keys the route sends elsewhere (one shard of a larger cache alone, or devices out of format order)")
+	c := &f.cfg
+	fs := cmd.Flags()
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:7470", "HOST:PORT of the gRPC control plane (clients and peers)")
+	fs.StringVar(&c.DataListen, "data-listen", "", "HOST:PORT of the data plane (default: the --listen host, any port; peers learn it from each lease)")
+	fs.StringSliceVar(&c.Peers, "peers", nil, "peers asked on a miss, each HOST:PORT of its control plane or CONTROL/DATA to reach its data plane at DATA (a proxy); every peer is a candidate for every key")
+	fs.IntVar(&f.replica, "replica-handle", -1, "placement handle for chunks stored after a peer fetch (-1: the --placement policy decides, like the tenant's own writes)")
+	fs.DurationVar(&c.LeaseTTL, "lease", 10*time.Second, "how long a peer keeps our pins if we never unlock (and the longest lease we grant is 60s)")
+	fs.DurationVar(&c.LookupTimeout, "peer-timeout", 2*time.Second, "deadline of one peer lookup-and-lock; a timeout is a miss")
+	fs.DurationVar(&c.FetchTimeout, "fetch-timeout", 10*time.Second, "deadline of one data-plane transfer; a timeout is a miss")
+	fs.StringVar(&c.Cluster.Cluster, "cluster", "", "cluster to join when --peers is not given (gossip membership and key digests, p2p/cluster); empty: serve alone unless --join names members (then \"default\"); none: alone")
+	fs.StringVar(&c.Cluster.Name, "node-name", "", "this node's name in the cluster (default: the host name and a random part, kept across restarts in $XDG_STATE_HOME/rbctl/nodes/)")
+	fs.StringSliceVar(&c.Cluster.Seeds, "join", nil, "gossip addresses (HOST:PORT) of members to join; without them nodes on this machine find each other through a registry directory")
+	fs.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "HOST:PORT the gossip membership listens on (UDP and TCP; port 0: any)")
+	fs.StringVar(&c.Advertise, "advertise", "", "HOST:PORT peers dial for the control plane (data plane: the same host); default the --listen address, or the outbound interface's address when listening on 0.0.0.0 or ::")
+
+	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", 10*time.Second,
+		"checkpoint the index this often while it changes (idle or not): a put acknowledged more than twice this (plus one checkpoint's duration) before a crash survives it")
+	fs.StringVar(&f.eviction, "eviction", "lru", "what a full cache drops to store a put or a replica: lru (least recently stored, hit or leased), fifo, region (whole regions of one cache_salt's consecutive stores, least recent first) or none (refuse the write); leased keys are never dropped")
+	fs.StringVar(&c.Admission, "admission", "all", "which writes of chunks the node does not hold (puts, replicas) are stored: all, second-hit[:W] (a chunk's second write within W misses) or tinylfu[:W] (asked for more often than what eviction would drop); a declined put is answered as declined, RESP SET as OK, and a later get misses (docs/p2p.md)")
+	flagcheck.SizeVar(fs, &c.RegionBytes, "region", "", "region size for --eviction region (default 16 MiB; give the device's reclaim unit size)")
+	fs.StringVar(&f.shardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "HOST:PORT to serve Prometheus metrics at /metrics (the remote stats counters, checkpoint age, latency histograms); empty: none")
+	fs.BoolVar(&c.AllowMisrouted, "allow-misrouted", false, "serve devices whose keys the route sends elsewhere (one shard of a larger cache alone, or devices out of format order)")
+
+	fs.StringVar(&f.resp.Listen, "resp", "", "HOST:PORT of a Redis-protocol (RESP2) front-end for LMCache's resp L2 adapter, redis-cli and redis-py: GET/SET/EXISTS/DEL/MGET/MSET/SCAN/INFO... on the same cache; a key in LMCache's native spelling is the raw-block key's entry, any other a generic one (docs/resp.md); empty: none")
+	fs.DurationVar(&f.resp.Conns.Idle, "resp-idle-timeout", 0, "close a RESP connection that authenticated (any, without --auth-file) after this long without a request; 0: never, as valkey's default (LMCache's client never reconnects; TCP keepalive finds dead peers)")
+	fs.IntVar(&f.resp.Conns.MaxConns, "resp-max-conns", 1024, "RESP connections open at once; more are closed at accept (with --auth-file an eighth is kept for clients that authenticated)")
+	fs.IntVar(&f.resp.Conns.PerAddr, "resp-conns-per-addr", 128, "RESP connections one IP address may hold before they authenticate (without --auth-file: in all); more are closed at accept")
+	flagcheck.SizeVar(fs, &f.resp.Memory, "resp-memory", "256M", "request bytes all RESP connections may hold at once; a connection that needs more is not read until others finish (back-pressure); at least 4 requests' bound (docs/resp.md)")
+
+	fs.StringVar(&c.AuthFile, "auth-file", "", "token file: every gRPC call and RESP connection must present one of its tokens and stays within its rights and cache_salt scopes (docs/p2p.md); empty: no tokens checked (trusted network only)")
+	fs.StringVar(&c.PeerTokenFile, "peer-token-file", "", "file holding the token this node presents to its peers (a token with the peer right in their --auth-file); empty: $RBCTL_PEER_TOKEN, else none")
+	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "gossip encryption keys, one base64 key (16, 24 or 32 bytes) a line, the first used to send, all accepted (rotation); make one with: head -c32 /dev/urandom | base64")
+	fs.IntVar(&c.Limits.MaxLeases, "max-leases", 16384, "leases this node grants at once, all clients together; more are misses for the requester (counted as leases_refused)")
+	fs.IntVar(&c.Limits.MaxLeasesPerClient, "max-leases-per-client", 1024, "leases one client holds at once (a client: its token's name, else its address)")
+
+	fs.StringVar(&f.record.Path, "record", "", "record every chunk operation the node answers (RESP and gRPC get, set, exists, delete; peer fetches) to this file as JSON lines, without payload bytes (docs/record.md); replay it with --workload l2trace:FILE; empty: none")
+	fs.BoolVar(&f.record.Redact, "record-redact", false, "with --record: write tenants (cache_salt), models and client addresses as keyed BLAKE2b hashes")
+	flagcheck.SizeVar(fs, &f.record.MaxBytes, "record-max-bytes", "256M", "with --record: start a new file (FILE.1, FILE.2, ...) once one reaches this size")
+	fs.IntVar(&f.record.MaxFiles, "record-files", 0, "with --record: keep at most this many files, deleting the oldest (0: all)")
+
+	f.Device.Add(cmd)
+	f.Device.Choices.AddNamespace(cmd)
+	f.Placement.Add(cmd, "the node's writes")
+	f.TLS.Add(cmd, true)
 }
 
-// Check validates the flags and sets opts' eviction.
-func (f *Node) Check(opts *node.Options) error {
-	if f.CheckpointInterval <= 0 { // the CLI's contract refuses it first; a library caller may not
-		return fmt.Errorf("--checkpoint-interval %v: must be positive", f.CheckpointInterval)
+// Config is the node.Config the flags give for the devices devs. Only what a flag's syntax
+// or a pairing of flags decides is refused here; node.Config.Check checks the rest.
+func (f *Node) Config(devs []string, log *slog.Logger, version string) (node.Config, error) {
+	c := f.cfg
+	c.Devices, c.Logger, c.Version, c.TLSFiles = devs, log, version, f.TLS.Files
+	if c.CheckpointInterval <= 0 { // the CLI's contract refuses it first
+		return c, fmt.Errorf("--checkpoint-interval %v: must be positive", c.CheckpointInterval)
 	}
-	ev, err := node.ParseEviction(f.Eviction)
+	c.Eviction = node.Eviction(f.eviction)
+	route, err := sharded.ParseRoute(f.shardBy)
 	if err != nil {
-		return fmt.Errorf("--eviction: %w", err)
+		return c, fmt.Errorf("--shard-by: %w", err)
 	}
-	if err := node.CheckAdmission(f.Admission); err != nil {
-		return fmt.Errorf("--admission: %w", err)
+	c.ShardBy = route
+	if f.resp.Listen != "" {
+		r := f.resp
+		c.RESP = &r
 	}
-	if _, err := sharded.ParseRoute(f.ShardBy); err != nil {
-		return fmt.Errorf("--shard-by: %w", err)
-	}
-	if f.MetricsListen != "" {
-		if _, _, err := net.SplitHostPort(f.MetricsListen); err != nil {
-			return fmt.Errorf("--metrics-listen %q: want HOST:PORT", f.MetricsListen)
-		}
-	}
-	if f.RegionBytes != 0 && ev != node.EvictRegion {
-		return fmt.Errorf("--region is for --eviction region, not %s", f.Eviction)
-	}
-	if f.RESP != "" {
-		if _, _, err := net.SplitHostPort(f.RESP); err != nil {
-			return fmt.Errorf("--resp %q: want HOST:PORT", f.RESP)
-		}
-		opts.FrontEnds = append(opts.FrontEnds, resp.FrontEnd(resp.FrontEndOptions{Listen: f.RESP, Version: "rbctl",
-			Conns: f.RESPConns, Memory: f.RESPMemory,
-			Ready: func(addr string) { fmt.Fprintf(f.cmd.ErrOrStderr(), "RESP (Redis protocol) on %s\n", addr) }}))
-	}
-	opts.Eviction, opts.MetricsListen, opts.Admission = ev, f.MetricsListen, f.Admission
-	f.opts = opts
-	return nil
-}
-
-// Durable is the engine-config tweak of a node: periodic checkpoints every interval,
-// forced (idle or not) once the oldest unsaved change is one interval old, so an
-// acknowledged write is in a checkpoint at most 2 intervals + one checkpoint after it.
-func (f *Node) Durable(cfg *engine.Config) {
-	cfg.Periodic = true
-	cfg.CheckpointInterval = f.CheckpointInterval
-	cfg.ForceAfter = f.CheckpointInterval
-	cfg.IdleQuiet = min(cfg.IdleQuiet, f.CheckpointInterval/2)
-}
-
-// OpenCache opens the devices of one cache (one engine each, through d.OpenEngine with pf's
-// policy and tweak, then f.Durable) as a sharded cache routed by --shard-by, and refuses
-// devices whose keys belong elsewhere (sharded.Cache.CheckRoutes) unless --allow-misrouted.
-func (f *Node) OpenCache(d *Device, pf *Placement, paths []string, tweak func(*engine.Config)) (*sharded.Cache, error) {
-	route, _ := sharded.ParseRoute(f.ShardBy)
-	engs := make([]*engine.Engine, 0, len(paths))
-	fail := func(err error) (*sharded.Cache, error) {
-		for _, e := range engs {
-			e.CloseNoCheckpoint()
-		}
-		return nil, err
-	}
-	seen := map[string]bool{}
-	for _, p := range paths {
-		if seen[p] {
-			return fail(fmt.Errorf("%s is given twice", p))
-		}
-		seen[p] = true
-		e, err := d.OpenEngine(pf, p, false, func(cfg *engine.Config) {
-			if tweak != nil {
-				tweak(cfg)
+	if f.record.Path == "" {
+		for _, n := range []string{"record-redact", "record-max-bytes", "record-files"} {
+			if f.cmd.Flags().Changed(n) {
+				return c, fmt.Errorf("--%s needs --record FILE", n)
 			}
-			f.Durable(cfg)
-		})
-		if err != nil {
-			return fail(err)
 		}
-		engs = append(engs, e)
+	} else {
+		r := f.record
+		c.Record = &r
 	}
-	c, err := sharded.New(engs, sharded.Options{Route: route})
-	if err != nil {
-		return fail(err)
+	if err := f.Placement.Check(); err != nil {
+		return c, err
 	}
-	if !f.AllowMisrouted {
-		if err := c.CheckRoutes(); err != nil {
-			if errors.Is(err, sharded.ErrMisrouted) {
-				err = fmt.Errorf("%w (--allow-misrouted serves it anyway)", err)
-			}
-			return fail(err)
-		}
+	if c.Open, err = f.Device.OpenOptions(&f.Placement, false); err != nil {
+		return c, err
 	}
-	if f.opts != nil && f.opts.Eviction == node.EvictRegion {
-		region := f.RegionBytes
-		if region == 0 {
-			region = 16 << 20
-		}
-		slot := engs[0].Config().SlotBytes
-		if f.opts.RegionSlots = int(region / slot); f.opts.RegionSlots < 1 {
-			return fail(fmt.Errorf("--region %d: below one slot of %d bytes", region, slot))
-		}
+	c.SeparateReplicas, c.ReplicaHandle = f.replica >= 0, placement.Handle(f.replica)
+	if c.Cluster.BindAddr, c.Cluster.BindPort, err = cluster.SplitBind(f.gossip); err != nil {
+		return c, err
+	}
+	if c.PeerTokenFile == "" {
+		c.PeerToken = os.Getenv("RBCTL_PEER_TOKEN")
 	}
 	return c, nil
 }
 
-// Membership is the flags that say how a node shows itself to the cluster: --advertise.
-type Membership struct {
-	Advertise string
-}
-
-// Add defines --advertise.
-func (f *Membership) Add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.Advertise, "advertise", "", "HOST:PORT peers dial for the control plane (data plane: the same host); default the --listen address, or the outbound interface's address when listening on 0.0.0.0 or ::")
-}
-
-// Apply checks --advertise and fills what the cluster member announces: the node's
-// advertised address, the gossip address others use when gossip listens on every
-// address, a default node name kept across restarts (cluster.PersistentName, in the state
-// directory, one per device list), and the log of membership events.
-func (f *Membership) Apply(cl *cluster.Config, opts *node.Options, devs []string, log *slog.Logger) error {
-	if f.Advertise != "" {
-		h, p, err := net.SplitHostPort(f.Advertise)
-		if err != nil || h == "" || p == "0" {
-			return fmt.Errorf("--advertise %q: want HOST:PORT with a host and a port", f.Advertise)
-		}
-		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
-			return fmt.Errorf("--advertise %q: %s is no address a peer can dial", f.Advertise, h)
-		}
-	}
-	opts.Advertise = f.Advertise
-	cl.Events = log
-	if ip := net.ParseIP(cl.BindAddr); ip != nil && ip.IsUnspecified() && cl.AdvertiseAddr == "" {
-		host, _, _ := net.SplitHostPort(node.Dialable(net.JoinHostPort(cl.BindAddr, "0")))
-		if f.Advertise != "" {
-			h, _, _ := net.SplitHostPort(f.Advertise)
-			if ips, err := net.LookupIP(h); err == nil && len(ips) > 0 {
-				host = ips[0].String()
-			}
-		}
-		cl.AdvertiseAddr = host
-	}
-	if cl.Name == "" {
-		name, err := cluster.PersistentName(nameFile(devs), hostname())
-		if err != nil {
-			log.Warn("node name not kept across restarts", "name", name, "err", err)
-		}
-		cl.Name = name
-	}
-	opts.Name = cl.Name
-	return nil
-}
-
-// nameFile is where the node name of a device list is kept: $XDG_STATE_HOME/rbctl/nodes/
-// (else ~/.local/state/..., else /var/lib/rbctl/nodes/), one file per list of absolute paths.
-func nameFile(devs []string) string {
-	dir := os.Getenv("XDG_STATE_HOME")
-	if dir == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			dir = filepath.Join(home, ".local", "state")
-		} else {
-			dir = "/var/lib"
-		}
-	}
-	h := sha256.New()
-	for _, d := range devs {
-		abs, _ := filepath.Abs(d)
-		h.Write([]byte(abs + "\x00"))
-	}
-	return filepath.Join(dir, "rbctl", "nodes", hex.EncodeToString(h.Sum(nil))[:16])
-}
-
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
-}
-
-// JoinCluster is how serve meets other nodes (node.Options.JoinDirectory): nil, after saying
-// so in the log, when it stands alone (no cluster named, no gossip seeds; or --cluster none),
-// else cluster.JoinFunc, logging once joined which cluster it is and how many members it has.
-// A node joins only when told to, so two people's nodes on one machine never share caches by
-// accident. Seeds without a name join the cluster "default".
-func JoinCluster(cl cluster.Config, log *slog.Logger) func(context.Context, p2p.Peer) (p2p.Directory, io.Closer, error) {
-	if cl.Cluster == "none" || (cl.Cluster == "" && len(cl.Seeds) == 0) {
+// Warn logs, for a config that passed Check, what an operator should know before the node
+// starts: that it serves alone, where its peer token comes from, and that it is plain TCP.
+func (f *Node) Warn(c node.Config, log *slog.Logger) {
+	alone := c.Cluster.Cluster == "none" || (c.Cluster.Cluster == "" && len(c.Cluster.Seeds) == 0)
+	if len(c.Peers) == 0 && alone {
 		log.Info("serving alone: no cluster joined; --cluster NAME, --join or --peers share a cache with other nodes")
-		return nil
 	}
-	if cl.Cluster == "" {
-		cl.Cluster = "default"
+	switch {
+	case c.PeerTokenFile == "" && c.PeerToken == "" && c.AuthFile != "" && (len(c.Peers) > 0 || c.Cluster.Cluster != "none"):
+		log.Warn("no --peer-token-file: peers that check tokens will refuse this node's lookups (misses)")
+	case c.PeerTokenFile != "":
+		log.Info("peer token", "from", c.PeerTokenFile)
+	case c.PeerToken != "":
+		log.Info("peer token", "from", "$RBCTL_PEER_TOKEN")
 	}
-	join := cluster.JoinFunc(cl, 5*time.Second)
-	return func(ctx context.Context, self p2p.Peer) (p2p.Directory, io.Closer, error) {
-		d, c, err := join(ctx, self)
-		if m, ok := d.(*cluster.Cluster); ok && err == nil {
-			log.Info("joined cluster", "cluster", cl.Cluster, "members", len(m.Members()), "name", cl.Name)
+	if f.TLS.Files.Empty() {
+		log.Warn("serve: plain TCP: no --tls-cert/--tls-key/--tls-ca given; anyone who can reach the control and data ports can read, write and delete keys")
+	}
+}
+
+// Explain spells what node.Start refused with serve's flags (other errors pass unchanged:
+// package hints adds what gets past them).
+func (f *Node) Explain(err error) error {
+	var ce *node.ConfigError
+	if errors.As(err, &ce) {
+		msg := ce.Render(func(field string) string {
+			if fl, ok := nodeFlags[field]; ok {
+				return fl
+			}
+			return field
+		})
+		if inner := errors.Unwrap(ce); inner != nil {
+			return &explained{msg, inner}
 		}
-		return d, c, err
+		return errors.New(msg)
+	}
+	return err
+}
+
+// explained is a refusal spelt with flags that still wraps its cause (errors.Is).
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }
+
+// Announce says, once the node serves, where its RESP front end listens (on stderr).
+func (f *Node) Announce(n *node.Node) {
+	if a := n.RESPAddr(); a != "" {
+		fmt.Fprintf(f.cmd.ErrOrStderr(), "RESP (Redis protocol) on %s\n", a)
 	}
 }

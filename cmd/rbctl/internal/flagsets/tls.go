@@ -1,27 +1,17 @@
 package flagsets
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/p2p/client"
-	"github.com/rbctl/rbctl/p2p/node"
 	"github.com/rbctl/rbctl/p2p/secure"
 )
-
-// TLSPoll is how often a serving node looks for changed certificate files.
-const TLSPoll = 5 * time.Second
 
 // TLS is --tls-cert, --tls-key and --tls-ca: a node's (rbctl serve: all three or none) or a
 // client's (rbctl remote: none, the CA alone, or all three).
@@ -41,51 +31,6 @@ func (f *TLS) Add(cmd *cobra.Command, node bool) {
 	fs.StringVar(&f.Files.Cert, "tls-cert", "", "PEM client certificate (a node serving TLS requires one its CA signed)")
 	fs.StringVar(&f.Files.Key, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&f.Files.CA, "tls-ca", "", "PEM CA certificate that signed the node's certificate: connect over TLS (without it: plain TCP)")
-}
-
-// given names the flags set, for messages.
-func (f *TLS) given() string {
-	var g []string
-	for _, s := range []struct{ name, v string }{{"--tls-cert", f.Files.Cert}, {"--tls-key", f.Files.Key}, {"--tls-ca", f.Files.CA}} {
-		if s.v != "" {
-			g = append(g, s.name)
-		}
-	}
-	return strings.Join(g, ", ")
-}
-
-// Serve checks and loads a node's files (all three or none) before anything opens. With
-// them it sets opts.TLS and reloads the files on SIGHUP and when they change, until ctx is
-// done; without, it leaves opts plain (Announce says so once every flag is checked).
-func (f *TLS) Serve(ctx context.Context, opts *node.Options, log *slog.Logger) error {
-	if err := f.Files.CheckServer(); err != nil {
-		return fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together; only %s given", f.given())
-	}
-	if f.Files.Empty() {
-		return nil // Announce says so, once every flag has been checked
-	}
-	m, err := secure.Load(f.Files, log)
-	if err == nil {
-		err = m.CheckNodeUsage()
-	}
-	if err != nil {
-		return fmt.Errorf("TLS: %v", err) // %v: a missing file is bad input (exit 1), not a missing key
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		m.Watch(ctx, TLSPoll, hup)
-	}()
-	opts.TLS = m
-	return nil
-}
-
-// Announce logs, as a warning, that the node serves plain TCP, when no TLS flag was given.
-func (f *TLS) Announce(log *slog.Logger) {
-	if f.Files.Empty() {
-		log.Warn("serve: plain TCP: no --tls-cert/--tls-key/--tls-ca given; anyone who can reach the control and data ports can read, write and delete keys")
-	}
 }
 
 // Dial connects a client to addr: over TLS when --tls-ca is given, else plain TCP.

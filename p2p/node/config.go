@@ -1,21 +1,26 @@
 package node
 
 import (
-	"context"
 	"fmt"
-	"github.com/rbctl/rbctl/workloads/l2trace"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/auth"
+	"github.com/rbctl/rbctl/p2p/cluster"
 	"github.com/rbctl/rbctl/p2p/secure"
 	"github.com/rbctl/rbctl/placement"
+	"github.com/rbctl/rbctl/workloads/l2trace"
 )
 
-// Options configure a node. Zero fields take the defaults documented on each.
-type Options struct {
+// Config is a node: what a user sets, validated once when the node is built (Start, New or
+// NewSharded). Zero fields take the defaults documented on each. The fields after
+// "What Start opens" are Start's alone: New and NewSharded serve a cache the caller opened,
+// with the loaded forms (TLS, Tokens, PeerToken, Recorder) the caller set.
+type Config struct {
 	Name string // node name reported in stats and to peers (default: the control address)
 	// Recorder, when set, is told of every chunk operation the node answers (serve
 	// --record, record.go); the node does not close it.
@@ -28,10 +33,6 @@ type Options struct {
 	// Directory says which peers may hold a key; nil serves the local cache only (no peer
 	// fetch on a miss).
 	Directory p2p.Directory
-	// JoinDirectory, when set, is how Serve builds the Directory once its listeners are
-	// bound (e.g. joining a p2p/cluster with the addresses peers must use); Serve closes
-	// the returned Closer (leaving the cluster) after the node has closed.
-	JoinDirectory func(ctx context.Context, self p2p.Peer) (p2p.Directory, io.Closer, error)
 
 	LeaseTTL      time.Duration // how long this node asks peers to keep a lease (default 10 s)
 	MaxLeaseTTL   time.Duration // cap on the leases this node grants (default 60 s)
@@ -93,18 +94,57 @@ type Options struct {
 	// Prometheus text format (metrics.go): the Stats counters, checkpoint age, latency
 	// histograms.
 	MetricsListen string
-	// FrontEnds serve the node to other protocols' clients (rbctl serve --resp: Redis);
-	// Serve starts each once the node runs and stops it before the node closes.
-	FrontEnds []FrontEnd
-
 	// TLS, when set, runs both planes with mutual TLS (tls.go, p2p/secure); nil: plain TCP.
 	TLS *secure.Material
 
 	Logger *slog.Logger // default: discard
 
+	// What Start opens, listens on and loads (start.go).
+
+	// Devices are the cache's devices, one shard each, in the order they were formatted
+	// (devices.Open's spellings: a file, a block device, /dev/ngXnY, emu:..., mem:SIZE).
+	Devices []string
+	// Open is how each device opens (cache.OpenOptions: device options, key namespace,
+	// placement spec); Start adds periodic checkpoints every CheckpointInterval.
+	Open cache.OpenOptions
+	// ShardBy routes a key to one of several devices (sharded.RouteHash, the zero value, or
+	// RouteKVRank); AllowMisrouted serves devices whose keys the route sends elsewhere (one
+	// shard of a larger cache alone, or devices out of format order).
+	ShardBy        sharded.Route
+	AllowMisrouted bool
+	// CheckpointInterval: the index is checkpointed this often while it changes, idle or
+	// not, so a put acknowledged more than twice this (plus one checkpoint) before a crash
+	// survives it (default 10 s).
+	CheckpointInterval time.Duration
+	// RegionBytes is an EvictRegion region (default 16 MiB: give the device's reclaim unit);
+	// Start sets RegionSlots from it.
+	RegionBytes int64
+	// Listen is the control plane's HOST:PORT (port 0: any); DataListen the data plane's
+	// (default: Listen's host, any port).
+	Listen, DataListen string
+	// Peers, when given, are fixed peers (StaticPeers); else the node joins Cluster.
+	Peers []string
+	// Cluster is the gossip membership joined when Peers is empty (p2p/cluster): alone when
+	// Cluster.Cluster is "none", or "" without Seeds; Name defaults to one kept across
+	// restarts (cluster.PersistentName, one per device list).
+	Cluster cluster.Config
+	// TLSFiles are the node's certificate, key and CA, all three or none; Start loads them
+	// into TLS and reloads them when they change (every TLSPoll) or on ReloadTLS.
+	TLSFiles secure.Files
+	// AuthFile is the token file (auth.Load) read into Tokens; PeerTokenFile the file
+	// whose first line is PeerToken; GossipKeyFile the gossip encryption keys
+	// (cluster.ParseKeys), one base64 key a line, the first used to send.
+	AuthFile, PeerTokenFile, GossipKeyFile string
+	// RESP, when set, serves the node to Redis-protocol clients (resp.go).
+	RESP *RESPConfig
+	// Record, when set, records every chunk operation the node answers into a file
+	// (l2trace; Record.Path); Start opens the Recorder, Close closes it.
+	Record *l2trace.Options
+	// Version names the software in INFO and in recordings' headers.
+	Version string
 }
 
-func (o *Options) defaults() error {
+func (o *Config) defaults() error {
 	set := func(p *time.Duration, v time.Duration) {
 		if *p <= 0 {
 			*p = v
@@ -147,10 +187,10 @@ func (o *Options) defaults() error {
 		return err
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = discard()
 	}
 	return nil
 }
 
-// FrontEnd starts serving n to another protocol's clients and returns how to stop it.
-type FrontEnd func(ctx context.Context, n *Node) (stop func(), err error)
+// discard is the logger of a node given none.
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

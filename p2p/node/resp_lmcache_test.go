@@ -1,4 +1,4 @@
-package resp
+package node
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/blockdev/faultdev"
 	"github.com/rbctl/rbctl/engine"
-	"github.com/rbctl/rbctl/p2p/node"
+	"github.com/rbctl/rbctl/p2p/resp"
 )
 
 // lmcClient reads replies exactly as LMCache's C++ RESP client (RedisConnector) does: one
@@ -113,20 +113,18 @@ func TestLMCacheClientStaysInStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	n, err := node.New(e, node.Options{Name: "lmc"}) // eviction none
+	n, err := New(e, Config{Name: "lmc"}) // eviction none
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
 	payload := n.MaxPayload()
-	addrc := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	stop, err := FrontEnd(FrontEndOptions{Listen: "127.0.0.1:0", Ready: func(a string) { addrc <- a }})(ctx, n)
+	addr, stop, err := n.ServeRESP(ctx, RESPConfig{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cancel(); stop() }()
-	addr := <-addrc
 	// The first two slot writes and the first two loads fail with EIO.
 	fd.Add(faultdev.Rule{Name: "write-eio", Class: faultdev.ClassWrite, Times: 2, Fault: faultdev.Fault{Kind: faultdev.FaultEIO}})
 	fd.Add(faultdev.Rule{Name: "read-eio", Class: faultdev.ClassRead, Times: 2, Fault: faultdev.Fault{Kind: faultdev.FaultEIO}})
@@ -200,7 +198,7 @@ func TestLMCacheClientStaysInStep(t *testing.T) {
 	t.Logf("loaded %d, missed %d; dropped: too_large %d, empty %d, full %d, error %d; get_failed %d; slots %d",
 		loaded, missed, st["resp_set_dropped/too_large"], st["resp_set_dropped/empty"], st["resp_set_dropped/full"],
 		st["resp_set_dropped/error"], st["resp_get_failed"], st["slots_total"])
-	for _, r := range []string{DropTooLarge, DropEmpty, DropFull, DropError} {
+	for _, r := range []string{resp.DropTooLarge, resp.DropEmpty, resp.DropFull, resp.DropError} {
 		if st["resp_set_dropped/"+r] == 0 {
 			t.Errorf("resp_set_dropped/%s is 0: %v", r, st)
 		}
@@ -215,4 +213,31 @@ func TestLMCacheClientStaysInStep(t *testing.T) {
 	if !strings.Contains(info, "rbctl_resp_set_dropped_full:") || !strings.Contains(info, "rbctl_resp_set_dropped_too_large:") {
 		t.Errorf("INFO stats:\n%s", info)
 	}
+}
+
+func cmd(args ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.String()
+}
+
+// bulkReply sends in and reads one bulk-string reply.
+func bulkReply(t *testing.T, c net.Conn, in string) string {
+	t.Helper()
+	io.WriteString(c, in)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	head, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(head, "$") {
+		t.Fatalf("reply to %q: %q %v", in, head, err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(head[1:]))
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(br, b); err != nil {
+		t.Fatal(err)
+	}
+	return string(b[:n])
 }

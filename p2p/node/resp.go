@@ -1,0 +1,107 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/p2p/resp"
+	"github.com/rbctl/rbctl/workloads/l2trace"
+)
+
+// RESPConfig is a node's Redis-protocol (RESP2) front end (rbctl serve --resp;
+// docs/resp.md): LMCache's resp L2 adapter, redis-cli and redis-py on the node's cache.
+// Zero fields take the defaults named on each (docs/resp.md, "Bounds").
+type RESPConfig struct {
+	Listen string          // HOST:PORT (port 0: any; RESPAddr tells the bound one)
+	Conns  resp.ConnLimits // admission, AUTH deadline, idle timeout (0: none), keepalive
+	// Memory bounds the request bytes all connections hold at once (default 256 MiB, at
+	// least 4 connections' MaxRequest); a connection that needs more stops being read.
+	Memory int64
+	Auth   resp.Auth // nil: no AUTH (unless the node checks tokens)
+}
+
+// serveRESP serves the node over RESP2 at c.Listen, within resp.NodeLimits of its largest
+// payload: memory per connection (one request's kept bytes, one reply value at a time, 128
+// KiB of socket buffers) and in all (c.Memory), connections admitted as c.Conns says. It
+// returns the bound address and how to stop it (every connection closed).
+func (n *Node) serveRESP(ctx context.Context, c RESPConfig) (string, func(), error) {
+	lim := resp.NodeLimits(int64(n.MaxPayload()))
+	mem := c.Memory
+	if mem <= 0 {
+		mem = 256 << 20
+	}
+	mem = max(mem, 4*lim.MaxRequest)
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", c.Listen)
+	if err != nil {
+		return "", nil, fmt.Errorf("RESP listener: %w", err)
+	}
+	srv := &resp.Server{Store: resp.NodeStore{N: respNode{n}, Ctx: ctx}, Auth: c.Auth, Tokens: n.Tokens(), Version: "rbctl",
+		Limits: lim, Conns: c.Conns, Budget: resp.NewBudget(mem), Logger: n.Logger(), AuthFailed: n.CountAuthFailure}
+	if n.Recording() {
+		srv.Record = func(op, client string, k resp.Key, size int, hit bool, start time.Time, err error) {
+			if k.Err == nil { // a key the store does not take names no chunk
+				n.RecordOp(l2trace.Op(op), "resp", client, k.Engine, size, hit, start, err)
+			}
+		}
+	}
+	n.AddStats(srv.Stats)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(sctx, l, c.Conns.Idle)
+	}()
+	return l.Addr().String(), func() { cancel(); <-done }, nil
+}
+
+// ServeRESP serves a node built with New or NewSharded over RESP2 as Start does with
+// Config.RESP, until ctx is done or the returned stop is called; it returns the bound address.
+func (n *Node) ServeRESP(ctx context.Context, c RESPConfig) (addr string, stop func(), err error) {
+	return n.serveRESP(ctx, c)
+}
+
+// respNode is the node as a RESP store sees it (resp.Node): one key per call.
+type respNode struct{ n *Node }
+
+func (r respNode) Get(ctx context.Context, k engine.Key) ([]byte, bool, error) {
+	res, err := r.n.Get(ctx, []engine.Key{k}, false)
+	if err != nil || res[0].Source == Miss {
+		return nil, false, err
+	}
+	return res[0].Payload, true, nil
+}
+
+func (r respNode) Put(k engine.Key, v []byte) (stored, declined bool, err error) {
+	res, err := r.n.Put([]engine.Key{k}, [][]byte{v})
+	if err == nil && len(res.Declined) > 0 {
+		return false, true, nil
+	}
+	return err == nil && res.Results[0], false, err
+}
+
+func (r respNode) Exists(k engine.Key) bool         { return r.n.Exists([]engine.Key{k})[0] }
+func (r respNode) Delete(k engine.Key) bool         { return r.n.Delete([]engine.Key{k}, false)[0] }
+func (r respNode) Full(k engine.Key) bool           { return r.n.Full(k) }
+func (r respNode) Entries(fn func(engine.Key) bool) { r.n.Entries(fn) }
+func (r respNode) Usage() engine.Usage              { return r.n.Usage() }
+func (r respNode) MaxPayload() int                  { return r.n.MaxPayload() }
+
+func (r respNode) Info() map[string]string {
+	c := r.n.Stats().Counters
+	return map[string]string{
+		"rbctl_node":               r.n.Peer().Name,
+		"rbctl_evicted":            strconv.FormatInt(c["evicted"], 10),
+		"rbctl_admission_declined": strconv.FormatInt(c["admission_declined"], 10),
+		"rbctl_auth_failed":        strconv.FormatInt(c["auth_failed"], 10), // gRPC and RESP
+		// Checkpoint health (docs/p2p.md, "Crash contract"): 0 while checkpoints fail.
+		"rbctl_healthy":                    strconv.FormatInt(c["healthy"], 10),
+		"rbctl_checkpoint_failing_seconds": strconv.FormatInt(c["checkpoint_failing_seconds"], 10),
+		"rbctl_checkpoint_errors":          strconv.FormatInt(c["checkpoint_errors"], 10),
+		"rbctl_index_room_refused":         strconv.FormatInt(c["index_room_refused"], 10),
+	}
+}

@@ -1,0 +1,188 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/p2p/cluster"
+	"github.com/rbctl/rbctl/p2p/secure"
+	"github.com/rbctl/rbctl/workloads/l2trace"
+)
+
+// formatFile makes a formatted 8 MiB cache file of 64 KiB payloads at dir/name.
+func formatFile(t testing.TB, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	cfg := engine.DefaultConfig()
+	cfg.SlotBytes, cfg.MetaTotalBytes = 4096+64<<10, 0 // 0: sized for the file (cache.Config)
+	_, _, err := cache.Format(cache.FormatOptions{Path: p, Create: 8 << 20, Config: cfg,
+		Open: func() (blockdev.Device, error) { return blockdev.OpenFile(p, blockdev.FileOptions{}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startConfig serves devs alone on loopback, any ports.
+func startConfig(devs ...string) Config {
+	return Config{Name: "t", Devices: devs, Listen: "127.0.0.1:0", Cluster: cluster.Config{Cluster: "none"}, Eviction: EvictLRU}
+}
+
+// A node Start built serves its devices over gRPC and RESP, records what it answers, and
+// Close writes the final checkpoint: a second Start on the same file finds the key, and
+// the recording's header has the node's capacity.
+func TestStartServesAndCloseCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	dev := formatFile(t, dir, "a.img")
+	cfg := startConfig(dev)
+	cfg.CheckpointInterval = time.Hour // only Close checkpoints
+	cfg.RESP = &RESPConfig{Listen: "127.0.0.1:0"}
+	rec := filepath.Join(dir, "rec.jsonl")
+	cfg.Record = &l2trace.Options{Path: rec, MaxBytes: 1 << 20}
+	n, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, dial(t, n), 1, 1000)
+	c, err := net.Dial("tcp", n.RESPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exchangeLine(t, c, cmd("SET", "m@00000000@0@0a0b@s", "v"), "+OK\r\n")
+	c.Close()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n, err = Start(context.Background(), startConfig(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if u := n.Usage(); u.SlotsUsed != 2 {
+		t.Fatalf("after a restart %d keys, want the 2 stored before Close", u.SlotsUsed)
+	}
+	r, err := l2trace.ReadFiles(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Records) != 2 || len(r.Nodes) != 1 || r.Nodes[0].Capacity.Slots != n.Usage().SlotsTotal || r.Nodes[0].Eviction != "lru" || r.Nodes[0].Node != "t" {
+		t.Fatalf("recording: %d records, headers %+v", len(r.Records), r.Nodes)
+	}
+}
+
+// exchangeLine writes in and reads one line back.
+func exchangeLine(t *testing.T, c net.Conn, in, want string) {
+	t.Helper()
+	c.Write([]byte(in))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, len(want))
+	if _, err := c.Read(buf); err != nil || string(buf) != want {
+		t.Fatalf("%q: got %q %v, want %q", in, buf, err, want)
+	}
+}
+
+// Start refuses a bad config before it opens anything (a device that does not exist is not
+// even looked at), naming the fields; Render spells them as a caller does.
+func TestStartRefusesBadConfigFirst(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.img")
+	for _, c := range []struct {
+		edit func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Eviction = "mru" }, "{Eviction}: "},
+		{func(c *Config) { c.Admission = "maybe" }, "{Admission}: "},
+		{func(c *Config) { c.RegionBytes = 1 << 20 }, "{RegionBytes} is for {Eviction} region, not lru"},
+		{func(c *Config) { c.RESP = &RESPConfig{Listen: "6379"} }, `{RESP.Listen} "6379": want HOST:PORT`},
+		{func(c *Config) { c.TLSFiles = secure.Files{CA: "ca.pem"} }, "go together; only {TLSFiles.CA} given"},
+		{func(c *Config) { c.Limits.MaxLeases, c.Limits.MaxLeasesPerClient = 10, 11 }, "{Limits.MaxLeasesPerClient} 11 is above {Limits.MaxLeases} 10"},
+		{func(c *Config) { c.GossipKeyFile = "k" }, "{GossipKeyFile} encrypts cluster gossip"},
+		{func(c *Config) { c.Advertise = "0.0.0.0:7470" }, "is no address a peer can dial"},
+		{func(c *Config) {
+			c.Record = &l2trace.Options{Path: filepath.Join(dir, "no", "r.jsonl"), MaxBytes: 1 << 20}
+		}, "its directory does not exist"},
+		{func(c *Config) { c.Devices = nil }, "{Devices}: no device given"},
+	} {
+		cfg := startConfig(missing)
+		c.edit(&cfg)
+		_, err := Start(context.Background(), cfg)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(ce.Msg, c.want) {
+			t.Errorf("want %q, got %v", c.want, err)
+			continue
+		}
+		if strings.Contains(ce.Error(), "{") || !strings.HasPrefix(ce.Error(), "node: ") {
+			t.Errorf("Error() %q: fields not spelt", ce.Error())
+		}
+		if r := ce.Render(func(f string) string { return "--" + strings.ToLower(f) }); strings.Contains(r, "{") {
+			t.Errorf("Render %q", r)
+		}
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused config created the device: %v", err)
+	}
+}
+
+// When Start fails after opening the devices (the RESP port is taken), everything it opened
+// is closed again: the device can be served at once.
+func TestStartFailingClosesWhatItOpened(t *testing.T) {
+	dev := formatFile(t, t.TempDir(), "a.img")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := startConfig(dev)
+	cfg.RESP = &RESPConfig{Listen: busy.Addr().String()}
+	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "RESP listener") {
+		t.Fatalf("RESP port taken: %v", err)
+	}
+	n, err := Start(context.Background(), startConfig(dev))
+	if err != nil {
+		t.Fatalf("the device stayed held: %v", err)
+	}
+	n.Close()
+}
+
+// A node joins a cluster only when told to (a name, or seeds), and says which once joined.
+func TestStartJoinsOnlyWhenTold(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want bool
+	}{
+		{Config{}, false},
+		{Config{Cluster: cluster.Config{Cluster: "none"}}, false},
+		{Config{Cluster: cluster.Config{Cluster: "none", Seeds: []string{"127.0.0.1:1"}}}, false},
+		{Config{Cluster: cluster.Config{Seeds: []string{"127.0.0.1:1"}}}, true},
+		{Config{Cluster: cluster.Config{Cluster: "lab"}}, true},
+		{Config{Cluster: cluster.Config{Cluster: "lab"}, Peers: []string{"127.0.0.1:1"}}, false},
+	} {
+		if got := c.cfg.joins(); got != c.want {
+			t.Errorf("%+v: joins %v", c.cfg, got)
+		}
+	}
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	cfg := startConfig(formatFile(t, dir, "a.img"))
+	cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	cfg.Cluster = cluster.Config{Cluster: "lab", BindAddr: "127.0.0.1", RegistryDir: filepath.Join(dir, "reg"), Timing: cluster.TimingFast}
+	n, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if s := buf.String(); !strings.Contains(s, `msg="joined cluster" cluster=lab members=1 name=t`) {
+		t.Fatalf("log %q", s)
+	}
+}
