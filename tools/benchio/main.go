@@ -5,8 +5,16 @@
 // The rbctl side drives blockdev.UringDevice the way the engine does: every op is one whole
 // slot (a 4 KiB header "LMCBLK01"+identity+length, then payload) from a registered buffer
 // pool, and several submitters each hand the device batches of slots (like concurrent
-// put_many / load_many_into calls; 64 slots per batch, LMCache's put_many chunk) while one ring
-// keeps QD ops in flight.
+// put_many / load_many_into calls) while one ring keeps QD ops in flight.
+//
+// Batch size and buffer footprint: by default (-batch 0) a batch is QD / submitters slots,
+// so the rbctl side moves its bytes through QD × bs of buffers, as fio does (iodepth
+// buffers of bs). The footprint is not neutral: on the virtio disk of docs/io_uring.md the
+// host copies every transfer into or out of guest memory, and its per-request latency grew
+// with the buffers in use (1 MiB reads at QD 32, block-layer p50: 3.0–3.4 ms from 8 MiB of
+// buffers, 3.9–4.6 from 32 MiB, 4.7–5.5 from 128 MiB; fio 3.9–4.5 from its 32 MiB). With
+// LMCache's put_many chunk of 64 keys (-batch 64) and two submitters the rbctl side used
+// 128 MiB, and part of the gap it measured against fio was that footprint, not rbctl.
 //
 // Each case runs -rounds rounds of every tool in rotating order; the rows print medians and
 // the median of the rounds' ratios against the fio job with the better median, with a
@@ -69,7 +77,7 @@ func main() {
 	flag.IntVar(&c.qd, "qd", 32, "queue depth (fio iodepth; ring depth for rbctl)")
 	flag.DurationVar(&c.runtime, "runtime", time.Second, "measured time per run")
 	flag.DurationVar(&c.ramp, "ramp", 300*time.Millisecond, "warm-up before measuring")
-	flag.IntVar(&c.batch, "batch", 64, "slots per Submit call (a put_many chunk: LMCache uses 64 keys)")
+	flag.IntVar(&c.batch, "batch", 0, "slots per Submit call (0: qd/submitters, so rbctl's buffers total qd × bs like fio's; LMCache's put_many chunk is 64 keys)")
 	flag.IntVar(&c.submitters, "submitters", 2, "concurrent submitting goroutines (concurrent put_many/load_many_into calls)")
 	flag.IntVar(&c.rings, "rings", 1, "rings (fio runs one job, so 1 is the like-for-like setting)")
 	flag.BoolVar(&c.fixed, "fixed", true, "register the buffer pool (fixed reads/writes, as the engine does)")
@@ -86,6 +94,9 @@ func main() {
 	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed,fio-replay), for diagnosis")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if c.batch <= 0 {
+		c.batch = max(1, c.qd/max(1, c.submitters))
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
