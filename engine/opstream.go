@@ -8,7 +8,7 @@ import "github.com/rbctl/rbctl/blockdev"
 // read. Done batch by batch — every checksum of a put batch before its first write, no
 // verification before a load batch's last read — the device had only the other callers'
 // ops while a caller checksummed, and the ring ran dry whenever they were all checksumming
-// (docs/io_uring.md, "Overlapping checksums with I/O"). On a device that runs batches in
+// (docs/io_uring.md, "Issue 37"). On a device that runs batches in
 // the background (blockdev.Starter) an opStream hands the ops over in chunks of about
 // startBytes as they are added: a put's first writes run while it checksums the rest, and
 // a load, which adds all its reads at once, verifies each chunk as soon as that chunk is
