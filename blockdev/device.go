@@ -83,6 +83,21 @@ type VectoredWriter interface {
 	VectoredWrites() bool
 }
 
+// Starter is a device that runs a batch in the background: Start queues ops and returns at
+// once, and Wait on what it returns blocks until every op has completed and returns what
+// Submit would have (Submit is Start followed by Wait). The ops, and their buffers, belong
+// to the device until Wait returns; Wait must be called exactly once. The engine uses it to
+// checksum and verify payloads while the device works on the rest of a batch. As with
+// VectoredWriter, a wrapper that embeds a device and intercepts Submit must not pass Start on.
+type Starter interface {
+	Start(ops []Op) Started
+}
+
+// Started is a batch a Starter is running.
+type Started interface {
+	Wait() error
+}
+
 // Allocator is a device that reserves the space of a byte range ahead of its writes: a
 // regular file (fallocate), so that writes there cannot fail with ENOSPC later. The engine
 // allocates the metadata region at format and open: a checkpoint that cannot be written

@@ -8,11 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/rbctl/rbctl/internal/sys"
 	"github.com/rbctl/rbctl/internal/uring"
-	"github.com/rbctl/rbctl/placement"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,6 +70,7 @@ type UringDevice struct {
 var (
 	_ Device          = (*UringDevice)(nil)
 	_ BufferRegistrar = (*UringDevice)(nil)
+	_ Starter         = (*UringDevice)(nil)
 )
 
 // OpenUring opens path (a pre-sized regular file or a block device) for I/O through io_uring.
@@ -276,194 +275,6 @@ func (d *UringDevice) RegisterBuffers(bufs [][]byte) error {
 		}
 	}
 	d.regs.Store(table)
-	return nil
-}
-
-// uringBatch adapts a slice of Ops to uring.Batch.
-type uringBatch struct {
-	d     *UringDevice
-	ops   []Op
-	items []int32 // indices into ops of the ops to issue
-	regs  *uring.BufferTable
-	tries []uint8  // EAGAIN/EINTR retries per item
-	iov   []uint64 // per item two iovecs (base, length pairs) for ops with a Tail; nil without
-}
-
-func (d *UringDevice) newBatch(ops []Op, items []int32, regs *uring.BufferTable, tails bool) *uringBatch {
-	b := &uringBatch{d: d, ops: ops, items: items, regs: regs, tries: make([]uint8, len(items))}
-	if tails {
-		b.iov = make([]uint64, 4*len(items)) // no Go pointers: the kernel reads it at submission
-	}
-	return b
-}
-
-func (b *uringBatch) Len() int { return len(b.items) }
-
-func (b *uringBatch) Prep(i int, sqe uring.SQE) {
-	op := &b.ops[b.items[i]]
-	if op.N > 0 {
-		b.d.resubmits.Add(1)
-	}
-	off := uint64(op.Off + int64(op.N))
-	fd := int32(b.d.fd)
-	if b.d.fixedFile {
-		fd = 0
-	}
-	// The rest of the op: Buf[N:] and Tail as one WRITEV while both fit one SQE, else the
-	// rest of Buf, then the rest of Tail, each a plain or fixed transfer.
-	var p []byte
-	switch {
-	case len(op.Tail) > 0 && op.N < len(op.Buf) && op.Len()-op.N <= b.d.maxChunk:
-		head := op.Buf[op.N:]
-		v := b.iov[4*i : 4*i+4]
-		v[0], v[1] = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(head)))), uint64(len(head))
-		v[2], v[3] = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(op.Tail)))), uint64(len(op.Tail))
-		b.d.vectoredOps.Add(1)
-		sqe.PrepWritev(fd, v, off)
-		b.finish(op, sqe)
-		return
-	case op.N < len(op.Buf):
-		p = op.Buf[op.N:]
-	default:
-		p = op.Tail[op.N-len(op.Buf):]
-	}
-	if len(p) > b.d.maxChunk {
-		p = p[:b.d.maxChunk]
-	}
-	if idx, ok := b.regs.Lookup(p); ok {
-		b.d.fixedOps.Add(1)
-		if op.Write {
-			sqe.PrepWriteFixed(fd, p, off, idx)
-		} else {
-			sqe.PrepReadFixed(fd, p, off, idx)
-		}
-	} else if b.d.plainOps.Add(1); op.Write {
-		sqe.PrepWrite(fd, p, off)
-	} else {
-		sqe.PrepRead(fd, p, off)
-	}
-	b.finish(op, sqe)
-}
-
-// finish sets what every SQE of op carries: the fixed-file flag and its write stream.
-func (b *uringBatch) finish(op *Op, sqe uring.SQE) {
-	if b.d.fixedFile {
-		sqe.SetFlags(sys.IOSQE_FIXED_FILE)
-	}
-	if op.Write && op.Handle != placement.None && b.d.streams.Max > 0 {
-		// write_stream is the u8 at offset 44, the low byte of the splice_fd_in union
-		// (little endian); the three bytes after it must stay zero. Stream s (1..max) is
-		// placement handle s-1; Submit has checked the range.
-		sqe.Raw().SpliceFdIn = int32(op.Handle) + 1
-	}
-}
-
-func (b *uringBatch) Complete(i int, c uring.CQE) bool {
-	op := &b.ops[b.items[i]]
-	switch {
-	case c.Res < 0:
-		errno := unix.Errno(-c.Res)
-		if (errno == unix.EAGAIN || errno == unix.EINTR) && b.tries[i] < 16 {
-			b.tries[i]++
-			return true
-		}
-		what := "read"
-		if op.Write {
-			what = "write"
-		}
-		op.Err = fmt.Errorf("uring %s of %d bytes at %d on %s: %w", what, op.Len()-op.N, op.Off+int64(op.N), b.d.info.Path, errno)
-		return false
-	case c.Res == 0:
-		op.Err = fmt.Errorf("uring: %w at offset %d of %s", ErrUnexpectedEOF, op.Off+int64(op.N), b.d.info.Path)
-		return false
-	}
-	op.N += int(c.Res)
-	return op.N < op.Len() // short transfer: issue the remainder
-}
-
-// VectoredWrites implements VectoredWriter: a write with a Tail is one IORING_OP_WRITEV
-// (the header from the staging arena, the payload from the caller's memory). WRITEV takes
-// no registered buffers, so the kernel pins the pages of such a write for its duration.
-func (d *UringDevice) VectoredWrites() bool { return true }
-
-// Submit implements Device.
-func (d *UringDevice) Submit(ops []Op) error {
-	if d.closed.Load() {
-		return fmt.Errorf("uring device %s: closed", d.info.Path)
-	}
-	items := make([]int32, 0, len(ops))
-	tails := false
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	for i := range ops {
-		op := &ops[i]
-		op.N, op.Err = 0, nil
-		if err := CheckOp(d.info, op); err != nil {
-			op.Err = err
-			continue
-		}
-		if op.Write && d.readOnly {
-			op.Err = fmt.Errorf("uring device %s: opened read-only", d.info.Path)
-			continue
-		}
-		if op.Write && op.Handle != placement.None && d.streams.Max > 0 && (op.Handle < 0 || int(op.Handle) >= d.streams.Max) {
-			op.Err = fmt.Errorf("uring device %s: placement handle %d: the device has %d write streams (handles 0..%d)",
-				d.info.Path, op.Handle, d.streams.Max, d.streams.Max-1)
-			continue
-		}
-		if op.Len() == 0 {
-			continue
-		}
-		if len(op.Buf) > 0 {
-			pin.Pin(&op.Buf[0]) // no-op for Alloc'd (off-heap) memory
-		}
-		if len(op.Tail) > 0 {
-			pin.Pin(&op.Tail[0])
-			tails = true
-		}
-		items = append(items, int32(i))
-	}
-	regs := d.regs.Load()
-	depth := d.execs[0].Depth()
-	if len(d.execs) == 1 || len(items) <= depth {
-		e := d.execs[int(d.rr.Add(1))%len(d.execs)]
-		if err := e.Run(d.newBatch(ops, items, regs, tails)); err != nil {
-			return fmt.Errorf("uring device %s: %w", d.info.Path, err)
-		}
-	} else if err := d.runSplit(ops, items, regs, tails); err != nil {
-		return err
-	}
-	for i := range ops {
-		if ops[i].Err != nil {
-			return ops[i].Err
-		}
-	}
-	return nil
-}
-
-// runSplit spreads a large batch over every ring in contiguous chunks.
-func (d *UringDevice) runSplit(ops []Op, items []int32, regs *uring.BufferTable, tails bool) error {
-	n := len(d.execs)
-	start := int(d.rr.Add(1))
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for k := 0; k < n; k++ {
-		lo, hi := k*len(items)/n, (k+1)*len(items)/n
-		if lo == hi {
-			continue
-		}
-		b := d.newBatch(ops, items[lo:hi], regs, tails)
-		e := d.execs[(start+k)%n]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[k] = e.Run(b)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("uring device %s: %w", d.info.Path, err)
-	}
 	return nil
 }
 

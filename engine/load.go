@@ -44,25 +44,24 @@ func (e *Engine) loadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
 	}
 	e.mu.Unlock()
 	e.st.loadMisses.Add(int64(len(keys) - len(jobs)))
-	// The batch goes to the device in chunks of at most maxBatch reads. Overlapping the
-	// checksums with reads (the next chunk's, or a chunk split into concurrent sub-batches
-	// verified as each completes) was tried twice and measured no faster here: the callers'
-	// concurrency already keeps the queue full (docs/io_uring.md "make bench-io").
+	// The batch goes to the device in submissions of at most maxBatch reads, each verified
+	// chunk by chunk while its later reads are in flight (runLoads).
 	firstErr := e.runLoads(jobs, bufs, out)
 	e.observe(keys, out, placement.Load)
 	return out, firstErr
 }
 
 // runLoads reads jobs into bufs in device submissions of at most maxBatch reads, marks the
-// good ones in out and returns the first error.
+// good ones in out and returns the first error. On a blockdev.Starter a submission's reads
+// all start at once, in chunks, and each chunk is verified as soon as it is done, while the
+// later ones are still being read (opstream.go).
 func (e *Engine) runLoads(jobs []loadJob, bufs [][]byte, out []bool) error {
 	var firstErr error
 	for len(jobs) > 0 {
 		n := min(len(jobs), e.maxBatch())
 		lc := e.prepareLoad(jobs[:n], bufs)
 		jobs = jobs[n:]
-		e.submitLoad(lc)
-		if err := e.finishLoad(lc, bufs, out); err != nil && firstErr == nil {
+		if err := e.readAndVerify(lc, bufs, out); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -74,7 +73,6 @@ type loadChunk struct {
 	batch   []loadJob
 	ops     []blockdev.Op
 	prepErr error // a staging buffer could not be had: nothing was submitted
-	err     error // Submit's error
 }
 
 // prepareLoad builds the read ops of batch: straight into the caller's buffer when it is
@@ -118,22 +116,37 @@ func (e *Engine) prepareLoad(batch []loadJob, bufs [][]byte) *loadChunk {
 	return lc
 }
 
-func (e *Engine) submitLoad(lc *loadChunk) {
+// readAndVerify reads lc's ops and verifies each chunk of them as it completes, marks the
+// good ones in out and returns the staging buffers; it returns the first error.
+func (e *Engine) readAndVerify(lc *loadChunk, bufs [][]byte, out []bool) error {
 	if lc.prepErr != nil {
-		return
+		e.finishLoad(lc.batch, lc.ops, false, bufs, out)
+		return lc.prepErr
 	}
+	s := newOpStream(e.dev, len(lc.ops))
 	e.ioStart()
-	lc.err = e.dev.Submit(lc.ops)
+	for _, op := range lc.ops {
+		s.add(op)
+	}
+	var firstErr error
+	for k, n := 0, s.chunks(); k < n; k++ {
+		lo, hi, err := s.wait(k)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		e.finishLoad(lc.batch[lo:hi], s.ops[lo:hi], true, bufs, out)
+	}
 	e.ioDone()
+	return firstErr
 }
 
-// finishLoad checks each read of lc, marks the good ones in out and returns the staging
-// buffers; it returns the chunk's error.
-func (e *Engine) finishLoad(lc *loadChunk, bufs [][]byte, out []bool) error {
+// finishLoad checks the reads of batch (ops[j] read batch[j]; read: they were submitted),
+// marks the good ones in out and returns their staging buffers.
+func (e *Engine) finishLoad(batch []loadJob, ops []blockdev.Op, read bool, bufs [][]byte, out []bool) {
 	hb := int64(e.cfg.HeaderBytes)
-	for j := range lc.batch {
-		lj := &lc.batch[j]
-		if lc.prepErr == nil && lc.ops[j].Err == nil {
+	for j := range batch {
+		lj := &batch[j]
+		if read && ops[j].Err == nil {
 			dst := bufs[lj.idx]
 			ok := true
 			if lj.hdr {
@@ -170,10 +183,6 @@ func (e *Engine) finishLoad(lc *loadChunk, bufs [][]byte, out []bool) error {
 			e.pool.put(lj.buf[:cap(lj.buf)])
 		}
 	}
-	if lc.prepErr != nil {
-		return lc.prepErr
-	}
-	return lc.err
 }
 
 // loadMany pins every hit of keys under one hold of the index lock, loads the hits into

@@ -167,8 +167,11 @@ func (e *Engine) writeJobs(keys []Key, payloads [][]byte, metas []*ObjMeta, jobs
 		n := min(len(jobs), e.maxBatch())
 		batch := jobs[:n]
 		jobs = jobs[n:]
-		ops := make([]blockdev.Op, 0, n)
+		// Each write is started (in chunks, on a device that can) as soon as its payload is
+		// checksummed, so the device writes while the rest is checksummed (opstream.go).
+		ops := newOpStream(e.dev, n)
 		var prepErr error
+		e.ioStart()
 		for j := range batch {
 			b, err := e.pool.get()
 			if err != nil {
@@ -203,16 +206,16 @@ func (e *Engine) writeJobs(keys []Key, payloads [][]byte, metas []*ObjMeta, jobs
 				op.Buf = b
 			}
 			encodeSlotHeader(b[:hb], h)
-			ops = append(ops, op)
+			ops.add(op)
 		}
 		var err error
 		if prepErr != nil {
+			ops.drain() // nothing of this batch is stored; its started writes land in free slots
 			err = prepErr
 		} else {
-			e.ioStart()
-			err = e.dev.Submit(ops)
-			e.ioDone()
+			err = ops.waitAll()
 		}
+		e.ioDone()
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
@@ -221,7 +224,7 @@ func (e *Engine) writeJobs(keys []Key, payloads [][]byte, metas []*ObjMeta, jobs
 		for j := range batch {
 			s := batch[j].slot
 			r := &e.slots[s]
-			ok := prepErr == nil && ops[j].Err == nil
+			ok := prepErr == nil && ops.ops[j].Err == nil
 			e.inflight--
 			if !ok {
 				e.unbind(s)

@@ -16,7 +16,9 @@
 # row has a detail line. A summary line ends the run. docs/io_uring.md explains it.
 # Knobs (environment): BENCH_DIR (default /var/tmp), BENCH_SIZE (2G), BENCH_RUNTIME (1s per
 # run), BENCH_RAMP (0.3s), BENCH_QD (32), BENCH_BS (1M,64K), BENCH_ROUNDS (8), BENCH_KEEP=1 to
-# keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch, -rings, -fixed,
+# keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch (engine rows, keys per
+# call, 64), -device-batch (device row, default qd/submitters: its buffers total qd x bs, as
+# fio's), -rings, -fixed,
 # -engine=false to skip the engine rows, -engine-deallocate=false, -engine-register=false,
 # -engine-vectored=false (puts copy each payload behind its header instead of zero-copy),
 # -tools LIST, -gap DURATION, -cpuprofile FILE, -fio-mem auto|shmhuge|malloc).

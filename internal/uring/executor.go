@@ -148,17 +148,37 @@ func (e *Executor) Probe() *Probe { return e.probe }
 // the Executor is closed, and an error wrapping ErrRingFailed if the ring failed while b was
 // queued or in flight (the items it could not finish were completed with a negative errno
 // Res, see fail); otherwise item outcomes are the Batch's business.
-func (e *Executor) Run(b Batch) error {
+func (e *Executor) Run(b Batch) error { return e.Start(b).Wait() }
+
+// Pending is a batch handed to Start, until its Wait returns.
+type Pending struct {
+	j   *job  // nil: nothing queued (an empty batch, or err)
+	err error // why the batch was not queued
+}
+
+// Start queues b and returns at once, so the caller can work while the ring runs b (e.g.
+// checksum the next batch). Wait must be called exactly once on what it returns: it
+// blocks until every item of b has completed and returns what Run would have.
+func (e *Executor) Start(b Batch) Pending {
 	n := b.Len()
 	if n == 0 {
-		return nil
+		return Pending{}
 	}
 	j := jobPool.Get().(*job)
 	j.b, j.n, j.next, j.left, j.fn, j.err = b, n, 0, n, nil, nil
 	if err := e.enqueue(j); err != nil {
 		j.b = nil
 		jobPool.Put(j)
-		return err
+		return Pending{err: err}
+	}
+	return Pending{j: j}
+}
+
+// Wait blocks until the batch has completed (see Run).
+func (p Pending) Wait() error {
+	j := p.j
+	if j == nil {
+		return p.err
 	}
 	<-j.done
 	err := j.err

@@ -371,3 +371,45 @@ func TestExecutorOccupancy(t *testing.T) {
 		t.Errorf("occupancy went backwards: %+v then %+v", o2, o4)
 	}
 }
+
+// TestExecutorStart starts several batches from one goroutine before waiting for any (more
+// items than the depth), and each Wait returns with its batch complete.
+func TestExecutorStart(t *testing.T) {
+	e := newExecutorOrSkip(t, Options{SingleIssuer: true, DeferTaskrun: true, BestEffort: true}, 8)
+	f := tempFile(t, 4<<20, true)
+	const batches, chunk, per = 5, 16 << 10, 4
+	bufs := make([][]byte, batches)
+	var pending []Pending
+	var ws []*rwBatch
+	for k := range batches {
+		bufs[k] = offHeap(t, chunk*per)
+		fill(bufs[k], byte(k+1))
+		w := newRW(int32(f.Fd()), true, bufs[k], int64(k*chunk*per), chunk)
+		ws = append(ws, w)
+		pending = append(pending, e.Start(w))
+	}
+	for k, p := range pending {
+		if err := p.Wait(); err != nil {
+			t.Fatalf("batch %d: %v", k, err)
+		}
+		for i, err := range ws[k].errs {
+			if err != nil || ws[k].done[i] != chunk {
+				t.Fatalf("batch %d item %d: done %d err %v after Wait", k, i, ws[k].done[i], err)
+			}
+		}
+	}
+	got := offHeap(t, batches*chunk*per)
+	if err := e.Start(newRW(int32(f.Fd()), false, got, 0, chunk)).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, bytes.Join(bufs, nil)) {
+		t.Fatal("read back differs from the started writes")
+	}
+	if err := e.Start(newRW(0, false, got[:0], 0, chunk)).Wait(); err != nil {
+		t.Fatalf("empty batch: %v", err)
+	}
+	e.Close()
+	if err := e.Start(newRW(0, false, got[:chunk], 0, chunk)).Wait(); err != ErrClosed {
+		t.Fatalf("Start after Close: Wait = %v, want ErrClosed", err)
+	}
+}

@@ -5,9 +5,20 @@
 // The rbctl side drives blockdev.UringDevice the way the engine does: every op is one whole
 // slot (a 4 KiB header "LMCBLK01"+identity+length, then payload) from a registered buffer
 // pool, and several submitters each hand the device batches of slots (like concurrent
-// put_many / load_many_into calls; 64 slots per batch, LMCache's put_many chunk) while one ring
-// keeps QD ops in flight.
+// put_many / load_many_into calls) while one ring keeps QD ops in flight.
 //
+// Buffer footprint: the device row's batches are QD / submitters slots by default
+// (-device-batch 0), so the rbctl side moves its bytes through QD × bs of buffers, as fio
+// does (iodepth buffers of bs). The footprint is not neutral: on the virtio disk of
+// docs/io_uring.md the host copies every transfer into or out of guest memory, and its
+// per-request latency grew with the buffers in use (1 MiB reads at QD 32, block-layer p50:
+// 3.0–3.4 ms from 8 MiB of buffers, 3.9–4.6 from 32 MiB, 4.7–5.5 from 128 MiB; fio 3.9–4.5
+// from its 32 MiB). With LMCache's put_many chunk of 64 slots and two submitters the device
+// row read into 128 MiB, and that footprint, not rbctl's read path, was most of the gap it
+// measured. The engine rows keep -batch keys per PutMany / LoadManyInto (64, LMCache's
+// chunk): a load verifies its payloads after reading them and needs more than QD reads
+// queued to keep the ring full meanwhile, so their buffers stay larger than fio's.
+
 // Each case runs -rounds rounds of every tool in rotating order; the rows print medians and
 // the median of the rounds' ratios against the fio job with the better median, with a
 // confidence interval for it (cases.go). The engine rows are in engine.go; engine-get is
@@ -23,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,25 +51,26 @@ import (
 )
 
 type config struct {
-	file       string
-	qd         int
-	runtime    time.Duration
-	ramp       time.Duration
-	batch      int
-	submitters int
-	rings      int
-	fixed      bool
-	fio        string
-	rounds     int
-	ring       string
-	engine     bool
-	dealloc    bool
-	register   bool
-	vectored   bool
-	checksum   bool
-	gap        time.Duration
-	tools      []string // nil: every tool
-	fioMem     string   // fio's --mem: shmhuge or malloc (hugepages.go)
+	file        string
+	qd          int
+	runtime     time.Duration
+	ramp        time.Duration
+	batch       int // engine rows: keys per call
+	deviceBatch int // device row: slots per Submit
+	submitters  int
+	rings       int
+	fixed       bool
+	fio         string
+	rounds      int
+	ring        string
+	engine      bool
+	dealloc     bool
+	register    bool
+	vectored    bool
+	checksum    bool
+	gap         time.Duration
+	tools       []string // nil: every tool
+	fioMem      string   // fio's --mem: shmhuge or malloc (hugepages.go)
 }
 
 func main() {
@@ -69,7 +82,8 @@ func main() {
 	flag.IntVar(&c.qd, "qd", 32, "queue depth (fio iodepth; ring depth for rbctl)")
 	flag.DurationVar(&c.runtime, "runtime", time.Second, "measured time per run")
 	flag.DurationVar(&c.ramp, "ramp", 300*time.Millisecond, "warm-up before measuring")
-	flag.IntVar(&c.batch, "batch", 64, "slots per Submit call (a put_many chunk: LMCache uses 64 keys)")
+	flag.IntVar(&c.batch, "batch", 64, "keys per PutMany/LoadManyInto call in the engine rows (a put_many chunk: LMCache uses 64 keys)")
+	flag.IntVar(&c.deviceBatch, "device-batch", 0, "slots per Submit call in the device row (0: qd/submitters, so its buffers total qd × bs like fio's iodepth buffers)")
 	flag.IntVar(&c.submitters, "submitters", 2, "concurrent submitting goroutines (concurrent put_many/load_many_into calls)")
 	flag.IntVar(&c.rings, "rings", 1, "rings (fio runs one job, so 1 is the like-for-like setting)")
 	flag.BoolVar(&c.fixed, "fixed", true, "register the buffer pool (fixed reads/writes, as the engine does)")
@@ -85,7 +99,11 @@ func main() {
 	fioMem := flag.String("fio-mem", "auto", "fio's buffer memory: shmhuge (huge pages, as rbctl's buffers), malloc (4 KiB pages; rbctl's buffers then too), auto (shmhuge when enough huge pages are free)")
 	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed,fio-replay), for diagnosis")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	execTrace := flag.String("trace", "", "write a Go execution trace of the whole run to this file (go tool trace), for diagnosis")
 	flag.Parse()
+	if c.deviceBatch <= 0 {
+		c.deviceBatch = max(1, c.qd/max(1, c.submitters))
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -96,6 +114,17 @@ func main() {
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *execTrace != "" {
+		f, err := os.Create(*execTrace)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchio:", err)
+			os.Exit(1)
+		}
+		defer trace.Stop()
 	}
 	if *toolList != "" {
 		for _, t := range strings.Split(*toolList, ",") {
@@ -137,8 +166,8 @@ func main() {
 		if c.fioMem == "malloc" {
 			pages = "4 KiB pages on both sides (fio --mem=malloc, benchio's buffers MADV_NOHUGEPAGE)"
 		}
-		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s rbctl: rings=%d ring=%s submitters=%d batch=%d fixed=%v; buffers: %s\n",
-			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.ring, c.submitters, c.batch, c.fixed, pages)
+		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s rbctl: rings=%d ring=%s submitters=%d batch=%d device-batch=%d fixed=%v; buffers: %s\n",
+			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.ring, c.submitters, c.batch, c.deviceBatch, c.fixed, pages)
 	}
 	failed := false
 	var rows []row
@@ -157,6 +186,7 @@ func main() {
 	printSummary(rows, 0.95)
 	if failed {
 		pprof.StopCPUProfile()
+		trace.Stop()
 		os.Exit(1)
 	}
 }
@@ -338,11 +368,12 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 		return result{}, err
 	}
 	defer d.Close()
+	batch := c.deviceBatch
 	slots := d.Info().Size / int64(bs)
-	if slots < int64(c.batch) {
-		return result{}, fmt.Errorf("%s holds %d slots of %d bytes; need at least %d", c.file, slots, bs, c.batch)
+	if slots < int64(batch) {
+		return result{}, fmt.Errorf("%s holds %d slots of %d bytes; need at least %d", c.file, slots, bs, batch)
 	}
-	pool, err := blockdev.Alloc(c.submitters * c.batch * bs)
+	pool, err := blockdev.Alloc(c.submitters * batch * bs)
 	if err != nil {
 		return result{}, err
 	}
@@ -368,8 +399,8 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(s), uint64(time.Now().UnixNano())))
-			mine := pool[s*c.batch*bs : (s+1)*c.batch*bs]
-			ops := make([]blockdev.Op, c.batch)
+			mine := pool[s*batch*bs : (s+1)*batch*bs]
+			ops := make([]blockdev.Op, batch)
 			for !stop.Load() {
 				for i := range ops {
 					slot := rng.Int64N(slots)
@@ -386,7 +417,7 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 					stop.Store(true)
 					return
 				}
-				bytesDone.Add(int64(c.batch * bs))
+				bytesDone.Add(int64(batch * bs))
 			}
 		}()
 	}

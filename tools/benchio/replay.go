@@ -94,11 +94,14 @@ type benchDevice struct {
 
 func (d benchDevice) VectoredWrites() bool { return !d.copying }
 
-func (d benchDevice) Submit(ops []blockdev.Op) error {
+func (d benchDevice) Submit(ops []blockdev.Op) error { return d.Start(ops).Wait() }
+
+// Start records the writes too: the engine starts its writes chunk by chunk (blockdev.Starter).
+func (d benchDevice) Start(ops []blockdev.Op) blockdev.Started {
 	if d.log != nil {
 		d.log.add(ops)
 	}
-	return d.UringDevice.Submit(ops)
+	return d.UringDevice.Start(ops)
 }
 
 // fioReplay runs fio over the engine's recorded writes: io_uring, O_DIRECT, the same queue
