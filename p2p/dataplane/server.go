@@ -295,14 +295,9 @@ func (s *Server) serveConn(c net.Conn, cs *connState) {
 		if req.Flags&FlagWait != 0 {
 			s.waiter.AwaitLease(req.Lease, s.cfg.LeaseWait) // "no such lease" below if not
 		}
-		sent, err := s.answer(c, fw, req)
+		err = s.answer(c, fw, req, cs)
 		if req.Flags&FlagRelease != 0 {
 			s.releaser.ReleaseLease(req.Lease)
-		}
-		if sent && cs.stranger { // a chunk of a live lease: a peer the control plane let in
-			s.adm.prove(cs.ip)
-			s.adm.release(cs.ip)
-			cs.stranger = false
 		}
 		if err != nil {
 			return
@@ -314,9 +309,11 @@ func (s *Server) serveConn(c net.Conn, cs *connState) {
 	}
 }
 
-// answer sends every requested chunk through one buffer taken from the byte budget; sent
-// says whether one of them was a chunk of a live lease.
-func (s *Server) answer(c net.Conn, fw *frameWriter, req Request) (sent bool, err error) {
+// answer sends every requested chunk through one buffer taken from the byte budget. A
+// stranger that asked for a chunk of a live lease is a peer the control plane let in: its
+// address is proven before the chunk is written, so that once the requester has the chunk
+// its next connections are admitted as a known peer's.
+func (s *Server) answer(c net.Conn, fw *frameWriter, req Request, cs *connState) error {
 	buf := s.acquire()
 	if buf != nil {
 		defer s.release(buf)
@@ -337,20 +334,24 @@ func (s *Server) answer(c net.Conn, fw *frameWriter, req Request) (sent bool, er
 			}
 			h.Size = uint32(len(p))
 		}
+		if h.Status == StatusOK && cs.stranger {
+			s.adm.prove(cs.ip)
+			s.adm.release(cs.ip)
+			cs.stranger = false
+		}
 		if h.Status == StatusOK && s.cfg.Tamper != nil {
 			s.cfg.Tamper(idx, p)
 		}
 		c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if err := fw.frame(h, p); err != nil {
-			return sent, err
+			return err
 		}
 		if h.Status == StatusOK {
-			sent = true
 			s.chunks.Add(1)
 			s.sentBytes.Add(int64(len(p)))
 		}
 	}
-	return sent, fw.flush()
+	return fw.flush()
 }
 
 // frameWriter batches a response's frames: headers and small payloads are held until
