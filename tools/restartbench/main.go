@@ -43,7 +43,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: restartbench fill|time [flags]"))
+		fail(errors.New("usage: restartbench fill|time|open [flags]"))
 	}
 	var err error
 	switch os.Args[1] {
@@ -54,7 +54,7 @@ func main() {
 	case "open":
 		err = openOnly(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown mode %q: want fill or time", os.Args[1])
+		err = fmt.Errorf("unknown mode %q: want fill, time or open", os.Args[1])
 	}
 	if err != nil {
 		fail(err)
@@ -86,6 +86,12 @@ func fill(args []string) error {
 	n := fs.Int("n", 1<<20, "entries to put")
 	from := fs.Int("from", 0, "first entry number")
 	_ = fs.Parse(args)
+	if err := needDev(*dev, fs); err != nil {
+		return err
+	}
+	if *n <= 0 || *from < 0 {
+		return fmt.Errorf("-n %d -from %d: want -n > 0 and -from >= 0", *n, *from)
+	}
 	e, err := cache.Open(*dev, cache.OpenOptions{})
 	if err != nil {
 		return err
@@ -131,6 +137,15 @@ func timeRestart(args []string) error {
 	limit := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	extra := fs.String("serve-args", "", "more rbctl serve arguments, space-separated (e.g. --eviction none)")
 	_ = fs.Parse(args)
+	if err := needDev(*dev, fs); err != nil {
+		return err
+	}
+	if *stop != "int" && *stop != "kill" {
+		return fmt.Errorf("-stop %q: want int or kill", *stop)
+	}
+	if *limit <= 0 {
+		return fmt.Errorf("-timeout %v: want a positive duration", *limit)
+	}
 	if *cold {
 		if err := dropCache(*dev); err != nil {
 			return err
@@ -144,6 +159,8 @@ func timeRestart(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *limit)
 	defer cancel()
+	exited := make(chan error, 1) // a server that exits before its first GET ends the polls at once
+	go func() { exited <- cmd.Wait(); cancel() }()
 	want := payload(0)
 	type res struct {
 		name string
@@ -172,7 +189,9 @@ func timeRestart(args []string) error {
 	}
 	_ = cmd.Process.Signal(sig)
 	ts := time.Now()
-	_ = cmd.Wait()
+	if err := <-exited; firstErr != nil && err != nil {
+		firstErr = fmt.Errorf("%w (rbctl serve: %v)", firstErr, err)
+	}
 	fmt.Printf("stopped with %v in %.3f s\n", sig, time.Since(ts).Seconds())
 	return firstErr
 }
@@ -184,6 +203,9 @@ func openOnly(args []string) error {
 	cold := fs.Bool("cold", false, "drop the image from the page cache first")
 	walk := fs.Bool("walk", false, "then walk the index as a node's start does (Engine.Entries into an LRU keyed by key)")
 	_ = fs.Parse(args)
+	if err := needDev(*dev, fs); err != nil {
+		return err
+	}
 	if *cold {
 		if err := dropCache(*dev); err != nil {
 			return err
@@ -301,4 +323,15 @@ func dropCache(path string) error {
 		return err
 	}
 	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+// needDev refuses a missing -dev before anything is opened.
+func needDev(dev string, fs *flag.FlagSet) error {
+	if dev == "" {
+		return fmt.Errorf("%s: -dev is required (a cache image made by rbctl format)", fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected arguments %q (flags only)", fs.Name(), fs.Args())
+	}
+	return nil
 }
