@@ -21,7 +21,7 @@ type uringBatch struct {
 	ops   []Op
 	items []int32 // indices into ops of the ops to issue
 	regs  *uring.BufferTable
-	tries []uint8  // EAGAIN/EINTR retries per item
+	tries []uint8  // EAGAIN/EINTR/ECANCELED retries per item
 	iov   []uint64 // per item two iovecs (base, length pairs) for ops with a Tail; nil without
 }
 
@@ -94,12 +94,27 @@ func (b *uringBatch) finish(op *Op, sqe uring.SQE) {
 	}
 }
 
+// maxTries bounds the resubmissions of one op that completed with a retryable errno.
+const maxTries = 16
+
+// retryable reports whether an op that completed with errno may simply be issued again.
+// EAGAIN and EINTR say so themselves. ECANCELED does too here, because this package never
+// links SQEs nor cancels an op it issued: the kernel cancels a buffered file write or read it
+// had punted to io-wq when it could not start io-wq's first worker thread (Linux 6.1,
+// io_wqe_enqueue and create_worker_cont: "failed to create the first worker"), which is
+// transient. A ring torn down under an op cannot be the cause, since the Executor closes
+// its ring only with nothing in flight. Seen once in CI: the first 64 KiB write on a fresh
+// ring in the 6.1 guest failed with "operation canceled".
+func retryable(errno unix.Errno) bool {
+	return errno == unix.EAGAIN || errno == unix.EINTR || errno == unix.ECANCELED
+}
+
 func (b *uringBatch) Complete(i int, c uring.CQE) bool {
 	op := &b.ops[b.items[i]]
 	switch {
 	case c.Res < 0:
 		errno := unix.Errno(-c.Res)
-		if (errno == unix.EAGAIN || errno == unix.EINTR) && b.tries[i] < 16 {
+		if retryable(errno) && b.tries[i] < maxTries {
 			b.tries[i]++
 			return true
 		}

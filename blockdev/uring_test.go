@@ -12,6 +12,7 @@ import (
 	"github.com/rbctl/rbctl/internal/looptest"
 	"github.com/rbctl/rbctl/internal/uring"
 	"github.com/rbctl/rbctl/placement"
+	"golang.org/x/sys/unix"
 )
 
 // uringTestFile creates a pre-sized file for the io_uring device tests.
@@ -374,5 +375,42 @@ func TestUringReopenRightAfterClose(t *testing.T) {
 		if err := d.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestUringCompleteRetries: a completion with EAGAIN, EINTR or ECANCELED (io-wq failing to
+// start its worker cancels a punted op) is issued again, at most maxTries times, and then
+// fails naming the errno; other errors fail at once; a short transfer asks for the rest.
+func TestUringCompleteRetries(t *testing.T) {
+	d := &UringDevice{info: Info{Path: "dev"}}
+	for _, tc := range []struct {
+		errno unix.Errno
+		retry bool
+	}{
+		{unix.EAGAIN, true}, {unix.EINTR, true}, {unix.ECANCELED, true},
+		{unix.EIO, false}, {unix.ENOSPC, false}, {unix.EINVAL, false},
+	} {
+		op := Op{Write: true, Buf: make([]byte, 8192)}
+		b := &uringBatch{d: d, ops: []Op{op}, items: []int32{0}, tries: make([]uint8, 1)}
+		tries := 0
+		for b.Complete(0, uring.CQE{Res: -int32(tc.errno)}) {
+			tries++
+			if tries > maxTries {
+				t.Fatalf("%v: retried past %d", tc.errno, maxTries)
+			}
+		}
+		if want := map[bool]int{true: maxTries, false: 0}[tc.retry]; tries != want {
+			t.Errorf("%v: %d retries, want %d", tc.errno, tries, want)
+		}
+		if err := b.ops[0].Err; !errors.Is(err, tc.errno) {
+			t.Errorf("%v: op error %v", tc.errno, err)
+		}
+	}
+	b := &uringBatch{d: d, ops: []Op{{Buf: make([]byte, 8192)}}, items: []int32{0}, tries: make([]uint8, 1)}
+	if !b.Complete(0, uring.CQE{Res: 4096}) || b.ops[0].N != 4096 {
+		t.Fatalf("short read: N=%d", b.ops[0].N)
+	}
+	if b.Complete(0, uring.CQE{Res: 4096}) || b.ops[0].Err != nil {
+		t.Fatalf("rest of the read: err %v", b.ops[0].Err)
 	}
 }
