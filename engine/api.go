@@ -205,7 +205,6 @@ type Stats struct {
 	DeallocateErrors    int64
 	DeallocateCalls     int64
 	DeallocateRanges    int64
-	DeallocatesCanceled int64
 	LastCheckpointError string // "" when the last checkpoint attempt succeeded
 	// CheckpointFailingFor is how long the oldest change not in a checkpoint has waited
 	// while the last attempt failed (0 while checkpoints succeed); once past the crash

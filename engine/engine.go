@@ -95,7 +95,6 @@ type counters struct {
 	maxHold, maxHoldCPU, lastCkptDur      atomic.Int64
 	deallocSlots, deallocErrs             atomic.Int64
 	deallocCalls, deallocRanges           atomic.Int64
-	deallocCanceled                       atomic.Int64
 	putRoom, putCkptFailing               atomic.Int64
 	lastCkptErr                           atomic.Value // string
 }

@@ -116,10 +116,7 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, o PutOptions) (PutResult
 				}
 				continue
 			}
-			s := e.reusePending(handles[i]) // a queued discard is cancelled by the overwrite
-			if s < 0 {
-				s = e.allocSlot(handles[i])
-			}
+			s := e.allocSlot(handles[i])
 			if s < 0 {
 				noSlot = append(noSlot, i)
 				continue
@@ -134,14 +131,16 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, o PutOptions) (PutResult
 			e.inflight++
 			jobs = append(jobs, putJob{idx: i, slot: s})
 		}
-		retry := len(noSlot) > 0 && e.dealloc > 0 && attempt == 0
+		// Freed slots become free only once discarded (dealloc.go): a put that found none
+		// issues the queued discards, waits for them and retries once.
+		retry := len(noSlot) > 0 && (e.dealloc > 0 || len(e.pending) > 0) && attempt == 0
 		e.mu.Unlock()
 		if err := e.writeJobs(keys, payloads, metas, jobs, handles, &res); err != nil && firstErr == nil {
 			firstErr = err
 		}
 		todo = todo[:0]
 		if retry {
-			e.waitDeallocBatch()
+			e.drainDeallocs()
 			todo = append(todo, noSlot...)
 		} else {
 			e.st.putFailed.Add(int64(len(noSlot)))

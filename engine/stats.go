@@ -50,7 +50,6 @@ func (e *Engine) stats() Stats {
 		LastCheckpointTime: time.Duration(e.st.lastCkptDur.Load()),
 		DeallocatedSlots:   e.st.deallocSlots.Load(), DeallocateErrors: e.st.deallocErrs.Load(),
 		DeallocateCalls: deallocCalls, DeallocateRanges: e.st.deallocRanges.Load(),
-		DeallocatesCanceled: e.st.deallocCanceled.Load(),
 		LastCheckpointError: e.st.lastCkptErr.Load().(string),
 
 		BufferPoolBytes:      e.bufStats.poolBytes.Load(),

@@ -13,14 +13,14 @@ import (
 	"github.com/rbctl/rbctl/engine"
 )
 
-// The background deallocator (DeallocateOnDelete): ordering against reuse, cancelled
-// discards, coalescing, and draining on checkpoint and close.
+// The background deallocator (DeallocateOnDelete): ordering against reuse, a full cache
+// discarding before it rewrites, coalescing, and draining on checkpoint and close.
 var deallocCases = []suiteCase{
 	{"DeallocateReuseWaitsForIssuedBatch", func(t *testing.T, v *env) {
 		d := &deallocGate{Device: v.dev, entered: make(chan struct{}, 1), release: make(chan struct{})}
 		d.block = true
 		c := deallocConfig(v, 4)
-		c.DeallocateBatch = 1 // a reserve of one queued slot; two queued wake the deallocator
+		c.DeallocateBatch = 1 // every freed slot wakes the deallocator
 		e := formatOn(t, d, c)
 		defer e.Close()
 		var releaseOnce sync.Once
@@ -28,7 +28,7 @@ var deallocCases = []suiteCase{
 		defer release() // before Close, so a failing run does not hang in the discard
 		putKeys(t, e, 0, 4)
 		e.DeleteMany([]engine.Key{K(0, ""), K(1, "")}, false)
-		<-d.entered // the deallocator holds the older freed slot in an issued discard
+		<-d.entered // the deallocator holds the freed slots in an issued discard
 		done := make(chan engine.PutResult, 1)
 		go func() {
 			r, _ := e.PutMany([]engine.Key{K(10, ""), K(11, "")}, [][]byte{Payload(10, 3000), Payload(11, 3000)})
@@ -46,8 +46,8 @@ var deallocCases = []suiteCase{
 		}
 		e.FlushDeallocates()
 		checkLoads(t, e, []int{2, 3, 10, 11})
-		if s := e.Stats(); s.DeallocatedSlots != 1 || s.DeallocatesCanceled != 1 {
-			t.Fatalf("deallocated %d canceled %d, want 1 and 1", s.DeallocatedSlots, s.DeallocatesCanceled)
+		if s := e.Stats(); s.DeallocatedSlots != 2 {
+			t.Fatalf("deallocated %d slots, want both freed ones before their reuse", s.DeallocatedSlots)
 		}
 	}},
 	{"DeallocateDelayedNeverHitsNewData", func(t *testing.T, v *env) {
@@ -109,8 +109,7 @@ var deallocCases = []suiteCase{
 				}
 			}
 		}
-		// Puts may have taken over every queued slot (which cancels its discard), so the run
-		// alone need not have issued one: free writer 0's keys and drain, which must.
+		// Free writer 0's keys and drain: that must issue a discard even if the run had not.
 		ks0, _ := roundKeys(0, 1000)
 		e.DeleteMany(ks0, false)
 		e.FlushDeallocates()
@@ -127,35 +126,51 @@ var deallocCases = []suiteCase{
 			}
 		}
 	}},
-	{"DeallocateCanceledByOverwrite", func(t *testing.T, v *env) {
+	{"DeallocateBeforeReuseWhenFull", func(t *testing.T, v *env) {
+		// A full cache whose freed slots are still queued (no batch reached) discards them
+		// before a put rewrites them: one call, both slots, then the puts succeed.
 		d := &deallocGate{Device: v.dev}
 		c := deallocConfig(v, 4)
 		c.DeallocateBatch = 100 // never reached: the freed slots stay queued
+		c.DeallocateAge = 0
 		e := formatOn(t, d, c)
 		defer e.Close()
 		putKeys(t, e, 0, 4)
-		e.DeleteMany([]engine.Key{K(1, ""), K(2, "")}, false)
-		if u := e.Usage(); u.SlotsPending != 2 {
-			t.Fatalf("pending %d, want 2", u.SlotsPending)
+		var freed []int32
+		for _, i := range []int{1, 2} {
+			m, ok := e.Lookup(K(i, ""))
+			if !ok {
+				t.Fatalf("key %d not indexed", i)
+			}
+			freed = append(freed, int32(m.Slot))
 		}
-		putKeys(t, e, 20, 2) // the cache is full: both puts take a queued slot
+		e.DeleteMany([]engine.Key{K(1, ""), K(2, "")}, false)
+		if u := e.Usage(); u.SlotsPending != 2 || len(d.calls()) != 0 {
+			t.Fatalf("pending %d, device calls %d, want 2 and 0", u.SlotsPending, len(d.calls()))
+		}
+		putKeys(t, e, 20, 2) // the cache is full: both puts wait for the queued discards
 		s := e.Stats()
-		if s.DeallocatesCanceled != 2 || s.DeallocateCalls != 0 || len(d.calls()) != 0 {
-			t.Fatalf("canceled %d, calls %d (device saw %d), want 2 and 0", s.DeallocatesCanceled, s.DeallocateCalls, len(d.calls()))
+		if s.DeallocatedSlots != 2 || s.DeallocateCalls != 1 {
+			t.Fatalf("deallocated %d slots in %d calls, want 2 in 1", s.DeallocatedSlots, s.DeallocateCalls)
+		}
+		slices.Sort(freed)
+		l, sb := e.Layout(), c.SlotBytes
+		want := []blockdev.Range{{Off: l.SlotOffset(int64(freed[0])), Len: sb}, {Off: l.SlotOffset(int64(freed[1])), Len: sb}}
+		if freed[1] == freed[0]+1 {
+			want = []blockdev.Range{{Off: want[0].Off, Len: 2 * sb}}
+		}
+		if got := d.calls(); len(got) != 1 || !slices.Equal(got[0], want) {
+			t.Fatalf("device saw %v, want one call %v", got, want)
 		}
 		if u := e.Usage(); u.SlotsPending != 0 || u.SlotsUsed != 4 {
 			t.Fatalf("usage after reuse: %+v", u)
-		}
-		e.FlushDeallocates()
-		if len(d.calls()) != 0 {
-			t.Fatalf("a canceled discard reached the device: %v", d.calls())
 		}
 		checkLoads(t, e, []int{0, 3, 20, 21})
 	}},
 	{"DeallocateCoalescesAdjacentSlots", func(t *testing.T, v *env) {
 		d := &deallocGate{Device: v.dev}
 		c := deallocConfig(v, 16)
-		c.DeallocateBatch = 4 // 8 queued wake the deallocator; it takes the oldest 4
+		c.DeallocateBatch = 8 // 8 queued wake the deallocator; it takes them all
 		e := formatOn(t, d, c)
 		defer e.Close()
 		putKeys(t, e, 0, 16)
@@ -168,21 +183,21 @@ var deallocCases = []suiteCase{
 			bySlot[m.Slot] = K(i, "")
 		}
 		var del []engine.Key
-		// The oldest eight freed: runs 0-3 and 8-9, singles 12 and 14; then a reserve of four.
-		for _, s := range []uint32{14, 0, 9, 2, 12, 1, 8, 3, 5, 6, 10, 15} {
+		// Eight freed out of order: runs 0-3 and 8-9, singles 12 and 14.
+		for _, s := range []uint32{14, 0, 9, 2, 12, 1, 8, 3} {
 			del = append(del, bySlot[s])
 		}
 		e.DeleteMany(del[:7], false)
 		if len(d.calls()) != 0 {
-			t.Fatal("a discard was issued before a batch beyond the reserve was queued")
+			t.Fatal("a discard was issued before a batch was queued")
 		}
-		e.DeleteMany(del[7:], false) // 12 queued: the oldest 8 go, 4 stay
+		e.DeleteMany(del[7:], false) // 8 queued: all go in one call
 		s := waitStats(e, func(s engine.Stats) bool { return s.DeallocateCalls > 0 })
 		if s.DeallocateCalls != 1 || s.DeallocateRanges != 4 || s.DeallocatedSlots != 8 {
 			t.Fatalf("calls %d ranges %d slots %d, want 1, 4, 8", s.DeallocateCalls, s.DeallocateRanges, s.DeallocatedSlots)
 		}
-		if u := e.Usage(); u.SlotsPending != 4 {
-			t.Fatalf("pending %d, want the reserve of 4", u.SlotsPending)
+		if u := e.Usage(); u.SlotsPending != 0 {
+			t.Fatalf("pending %d after the batch", u.SlotsPending)
 		}
 		l, sb := e.Layout(), c.SlotBytes
 		want := []blockdev.Range{{Off: l.SlotOffset(0), Len: 4 * sb}, {Off: l.SlotOffset(8), Len: 2 * sb},
@@ -201,8 +216,8 @@ var deallocCases = []suiteCase{
 		putKeys(t, e, 0, 4)
 		e.DeleteMany([]engine.Key{K(1, "")}, false)
 		s := waitStats(e, func(s engine.Stats) bool { return s.DeallocateCalls > 0 })
-		if s.DeallocatedSlots != 1 || s.DeallocatesCanceled != 0 {
-			t.Fatalf("deallocated %d canceled %d, want the aged slot deallocated", s.DeallocatedSlots, s.DeallocatesCanceled)
+		if s.DeallocatedSlots != 1 {
+			t.Fatalf("deallocated %d, want the aged slot deallocated", s.DeallocatedSlots)
 		}
 		if u := e.Usage(); u.SlotsPending != 0 {
 			t.Fatalf("pending %d after the age tick", u.SlotsPending)

@@ -72,7 +72,7 @@ var placementCases = []suiteCase{
 	{"DeallocateOnDeleteBatches", func(t *testing.T, v *env) {
 		c := Config()
 		c.DeallocateOnDelete = true
-		c.DeallocateBatch = 2
+		c.DeallocateBatch = 4
 		c.DeallocateAge = 0 // batches only
 		e := v.format(c)
 		defer e.Close()
@@ -86,15 +86,17 @@ var placementCases = []suiteCase{
 		if u := e.Usage(); u.SlotsPending != 3 {
 			t.Fatalf("freed slots should wait for their deallocate: %+v", u)
 		}
-		e.DeleteMany(ks[3:4], false)
-		// The fourth free leaves a batch beyond the reserve of 2 and wakes the deallocator,
-		// which takes the two oldest.
-		s := waitStats(e, func(s engine.Stats) bool { return s.DeallocateCalls > 0 })
-		if s.DeallocatedSlots+2*s.DeallocateErrors != 2 || s.DeallocateCalls != 1 {
-			t.Fatalf("deallocated %d (errors %d) in %d calls, want one batch of 2", s.DeallocatedSlots, s.DeallocateErrors, s.DeallocateCalls)
+		if s := e.Stats(); s.DeallocateCalls != 0 {
+			t.Fatalf("%d deallocate calls before a batch was queued", s.DeallocateCalls)
 		}
-		if u := e.Usage(); u.SlotsFree < 4 || u.SlotsPending != 2 {
-			t.Fatalf("after batch: free %d pending %d, want >= 4 and 2", u.SlotsFree, u.SlotsPending)
+		e.DeleteMany(ks[3:4], false)
+		// The fourth free completes a batch and wakes the deallocator, which takes all four.
+		s := waitStats(e, func(s engine.Stats) bool { return s.DeallocateCalls > 0 })
+		if s.DeallocatedSlots+4*s.DeallocateErrors != 4 || s.DeallocateCalls != 1 {
+			t.Fatalf("deallocated %d (errors %d) in %d calls, want one batch of 4", s.DeallocatedSlots, s.DeallocateErrors, s.DeallocateCalls)
+		}
+		if u := e.Usage(); u.SlotsPending != 0 || u.SlotsUsed != 1 {
+			t.Fatalf("after batch: used %d pending %d, want 1 and 0", u.SlotsUsed, u.SlotsPending)
 		}
 	}},
 	{"SlotAffinityReusesSameHandleSlot", func(t *testing.T, v *env) {

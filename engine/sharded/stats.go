@@ -101,7 +101,6 @@ func SumStats(ss []engine.Stats) engine.Stats {
 		t.DeallocateErrors += s.DeallocateErrors
 		t.DeallocateCalls += s.DeallocateCalls
 		t.DeallocateRanges += s.DeallocateRanges
-		t.DeallocatesCanceled += s.DeallocatesCanceled
 		if t.LastCheckpointError == "" && s.LastCheckpointError != "" {
 			t.LastCheckpointError = fmt.Sprintf("shard %d: %s", i, s.LastCheckpointError)
 		}

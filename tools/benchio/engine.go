@@ -422,7 +422,6 @@ func (es *engineStats) add(o engineStats, rounds int) {
 	es.st.DeallocatedSlots += o.st.DeallocatedSlots
 	es.st.DeallocateCalls += o.st.DeallocateCalls
 	es.st.DeallocateRanges += o.st.DeallocateRanges
-	es.st.DeallocatesCanceled += o.st.DeallocatesCanceled
 	es.st.DeallocateErrors += o.st.DeallocateErrors
 	es.st.ChecksumErrors += o.st.ChecksumErrors
 	es.st.BufferPoolMisses += o.st.BufferPoolMisses
@@ -436,8 +435,8 @@ func (es *engineStats) detail(write, registered bool) string {
 	s := fmt.Sprintf("slots %d, payload %d B; failed ops %d (measured)", es.slots, es.payload, es.failed)
 	if write {
 		s += fmt.Sprintf("; puts %d, written without a copy (vectored) %d", es.st.Puts, es.st.PutsVectored)
-		s += fmt.Sprintf("; deallocated %d slots in %d calls (%d ranges), %d canceled by reuse, %d errors; %.2f GiB of holes refilled per run",
-			es.st.DeallocatedSlots, es.st.DeallocateCalls, es.st.DeallocateRanges, es.st.DeallocatesCanceled, es.st.DeallocateErrors, es.holesGiB)
+		s += fmt.Sprintf("; deallocated %d slots in %d calls (%d ranges), %d errors; %.2f GiB of holes refilled per run",
+			es.st.DeallocatedSlots, es.st.DeallocateCalls, es.st.DeallocateRanges, es.st.DeallocateErrors, es.holesGiB)
 	} else {
 		s += fmt.Sprintf("; checksum errors %d; load buffers registered (RegisterMemory): %v", es.st.ChecksumErrors, registered)
 	}
