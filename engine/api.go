@@ -406,7 +406,23 @@ func (e *Engine) PutManyWith(keys []Key, payloads [][]byte, o PutOptions) (PutRe
 // first Size bytes are written). With PayloadChecksum the CRC is checked and a mismatch is a
 // false result (and Stats.ChecksumErrors). The returned error is the first device error.
 func (e *Engine) LoadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
-	return e.loadManyInto(keys, bufs)
+	return e.loadManyInto(keys, bufs, LoadOptions{})
+}
+
+// LoadOptions are what one LoadManyIntoWith call says of its reads.
+type LoadOptions struct {
+	// Unchecked returns a payload whose CRC-32C the engine knows (EntryMeta.HasChecksum)
+	// without comparing it: for a caller that passes the bytes on together with the stored
+	// CRC (EntryMeta.Checksum) to a receiver that checks them end to end, as a peer fetch
+	// does, so that the bytes are summed once, by the receiver, instead of twice. A corrupt
+	// payload is then found by the receiver, not here (no Stats.ChecksumErrors). Entries
+	// without a known CRC are checked as always.
+	Unchecked bool
+}
+
+// LoadManyIntoWith is LoadManyInto with the call's options.
+func (e *Engine) LoadManyIntoWith(keys []Key, bufs [][]byte, o LoadOptions) ([]bool, error) {
+	return e.loadManyInto(keys, bufs, o)
 }
 
 // ExistsMany returns the hit bitmap; with lock each hit's lock count is incremented.

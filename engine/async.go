@@ -123,7 +123,7 @@ func (e *Engine) worker(q *taskQueue) {
 		case TaskLookup:
 			r.Results = e.existsMany(t.keys, true)
 		case TaskLoad:
-			r.Results, r.Err = e.loadManyInto(t.keys, t.bufs)
+			r.Results, r.Err = e.loadManyInto(t.keys, t.bufs, LoadOptions{})
 		}
 		e.complete(r)
 	}

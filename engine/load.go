@@ -19,9 +19,12 @@ type loadJob struct {
 	id     uint64
 	buf    []byte // bounce buffer (nil: reading straight into the caller's buffer)
 	hdr    bool   // buf holds header + payload
+	// unchecked: the payload's CRC is not compared (LoadOptions.Unchecked; only for a job
+	// whose CRC is known, which the caller passes on to whoever checks the bytes).
+	unchecked bool
 }
 
-func (e *Engine) loadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
+func (e *Engine) loadManyInto(keys []Key, bufs [][]byte, o LoadOptions) ([]bool, error) {
 	out := make([]bool, len(keys))
 	if len(bufs) != len(keys) {
 		return out, fmt.Errorf("%w: LoadManyInto got %d keys and %d buffers", ErrConfig, len(keys), len(bufs))
@@ -40,7 +43,8 @@ func (e *Engine) loadManyInto(keys []Key, bufs [][]byte) ([]bool, error) {
 		if int(r.size) > len(bufs[i]) {
 			continue
 		}
-		jobs = append(jobs, loadJob{idx: i, slot: s, size: int(r.size), crc: r.crc, hasCRC: r.flags&flHasCRC != 0, id: r.id})
+		hasCRC := r.flags&flHasCRC != 0
+		jobs = append(jobs, loadJob{idx: i, slot: s, size: int(r.size), crc: r.crc, hasCRC: hasCRC, id: r.id, unchecked: o.Unchecked && hasCRC})
 	}
 	e.mu.Unlock()
 	e.st.loadMisses.Add(int64(len(keys) - len(jobs)))
@@ -161,6 +165,10 @@ func (e *Engine) finishLoad(batch []loadJob, ops []blockdev.Op, read bool, bufs 
 					} else {
 						copy(dst, src)
 					}
+				}
+			} else if lj.unchecked {
+				if lj.buf != nil {
+					copy(dst, lj.buf[:lj.size])
 				}
 			} else {
 				var sum uint32

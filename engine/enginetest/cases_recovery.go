@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"testing"
 
 	"github.com/rbctl/rbctl/engine"
@@ -128,6 +129,19 @@ var recoveryCases = []suiteCase{
 		}
 		if s := e.Stats(); s.ChecksumErrors != 1 {
 			t.Fatalf("ChecksumErrors = %d", s.ChecksumErrors)
+		}
+		// Unchecked hands the bytes over as read, for a receiver that checks the stored
+		// CRC itself; the stored CRC then tells them apart.
+		buf := make([]byte, 300)
+		got, err := e.LoadManyIntoWith([]engine.Key{k}, [][]byte{buf}, engine.LoadOptions{Unchecked: true})
+		if err != nil || !got[0] {
+			t.Fatalf("unchecked load = %v, %v", got, err)
+		}
+		if bytes.Equal(buf, Payload(1, 300)) || buf[100] != 0x55 || crc32.Checksum(buf, crc32.MakeTable(crc32.Castagnoli)) == m.Checksum {
+			t.Fatal("unchecked load did not return the corrupt bytes as they are on the device")
+		}
+		if s := e.Stats(); s.ChecksumErrors != 1 {
+			t.Fatalf("ChecksumErrors = %d after an unchecked load", s.ChecksumErrors)
 		}
 	}},
 	{"CorruptPayloadDroppedByPayloadVerify", func(t *testing.T, v *env) {

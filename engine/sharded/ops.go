@@ -145,8 +145,13 @@ func (c *Cache) PutManyWith(keys []engine.Key, payloads [][]byte, o engine.PutOp
 // LoadManyInto is engine.LoadManyInto over the shards. A shard's device error fails only
 // its keys (false) and is returned as a *ShardError (joined).
 func (c *Cache) LoadManyInto(keys []engine.Key, bufs [][]byte) ([]bool, error) {
+	return c.LoadManyIntoWith(keys, bufs, engine.LoadOptions{})
+}
+
+// LoadManyIntoWith is engine.LoadManyIntoWith over the shards.
+func (c *Cache) LoadManyIntoWith(keys []engine.Key, bufs [][]byte, o engine.LoadOptions) ([]bool, error) {
 	if len(keys) != len(bufs) {
-		return c.shards[0].LoadManyInto(keys, bufs)
+		return c.shards[0].LoadManyIntoWith(keys, bufs, o)
 	}
 	out := make([]bool, len(keys))
 	parts, none := c.split(keys)
@@ -155,7 +160,7 @@ func (c *Cache) LoadManyInto(keys []engine.Key, bufs [][]byte) ([]bool, error) {
 	run(parts, func(s int, idx []int) {
 		t0 := time.Now()
 		kk := pick(keys, idx)
-		ok, err := c.shards[s].LoadManyInto(kk, pick(bufs, idx))
+		ok, err := c.shards[s].LoadManyIntoWith(kk, pick(bufs, idx), o)
 		var bytes int64
 		n := 0
 		for j, good := range ok {

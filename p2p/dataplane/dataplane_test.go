@@ -211,3 +211,76 @@ func TestHandshakeRefusesStrangers(t *testing.T) {
 		t.Fatalf("bad frames %d, want 1", s.Stats().BadFrames)
 	}
 }
+
+// watchSource is mapSource that reports each ReadChunk's index on reads.
+type watchSource struct {
+	mapSource
+	reads chan uint32
+}
+
+func (w watchSource) ReadChunk(lease uint64, i uint32, buf []byte) ([]byte, uint32, Status) {
+	w.reads <- i
+	return w.mapSource.ReadChunk(lease, i, buf)
+}
+
+// TestReadAhead: with room for two chunk buffers in the budget, the server reads the next
+// chunk while the one before is still being written (a client that reads nothing leaves a
+// large chunk's write blocked, and the second read happens anyway); with room for one it
+// reads only after the write. Either way the client gets every chunk in order, intact, and
+// a request afterwards finds the whole budget free again.
+func TestReadAhead(t *testing.T) {
+	const big = 8 << 20 // more than loopback's socket buffers hold
+	chunks := [][]byte{bytes.Repeat([]byte{1}, big), []byte("small"), bytes.Repeat([]byte{3}, 100<<10)}
+	for _, tc := range []struct {
+		budget int64
+		ahead  bool
+	}{{2 * big, true}, {big, false}} {
+		src := watchSource{mapSource{chunks}, make(chan uint32, 64)} // never full here
+		_, addr := serve(t, src, ServerConfig{MaxChunk: big, MaxInflightBytes: tc.budget, BusyWait: time.Second})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := Dial(ctx, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(ctx, 7, 0, []uint32{0, 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		if i := <-src.reads; i != 0 {
+			t.Fatalf("first read of chunk %d", i)
+		}
+		select {
+		case i := <-src.reads:
+			if !tc.ahead {
+				t.Fatalf("budget %d: chunk %d read while chunk 0 could not be written", tc.budget, i)
+			}
+		case <-time.After(300 * time.Millisecond):
+			if tc.ahead {
+				t.Fatalf("budget %d: chunk 1 not read ahead while chunk 0 was being written", tc.budget)
+			}
+		}
+		frames, err := c.ReceiveAll(ctx, []uint32{0, 1, 2}, big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range frames {
+			if f.Status != StatusOK || !bytes.Equal(f.Payload, chunks[i]) {
+				t.Fatalf("budget %d: chunk %d: status %v, %d bytes", tc.budget, i, f.Status, len(f.Payload))
+			}
+		}
+		c.Close()
+		// A client that leaves mid-answer: the server's reader stops, both buffers return.
+		c, err = Dial(ctx, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(ctx, 7, 0, []uint32{0, 0, 0, 0}); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		got, err := fetch(t, addr, 7, wants(chunks))
+		if err != nil || !bytes.Equal(got[2], chunks[2]) {
+			t.Fatalf("budget %d: fetch after a client left: %v", tc.budget, err)
+		}
+		cancel()
+	}
+}

@@ -315,43 +315,111 @@ func (s *Server) serveConn(c net.Conn, cs *connState) {
 // its next connections are admitted as a known peer's.
 func (s *Server) answer(c net.Conn, fw *frameWriter, req Request, cs *connState) error {
 	buf := s.acquire()
-	if buf != nil {
-		defer s.release(buf)
+	if buf == nil {
+		for _, idx := range req.Indexes {
+			s.busy.Add(1)
+			if err := s.send(c, fw, ChunkHeader{Status: StatusBusy, Index: idx}, nil, cs); err != nil {
+				return err
+			}
+		}
+		return fw.flush()
+	}
+	defer s.release(buf)
+	// Read ahead: with a second buffer free in the budget, the next chunk is read while this
+	// one is written to the socket.
+	if len(req.Indexes) > 1 {
+		if ahead := s.tryAcquire(); ahead != nil {
+			defer s.release(ahead)
+			return s.answerAhead(c, fw, req, cs, buf, ahead)
+		}
 	}
 	for _, idx := range req.Indexes {
-		h := ChunkHeader{Status: StatusBusy, Index: idx}
-		var p []byte
-		if buf == nil {
-			s.busy.Add(1)
-		} else {
-			p, h.CRC, h.Status = s.src.ReadChunk(req.Lease, idx, buf)
-			if h.Status == StatusOK && len(p) > s.cfg.MaxChunk {
-				h.Status = StatusReadErr
-			}
-			if h.Status != StatusOK {
-				p, h.CRC = nil, 0
-				s.failed.Add(1)
-			}
-			h.Size = uint32(len(p))
-		}
-		if h.Status == StatusOK && cs.stranger {
-			s.adm.prove(cs.ip)
-			s.adm.release(cs.ip)
-			cs.stranger = false
-		}
-		if h.Status == StatusOK && s.cfg.Tamper != nil {
-			s.cfg.Tamper(idx, p)
-		}
-		c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if err := fw.frame(h, p); err != nil {
+		h, p := s.read(req.Lease, idx, buf)
+		if err := s.send(c, fw, h, p, cs); err != nil {
 			return err
-		}
-		if h.Status == StatusOK {
-			s.chunks.Add(1)
-			s.sentBytes.Add(int64(len(p)))
 		}
 	}
 	return fw.flush()
+}
+
+// answerAhead answers req with two buffers: a goroutine reads chunk i+1 into one while
+// chunk i is written from the other. It returns only once the reader has stopped, so the
+// caller can release both buffers.
+func (s *Server) answerAhead(c net.Conn, fw *frameWriter, req Request, cs *connState, bufs ...[]byte) error {
+	type chunk struct {
+		h   ChunkHeader
+		p   []byte
+		buf []byte
+	}
+	free := make(chan []byte, len(bufs))
+	for _, b := range bufs {
+		free <- b
+	}
+	ready := make(chan chunk, len(bufs))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, idx := range req.Indexes {
+			var b []byte
+			select {
+			case b = <-free:
+			case <-stop:
+				return
+			}
+			h, p := s.read(req.Lease, idx, b)
+			ready <- chunk{h, p, b} // buffered: never blocks
+		}
+	})
+	defer wg.Wait()
+	defer close(stop)
+	for range req.Indexes {
+		ch := <-ready
+		if err := s.send(c, fw, ch.h, ch.p, cs); err != nil {
+			return err
+		}
+		// A payload written out whole is done with; one held in the frame writer's batch
+		// (small payloads are copied into it) is too.
+		free <- ch.buf
+	}
+	return fw.flush()
+}
+
+// read reads chunk idx of lease into buf and returns its header and payload (nil unless
+// StatusOK).
+func (s *Server) read(lease uint64, idx uint32, buf []byte) (ChunkHeader, []byte) {
+	h := ChunkHeader{Index: idx}
+	var p []byte
+	p, h.CRC, h.Status = s.src.ReadChunk(lease, idx, buf)
+	if h.Status == StatusOK && len(p) > s.cfg.MaxChunk {
+		h.Status = StatusReadErr
+	}
+	if h.Status != StatusOK {
+		p, h.CRC = nil, 0
+		s.failed.Add(1)
+	}
+	h.Size = uint32(len(p))
+	return h, p
+}
+
+// send frames one chunk on c: a stranger's address is proven by the first chunk it gets.
+func (s *Server) send(c net.Conn, fw *frameWriter, h ChunkHeader, p []byte, cs *connState) error {
+	if h.Status == StatusOK && cs.stranger {
+		s.adm.prove(cs.ip)
+		s.adm.release(cs.ip)
+		cs.stranger = false
+	}
+	if h.Status == StatusOK && s.cfg.Tamper != nil {
+		s.cfg.Tamper(h.Index, p)
+	}
+	c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	if err := fw.frame(h, p); err != nil {
+		return err
+	}
+	if h.Status == StatusOK {
+		s.chunks.Add(1)
+		s.sentBytes.Add(int64(len(p)))
+	}
+	return nil
 }
 
 // frameWriter batches a response's frames: headers and small payloads are held until
@@ -391,6 +459,21 @@ func (s *Server) acquire() []byte {
 	select {
 	case s.sem <- struct{}{}:
 	case <-t.C:
+		return nil
+	}
+	select {
+	case b := <-s.bufs:
+		return b
+	default:
+		return make([]byte, s.cfg.MaxChunk)
+	}
+}
+
+// tryAcquire is acquire without waiting: nil when the budget has no buffer free now.
+func (s *Server) tryAcquire() []byte {
+	select {
+	case s.sem <- struct{}{}:
+	default:
 		return nil
 	}
 	select {

@@ -400,7 +400,12 @@ func (n *Node) ReadChunk(id uint64, index uint32, buf []byte) ([]byte, uint32, d
 		return nil, 0, dataplane.StatusReadErr
 	}
 	p := buf[:m.Size]
-	got, err := n.cache.LoadManyInto(l.keys[index:index+1], [][]byte{p})
+	// A payload with a stored CRC goes out unchecked with that CRC, which the receiver
+	// checks (dataplane.Conn.ReceiveAll): one pass over the bytes end to end instead of
+	// one here and one there, and a payload corrupted on this device or on the wire is
+	// refused all the same. Without a stored CRC the engine checks what it can and the
+	// CRC sent is that of the bytes read.
+	got, err := n.cache.LoadManyIntoWith(l.keys[index:index+1], [][]byte{p}, engine.LoadOptions{Unchecked: m.HasChecksum})
 	if err != nil || !got[0] {
 		return nil, 0, dataplane.StatusReadErr
 	}

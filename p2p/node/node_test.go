@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/p2ppb"
 	"github.com/rbctl/rbctl/placement"
@@ -72,6 +73,45 @@ func TestCorruptingPeerIsAMiss(t *testing.T) {
 	}
 	if _, ok := eb.Lookup(keyN(1)); ok {
 		t.Fatal("b stored a corrupted chunk")
+	}
+	if s := b.Stats().Counters; s["peer_checksum_errors"] != 1 || s["misses"] != 1 {
+		t.Fatalf("b's counters: %v", s)
+	}
+	eventually(t, "a's pins released after the failed fetch", func() bool { return locks(ea, 1) == 0 })
+}
+
+// TestCorruptOnHolderDeviceIsAMiss: the holder sends a payload with its stored CRC without
+// checking it (engine.LoadOptions.Unchecked), so bytes that rotted on the holder's device
+// are refused by the fetcher's end-to-end check: a miss, nothing stored, counted.
+func TestCorruptOnHolderDeviceIsAMiss(t *testing.T) {
+	ea := newEngine(t, nil)
+	a := startNode(t, ea, fastOptions("a", nil))
+	eb := newEngine(t, nil)
+	b := startNode(t, eb, fastOptions("b", NewStaticDirectory(a.Peer())))
+	put(t, dial(t, a), 1, 5000)
+	m, ok := ea.Lookup(keyN(1))
+	if !ok {
+		t.Fatal("a does not hold the chunk")
+	}
+	dev, lb := ea.Device(), ea.Device().Info().LogicalBlock
+	blk, err := blockdev.Alloc(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blockdev.Free(blk)
+	off := m.Offset + int64(ea.Layout().HeaderBytes) // the payload's first block
+	if err := dev.Submit([]blockdev.Op{{Off: off, Buf: blk, Handle: placement.None}}); err != nil {
+		t.Fatal(err)
+	}
+	blk[7] ^= 0x40
+	if err := dev.Submit([]blockdev.Op{{Write: true, Off: off, Buf: blk, Handle: placement.None}}); err != nil {
+		t.Fatal(err)
+	}
+	if ch := get(t, dial(t, b), 1); ch.Source != p2ppb.Source_SOURCE_MISS || ch.Payload != nil {
+		t.Fatalf("get of a chunk corrupt on the holder's device: %s with %d bytes", ch.Source, len(ch.Payload))
+	}
+	if _, ok := eb.Lookup(keyN(1)); ok {
+		t.Fatal("b stored the corrupt chunk")
 	}
 	if s := b.Stats().Counters; s["peer_checksum_errors"] != 1 || s["misses"] != 1 {
 		t.Fatalf("b's counters: %v", s)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/blockdev/faultdev"
 	"github.com/rbctl/rbctl/engine"
 )
 
@@ -83,8 +84,15 @@ func (t *tcpStream) copy(b *testing.B, n int64) (time.Duration, time.Duration) {
 // throughputDevice is the holder's device: memory, or a file opened with O_DIRECT (in
 // dir, which must not be a tmpfs).
 func throughputDevice(b *testing.B, kind, dir string, size int64) blockdev.Device {
-	if kind == "mem" {
+	switch kind {
+	case "mem":
 		return blockdev.NewMem(size, 4096)
+	case "mem100us":
+		// A device whose reads take 100 µs more, without using a core: what a flash read
+		// costs that a memory copy does not, so that overlapping reads with socket writes
+		// shows (the holder's read-ahead).
+		return faultdev.New(blockdev.NewMem(size, 4096), 1, faultdev.Rule{Name: "read-latency", Class: faultdev.ClassRead,
+			Fault: faultdev.Fault{Kind: faultdev.FaultLatency, Delay: 100 * time.Microsecond}})
 	}
 	p := filepath.Join(dir, "holder.img")
 	if err := blockdev.CreateFile(p, size); err != nil {
@@ -116,7 +124,7 @@ func throughputDevice(b *testing.B, kind, dir string, size int64) blockdev.Devic
 //
 //	go test -run '^$' -bench PeerFetchThroughput -benchtime 1x -count 3 ./p2p/node/
 func BenchmarkPeerFetchThroughput(b *testing.B) {
-	devs := []string{"mem"}
+	devs := []string{"mem", "mem100us"}
 	dir := os.Getenv("RBCTL_BENCH_FILE_DIR")
 	if dir != "" {
 		devs = append(devs, "file")
