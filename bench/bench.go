@@ -295,6 +295,9 @@ func engineConfig(o *Options, path string, slotBytes, logical, ru int64) engine.
 	c.IdleQuiet = 10 * time.Millisecond
 	c.ForceAfterOps = 4096
 	c.DeallocateOnDelete = o.Deallocate
+	// One worker: the deallocates go out in the operation stream's order (no background
+	// goroutine, no age tick), so a run's WAF is the same every time.
+	c.DeallocateInline = o.Workload.Workers <= 1
 	c.LoadCheckpoint = false
 	c.QueueDepth = max(o.QueueDepth, 1)
 	if o.SlotGroups {

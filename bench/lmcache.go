@@ -65,6 +65,7 @@ func lmcacheEngineConfig(o *Options, i int, chunk int) (engine.Config, error) {
 	c := l.Config.Devices[i].Engine
 	c.LoadCheckpoint = false
 	c.DeallocateOnDelete = o.Deallocate
+	c.DeallocateInline = o.Workload.Workers <= 1 // as engineConfig
 	if need := engine.SlotBytesFor(chunk); need > c.SlotBytes {
 		return c, fmt.Errorf("%s: the workload's %d-byte chunks need %d-byte slots, the config's slot_bytes is %d", l.Path, chunk, need, c.SlotBytes)
 	}

@@ -106,13 +106,19 @@ type Config struct {
 	SlotAffinity   bool             // reuse a free slot last written with the same handle (LMCache pid_affinity)
 	// DeallocateOnDelete hands freed slots to a background deallocator that gives them to
 	// Device.Deallocate in batches (adjacent slots merged) off the store and delete paths;
-	// a freed slot is reused only after its deallocate returned, or when a put cancels the
-	// discard because it overwrites the slot anyway. Checkpoints and Close drain the queue.
+	// a freed slot is reused only after its deallocate returned. Checkpoints and Close
+	// drain the queue.
 	DeallocateOnDelete bool
 	DeallocateBatch    int // pending slots that wake the deallocator (default 64)
 	// DeallocateAge deallocates a freed slot no put has reused for a whole period of it
 	// (default 50 ms; 0: only batches, checkpoints and Close issue deallocates).
 	DeallocateAge time.Duration
+	// DeallocateInline has the call that frees the DeallocateBatch-th pending slot issue
+	// the batch itself before it returns, with no background goroutine and no age tick, so
+	// that deallocates reach the device at the same point of the operation stream in every
+	// run (a benchmark's WAF with one worker is then reproducible to the byte). It puts
+	// the deallocate on the delete path.
+	DeallocateInline bool
 	// SlotGroupBytes groups consecutive slots (rounded down to whole slots, >= 1 slot) into
 	// reclaim-unit-sized groups; a group is owned by one handle at a time and each handle
 	// allocates from its own groups. When a handle has no free slot in its groups and no

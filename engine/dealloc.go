@@ -30,6 +30,10 @@ import (
 // elsewhere. A put that finds no free slot while slots are pending or being deallocated
 // issues what is pending, waits for it, and retries once.
 //
+// Inline (Config.DeallocateInline): no goroutine and no age; the call that queues the
+// DeallocateBatch-th slot issues the batch before it returns, so deallocates land at the
+// same point of the operation stream every run (bench with one worker).
+//
 // Age: a queued slot that has stayed queued for a whole DeallocateAge period (default
 // 50 ms) is deallocated too, so space that stays free is discarded even when fewer than a
 // batch of slots are freed. Checkpoints, FlushDeallocates and Close drain the queue. A
@@ -54,7 +58,14 @@ func (e *Engine) releaseSlot(s int32) bool {
 	return false
 }
 
+// kickDealloc wakes the deallocator, or with DeallocateInline issues the pending batch
+// itself (called without e.mu).
 func (e *Engine) kickDealloc() {
+	if e.cfg.DeallocateInline {
+		for e.issueDeallocs(0, e.cfg.DeallocateBatch) {
+		}
+		return
+	}
 	select {
 	case e.deallocKick <- struct{}{}:
 	default:

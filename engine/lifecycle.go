@@ -75,7 +75,7 @@ func newEngine(dev blockdev.Device, cfg Config) (*Engine, error) {
 
 func (e *Engine) start() {
 	e.startAsync()
-	if e.cfg.DeallocateOnDelete && !e.cfg.ReadOnly {
+	if e.cfg.DeallocateOnDelete && !e.cfg.ReadOnly && !e.cfg.DeallocateInline {
 		e.bg.Add(1)
 		go e.deallocLoop()
 	}

@@ -224,6 +224,32 @@ var deallocCases = []suiteCase{
 		}
 		checkLoads(t, e, []int{0, 2, 3})
 	}},
+	{"DeallocateInlineIssuesOnTheDeletePath", func(t *testing.T, v *env) {
+		// Inline: the delete that queues the batch's last slot has issued it when it
+		// returns; no age tick issues a lone slot.
+		d := &deallocGate{Device: v.dev}
+		c := deallocConfig(v, 8)
+		c.DeallocateBatch = 4
+		c.DeallocateInline = true
+		c.DeallocateAge = time.Millisecond // ignored inline
+		e := formatOn(t, d, c)
+		defer e.Close()
+		putKeys(t, e, 0, 6)
+		e.DeleteMany([]engine.Key{K(0, ""), K(1, ""), K(2, "")}, false)
+		time.Sleep(20 * time.Millisecond)
+		if n := len(d.calls()); n != 0 {
+			t.Fatalf("%d deallocate calls before a batch was queued (an age tick ran?)", n)
+		}
+		e.DeleteMany([]engine.Key{K(3, "")}, false)
+		if s := e.Stats(); len(d.calls()) != 1 || s.DeallocatedSlots != 4 || s.DeallocateCalls != 1 {
+			t.Fatalf("after the batch's last delete returned: device calls %d, deallocated %d in %d calls; want 1, 4, 1",
+				len(d.calls()), s.DeallocatedSlots, s.DeallocateCalls)
+		}
+		if u := e.Usage(); u.SlotsPending != 0 {
+			t.Fatalf("pending %d", u.SlotsPending)
+		}
+		checkLoads(t, e, []int{4, 5})
+	}},
 	{"DeallocateDrainedByCheckpointAndClose", func(t *testing.T, v *env) {
 		d := &deallocGate{Device: v.dev}
 		c := deallocConfig(v, 8)
