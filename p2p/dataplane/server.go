@@ -461,12 +461,7 @@ func (s *Server) acquire() []byte {
 	case <-t.C:
 		return nil
 	}
-	select {
-	case b := <-s.bufs:
-		return b
-	default:
-		return make([]byte, s.cfg.MaxChunk)
-	}
+	return s.buffer()
 }
 
 // tryAcquire is acquire without waiting: nil when the budget has no buffer free now.
@@ -476,6 +471,12 @@ func (s *Server) tryAcquire() []byte {
 	default:
 		return nil
 	}
+	return s.buffer()
+}
+
+// buffer is a chunk buffer for a caller that holds a place in the budget: a pooled one, or
+// a new one.
+func (s *Server) buffer() []byte {
 	select {
 	case b := <-s.bufs:
 		return b
