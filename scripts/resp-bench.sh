@@ -8,7 +8,10 @@
 # Knobs: BENCH_DIR, BENCH_BYTES (per size, row, round and server; default 1 GiB),
 # BENCH_ROUNDS (3), BENCH_CLIENTS (16), BENCH_PIPELINE (4), BENCH_ROWS (default
 # "${BENCH_CLIENTS}x${BENCH_PIPELINE},8x1"), BENCH_SIZES (256K,1M), BENCH_RBCTL (an rbctl
-# binary to measure instead of this tree's, e.g. an older commit's build).
+# binary to measure instead of this tree's, e.g. an older commit's build), BENCH_SERVE_ARGS
+# (more `rbctl serve` flags, e.g. "--io-engine posix"). With fio installed, every round also
+# measures the disk's own rate for the GET pattern (fio random reads on the cache file at the
+# row's depth: the "rbctl/disk" line), since valkey answers from RAM and rbctl from the disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VALKEY=$(command -v valkey-server || command -v redis-server || true)
@@ -28,18 +31,28 @@ if [ -n "${BENCH_RBCTL:-}" ]; then cp "$BENCH_RBCTL" "$dir/rbctl"; else go build
 go build -o "$dir/respbench" ./tools/respbench
 bytes=${BENCH_BYTES:-1073741824}
 # A slot (1 MiB + 4 KiB) per value of one round at the smallest size (256 KiB), so that a GET
-# never finds its chunk evicted; a sparse file.
-"$dir/rbctl" format --create "$(((bytes / 262144 + 256) * 1052672))" --slot-bytes 1028K "$dir/cache.img" >/dev/null
+# never finds its chunk evicted. With fio here the file is written whole first, so that fio's
+# reads of it (the disk row) meet written blocks, not holes; without, a sparse file.
+size=$(((bytes / 262144 + 256) * 1052672))
+disk_args=()
+if command -v fio >/dev/null; then
+	dd if=/dev/zero of="$dir/cache.img" bs=1052672 count=$((size / 1052672)) oflag=direct status=none
+	"$dir/rbctl" format --slot-bytes 1028K "$dir/cache.img" >/dev/null
+	disk_args=(-disk-file "$dir/cache.img")
+else
+	"$dir/rbctl" format --create "$size" --slot-bytes 1028K "$dir/cache.img" >/dev/null
+fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 rp=$(free_port); vp=$(free_port); cp=$(free_port)
-"$dir/rbctl" serve "$dir/cache.img" --listen "127.0.0.1:$cp" --cluster none --resp "127.0.0.1:$rp" >"$dir/serve.log" 2>&1 &
+"$dir/rbctl" serve "$dir/cache.img" --listen "127.0.0.1:$cp" --cluster none --resp "127.0.0.1:$rp" ${BENCH_SERVE_ARGS:-} >"$dir/serve.log" 2>&1 &
 pids+=($!); rpid=$!
 "$VALKEY" --port "$vp" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --proto-max-bulk-len 2mb >"$dir/valkey.log" 2>&1 &
 pids+=($!); vpid=$!
 for p in $rp $vp; do
 	for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
 done
-echo "bench-resp: rbctl ${BENCH_RBCTL:-$(git describe --always --dirty 2>/dev/null)} serve --resp on $dir/cache.img vs $("$VALKEY" --version | head -1)"
+echo "bench-resp: rbctl ${BENCH_RBCTL:-$(git describe --always --dirty 2>/dev/null)} serve --resp ${BENCH_SERVE_ARGS:+$BENCH_SERVE_ARGS }on $dir/cache.img vs $("$VALKEY" --version | head -1)"
 "$dir/respbench" -addr "127.0.0.1:$rp" -pid "$rpid" -ref "127.0.0.1:$vp" -ref-pid "$vpid" \
 	-bytes "$bytes" -rounds "${BENCH_ROUNDS:-3}" \
-	-sizes "${BENCH_SIZES:-256K,1M}" -rows "${BENCH_ROWS:-${BENCH_CLIENTS:-16}x${BENCH_PIPELINE:-4},8x1}"
+	-sizes "${BENCH_SIZES:-256K,1M}" -rows "${BENCH_ROWS:-${BENCH_CLIENTS:-16}x${BENCH_PIPELINE:-4},8x1}" \
+	${disk_args[@]+"${disk_args[@]}"}

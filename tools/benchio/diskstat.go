@@ -20,6 +20,7 @@ import (
 type diskCounters struct {
 	readIOs, readMerges, readSectors    uint64
 	writeIOs, writeMerges, writeSectors uint64
+	readTicks, writeTicks               uint64 // milliseconds requests of that direction spent in the block layer and the disk
 	discardIOs, discardSectors          uint64
 	flushIOs                            uint64
 }
@@ -55,7 +56,7 @@ func parseDiskStat(s string) (diskCounters, error) {
 		}
 		v[i] = n
 	}
-	c := diskCounters{readIOs: v[0], readMerges: v[1], readSectors: v[2], writeIOs: v[4], writeMerges: v[5], writeSectors: v[6]}
+	c := diskCounters{readIOs: v[0], readMerges: v[1], readSectors: v[2], readTicks: v[3], writeIOs: v[4], writeMerges: v[5], writeSectors: v[6], writeTicks: v[7]}
 	if len(v) >= 15 {
 		c.discardIOs, c.discardSectors = v[11], v[13]
 	}
@@ -91,13 +92,14 @@ type diskDelta struct {
 	mergesPerMiB  float64 // requests merged into others (block-layer merges) per MiB the disk moved
 	discardPerMiB float64 // discard requests per MiB the disk moved
 	bytesRatio    float64 // disk bytes ÷ tool bytes
+	msPerReq      float64 // mean time a request spent from the block layer to its completion, ms
 	flushes       uint64
 }
 
 func diffDisk(a, b diskCounters, write bool, bytes int64) diskDelta {
-	ios, merges, sectors := b.readIOs-a.readIOs, b.readMerges-a.readMerges, b.readSectors-a.readSectors
+	ios, merges, sectors, ticks := b.readIOs-a.readIOs, b.readMerges-a.readMerges, b.readSectors-a.readSectors, b.readTicks-a.readTicks
 	if write {
-		ios, merges, sectors = b.writeIOs-a.writeIOs, b.writeMerges-a.writeMerges, b.writeSectors-a.writeSectors
+		ios, merges, sectors, ticks = b.writeIOs-a.writeIOs, b.writeMerges-a.writeMerges, b.writeSectors-a.writeSectors, b.writeTicks-a.writeTicks
 	}
 	if bytes <= 0 || sectors == 0 {
 		return diskDelta{}
@@ -105,14 +107,14 @@ func diffDisk(a, b diskCounters, write bool, bytes int64) diskDelta {
 	mib := float64(sectors) / 2048
 	return diskDelta{ok: true, reqPerMiB: float64(ios) / mib, kibPerReq: float64(sectors) / 2 / float64(max(ios, 1)),
 		mergesPerMiB: float64(merges) / mib, discardPerMiB: float64(b.discardIOs-a.discardIOs) / mib,
-		bytesRatio: float64(sectors) * 512 / float64(bytes), flushes: b.flushIOs - a.flushIOs}
+		bytesRatio: float64(sectors) * 512 / float64(bytes), msPerReq: float64(ticks) / float64(max(ios, 1)), flushes: b.flushIOs - a.flushIOs}
 }
 
 func (d diskDelta) String() string {
 	if !d.ok {
 		return "disk n/a"
 	}
-	s := fmt.Sprintf("disk %.2f req/MiB %.0f KiB/req %.2f merges/MiB bytes %.2f", d.reqPerMiB, d.kibPerReq, d.mergesPerMiB, d.bytesRatio)
+	s := fmt.Sprintf("disk %.2f req/MiB %.0f KiB/req %.2f ms/req %.2f merges/MiB bytes %.2f", d.reqPerMiB, d.kibPerReq, d.msPerReq, d.mergesPerMiB, d.bytesRatio)
 	if d.discardPerMiB > 0.005 {
 		s += fmt.Sprintf(" %.2f discards/MiB", d.discardPerMiB)
 	}

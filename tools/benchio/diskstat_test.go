@@ -14,8 +14,8 @@ func TestParseDiskStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := diskCounters{readIOs: 389897, readMerges: 22963, readSectors: 139594429, writeIOs: 577133, writeMerges: 208460,
-		writeSectors: 497609771, discardIOs: 98393, discardSectors: 201023160, flushIOs: 41082}
+	want := diskCounters{readIOs: 389897, readMerges: 22963, readSectors: 139594429, readTicks: 826500, writeIOs: 577133, writeMerges: 208460,
+		writeSectors: 497609771, writeTicks: 4305778, discardIOs: 98393, discardSectors: 201023160, flushIOs: 41082}
 	if c != want {
 		t.Fatalf("got %+v, want %+v", c, want)
 	}
@@ -27,12 +27,13 @@ func TestParseDiskStat(t *testing.T) {
 	}
 }
 
-// 64 MiB written by the tool, 1024 requests of 64 KiB with 512 merges reached the disk.
+// 64 MiB written by the tool, 1024 requests of 64 KiB with 512 merges reached the disk and
+// spent 2048 ms there in all (2 ms each).
 func TestDiffDisk(t *testing.T) {
-	a := diskCounters{writeIOs: 10, writeMerges: 5, writeSectors: 100}
-	b := diskCounters{writeIOs: 10 + 1024, writeMerges: 5 + 512, writeSectors: 100 + 64<<11}
+	a := diskCounters{writeIOs: 10, writeMerges: 5, writeSectors: 100, writeTicks: 7}
+	b := diskCounters{writeIOs: 10 + 1024, writeMerges: 5 + 512, writeSectors: 100 + 64<<11, writeTicks: 7 + 2048, readTicks: 99}
 	d := diffDisk(a, b, true, 64<<20)
-	if !d.ok || d.reqPerMiB != 16 || d.kibPerReq != 64 || d.mergesPerMiB != 8 || d.bytesRatio != 1 {
+	if !d.ok || d.reqPerMiB != 16 || d.kibPerReq != 64 || d.mergesPerMiB != 8 || d.bytesRatio != 1 || d.msPerReq != 2 {
 		t.Fatalf("%+v", d)
 	}
 	if d := diffDisk(a, b, false, 64<<20); d.ok {

@@ -11,18 +11,28 @@
 // (8x1: its resp adapter keeps 8 connections with one command in flight each, distinct
 // keys). Every GET is checked: length and the value's first and last bytes, which encode
 // the key.
+//
+// With -disk-file (rbctl's cache file), each round also measures what the disk itself gives
+// the GET pattern, right after rbctl's GETs: fio reading the same bytes (n values of the
+// value size, random offsets, O_DIRECT through io_uring) at the row's depth (clients ×
+// pipeline). valkey answers from RAM; rbctl reads every GET from the disk, so where the disk's
+// rate is below valkey's, rbctl/valkey cannot reach 1 and rbctl/disk says how close the
+// server comes to the device.
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"sort"
 	"strconv"
@@ -50,6 +60,8 @@ func main() {
 	total := flag.Int64("bytes", 1<<30, "bytes SET (then GET) per size, round and server")
 	rounds := flag.Int("rounds", 3, "rounds per size")
 	rowsFlag := flag.String("rows", "", "client patterns CxP, comma-separated (default: -clients x -pipeline, then LMCache's 8x1)")
+	diskFile := flag.String("disk-file", "", "rbctl's cache file: measure the disk's own rate for each GET pattern with fio ('' to skip)")
+	fioBin := flag.String("fio", "fio", "fio binary for -disk-file")
 	flag.Parse()
 	t.name, ref.name = "rbctl", "valkey"
 	if *clients < 1 || *pipeline < 1 || *rounds < 1 || *total < 1 {
@@ -60,6 +72,14 @@ func main() {
 	rows, err := parseRows(*rowsFlag, *clients, *pipeline)
 	if err != nil {
 		fail(err)
+	}
+	if *diskFile != "" {
+		if _, err := os.Stat(*diskFile); err != nil {
+			fail(fmt.Errorf("-disk-file: %w", err))
+		}
+		if _, err := exec.LookPath(*fioBin); err != nil {
+			fail(fmt.Errorf("-disk-file needs fio: %w", err))
+		}
 	}
 	if len(rows) > 3 {
 		fail(errors.New("-rows: at most 3 rows (each round's keys carry the row in one hex digit pair)"))
@@ -74,6 +94,7 @@ func main() {
 			ratios := map[string][]float64{}
 			cpu := map[string][]float64{}
 			lat := map[string][]time.Duration{}
+			var disk []float64 // rbctl's GET rate ÷ the disk's, per round
 			for r := 0; r < *rounds; r++ {
 				order := []target{t, ref}
 				if r%2 == 1 {
@@ -97,10 +118,22 @@ func main() {
 						}
 						fmt.Printf("  size %s %s round %d %-6s %s: %.2f GB/s\n", s, row, r+1, tg.name, op, gbps)
 					}
+					if tg.name == t.name && *diskFile != "" {
+						gbps, err := diskRead(ctx, *fioBin, *diskFile, int64(n)*int64(size), size, row.clients*row.pipeline)
+						if err != nil {
+							fail(fmt.Errorf("fio on %s, %s %s round %d: %w", *diskFile, s, row, r+1, err))
+						}
+						disk = append(disk, rate[t.name+"GET"]/gbps)
+						fmt.Printf("  size %s %s round %d disk   read (fio, depth %d): %.2f GB/s\n", s, row, r+1, row.clients*row.pipeline, gbps)
+					}
 				}
 				for _, op := range []string{"SET", "GET"} {
 					ratios[op] = append(ratios[op], rate[t.name+op]/rate[ref.name+op])
 				}
+			}
+			if len(disk) > 0 {
+				fmt.Printf("resp-bench GET %s clients=%d pipeline=%d: ratio rbctl/disk median %.2f (rounds %s); the disk: fio random reads of %s at depth %d on rbctl's cache file\n",
+					s, row.clients, row.pipeline, median(disk), list(disk), s, row.clients*row.pipeline)
 			}
 			for _, op := range []string{"SET", "GET"} {
 				fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio rbctl/valkey median %.2f (rounds %s); CPU s/GB rbctl %s, valkey %s; latency p50/p99/p99.9 rbctl %s, valkey %s\n",
@@ -316,4 +349,38 @@ func list(v []float64) string {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "respbench:", err)
 	os.Exit(1)
+}
+
+// diskRead runs fio reading total bytes from file in random reads of size at depth (one job,
+// io_uring, O_DIRECT, read-only) and returns its GB/s.
+func diskRead(ctx context.Context, fio, file string, total int64, size, depth int) (float64, error) {
+	out, err := exec.CommandContext(ctx, fio, "--name=disk", "--filename="+file, "--readonly",
+		"--ioengine=io_uring", "--direct=1", "--rw=randread", fmt.Sprintf("--bs=%d", size),
+		fmt.Sprintf("--iodepth=%d", depth), fmt.Sprintf("--io_size=%d", total), "--output-format=json").Output()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s", err, out)
+	}
+	return fioReadGBps(out)
+}
+
+// fioReadGBps is the read rate of the first job of fio's JSON output.
+func fioReadGBps(out []byte) (float64, error) {
+	// fio may print notes before its JSON.
+	if i := bytes.IndexByte(out, '{'); i > 0 {
+		out = out[i:]
+	}
+	var r struct {
+		Jobs []struct {
+			Read struct {
+				BwBytes float64 `json:"bw_bytes"`
+			} `json:"read"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return 0, fmt.Errorf("fio output: %w", err)
+	}
+	if len(r.Jobs) == 0 || r.Jobs[0].Read.BwBytes <= 0 {
+		return 0, errors.New("fio output: no read rate")
+	}
+	return r.Jobs[0].Read.BwBytes / 1e9, nil
 }

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+// fio's JSON (trimmed from fio-3.33), after a note fio printed first.
+func TestFioReadGBps(t *testing.T) {
+	out := []byte(`note: both iodepth >= 1 and synchronous I/O engine are selected
+{"fio version": "fio-3.33", "jobs": [{"jobname": "disk", "read": {"io_bytes": 268435456, "bw_bytes": 1855000000, "iops": 7076.3}}]}`)
+	got, err := fioReadGBps(out)
+	if err != nil || math.Abs(got-1.855) > 1e-9 {
+		t.Fatalf("got %v, %v; want 1.855", got, err)
+	}
+	if _, err := fioReadGBps([]byte(`{"jobs": [{"read": {"bw_bytes": 0}}]}`)); err == nil {
+		t.Error("a zero read rate was taken")
+	}
+	if _, err := fioReadGBps([]byte(`fio: failed`)); err == nil {
+		t.Error("output without JSON was taken")
+	}
+}
