@@ -13,9 +13,9 @@
 // the key.
 //
 // With -disk-file (rbctl's cache file), each round also measures what the disk itself gives
-// the GET pattern, right after rbctl's GETs: fio reading the same bytes (n values of the
-// value size, random offsets, O_DIRECT through io_uring) at the row's depth (clients ×
-// pipeline). valkey answers from RAM; rbctl reads every GET from the disk, so where the disk's
+// the GET pattern, right after rbctl's GETs: fio reading as many bytes as the GETs moved, in
+// reads of the value size at random offsets of the file (O_DIRECT through io_uring), at the
+// row's depth (clients × pipeline). valkey answers from RAM; rbctl reads every GET from the disk, so where the disk's
 // rate is below valkey's, rbctl/valkey cannot reach 1 and rbctl/disk says how close the
 // server comes to the device.
 package main
@@ -354,11 +354,14 @@ func fail(err error) {
 // diskRead runs fio reading total bytes from file in random reads of size at depth (one job,
 // io_uring, O_DIRECT, read-only) and returns its GB/s.
 func diskRead(ctx context.Context, fio, file string, total int64, size, depth int) (float64, error) {
-	out, err := exec.CommandContext(ctx, fio, "--name=disk", "--filename="+file, "--readonly",
+	cmd := exec.CommandContext(ctx, fio, "--name=disk", "--filename="+file, "--readonly",
 		"--ioengine=io_uring", "--direct=1", "--rw=randread", fmt.Sprintf("--bs=%d", size),
-		fmt.Sprintf("--iodepth=%d", depth), fmt.Sprintf("--io_size=%d", total), "--output-format=json").Output()
+		fmt.Sprintf("--iodepth=%d", depth), fmt.Sprintf("--io_size=%d", total), "--output-format=json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s", err, out)
+		return 0, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return fioReadGBps(out)
 }
