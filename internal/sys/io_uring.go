@@ -82,6 +82,9 @@ const (
 	IORING_SQ_TASKRUN     = 1 << 2
 )
 
+// CQ ring flags (the word at cq_off.flags, written by the application).
+const IORING_CQ_EVENTFD_DISABLED = 1 << 0 // 5.8
+
 // io_uring_enter flags.
 const (
 	IORING_ENTER_GETEVENTS       = 1 << 0
@@ -97,6 +100,8 @@ const (
 	IORING_UNREGISTER_BUFFERS    = 1
 	IORING_REGISTER_FILES        = 2
 	IORING_UNREGISTER_FILES      = 3
+	IORING_REGISTER_EVENTFD      = 4 // 5.1
+	IORING_UNREGISTER_EVENTFD    = 5
 	IORING_REGISTER_PROBE        = 8
 	IORING_REGISTER_ENABLE_RINGS = 12
 )

@@ -3,9 +3,11 @@ package uring
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rbctl/rbctl/internal/sys"
@@ -33,18 +35,25 @@ var ErrRingFailed = errors.New("io_uring executor: ring failed")
 // Executor owns one Ring on a goroutine locked to its OS thread and runs Batches handed to it
 // by Run from any goroutine, keeping up to Depth items in flight across all of them. Items
 // are matched to completions by an index into a preallocated op table carried in user_data.
-// The goroutine sleeps in io_uring_enter; new work wakes it through an eventfd the ring polls.
+// On a DEFER_TASKRUN ring the goroutine waits in the Go netpoller, on an eventfd registered
+// with the ring that the kernel signals when completion work is queued and callers signal
+// for new work (see WaitsInPoller). Elsewhere it sleeps in io_uring_enter, and new work wakes
+// it through a second eventfd the ring polls.
 type Executor struct {
-	depth int
-	efd   int
-	flags uint32
-	feats uint32
-	probe *Probe
+	depth  int
+	efd    int
+	flags  uint32
+	feats  uint32
+	probe  *Probe
+	poller bool         // waits in the netpoller (see WaitsInPoller)
+	parked atomic.Int64 // waits in the netpoller (tests)
 
 	mu       sync.Mutex
 	queue    []*job
 	sleeping bool // the owner waits in the kernel and must be woken for new work
 	inKernel bool // the owner waits in the kernel, possibly at full depth (Do wakes it anyway)
+	inPoller bool // ... and waits in the netpoller: wake it through cfd, not efd
+	cfd      int  // the eventfd registered with the ring (with poller)
 	closing  bool
 	failed   error // why the ring failed (wraps ErrRingFailed); set once, with closing
 	exited   chan struct{}
@@ -144,6 +153,12 @@ func (e *Executor) Features() uint32 { return e.feats }
 // Probe is the ring's opcode probe (nil before Linux 5.6).
 func (e *Executor) Probe() *Probe { return e.probe }
 
+// WaitsInPoller reports whether the Executor waits for completions in the Go netpoller
+// rather than inside io_uring_enter. A goroutine in a system call keeps its P until the
+// runtime takes it back (20 µs to 10 ms); in the netpoller the thread holds none, so the
+// callers it has just woken (queued on its P) and other goroutines run while it waits.
+func (e *Executor) WaitsInPoller() bool { return e.poller }
+
 // Run performs every item of b and returns when all have completed. It returns ErrClosed if
 // the Executor is closed, and an error wrapping ErrRingFailed if the ring failed while b was
 // queued or in flight (the items it could not finish were completed with a negative errno
@@ -212,19 +227,27 @@ func (e *Executor) enqueue(j *job) error {
 	// A batch waits for a free slot, which only a completion brings; a Do needs no slot,
 	// so it wakes the owner even at full depth.
 	wake := e.sleeping || (j.fn != nil && e.inKernel)
+	poller := e.inPoller
 	if wake {
 		e.sleeping, e.inKernel = false, false
 	}
 	e.mu.Unlock()
 	if wake {
-		e.wake()
+		e.wake(poller)
 	}
 	return nil
 }
 
-func (e *Executor) wake() {
+// wake wakes the owner from its wait: in the kernel through the eventfd its ring polls; in
+// the netpoller through the registered eventfd itself (the ring's poll would signal that
+// one from inside the eventfd's own wake-up, which the kernel defers to an RCU callback).
+func (e *Executor) wake(poller bool) {
 	one := [8]byte{1}
-	unix.Write(e.efd, one[:]) // EAGAIN only if the counter is saturated: the poll fires anyway
+	fd := e.efd
+	if poller {
+		fd = e.cfd
+	}
+	unix.Write(fd, one[:]) // EAGAIN only if the counter is saturated: it is readable anyway
 }
 
 // Close waits for queued and in-flight work to finish, then tears the ring down. After a ring
@@ -233,11 +256,11 @@ func (e *Executor) Close() error {
 	e.mu.Lock()
 	already := e.closing
 	e.closing = true
-	wake := e.sleeping
+	wake, poller := e.sleeping, e.inPoller
 	e.sleeping = false
 	e.mu.Unlock()
 	if !already && wake {
-		e.wake()
+		e.wake(poller)
 	}
 	<-e.exited
 	return nil
@@ -255,6 +278,14 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 	defer unix.Close(e.efd)
 	defer r.Close()
 	e.flags, e.feats, e.probe = r.Flags(), r.Features(), r.Probe()
+	var poller syscall.RawConn
+	if !opt.KernelWait && e.flags&sys.IORING_SETUP_DEFER_TASKRUN != 0 {
+		// Without the poller the ring waits in the kernel as on any other ring.
+		if f, rc, err := pollOn(r); err == nil {
+			defer f.Close()
+			poller, e.poller, e.cfd = rc, true, int(f.Fd())
+		}
+	}
 	ready <- nil
 
 	table := make([]opSlot, e.depth)
@@ -268,7 +299,7 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 		retry         []opSlot
 		finished      []*job // batches complete since the last refill
 		inflight      int
-		pollArmed     bool
+		pollArmed     = poller != nil // callers wake a netpoller wait through cfd: no ring poll
 		efdBuf        [8]byte
 	)
 	for {
@@ -348,18 +379,26 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 		// we could take more work (below depth).
 		// Items left unprepared here wait for a free slot, which only a completion brings.
 		var wait uint32
+		inPoller := poller != nil
 		e.mu.Lock()
 		if len(e.queue) == 0 && (e.closing == closing) {
 			wait = 1
 			e.sleeping = inflight < e.depth
 			e.inKernel = true
+			e.inPoller = inPoller
 		}
 		e.mu.Unlock()
 		e.account(inflight) // the depth after the refill, through the wait
-		_, err := r.SubmitAndWait(wait)
+		var err error
+		if wait == 1 && inPoller {
+			e.parked.Add(1)
+			err = waitInPoller(r, poller)
+		} else {
+			_, err = r.SubmitAndWait(wait)
+		}
 		if wait == 1 {
 			e.mu.Lock()
-			e.sleeping, e.inKernel = false, false
+			e.sleeping, e.inKernel, e.inPoller = false, false, false
 			e.mu.Unlock()
 		}
 		if err != nil && !isTransient(err) {
@@ -403,6 +442,133 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 			return
 		}
 	}
+}
+
+// pollOn registers a new eventfd with r and returns a netpoller handle on it (closing the
+// file closes the eventfd), its signals off until waitInPoller turns them on.
+func pollOn(r *Ring) (*os.File, syscall.RawConn, error) {
+	cfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, nil, err
+	}
+	f := os.NewFile(uintptr(cfd), "io_uring completions") // non-blocking: the netpoller takes it
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		f.Close() // not pollable
+		return nil, nil, err
+	}
+	rc, err := f.SyscallConn()
+	if err == nil {
+		err = r.RegisterEventfd(cfd)
+	}
+	if err == nil {
+		if err = signalsDeferredWork(r, cfd); err == nil && !r.SetEventfdSignals(false) {
+			err = errors.New("io_uring executor: no IORING_CQ_EVENTFD_DISABLED")
+		}
+		if err != nil {
+			sys.IoUringRegister(r.Fd(), sys.IORING_UNREGISTER_EVENTFD, nil, 0)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, rc, nil
+}
+
+// waitInPoller turns the registered eventfd's signals on, submits what is prepared and,
+// unless completions are then ready, parks the goroutine in the netpoller until the kernel
+// signals completion work or a caller writes that eventfd (see wake); then it runs the
+// completion work so the CQ holds what finished. Work
+// queued before the signals were on is run by the first io_uring_enter, and only the read
+// that ends the park clears the eventfd: a signal left from an earlier wait only costs a
+// turn of the loop.
+func waitInPoller(r *Ring, rc syscall.RawConn) error {
+	r.SetEventfdSignals(true)
+	defer r.SetEventfdSignals(false)
+	if _, err := r.SubmitAndWait(0); err != nil { // GETEVENTS: runs queued completion work
+		return err
+	}
+	if r.CQReady() > 0 {
+		return nil
+	}
+	var buf [8]byte
+	if err := rc.Read(func(fd uintptr) bool {
+		_, err := unix.Read(int(fd), buf[:])
+		return err != unix.EAGAIN
+	}); err != nil {
+		return fmt.Errorf("io_uring executor: waiting on the eventfd: %w", err)
+	}
+	_, err := r.Submit()
+	return err
+}
+
+// signalsDeferredWork checks that the kernel signals efd, registered with the DEFER_TASKRUN
+// ring r, when completion work is queued for the issuer (Linux 6.2, and 6.1's stable
+// updates): it arms a poll on a fresh eventfd, fires it, and waits up to a second for efd
+// without entering the ring; then it reaps the poll's completion. Without the signal the
+// Executor would sleep through its completions, so it waits in the kernel instead.
+func signalsDeferredWork(r *Ring, efd int) error {
+	tfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tfd)
+	sqe, ok := r.GetSQE()
+	if !ok {
+		return errors.New("io_uring executor: no SQE for the eventfd probe")
+	}
+	sqe.SetOpcode(sys.IORING_OP_POLL_ADD)
+	sqe.SetFd(int32(tfd))
+	sqe.SetOpFlags(unix.POLLIN)
+	sqe.SetUserData(wakeTag)
+	if _, err := r.Submit(); err != nil {
+		return err
+	}
+	one := [8]byte{1}
+	unix.Write(tfd, one[:])
+	pfd := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
+	n, perr := unix.Poll(pfd, 1000)
+	for errors.Is(perr, unix.EINTR) {
+		n, perr = unix.Poll(pfd, 1000)
+	}
+	if err := r.Wait(1); err != nil { // the poll has fired: its completion is certain
+		return err
+	}
+	var c [1]CQE
+	r.Reap(c[:])
+	var buf [8]byte
+	unix.Read(efd, buf[:])
+	if perr != nil {
+		return perr
+	}
+	if n == 0 {
+		return errors.New("io_uring executor: the kernel does not signal a registered eventfd for deferred completion work")
+	}
+	return nil
+}
+
+// waitInPoller submits what is prepared and, unless completions are ready, parks the
+// goroutine in the netpoller until the eventfd is signalled (by the kernel queueing
+// completion work, or by a caller's new work), then runs the completion work so that the
+// CQ holds what finished. Only the read that ends the park clears the eventfd, and the
+// queue and the ring are looked at again after it: a signal set since the last look (a
+// caller's wake-up, or completion work the kernel queued) is never cleared unseen; one
+// already answered only costs a turn of the loop.
+func (e *Executor) waitInPoller(r *Ring, rc syscall.RawConn, buf *[8]byte) error {
+	if _, err := r.SubmitAndWait(0); err != nil { // GETEVENTS: runs queued completion work
+		return err
+	}
+	if r.CQReady() > 0 {
+		return nil
+	}
+	if err := rc.Read(func(fd uintptr) bool {
+		_, err := unix.Read(int(fd), buf[:])
+		return err != unix.EAGAIN
+	}); err != nil {
+		return fmt.Errorf("io_uring executor: waiting on the eventfd: %w", err)
+	}
+	_, err := r.Submit()
+	return err
 }
 
 // fail ends the loop after a ring failure (cause): it stops taking work, completes every

@@ -2,6 +2,7 @@ package uring
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/rbctl/rbctl/internal/sys"
@@ -55,6 +56,33 @@ func (r *Ring) UnregisterFiles() error {
 		return fmt.Errorf("io_uring: unregister files: %w", err)
 	}
 	return nil
+}
+
+// RegisterEventfd has the kernel signal the eventfd fd when completions are posted and, on a
+// DEFER_TASKRUN ring, when completion work is queued for the issuer to run (which it does in
+// its next io_uring_enter with GETEVENTS) (IORING_REGISTER_EVENTFD, 5.1).
+func (r *Ring) RegisterEventfd(fd int) error {
+	v := int32(fd)
+	if _, err := sys.IoUringRegister(r.fd, sys.IORING_REGISTER_EVENTFD, unsafe.Pointer(&v), 1); err != nil {
+		return fmt.Errorf("io_uring: register eventfd: %w", err)
+	}
+	return nil
+}
+
+// SetEventfdSignals turns the registered eventfd's signals on or off
+// (IORING_CQ_EVENTFD_DISABLED, 5.8); it reports false where the kernel has no such switch.
+// Work queued while they are off is not signalled later: look at the ring after turning
+// them on.
+func (r *Ring) SetEventfdSignals(on bool) bool {
+	if r.cqFlags == nil {
+		return false
+	}
+	f := atomic.LoadUint32(r.cqFlags) &^ sys.IORING_CQ_EVENTFD_DISABLED
+	if !on {
+		f |= sys.IORING_CQ_EVENTFD_DISABLED
+	}
+	atomic.StoreUint32(r.cqFlags, f)
+	return true
 }
 
 // Probe is the kernel's list of supported opcodes (IORING_REGISTER_PROBE, 5.6).

@@ -89,7 +89,7 @@ func main() {
 	flag.BoolVar(&c.fixed, "fixed", true, "register the buffer pool (fixed reads/writes, as the engine does)")
 	flag.StringVar(&c.fio, "fio", "fio", "fio binary ('' to skip fio)")
 	flag.IntVar(&c.rounds, "rounds", 8, "rounds per case (the order rotates; each round is printed, the rows give medians)")
-	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN), coop, sqpoll")
+	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN, waiting in the Go netpoller: the default's wait), defer-kwait (the same, waiting inside io_uring_enter), coop, sqpoll")
 	flag.BoolVar(&c.engine, "engine", true, "add the engine-put/engine-get rows (engine.PutMany/LoadManyInto, deallocate on)")
 	flag.DurationVar(&c.gap, "gap", 0, "idle time before every run (the kernel finishes tearing down the last run's rings and registrations)")
 	flag.BoolVar(&c.register, "engine-register", true, "engine-get registers its load buffers (engine.RegisterMemory); false: plain reads into unregistered memory")
@@ -347,6 +347,8 @@ func uringOptions(c config) (blockdev.UringOptions, error) {
 		uopt.Ring = &uring.Options{SingleIssuer: true, BestEffort: true}
 	case "defer":
 		uopt.Ring = &uring.Options{SingleIssuer: true, DeferTaskrun: true, BestEffort: true}
+	case "defer-kwait":
+		uopt.Ring = &uring.Options{SingleIssuer: true, DeferTaskrun: true, BestEffort: true, KernelWait: true}
 	case "coop":
 		uopt.Ring = &uring.Options{CoopTaskrun: true, BestEffort: true}
 	case "sqpoll":
