@@ -11,7 +11,8 @@
 //     DEFER_TASKRUN are legal) and runs Batches handed to it from any goroutine, keeping up to
 //     its depth in flight, matching completions through an index into a preallocated op
 //     table (user_data never holds a Go pointer), and re-preparing items that ask for it
-//     (short transfers).
+//     (short transfers). On a DEFER_TASKRUN ring it waits in the Go netpoller on an eventfd
+//     registered with the ring, so its thread holds no P while it waits.
 //
 // Memory the kernel reads or writes asynchronously must not move: use memory from
 // blockdev.Alloc (outside the Go heap) or pin it with runtime.Pinner until its CQE arrives.

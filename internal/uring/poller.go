@@ -1,0 +1,141 @@
+package uring
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/rbctl/rbctl/internal/sys"
+	"golang.org/x/sys/unix"
+)
+
+// The Executor's wait in the Go netpoller (see Executor.WaitsInPoller, docs/io_uring.md).
+
+// pollOn registers a new eventfd with r and returns a netpoller handle on it (closing the
+// file closes the eventfd), its signals off until waitInPoller turns them on.
+func pollOn(r *Ring) (*os.File, syscall.RawConn, error) {
+	cfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, nil, err
+	}
+	f := os.NewFile(uintptr(cfd), "io_uring completions") // non-blocking: the netpoller takes it
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		f.Close() // not pollable
+		return nil, nil, err
+	}
+	rc, err := f.SyscallConn()
+	if err == nil {
+		err = r.RegisterEventfd(cfd)
+	}
+	if err == nil {
+		if err = signalsDeferredWork(r, cfd); err == nil && !r.SetEventfdSignals(false) {
+			err = errors.New("io_uring executor: no IORING_CQ_EVENTFD_DISABLED")
+		}
+		if err != nil {
+			sys.IoUringRegister(r.Fd(), sys.IORING_UNREGISTER_EVENTFD, nil, 0)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, rc, nil
+}
+
+// waitInPoller turns the registered eventfd's signals on, submits what is prepared and,
+// unless completions are then ready, parks the goroutine in the netpoller until the kernel
+// signals completion work or a caller writes that eventfd (see wake); then it runs the
+// completion work so the CQ holds what finished. Work
+// queued before the signals were on is run by the first io_uring_enter, and only the read
+// that ends the park clears the eventfd: a signal left from an earlier wait only costs a
+// turn of the loop.
+func waitInPoller(r *Ring, rc syscall.RawConn) error {
+	r.SetEventfdSignals(true)
+	defer r.SetEventfdSignals(false)
+	if _, err := r.SubmitAndWait(0); err != nil { // GETEVENTS: runs queued completion work
+		return err
+	}
+	if r.CQReady() > 0 {
+		return nil
+	}
+	var buf [8]byte
+	if err := rc.Read(func(fd uintptr) bool {
+		_, err := unix.Read(int(fd), buf[:])
+		return err != unix.EAGAIN
+	}); err != nil {
+		return fmt.Errorf("io_uring executor: waiting on the eventfd: %w", err)
+	}
+	_, err := r.Submit()
+	return err
+}
+
+// signalsDeferredWork checks that the kernel signals efd, registered with the DEFER_TASKRUN
+// ring r, when completion work is queued for the issuer (Linux 6.2, and 6.1's stable
+// updates): it arms a poll on a fresh eventfd, fires it, and waits up to a second for efd
+// without entering the ring; then it reaps the poll's completion. Without the signal the
+// Executor would sleep through its completions, so it waits in the kernel instead.
+func signalsDeferredWork(r *Ring, efd int) error {
+	tfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tfd)
+	sqe, ok := r.GetSQE()
+	if !ok {
+		return errors.New("io_uring executor: no SQE for the eventfd probe")
+	}
+	sqe.SetOpcode(sys.IORING_OP_POLL_ADD)
+	sqe.SetFd(int32(tfd))
+	sqe.SetOpFlags(unix.POLLIN)
+	sqe.SetUserData(wakeTag)
+	if _, err := r.Submit(); err != nil {
+		return err
+	}
+	one := [8]byte{1}
+	unix.Write(tfd, one[:])
+	pfd := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
+	n, perr := unix.Poll(pfd, 1000)
+	for errors.Is(perr, unix.EINTR) {
+		n, perr = unix.Poll(pfd, 1000)
+	}
+	if err := r.Wait(1); err != nil { // the poll has fired: its completion is certain
+		return err
+	}
+	var c [1]CQE
+	r.Reap(c[:])
+	var buf [8]byte
+	unix.Read(efd, buf[:])
+	if perr != nil {
+		return perr
+	}
+	if n == 0 {
+		return errors.New("io_uring executor: the kernel does not signal a registered eventfd for deferred completion work")
+	}
+	return nil
+}
+
+// waitInPoller submits what is prepared and, unless completions are ready, parks the
+// goroutine in the netpoller until the eventfd is signalled (by the kernel queueing
+// completion work, or by a caller's new work), then runs the completion work so that the
+// CQ holds what finished. Only the read that ends the park clears the eventfd, and the
+// queue and the ring are looked at again after it: a signal set since the last look (a
+// caller's wake-up, or completion work the kernel queued) is never cleared unseen; one
+// already answered only costs a turn of the loop.
+func (e *Executor) waitInPoller(r *Ring, rc syscall.RawConn, buf *[8]byte) error {
+	if _, err := r.SubmitAndWait(0); err != nil { // GETEVENTS: runs queued completion work
+		return err
+	}
+	if r.CQReady() > 0 {
+		return nil
+	}
+	if err := rc.Read(func(fd uintptr) bool {
+		_, err := unix.Read(int(fd), buf[:])
+		return err != unix.EAGAIN
+	}); err != nil {
+		return fmt.Errorf("io_uring executor: waiting on the eventfd: %w", err)
+	}
+	_, err := r.Submit()
+	return err
+}
