@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/rbctl/rbctl/internal/sys"
 	"golang.org/x/sys/unix"
@@ -73,38 +75,38 @@ func waitInPoller(r *Ring, rc syscall.RawConn) error {
 
 // signalsDeferredWork checks that the kernel signals efd, registered with the DEFER_TASKRUN
 // ring r, when completion work is queued for the issuer (Linux 6.2, and 6.1's stable
-// updates): it arms a poll on a fresh eventfd, fires it, and waits up to a second for efd
-// without entering the ring; then it reaps the poll's completion. Without the signal the
-// Executor would sleep through its completions, so it waits in the kernel instead.
+// updates): it submits a 1 µs timeout, which completes from a timer interrupt as block I/O
+// does from the disk's, and waits up to a second for efd without entering the ring; then
+// it reaps the timeout's completion. Without the signal the Executor would sleep through
+// its completions, so it waits in the kernel instead. (A poll on a pipe written from this
+// thread was signalled 15–20 ms late here: each Executor started that much later.)
 func signalsDeferredWork(r *Ring, efd int) error {
-	tfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(tfd)
 	sqe, ok := r.GetSQE()
 	if !ok {
 		return errors.New("io_uring executor: no SQE for the eventfd probe")
 	}
-	sqe.SetOpcode(sys.IORING_OP_POLL_ADD)
-	sqe.SetFd(int32(tfd))
-	sqe.SetOpFlags(unix.POLLIN)
+	ts := &unix.Timespec{Nsec: 1000}
+	sqe.SetOpcode(sys.IORING_OP_TIMEOUT)
+	sqe.SetAddr(uint64(uintptr(unsafe.Pointer(ts))))
+	sqe.SetLen(1)
 	sqe.SetUserData(wakeTag)
-	if _, err := r.Submit(); err != nil {
+	_, err := r.Submit() // the kernel copies the timespec while it prepares the SQE
+	runtime.KeepAlive(ts)
+	if err != nil {
 		return err
 	}
-	one := [8]byte{1}
-	unix.Write(tfd, one[:])
 	pfd := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
 	n, perr := unix.Poll(pfd, 1000)
 	for errors.Is(perr, unix.EINTR) {
 		n, perr = unix.Poll(pfd, 1000)
 	}
-	if err := r.Wait(1); err != nil { // the poll has fired: its completion is certain
+	if err := r.Wait(1); err != nil { // the timeout expires: its completion is certain
 		return err
 	}
 	var c [1]CQE
-	r.Reap(c[:])
+	if n := r.Reap(c[:]); n != 1 || c[0].UserData != wakeTag || c[0].Res != -int32(unix.ETIME) {
+		return fmt.Errorf("io_uring executor: the eventfd probe's timeout completed as %d CQEs, res %d", n, c[0].Res)
+	}
 	var buf [8]byte
 	unix.Read(efd, buf[:])
 	if perr != nil {
@@ -114,28 +116,4 @@ func signalsDeferredWork(r *Ring, efd int) error {
 		return errors.New("io_uring executor: the kernel does not signal a registered eventfd for deferred completion work")
 	}
 	return nil
-}
-
-// waitInPoller submits what is prepared and, unless completions are ready, parks the
-// goroutine in the netpoller until the eventfd is signalled (by the kernel queueing
-// completion work, or by a caller's new work), then runs the completion work so that the
-// CQ holds what finished. Only the read that ends the park clears the eventfd, and the
-// queue and the ring are looked at again after it: a signal set since the last look (a
-// caller's wake-up, or completion work the kernel queued) is never cleared unseen; one
-// already answered only costs a turn of the loop.
-func (e *Executor) waitInPoller(r *Ring, rc syscall.RawConn, buf *[8]byte) error {
-	if _, err := r.SubmitAndWait(0); err != nil { // GETEVENTS: runs queued completion work
-		return err
-	}
-	if r.CQReady() > 0 {
-		return nil
-	}
-	if err := rc.Read(func(fd uintptr) bool {
-		_, err := unix.Read(int(fd), buf[:])
-		return err != unix.EAGAIN
-	}); err != nil {
-		return fmt.Errorf("io_uring executor: waiting on the eventfd: %w", err)
-	}
-	_, err := r.Submit()
-	return err
 }
