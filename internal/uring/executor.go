@@ -374,8 +374,8 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 			finished = finished[:0]
 		}
 
-		// Sleep in the kernel unless new work is already queued. Callers wake us only while
-		// we could take more work (below depth).
+		// Wait (in the netpoller, or in the kernel) unless new work is already queued.
+		// Callers wake us only while we could take more work (below depth).
 		// Items left unprepared here wait for a free slot, which only a completion brings.
 		var wait uint32
 		inPoller := poller != nil
