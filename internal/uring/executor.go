@@ -225,21 +225,19 @@ func (e *Executor) enqueue(j *job) error {
 	e.queue = append(e.queue, j)
 	// A batch waits for a free slot, which only a completion brings; a Do needs no slot,
 	// so it wakes the owner even at full depth.
-	wake := e.sleeping || (j.fn != nil && e.inKernel)
-	poller := e.inPoller
-	if wake {
+	if e.sleeping || (j.fn != nil && e.inKernel) {
 		e.sleeping, e.inKernel = false, false
+		e.wake(e.inPoller)
 	}
 	e.mu.Unlock()
-	if wake {
-		e.wake(poller)
-	}
 	return nil
 }
 
 // wake wakes the owner from its wait: in the kernel through the eventfd its ring polls; in
 // the netpoller through the registered eventfd itself (the ring's poll would signal that
 // one from inside the eventfd's own wake-up, which the kernel defers to an RCU callback).
+// Callers hold e.mu: the owner cannot then finish the work, exit and close the eventfd
+// before the write, which would otherwise land on whatever file reused its number.
 func (e *Executor) wake(poller bool) {
 	one := [8]byte{1}
 	fd := e.efd
@@ -255,12 +253,11 @@ func (e *Executor) Close() error {
 	e.mu.Lock()
 	already := e.closing
 	e.closing = true
-	wake, poller := e.sleeping, e.inPoller
+	if !already && e.sleeping {
+		e.wake(e.inPoller)
+	}
 	e.sleeping = false
 	e.mu.Unlock()
-	if !already && wake {
-		e.wake(poller)
-	}
 	<-e.exited
 	return nil
 }

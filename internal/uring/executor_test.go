@@ -478,10 +478,12 @@ func TestExecutorSerialBatchesNeverStall(t *testing.T) {
 					// A liveness check, not a speed one: 20 s without a single batch finishing.
 					for w := range callers {
 						if n := progress[w].Load(); n == last[w] && n < runs {
-							e.wake(false) // so that Close, in the cleanup, does not wait for ever too
+							e.mu.Lock() // wake both waits, so that Close, in the cleanup, does not wait for ever too
+							e.wake(false)
 							if e.WaitsInPoller() {
 								e.wake(true)
 							}
+							e.mu.Unlock()
 							t.Fatalf("caller %d stalled after %d of %d batches (poller %v)", w, n, runs, e.WaitsInPoller())
 						}
 						last[w] = progress[w].Load()

@@ -49,10 +49,9 @@ func pollOn(r *Ring) (*os.File, syscall.RawConn, error) {
 // waitInPoller turns the registered eventfd's signals on, submits what is prepared and,
 // unless completions are then ready, parks the goroutine in the netpoller until the kernel
 // signals completion work or a caller writes that eventfd (see wake); then it runs the
-// completion work so the CQ holds what finished. Work
-// queued before the signals were on is run by the first io_uring_enter, and only the read
-// that ends the park clears the eventfd: a signal left from an earlier wait only costs a
-// turn of the loop.
+// completion work so the CQ holds what finished. Work queued before the signals were on is
+// run by the first io_uring_enter, and only the read that ends the park clears the eventfd:
+// a signal left from an earlier wait only costs a turn of the loop.
 func waitInPoller(r *Ring, rc syscall.RawConn) error {
 	r.SetEventfdSignals(true)
 	defer r.SetEventfdSignals(false)

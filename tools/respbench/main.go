@@ -15,9 +15,9 @@
 // With -disk-file (rbctl's cache file), each round also measures what the disk itself gives
 // the GET pattern, right after rbctl's GETs: fio reading as many bytes as the GETs moved, in
 // reads of the value size at random offsets of the file (O_DIRECT through io_uring), at the
-// row's depth (clients × pipeline). valkey answers from RAM; rbctl reads every GET from the disk, so where the disk's
-// rate is below valkey's, rbctl/valkey cannot reach 1 and rbctl/disk says how close the
-// server comes to the device.
+// row's depth (clients × pipeline). valkey answers from RAM; rbctl reads every GET from the
+// disk, so where the disk's rate is below valkey's, rbctl/valkey cannot reach 1 and
+// rbctl/disk says how close the server comes to the device.
 package main
 
 import (
