@@ -20,16 +20,38 @@ func FuzzReadRequest(f *testing.F) {
 	f.Add([]byte{1, 0xff, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) // unknown flags
 	f.Add([]byte{1, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{})
+	b, _ = AppendLookup(nil, "secret", []string{"m@0x0@ab", "m@0x0@cd"})
+	f.Add(b)
+	b, _ = AppendLookup(nil, "", []string{"k"})
+	f.Add(b)
+	f.Add([]byte{2, 0, 1, 0, 0xff, 0xff, 0, 0})            // a token above its bound
+	f.Add([]byte{2, 0, 1, 0, 0, 0, 0, 0, 0xff, 0xff, 'k'}) // a key longer than its bytes
+	f.Add([]byte{2, 1, 1, 0, 0, 0, 0, 0, 1, 0, 'k'})       // flags on a lookup
+	f.Add([]byte{2, 0, 1, 0, 0, 0, 1, 0, 1, 0, 'k'})       // reserved field set
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		req, err := ReadRequest(r)
 		if err != nil {
 			return
 		}
+		used := len(data) - r.Len()
+		if req.Keys != nil {
+			total := len(req.Token)
+			for _, k := range req.Keys {
+				total += 2 + len(k)
+			}
+			if len(req.Keys) > MaxBatch || total > MaxLookupBytes || used > lookupHead+MaxLookupBytes || req.Indexes != nil {
+				t.Fatalf("decoded a lookup of %d keys, %d bytes (%d read), %d indexes", len(req.Keys), total, used, len(req.Indexes))
+			}
+			again, err := AppendLookup(nil, req.Token, req.Keys)
+			if err != nil || !bytes.Equal(again, data[:used]) {
+				t.Fatalf("re-encoding differs: %x vs %x (%v)", again, data[:used], err)
+			}
+			return
+		}
 		if len(req.Indexes) == 0 || len(req.Indexes) > MaxBatch || req.Flags&^flagsKnown != 0 {
 			t.Fatalf("decoded %d indexes, flags %#x", len(req.Indexes), uint8(req.Flags))
 		}
-		used := len(data) - r.Len()
 		again, err := AppendRequest(nil, req)
 		if err != nil || !bytes.Equal(again, data[:used]) {
 			t.Fatalf("re-encoding differs: %x vs %x (%v)", again, data[:used], err)

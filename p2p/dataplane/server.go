@@ -58,6 +58,9 @@ type ServerConfig struct {
 	// TLS, when set, wraps every connection in TLS before the hello (tls.go); the
 	// handshake counts against HandshakeTimeout. nil: plain TCP.
 	TLS *tls.Config
+	// NoLookups keeps the server from announcing lookup requests (lookup.go) even when
+	// its Source takes them: clients then take their leases on the control plane.
+	NoLookups bool
 }
 
 func (c *ServerConfig) defaults() error {
@@ -95,6 +98,7 @@ type ServerStats struct {
 	Conns, ConnsRefused, BadFrames int64
 	Chunks, Bytes, Busy, Failed    int64
 	Requests                       int64 // requests answered (a fetch of up to MaxBatch chunks each)
+	Lookups, LookupsRefused        int64 // of them lookup requests; those refused (StatusRefused)
 	TLSFailed                      int64 // connections whose TLS handshake failed
 	// Unproven: stranger connections closed for sending no valid request in time.
 	Unproven int64
@@ -106,6 +110,7 @@ type Server struct {
 	cfg      ServerConfig
 	waiter   LeaseWaiter   // nil: the source takes no request flags
 	releaser LeaseReleaser // set when waiter is
+	leaser   KeyLeaser     // nil: the server takes no lookup requests
 
 	bufs chan []byte   // free chunk buffers (allocated on first use)
 	sem  chan struct{} // one token per buffer
@@ -119,7 +124,7 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	accepted, refused, badFrames, chunks, sentBytes, busy, failed, unproven atomic.Int64
-	tlsFailed, requests                                                     atomic.Int64
+	tlsFailed, requests, lookups, refusedLookups                            atomic.Int64
 }
 
 // NewServer builds a server over src.
@@ -138,6 +143,9 @@ func NewServer(src Source, cfg ServerConfig) (*Server, error) {
 	r, rok := src.(LeaseReleaser)
 	if wok && rok {
 		s.waiter, s.releaser = w, r
+		if kl, ok := src.(KeyLeaser); ok && !cfg.NoLookups {
+			s.leaser = kl
+		}
 	}
 	return s, nil
 }
@@ -245,7 +253,8 @@ func (s *Server) Close() error {
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Conns: s.accepted.Load(), ConnsRefused: s.refused.Load(), BadFrames: s.badFrames.Load(),
 		Chunks: s.chunks.Load(), Bytes: s.sentBytes.Load(), Busy: s.busy.Load(), Failed: s.failed.Load(),
-		TLSFailed: s.tlsFailed.Load(), Unproven: s.unproven.Load(), Requests: s.requests.Load()}
+		TLSFailed: s.tlsFailed.Load(), Unproven: s.unproven.Load(), Requests: s.requests.Load(),
+		Lookups: s.lookups.Load(), LookupsRefused: s.refusedLookups.Load()}
 }
 
 func (s *Server) serveConn(c net.Conn, cs *connState) {
@@ -268,6 +277,9 @@ func (s *Server) serveConn(c net.Conn, cs *connState) {
 	if s.waiter != nil {
 		feat |= featLeaseFlags
 	}
+	if s.leaser != nil {
+		feat |= featLookups
+	}
 	if _, err := c.Write(appendHelloAckFlags(nil, feat, uint32(s.cfg.MaxChunk))); err != nil {
 		return
 	}
@@ -288,6 +300,20 @@ func (s *Server) serveConn(c net.Conn, cs *connState) {
 			return
 		}
 		s.requests.Add(1)
+		if req.Keys != nil {
+			if s.leaser == nil {
+				s.badFrames.Add(1) // a request this server never announced
+				return
+			}
+			if err := s.answerLookup(c, fw, req, cs); err != nil {
+				return
+			}
+			if cs.stranger && !time.Now().Before(cs.proveBy) {
+				s.unproven.Add(1)
+				return
+			}
+			continue
+		}
 		if req.Flags != 0 && s.waiter == nil {
 			s.badFrames.Add(1) // flags this server never announced
 			return

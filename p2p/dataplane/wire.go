@@ -24,12 +24,15 @@ const (
 	requestHead  = 12 // type u8, flags u8, count u16, lease u64
 	chunkHeadLen = 16 // status u8, reserved [3], index u32, size u32, crc u32
 
-	reqFetch = 1
+	reqFetch  = 1
+	reqLookup = 2 // lookup.go
 
 	// featLeaseFlags, in a server's hello ack flags: it takes the request flags below. A
 	// client sends them only to a server that announced it (an older one refuses a request
 	// whose flags byte is not 0), so no Version bump: both sides still speak version 1.
 	featLeaseFlags = 1 << 0
+	// featLookups, in a server's hello ack flags: it takes lookup requests (lookup.go).
+	featLookups = 1 << 1
 
 	// MaxBatch is the most chunk indexes one request may name.
 	MaxBatch = 256
@@ -46,7 +49,9 @@ const (
 	StatusBadIndex Status = 2 // index outside the lease's hits
 	StatusReadErr  Status = 3 // the source could not read the chunk (device error, checksum)
 	StatusBusy     Status = 4 // the source's transfer budget is exhausted
-	statusMax             = StatusBusy
+	StatusMiss     Status = 5 // lookup requests: the source holds no lease on this key (not held, or after a key it does not hold)
+	StatusRefused  Status = 6 // lookup requests: the request's token, or one of its keys, is refused
+	statusMax             = StatusRefused
 )
 
 func (s Status) String() string {
@@ -61,6 +66,10 @@ func (s Status) String() string {
 		return "read failed"
 	case StatusBusy:
 		return "busy"
+	case StatusMiss:
+		return "not held"
+	case StatusRefused:
+		return "refused"
 	}
 	return fmt.Sprintf("status %d", uint8(s))
 }
@@ -94,11 +103,16 @@ const (
 	flagsKnown        = FlagWait | FlagRelease
 )
 
-// Request asks for chunks of a lease, by their index in the lease's hit list.
+// Request asks for chunks of a lease, by their index in the lease's hit list; or, a
+// lookup request (Keys set; lookup.go), for the chunks of keys, which the server leases
+// for the request's own length.
 type Request struct {
 	Lease   uint64
 	Flags   Flags
 	Indexes []uint32
+
+	Keys  []string // a lookup request: 1..MaxBatch keys (Lease, Flags and Indexes unset)
+	Token string   // a lookup request's access token ("": none)
 }
 
 // ChunkHeader precedes each chunk's bytes in a response (in request order).
@@ -177,18 +191,24 @@ func AppendRequest(b []byte, r Request) ([]byte, error) {
 	return b, nil
 }
 
-// ReadRequest decodes one request from r, reading at most requestHead+4*MaxBatch bytes.
+// ReadRequest decodes one request from r: a fetch, reading at most requestHead+4*MaxBatch
+// bytes, or a lookup (readLookup), at most lookupHead+MaxLookupBytes.
 func ReadRequest(r io.Reader) (Request, error) {
 	var h [requestHead]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
+	if _, err := io.ReadFull(r, h[:4]); err != nil {
 		return Request{}, err
 	}
-	if h[0] != reqFetch || Flags(h[1])&^flagsKnown != 0 {
-		return Request{}, fmt.Errorf("%w: request type %d flags %#x", ErrFrame, h[0], h[1])
-	}
 	n := int(binary.LittleEndian.Uint16(h[2:]))
-	if n == 0 || n > MaxBatch {
+	switch {
+	case h[0] == reqLookup && h[1] == 0:
+		return readLookup(r, h[:4], n)
+	case h[0] != reqFetch || Flags(h[1])&^flagsKnown != 0:
+		return Request{}, fmt.Errorf("%w: request type %d flags %#x", ErrFrame, h[0], h[1])
+	case n == 0 || n > MaxBatch:
 		return Request{}, fmt.Errorf("%w: %d indexes (1..%d)", ErrTooLarge, n, MaxBatch)
+	}
+	if _, err := io.ReadFull(r, h[4:]); err != nil {
+		return Request{}, noEOF(err)
 	}
 	body := make([]byte, 4*n)
 	if _, err := io.ReadFull(r, body); err != nil {

@@ -49,6 +49,10 @@ type Config struct {
 	BackoffBase, BackoffMax time.Duration
 	// DataIdle: pooled data-plane connections idle longer than this are closed (default 30 s).
 	DataIdle time.Duration
+	// NoDataLookups: this node's data plane does not take lookup requests (a fetch in one
+	// data-plane round trip, datalookup.go), so its peers take leases on the control plane
+	// as nodes before it did (tests, and comparing the two).
+	NoDataLookups bool
 
 	// SeparateReplicas writes chunks stored after a peer fetch with ReplicaHandle instead of
 	// the engine policy's choice (false, the default: a replica is placed like the tenant's

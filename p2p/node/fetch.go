@@ -41,7 +41,8 @@ func (n *Node) fetchMissing(ctx context.Context, keys []engine.Key, missing []in
 // fetchFrom runs one peer fetch: lookup-and-lock, pull over the data plane, verify, store
 // locally, release. It returns the verified payloads of the leading keys the peer had; any
 // failure ends the prefix there and is counted. With a pooled data connection to a peer
-// that takes request flags the pull is asked for first (fetchEarly).
+// that takes lookup requests the whole fetch is one data-plane request (fetchLookup); to
+// one that takes request flags the pull is asked for first (fetchEarly).
 func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) [][]byte {
 	r, err := n.peers.get(peer)
 	if err != nil {
@@ -56,10 +57,17 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) 
 	fctx, cancel := context.WithTimeout(ctx, n.opts.FetchTimeout)
 	defer cancel()
 	var payloads [][]byte
-	if early, id := n.sendEarly(fctx, r, len(keys)); early != nil {
-		payloads = n.fetchEarly(ctx, fctx, r, peer, keys, early, id)
+	if c := r.idleConn(n.opts.DataIdle); c != nil && c.TakesLookups() {
+		payloads = n.fetchLookup(fctx, r, peer, keys, c)
 	} else {
-		payloads = n.fetchAfter(ctx, fctx, r, peer, keys)
+		if c != nil {
+			r.keep(c) // for sendEarly
+		}
+		if early, id := n.sendEarly(fctx, r, len(keys)); early != nil {
+			payloads = n.fetchEarly(ctx, fctx, r, peer, keys, early, id)
+		} else {
+			payloads = n.fetchAfter(ctx, fctx, r, peer, keys)
+		}
 	}
 	if len(payloads) == 0 {
 		return nil

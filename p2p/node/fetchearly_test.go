@@ -34,7 +34,9 @@ func getPeer(t *testing.T, n *Node, size int, idx ...int) []Result {
 // data plane releases every lease (no Unlock call), pins and all.
 func TestEarlyFetchReleasesOnTheDataPlane(t *testing.T) {
 	ea := newEngine(t, nil)
-	a := startNode(t, ea, fastOptions("a", nil))
+	oa := fastOptions("a", nil)
+	oa.NoDataLookups = true // the early path, not a lookup request (datalookup_test.go)
+	a := startNode(t, ea, oa)
 	ob := fastOptions("b", NewStaticDirectory(a.Peer()))
 	ob.FetchOnly = true // every Get fetches
 	b := startNode(t, newEngine(t, nil), ob)
@@ -64,7 +66,7 @@ func TestEarlyFetchReleasesOnTheDataPlane(t *testing.T) {
 	if sa["leases_released"] != 5 || a.leases.releasedData.Load() != 5 || sa["leases_expired"] != 0 {
 		t.Fatalf("a released %d leases, %d on the data plane: %v", sa["leases_released"], a.leases.releasedData.Load(), sa)
 	}
-	if st := a.data.Stats(); st.Requests != 5 || st.BadFrames != 0 {
+	if st := a.data.Stats(); st.Requests != 5 || st.BadFrames != 0 || st.Lookups != 0 {
 		t.Fatalf("a's data plane: %+v", st)
 	}
 	for i := range 4 {
@@ -83,6 +85,7 @@ func TestEarlyFetchReleasesOnTheDataPlane(t *testing.T) {
 func TestEarlyFetchMissAndCorruption(t *testing.T) {
 	var corrupt atomic.Bool
 	oa := fastOptions("a", nil)
+	oa.NoDataLookups = true // the early path (datalookup_test.go has the lookup's)
 	oa.TamperData = func(_ uint32, p []byte) {
 		if corrupt.Load() {
 			p[len(p)/2] ^= 1

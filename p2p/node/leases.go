@@ -33,7 +33,8 @@ type leaseTable struct {
 	gone    goneIDs                  // ids that will not be granted: waiters answer at once
 
 	granted, released, expired, refused atomic.Int64
-	releasedData                        atomic.Int64 // of released: by the data plane (FlagRelease)
+	releasedData                        atomic.Int64 // of released: by the data plane (FlagRelease, lookup requests)
+	grantedData                         atomic.Int64 // of granted: to lookup requests on the data plane
 }
 
 func newLeaseTable(eng *sharded.Cache, l *Limits) *leaseTable {

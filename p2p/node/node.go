@@ -116,6 +116,7 @@ func NewSharded(c *sharded.Cache, opts Config) (*Node, error) {
 		MaxChunk: n.maxChunk, MaxConns: opts.DataMaxConns, MaxInflightBytes: opts.DataMaxInflightBytes,
 		BusyWait: opts.DataBusyWait, Tamper: opts.TamperData, TLS: opts.dataServerTLS(), Trusted: n.trusted, Reserved: opts.Limits.DataReserved,
 		ProveTimeout: opts.Limits.DataProveTimeout, StrangersPerIP: opts.Limits.DataStrangersPerIP,
+		NoLookups: opts.NoDataLookups,
 	})
 	if err != nil {
 		return nil, err

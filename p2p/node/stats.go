@@ -109,6 +109,7 @@ func (n *Node) Stats() Stats {
 		"leases_expired": n.leases.expired.Load(), "leases_active": int64(n.leases.active()),
 		"served_chunks": dp.Chunks, "served_bytes": dp.Bytes, "served_busy": dp.Busy, "served_failed": dp.Failed,
 		"data_conns": dp.Conns, "data_conns_refused": dp.ConnsRefused, "data_bad_frames": dp.BadFrames,
+		"data_lookups": dp.Lookups, "data_lookups_refused": dp.LookupsRefused, "leases_granted_data": n.leases.grantedData.Load(),
 		"max_payload_bytes": int64(n.maxChunk), // a setting, not a count: what Put accepts
 	}
 	m["evicted"], m["evicted_replicas"], m["evict_pinned_skips"] = n.evict.stats()

@@ -179,7 +179,7 @@ func peerFetchThroughput(b *testing.B, dev blockdev.Device, chunk, workers int, 
 	plain, stream := startPlainServer(b, ea, all), newTCPStream(b, chunk)
 	for b.Loop() {
 		var peerWall, peerCPU, rrWall, rrCPU, tcpWall, tcpCPU time.Duration
-		g0, r0, x0, d0 := a.leases.granted.Load(), a.leases.released.Load(), a.leases.releasedData.Load(), a.data.Stats()
+		g0, r0, x0, d0 := a.leases.granted.Load()-a.leases.grantedData.Load(), a.leases.released.Load(), a.leases.releasedData.Load(), a.data.Stats()
 		var nGets atomic.Int64
 		next := 0 // the next batch of keys, taken in turn by the Gets of all rounds
 		var mu sync.Mutex
@@ -229,11 +229,11 @@ func peerFetchThroughput(b *testing.B, dev blockdev.Device, chunk, workers int, 
 			w, c = stream.copy(b, total/rounds)
 			tcpWall, tcpCPU = tcpWall+w, tcpCPU+c
 		}
-		g1, r1, x1, d1 := a.leases.granted.Load(), a.leases.released.Load(), a.leases.releasedData.Load(), a.data.Stats()
+		g1, r1, x1, d1 := a.leases.granted.Load()-a.leases.grantedData.Load(), a.leases.released.Load(), a.leases.releasedData.Load(), a.data.Stats()
 		gb := float64(total) / 1e9
 		b.ReportMetric(gb/peerWall.Seconds(), "peer-GB/s")
 		b.ReportMetric(peerCPU.Seconds()/gb, "peer-cpu-s/GB")
-		ctl := float64(g1-g0) + float64(r1-r0) - float64(x1-x0) // lookups that took a lease, Unlock calls
+		ctl := float64(g1-g0) + float64(r1-r0) - float64(x1-x0) // control-plane lookups that took a lease, Unlock calls
 		b.ReportMetric(ctl/float64(nGets.Load()), "ctl-calls/Get")
 		b.ReportMetric(float64(d1.Requests-d0.Requests)/float64(nGets.Load()), "data-reqs/Get")
 		if rrWall == 0 {
