@@ -11,7 +11,9 @@
 # binary to measure instead of this tree's, e.g. an older commit's build), BENCH_SERVE_ARGS
 # (more `rbctl serve` flags, e.g. "--io-engine posix"). With fio installed, every round also
 # measures the disk's own rate for the GET pattern (fio random reads on the cache file at the
-# row's depth: the "rbctl/disk" line), since valkey answers from RAM and rbctl from the disk.
+# row's depth: the "rbctl/disk" line; and in the clients' own pattern, one fio job per client
+# at the row's pipeline depth: the "disk-jobs" line, with disk-jobs/valkey), since valkey
+# answers from RAM and rbctl from the disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VALKEY=$(command -v valkey-server || command -v redis-server || true)

@@ -17,7 +17,11 @@
 // reads of the value size at random offsets of the file (O_DIRECT through io_uring), at the
 // row's depth (clients × pipeline). valkey answers from RAM; rbctl reads every GET from the
 // disk, so where the disk's rate is below valkey's, rbctl/valkey cannot reach 1 and
-// rbctl/disk says how close the server comes to the device.
+// rbctl/disk says how close the server comes to the device. A row of several clients also
+// gets fio in the clients' own pattern (one job per client, each at the row's pipeline
+// depth: the "disk-jobs" lines): for LMCache's 8x1 that is 8 readers with one read in
+// flight each, which the disk serves more slowly than one reader at depth 8, and
+// disk-jobs/valkey says whether the disk alone, with no network at all, reaches valkey.
 package main
 
 import (
@@ -94,7 +98,9 @@ func main() {
 			ratios := map[string][]float64{}
 			cpu := map[string][]float64{}
 			lat := map[string][]time.Duration{}
-			var disk []float64 // rbctl's GET rate ÷ the disk's, per round
+			var disk []float64     // rbctl's GET rate ÷ the disk's, per round
+			var diskJobs []float64 // rbctl's GET rate ÷ the disk's in the clients' own pattern
+			var jobsRef []float64  // the disk's rate in the clients' pattern ÷ valkey's GET rate
 			for r := 0; r < *rounds; r++ {
 				order := []target{t, ref}
 				if r%2 == 1 {
@@ -125,15 +131,31 @@ func main() {
 						}
 						disk = append(disk, rate[t.name+"GET"]/gbps)
 						fmt.Printf("  size %s %s round %d disk   read (fio, depth %d): %.2f GB/s\n", s, row, r+1, row.clients*row.pipeline, gbps)
+						if row.clients > 1 {
+							jb, err := diskReadJobs(ctx, *fioBin, *diskFile, int64(n)*int64(size), size, row.clients, row.pipeline)
+							if err != nil {
+								fail(fmt.Errorf("fio on %s, %s %s round %d: %w", *diskFile, s, row, r+1, err))
+							}
+							rate["diskjobs"] = jb
+							diskJobs = append(diskJobs, rate[t.name+"GET"]/jb)
+							fmt.Printf("  size %s %s round %d disk   read (fio, %d jobs at depth %d): %.2f GB/s\n", s, row, r+1, row.clients, row.pipeline, jb)
+						}
 					}
 				}
 				for _, op := range []string{"SET", "GET"} {
 					ratios[op] = append(ratios[op], rate[t.name+op]/rate[ref.name+op])
 				}
+				if jb, ok := rate["diskjobs"]; ok {
+					jobsRef = append(jobsRef, jb/rate[ref.name+"GET"])
+				}
 			}
 			if len(disk) > 0 {
 				fmt.Printf("resp-bench GET %s clients=%d pipeline=%d: ratio rbctl/disk median %.2f (rounds %s); the disk: fio random reads of %s at depth %d on rbctl's cache file\n",
 					s, row.clients, row.pipeline, median(disk), list(disk), s, row.clients*row.pipeline)
+			}
+			if len(diskJobs) > 0 {
+				fmt.Printf("resp-bench GET %s clients=%d pipeline=%d: ratio rbctl/disk-jobs median %.2f (rounds %s), disk-jobs/valkey median %.2f (rounds %s); disk-jobs: fio, %d jobs each reading %s at depth %d (the clients' own pattern, no network)\n",
+					s, row.clients, row.pipeline, median(diskJobs), list(diskJobs), median(jobsRef), list(jobsRef), row.clients, s, row.pipeline)
 			}
 			for _, op := range []string{"SET", "GET"} {
 				fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio rbctl/valkey median %.2f (rounds %s); CPU s/GB rbctl %s, valkey %s; latency p50/p99/p99.9 rbctl %s, valkey %s\n",
@@ -366,7 +388,25 @@ func diskRead(ctx context.Context, fio, file string, total int64, size, depth in
 	return fioReadGBps(out)
 }
 
-// fioReadGBps is the read rate of the first job of fio's JSON output.
+// diskReadJobs is diskRead in the clients' own pattern: jobs fio jobs (each its own
+// io_uring) reading total bytes together, each at depth; the rate of the whole group.
+func diskReadJobs(ctx context.Context, fio, file string, total int64, size, jobs, depth int) (float64, error) {
+	per := max(total/int64(jobs)/int64(size), 1) * int64(size)
+	cmd := exec.CommandContext(ctx, fio, "--name=disk", "--filename="+file, "--readonly",
+		"--ioengine=io_uring", "--direct=1", "--rw=randread", fmt.Sprintf("--bs=%d", size),
+		fmt.Sprintf("--numjobs=%d", jobs), "--group_reporting",
+		fmt.Sprintf("--iodepth=%d", depth), fmt.Sprintf("--io_size=%d", per), "--output-format=json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return fioReadGBps(out)
+}
+
+// fioReadGBps is the read rate of the first job of fio's JSON output (with
+// --group_reporting, the group's).
 func fioReadGBps(out []byte) (float64, error) {
 	// fio may print notes before its JSON.
 	if i := bytes.IndexByte(out, '{'); i > 0 {
