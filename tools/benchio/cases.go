@@ -266,8 +266,12 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 		if c.fio != "" {
 			vs := ""
 			if write && eref == toolFioReplay {
-				vs = fmt.Sprintf("; reference fio-replay: fio writing the engine's recorded offsets and lengths (%s GB/s, CPU s/GB %s, mean in flight %s)",
-					num(toolFioReplay, false), num(toolFioReplay, true), depthOf(all, toolFioReplay))
+				fl := "its flushes not replayed"
+				if c.replayFlushes {
+					fl = fmt.Sprintf("with its %d flushes as datasyncs", wlog.flushes())
+				}
+				vs = fmt.Sprintf("; reference fio-replay: fio writing the engine's recorded offsets and lengths, %s (%s GB/s, CPU s/GB %s, mean in flight %s)",
+					fl, num(toolFioReplay, false), num(toolFioReplay, true), depthOf(all, toolFioReplay))
 				if wb := roundRatios(all, toolEngine, ref); len(wb) > 0 {
 					vs += fmt.Sprintf("; against fio's random writes (%s) %.2f", toolNames[ref], median(wb))
 				}

@@ -61,17 +61,27 @@ func TestWriteIologRepeats(t *testing.T) {
 	var l writeLog
 	l.on.Store(true)
 	l.add([]blockdev.Op{{Write: true, Off: 4096, Buf: make([]byte, 8192)}, {Off: 0, Buf: make([]byte, 4096)}})
-	path, err := l.writeIolog("/dev/x", 3*8192)
-	if err != nil {
-		t.Fatal(err)
+	l.addFlush()
+	if l.flushes() != 1 {
+		t.Fatalf("%d flushes logged, want 1", l.flushes())
 	}
-	defer os.Remove(path)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "fio version 2 iolog\n/dev/x add\n/dev/x open\n" + strings.Repeat("/dev/x write 4096 8192\n", 3) + "/dev/x close\n"
-	if string(b) != want {
-		t.Fatalf("got\n%s\nwant\n%s", b, want)
+	for _, flushes := range []bool{false, true} {
+		path, err := l.writeIolog("/dev/x", 3*8192, flushes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(path)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one := "/dev/x write 4096 8192\n"
+		if flushes {
+			one += "/dev/x datasync 0 0\n"
+		}
+		want := "fio version 2 iolog\n/dev/x add\n/dev/x open\n" + strings.Repeat(one, 3) + "/dev/x close\n"
+		if string(b) != want {
+			t.Fatalf("flushes %v: got\n%s\nwant\n%s", flushes, b, want)
+		}
 	}
 }

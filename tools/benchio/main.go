@@ -51,26 +51,27 @@ import (
 )
 
 type config struct {
-	file        string
-	qd          int
-	runtime     time.Duration
-	ramp        time.Duration
-	batch       int // engine rows: keys per call
-	deviceBatch int // device row: slots per Submit
-	submitters  int
-	rings       int
-	fixed       bool
-	fio         string
-	rounds      int
-	ring        string
-	engine      bool
-	dealloc     bool
-	register    bool
-	vectored    bool
-	checksum    bool
-	gap         time.Duration
-	tools       []string // nil: every tool
-	fioMem      string   // fio's --mem: shmhuge or malloc (hugepages.go)
+	file          string
+	qd            int
+	runtime       time.Duration
+	ramp          time.Duration
+	batch         int // engine rows: keys per call
+	deviceBatch   int // device row: slots per Submit
+	submitters    int
+	rings         int
+	fixed         bool
+	fio           string
+	rounds        int
+	ring          string
+	engine        bool
+	dealloc       bool
+	replayFlushes bool
+	register      bool
+	vectored      bool
+	checksum      bool
+	gap           time.Duration
+	tools         []string // nil: every tool
+	fioMem        string   // fio's --mem: shmhuge or malloc (hugepages.go)
 }
 
 func main() {
@@ -96,6 +97,7 @@ func main() {
 	flag.BoolVar(&c.vectored, "engine-vectored", true, "engine-put writes aligned payloads without a copy (vectored writes); false: copies each payload behind its header")
 	flag.BoolVar(&c.checksum, "engine-checksum", true, "engine rows with payload checksums (false: for diagnosis only; the format's default is on)")
 	flag.BoolVar(&c.dealloc, "engine-deallocate", true, "engine rows with DeallocateOnDelete (false: for comparison)")
+	flag.BoolVar(&c.replayFlushes, "replay-flushes", true, "fio-replay replays the engine's flushes (its checkpoints') in their places as datasyncs, not only its writes (false: writes only)")
 	fioMem := flag.String("fio-mem", "auto", "fio's buffer memory: shmhuge (huge pages, as rbctl's buffers), malloc (4 KiB pages; rbctl's buffers then too), auto (shmhuge when enough huge pages are free)")
 	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed,fio-replay), for diagnosis")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")

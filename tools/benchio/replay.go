@@ -22,12 +22,42 @@ import (
 // maxLogged caps a write log (enough for several seconds at 64 KiB).
 const maxLogged = 1 << 20
 
-// writeLog collects the engine's writes while on is set.
+// writeLog collects the engine's writes while on is set, and its flushes (checkpoints make
+// their writes durable with one) as entries of length flushMark.
 type writeLog struct {
 	on   atomic.Bool
 	mu   sync.Mutex
 	offs []int64
 	lens []int
+}
+
+// flushMark is the length of a logged flush.
+const flushMark = -1
+
+// addFlush logs a flush, replayed as a datasync with -replay-flushes.
+func (l *writeLog) addFlush() {
+	if !l.on.Load() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.offs) < maxLogged {
+		l.offs = append(l.offs, 0)
+		l.lens = append(l.lens, flushMark)
+	}
+}
+
+// flushes is how many flushes the log holds.
+func (l *writeLog) flushes() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, x := range l.lens {
+		if x == flushMark {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *writeLog) add(ops []blockdev.Op) {
@@ -51,16 +81,16 @@ func (l *writeLog) add(ops []blockdev.Op) {
 const replayBytesPerSec = 8e9
 
 // writeIolog writes the log as a fio version 2 iolog replaying the writes on file, repeated
-// to hold at least want bytes.
-func (l *writeLog) writeIolog(file string, want int64) (string, error) {
+// to hold at least want bytes; with flushes, each logged flush in its place as a datasync.
+func (l *writeLog) writeIolog(file string, want int64, flushes bool) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.offs) == 0 {
-		return "", fmt.Errorf("no engine writes recorded to replay")
-	}
 	var logged int64
 	for _, n := range l.lens {
-		logged += int64(n)
+		logged += int64(max(n, 0))
+	}
+	if logged == 0 {
+		return "", fmt.Errorf("no engine writes recorded to replay")
 	}
 	reps := int(min((want+logged-1)/logged, 1000))
 	f, err := os.CreateTemp("", "benchio-*.iolog")
@@ -71,7 +101,12 @@ func (l *writeLog) writeIolog(file string, want int64) (string, error) {
 	fmt.Fprintf(w, "fio version 2 iolog\n%s add\n%s open\n", file, file)
 	for range max(reps, 1) {
 		for i, off := range l.offs {
-			fmt.Fprintf(w, "%s write %d %d\n", file, off, l.lens[i])
+			switch {
+			case l.lens[i] != flushMark:
+				fmt.Fprintf(w, "%s write %d %d\n", file, off, l.lens[i])
+			case flushes:
+				fmt.Fprintf(w, "%s datasync 0 0\n", file)
+			}
 		}
 	}
 	fmt.Fprintf(w, "%s close\n", file)
@@ -104,10 +139,18 @@ func (d benchDevice) Start(ops []blockdev.Op) blockdev.Started {
 	return d.UringDevice.Start(ops)
 }
 
+// Flush records the flush too: the engine's checkpoints end with one.
+func (d benchDevice) Flush() error {
+	if d.log != nil {
+		d.log.addFlush()
+	}
+	return d.UringDevice.Flush()
+}
+
 // fioReplay runs fio over the engine's recorded writes: io_uring, O_DIRECT, the same queue
 // depth and buffer memory as the other fio jobs, with registered buffers.
 func fioReplay(c config, bs int, log *writeLog) (result, error) {
-	path, err := log.writeIolog(c.file, int64(replayBytesPerSec*(c.ramp+c.runtime).Seconds()))
+	path, err := log.writeIolog(c.file, int64(replayBytesPerSec*(c.ramp+c.runtime).Seconds()), c.replayFlushes)
 	if err != nil {
 		return result{}, err
 	}
