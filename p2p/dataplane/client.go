@@ -140,6 +140,11 @@ func (c *Conn) Send(ctx context.Context, lease uint64, flags Flags, indexes []ui
 	if err != nil {
 		return err
 	}
+	return c.send(ctx, b)
+}
+
+// send writes an encoded request within ctx.
+func (c *Conn) send(ctx context.Context, b []byte) error {
 	defer c.bound(ctx)()
 	if _, err := c.c.Write(b); err != nil {
 		return ctxErr(ctx, err)

@@ -161,9 +161,5 @@ func (c *Conn) SendLookup(ctx context.Context, token string, keys []string) erro
 	if err != nil {
 		return err
 	}
-	defer c.bound(ctx)()
-	if _, err := c.c.Write(b); err != nil {
-		return ctxErr(ctx, err)
-	}
-	return nil
+	return c.send(ctx, b)
 }

@@ -36,6 +36,19 @@ func (s *keySource) LeaseKeys(_ netip.Addr, token string, keys []string) (uint64
 	return 7, n, StatusOK
 }
 
+// dialFor dials addr for the length of the test, within 10 s per test.
+func dialFor(t *testing.T, addr string) (context.Context, *Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	c, err := Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, c
+}
+
 func newKeySource(chunks [][]byte) *keySource {
 	return &keySource{leaseSource: newLeaseSource(chunks)}
 }
@@ -83,13 +96,7 @@ func TestLookupRoundTrip(t *testing.T) {
 func TestLookupRequests(t *testing.T) {
 	src := newKeySource([][]byte{bytes.Repeat([]byte{1}, 5000), []byte("second")})
 	s, addr := serve(t, src, ServerConfig{MaxChunk: 64 << 10})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialFor(t, addr)
 	if !c.TakesLookups() {
 		t.Fatal("a server over a KeyLeaser does not announce lookup requests")
 	}
@@ -141,13 +148,7 @@ func TestLookupRequests(t *testing.T) {
 // and one sent anyway is a bad frame that closes the connection.
 func TestNoLookups(t *testing.T) {
 	s, addr := serve(t, newKeySource([][]byte{[]byte("x")}), ServerConfig{MaxChunk: 1024, NoLookups: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialFor(t, addr)
 	if c.TakesLookups() || !c.TakesFlags() {
 		t.Fatalf("features %#x", c.features)
 	}

@@ -111,7 +111,11 @@ func (n *Node) fetchLookup(fctx context.Context, r *remote, peer p2p.Peer, keys 
 	r.keep(conn) // every answer was read: the connection is in step
 	if len(payloads) < len(frames) {
 		switch st := frames[len(payloads)].Status; st {
-		case dataplane.StatusOK, dataplane.StatusMiss: // the rest is not held, or too large here
+		case dataplane.StatusOK: // a chunk larger than this node's slots: the prefix ends there
+		case dataplane.StatusMiss: // the rest is not held
+			if len(payloads) == 0 {
+				n.c.peerEmpty.Add(1) // a directory false positive, or evicted since
+			}
 		case dataplane.StatusRefused:
 			n.peerFailed(r, peer, "lookup", &dataplane.ChunkError{Index: uint32(len(payloads)), Status: st})
 			return nil
@@ -119,9 +123,6 @@ func (n *Node) fetchLookup(fctx context.Context, r *remote, peer p2p.Peer, keys 
 			n.peerFailed(r, peer, "transfer", &dataplane.ChunkError{Index: uint32(len(payloads)), Status: st})
 			return payloads
 		}
-	}
-	if len(payloads) == 0 {
-		n.c.peerEmpty.Add(1) // a directory false positive, or evicted since
 	}
 	r.succeeded()
 	return payloads

@@ -157,3 +157,38 @@ func TestLookupRequestTokens(t *testing.T) {
 	}
 	eventually(t, "the lease released", func() bool { return a.leases.active() == 0 && locks(ea, 0) == 0 })
 }
+
+// A chunk larger than the requester's own slots ends the prefix there without a failure:
+// the chunks before it are delivered, and the lookup is not counted as empty.
+func TestLookupChunkLargerThanRequesterSlots(t *testing.T) {
+	ea := newEngine(t, nil)
+	a := startNode(t, ea, fastOptions("a", nil))
+	ob := fastOptions("b", NewStaticDirectory(a.Peer()))
+	ob.FetchOnly = true
+	b := startNode(t, newEngine(t, func(c *engine.Config) { c.SlotBytes = 4096 + 8192 }), ob)
+	sizes := []int{3000, 8000, 20000}
+	for i, sz := range sizes {
+		if _, err := a.Put([]engine.Key{keyN(i)}, [][]byte{payloadN(i, sz)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getPeer(t, b, 3000, 0) // dials: the control-plane lookup; the connection is pooled
+	res, err := b.Get(context.Background(), []engine.Key{keyN(1), keyN(2)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Source != Peer || !bytes.Equal(res[0].Payload, payloadN(1, 8000)) || res[1].Source != Miss {
+		t.Fatalf("sources %d %d, %d bytes", res[0].Source, res[1].Source, len(res[0].Payload))
+	}
+	res, _ = b.Get(context.Background(), []engine.Key{keyN(2)}, false)
+	if res[0].Source != Miss {
+		t.Fatalf("a chunk above b's slots: source %d", res[0].Source)
+	}
+	if st := a.data.Stats(); st.Lookups != 2 {
+		t.Fatalf("a's data plane: %+v", st)
+	}
+	if s := b.Stats().Counters; s["peer_lookup_empty"] != 0 || s["peer_errors"] != 0 {
+		t.Fatalf("b's counters: %v", s)
+	}
+	eventually(t, "a's leases all released", func() bool { return a.leases.active() == 0 })
+}

@@ -59,15 +59,10 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) 
 	var payloads [][]byte
 	if c := r.idleConn(n.opts.DataIdle); c != nil && c.TakesLookups() {
 		payloads = n.fetchLookup(fctx, r, peer, keys, c)
+	} else if early, id := n.sendEarly(fctx, r, c, len(keys)); early != nil {
+		payloads = n.fetchEarly(ctx, fctx, r, peer, keys, early, id)
 	} else {
-		if c != nil {
-			r.keep(c) // for sendEarly
-		}
-		if early, id := n.sendEarly(fctx, r, len(keys)); early != nil {
-			payloads = n.fetchEarly(ctx, fctx, r, peer, keys, early, id)
-		} else {
-			payloads = n.fetchAfter(ctx, fctx, r, peer, keys)
-		}
+		payloads = n.fetchAfter(ctx, fctx, r, peer, keys)
 	}
 	if len(payloads) == 0 {
 		return nil

@@ -15,11 +15,11 @@ import (
 // against their frame's checksum as they arrive and against the lease once its answer is
 // in; nothing is delivered before both.
 
-// sendEarly takes a pooled data connection to r and, when its server takes request flags,
-// sends it the request for chunks 0..count-1 of a lease id it proposes, to wait for and
-// release. nil when there is no such connection (the fetch dials after the lookup).
-func (n *Node) sendEarly(ctx context.Context, r *remote, count int) (*dataplane.Conn, uint64) {
-	c := r.idleConn(n.opts.DataIdle)
+// sendEarly, given c, a pooled data connection to r (nil: none), sends it the request for
+// chunks 0..count-1 of a lease id it proposes, to wait for and release, when its server
+// takes request flags. nil when it cannot (the fetch dials after the lookup; a connection
+// whose server takes no flags goes back to the pool).
+func (n *Node) sendEarly(ctx context.Context, r *remote, c *dataplane.Conn, count int) (*dataplane.Conn, uint64) {
 	if c == nil {
 		return nil, 0
 	}

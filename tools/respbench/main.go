@@ -125,14 +125,14 @@ func main() {
 						fmt.Printf("  size %s %s round %d %-6s %s: %.2f GB/s\n", s, row, r+1, tg.name, op, gbps)
 					}
 					if tg.name == t.name && *diskFile != "" {
-						gbps, err := diskRead(ctx, *fioBin, *diskFile, int64(n)*int64(size), size, row.clients*row.pipeline)
+						gbps, err := diskRead(ctx, *fioBin, *diskFile, int64(n)*int64(size), size, 1, row.clients*row.pipeline)
 						if err != nil {
 							fail(fmt.Errorf("fio on %s, %s %s round %d: %w", *diskFile, s, row, r+1, err))
 						}
 						disk = append(disk, rate[t.name+"GET"]/gbps)
 						fmt.Printf("  size %s %s round %d disk   read (fio, depth %d): %.2f GB/s\n", s, row, r+1, row.clients*row.pipeline, gbps)
 						if row.clients > 1 {
-							jb, err := diskReadJobs(ctx, *fioBin, *diskFile, int64(n)*int64(size), size, row.clients, row.pipeline)
+							jb, err := diskRead(ctx, *fioBin, *diskFile, int64(n)*int64(size), size, row.clients, row.pipeline)
 							if err != nil {
 								fail(fmt.Errorf("fio on %s, %s %s round %d: %w", *diskFile, s, row, r+1, err))
 							}
@@ -373,24 +373,11 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// diskRead runs fio reading total bytes from file in random reads of size at depth (one job,
-// io_uring, O_DIRECT, read-only) and returns its GB/s.
-func diskRead(ctx context.Context, fio, file string, total int64, size, depth int) (float64, error) {
-	cmd := exec.CommandContext(ctx, fio, "--name=disk", "--filename="+file, "--readonly",
-		"--ioengine=io_uring", "--direct=1", "--rw=randread", fmt.Sprintf("--bs=%d", size),
-		fmt.Sprintf("--iodepth=%d", depth), fmt.Sprintf("--io_size=%d", total), "--output-format=json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return 0, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	return fioReadGBps(out)
-}
-
-// diskReadJobs is diskRead in the clients' own pattern: jobs fio jobs (each its own
-// io_uring) reading total bytes together, each at depth; the rate of the whole group.
-func diskReadJobs(ctx context.Context, fio, file string, total int64, size, jobs, depth int) (float64, error) {
+// diskRead runs fio reading total bytes from file in random reads of size, jobs jobs (each
+// its own io_uring, O_DIRECT, read-only) at depth each, and returns the group's GB/s: one
+// job at the row's whole depth, or one per client at its pipeline depth (the clients' own
+// pattern).
+func diskRead(ctx context.Context, fio, file string, total int64, size, jobs, depth int) (float64, error) {
 	per := max(total/int64(jobs)/int64(size), 1) * int64(size)
 	cmd := exec.CommandContext(ctx, fio, "--name=disk", "--filename="+file, "--readonly",
 		"--ioengine=io_uring", "--direct=1", "--rw=randread", fmt.Sprintf("--bs=%d", size),
