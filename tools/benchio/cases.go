@@ -30,10 +30,12 @@ const (
 	// For engine-put: fio replaying the writes of the engine's last measured window
 	// (replay.go), the same offsets and lengths in the same order.
 	toolFioReplay
+	// For engine-put: rbctl's device path replaying the same writes (replay.go).
+	toolRbctlReplay
 	nTools
 )
 
-var toolNames = [nTools]string{"fio", "fio-fixed", "rbctl", "engine", "fio-payload", "fio-payload-fixed", "fio-replay"}
+var toolNames = [nTools]string{"fio", "fio-fixed", "rbctl", "engine", "fio-payload", "fio-payload-fixed", "fio-replay", "rbctl-replay"}
 
 // runOrder is the order of n tools in round r: row r of a Williams design (rows r mod n of
 // the square whose first row is 0, 1, n-1, 2, n-2, ...; for odd n the rows n..2n-1 are
@@ -134,6 +136,9 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 		if write && c.fio != "" {
 			tools = append(tools, toolFioReplay)
 		}
+		if write {
+			tools = append(tools, toolRbctlReplay)
+		}
 	}
 	if len(c.tools) > 0 { // -tools: a subset, for diagnosis
 		tools = slices.DeleteFunc(tools, func(t int) bool { return !slices.Contains(c.tools, toolNames[t]) })
@@ -149,7 +154,7 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 	// fio-replay replays the engine's last measured writes: one engine run before the rounds
 	// records the first log, every engine round replaces it.
 	var wlog *writeLog
-	if slices.Contains(tools, toolFioReplay) {
+	if slices.Contains(tools, toolFioReplay) || slices.Contains(tools, toolRbctlReplay) {
 		wlog = &writeLog{}
 		if _, _, err := engineRun(c, bs, true, wlog); err != nil {
 			fmt.Fprintf(os.Stderr, "benchio: engine %s bs=%s: recording writes for fio-replay: %v\n", rw, sizeName(bs), err)
@@ -178,6 +183,12 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 			order = append(order, toolNames[t])
 			time.Sleep(c.gap)
 			var err error
+			if c.settle {
+				if err := settle(c.file); err != nil {
+					fmt.Fprintf(os.Stderr, "benchio: settling %s before %s: %v\n", c.file, toolNames[t], err)
+					failed = true
+				}
+			}
 			switch t {
 			case toolFio, toolFioFixed:
 				got[t], err = fioRun(c, fioJob{bs: bs, write: write, fixed: t == toolFioFixed})
@@ -185,6 +196,8 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 				got[t], err = fioRun(c, payloadJob(bs, t == toolFioPayloadFixed))
 			case toolFioReplay:
 				got[t], err = fioReplay(c, bs, wlog)
+			case toolRbctlReplay:
+				got[t], err = rbctlReplay(c, wlog)
 			case toolDevice:
 				got[t], err = rbctlRun(c, bs, write)
 			case toolEngine:
@@ -263,6 +276,16 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 			fmt.Printf("  vs device row: %s ÷ %s %s median %.2f ci%.0f=%.2f-%.2f (rounds: %s)\n", name, rw, sizeName(bs),
 				median(dr), 100*math.Floor(100*cov)/100, lo, hi, fmtList(dr))
 		}
+		if rr := roundRatios(all, toolEngine, toolRbctlReplay); write && len(rr) > 0 {
+			// The same writes through rbctl's device path without the engine: the gap to
+			// fio-replay split into the engine's part and the ring path's.
+			line := fmt.Sprintf("  vs rbctl-replay (rbctl's device path writing the engine's recorded writes, %s GB/s, CPU s/GB %s, mean in flight %s): engine ÷ rbctl-replay %s",
+				num(toolRbctlReplay, false), num(toolRbctlReplay, true), depthOf(all, toolRbctlReplay), ratioCI(rr))
+			if fr := roundRatios(all, toolRbctlReplay, toolFioReplay); len(fr) > 0 {
+				line += "; rbctl-replay ÷ fio-replay " + ratioCI(fr)
+			}
+			fmt.Println(line)
+		}
 		if c.fio != "" {
 			vs := ""
 			if write && eref == toolFioReplay {
@@ -337,6 +360,12 @@ func roundRatios(all [][nTools]result, t, ref int) []float64 {
 		}
 	}
 	return v
+}
+
+// ratioCI prints the median of ratios with its interval and the rounds' values.
+func ratioCI(v []float64) string {
+	lo, hi, cov, _ := medianCI(v)
+	return fmt.Sprintf("median %.2f ci%.0f=%.2f-%.2f (rounds: %s)", median(v), 100*math.Floor(100*cov)/100, lo, hi, fmtList(v))
 }
 
 // printRow prints a result line: GB/s medians and the median of the rounds' ratios.

@@ -22,7 +22,7 @@ type diskCounters struct {
 	writeIOs, writeMerges, writeSectors uint64
 	readTicks, writeTicks               uint64 // milliseconds requests of that direction spent in the block layer and the disk
 	discardIOs, discardSectors          uint64
-	flushIOs                            uint64
+	flushIOs, flushTicks                uint64 // flush requests completed; milliseconds they spent
 }
 
 // diskStatPath is the stat file of the device holding path ("" when there is none, e.g. tmpfs).
@@ -61,7 +61,7 @@ func parseDiskStat(s string) (diskCounters, error) {
 		c.discardIOs, c.discardSectors = v[11], v[13]
 	}
 	if len(v) >= 17 {
-		c.flushIOs = v[15]
+		c.flushIOs, c.flushTicks = v[15], v[16]
 	}
 	return c, nil
 }
@@ -94,6 +94,7 @@ type diskDelta struct {
 	bytesRatio    float64 // disk bytes ÷ tool bytes
 	msPerReq      float64 // mean time a request spent from the block layer to its completion, ms
 	flushes       uint64
+	flushMs       uint64 // milliseconds the flushes spent, summed
 }
 
 func diffDisk(a, b diskCounters, write bool, bytes int64) diskDelta {
@@ -107,7 +108,7 @@ func diffDisk(a, b diskCounters, write bool, bytes int64) diskDelta {
 	mib := float64(sectors) / 2048
 	return diskDelta{ok: true, reqPerMiB: float64(ios) / mib, kibPerReq: float64(sectors) / 2 / float64(max(ios, 1)),
 		mergesPerMiB: float64(merges) / mib, discardPerMiB: float64(b.discardIOs-a.discardIOs) / mib,
-		bytesRatio: float64(sectors) * 512 / float64(bytes), msPerReq: float64(ticks) / float64(max(ios, 1)), flushes: b.flushIOs - a.flushIOs}
+		bytesRatio: float64(sectors) * 512 / float64(bytes), msPerReq: float64(ticks) / float64(max(ios, 1)), flushes: b.flushIOs - a.flushIOs, flushMs: b.flushTicks - a.flushTicks}
 }
 
 func (d diskDelta) String() string {
@@ -119,7 +120,7 @@ func (d diskDelta) String() string {
 		s += fmt.Sprintf(" %.2f discards/MiB", d.discardPerMiB)
 	}
 	if d.flushes > 0 {
-		s += fmt.Sprintf(" %d flushes", d.flushes)
+		s += fmt.Sprintf(" %d flushes (%d ms)", d.flushes, d.flushMs)
 	}
 	return s
 }

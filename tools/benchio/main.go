@@ -70,6 +70,7 @@ type config struct {
 	vectored      bool
 	checksum      bool
 	gap           time.Duration
+	settle        bool
 	tools         []string // nil: every tool
 	fioMem        string   // fio's --mem: shmhuge or malloc (hugepages.go)
 }
@@ -93,13 +94,14 @@ func main() {
 	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN, waiting in the Go netpoller: the default's wait), defer-kwait (the same, waiting inside io_uring_enter), coop, sqpoll")
 	flag.BoolVar(&c.engine, "engine", true, "add the engine-put/engine-get rows (engine.PutMany/LoadManyInto, deallocate on)")
 	flag.DurationVar(&c.gap, "gap", 0, "idle time before every run (the kernel finishes tearing down the last run's rings and registrations)")
+	flag.BoolVar(&c.settle, "settle", true, "flush the file before every run (and after the engine's fill), so that no run's flushes pay for the write-back of what ran before it (false: for comparison)")
 	flag.BoolVar(&c.register, "engine-register", true, "engine-get registers its load buffers (engine.RegisterMemory); false: plain reads into unregistered memory")
 	flag.BoolVar(&c.vectored, "engine-vectored", true, "engine-put writes aligned payloads without a copy (vectored writes); false: copies each payload behind its header")
 	flag.BoolVar(&c.checksum, "engine-checksum", true, "engine rows with payload checksums (false: for diagnosis only; the format's default is on)")
 	flag.BoolVar(&c.dealloc, "engine-deallocate", true, "engine rows with DeallocateOnDelete (false: for comparison)")
-	flag.BoolVar(&c.replayFlushes, "replay-flushes", true, "fio-replay replays the engine's flushes (its checkpoints') in their places as datasyncs, not only its writes (false: writes only)")
+	flag.BoolVar(&c.replayFlushes, "replay-flushes", true, "fio-replay and rbctl-replay replay the engine's flushes (its checkpoints') in their places (fio: datasyncs, rbctl: Flush), not only its writes (false: writes only)")
 	fioMem := flag.String("fio-mem", "auto", "fio's buffer memory: shmhuge (huge pages, as rbctl's buffers), malloc (4 KiB pages; rbctl's buffers then too), auto (shmhuge when enough huge pages are free)")
-	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed,fio-replay), for diagnosis")
+	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed,fio-replay,rbctl-replay), for diagnosis")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	execTrace := flag.String("trace", "", "write a Go execution trace of the whole run to this file (go tool trace), for diagnosis")
 	flag.Parse()
@@ -168,8 +170,8 @@ func main() {
 		if c.fioMem == "malloc" {
 			pages = "4 KiB pages on both sides (fio --mem=malloc, benchio's buffers MADV_NOHUGEPAGE)"
 		}
-		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s rbctl: rings=%d ring=%s submitters=%d batch=%d device-batch=%d fixed=%v; buffers: %s\n",
-			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.ring, c.submitters, c.batch, c.deviceBatch, c.fixed, pages)
+		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s rbctl: rings=%d ring=%s submitters=%d batch=%d device-batch=%d fixed=%v; buffers: %s; settle=%v\n",
+			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.ring, c.submitters, c.batch, c.deviceBatch, c.fixed, pages, c.settle)
 	}
 	failed := false
 	var rows []row
