@@ -11,8 +11,10 @@
 # run of the same round), median_ciNN its distribution-free confidence interval. The engine
 # rows engine-put / engine-get (engine.PutMany / LoadManyInto on the same file, slot_bytes =
 # bs, DeallocateOnDelete on, load buffers registered with RegisterMemory) follow each device
-# row; engine-put is compared with fio-replay (fio writing the engine's recorded offsets and
-# lengths). Every run also reports what reached the disk (requests, merges per MiB). Every
+# row; engine-put is compared with fio-replay (fio writing the engine's recorded offsets,
+# lengths and flushes) and rbctl-replay (rbctl's device path writing the same). Every run
+# starts on a settled disk (the file flushed first). Every run also reports what reached
+# the disk (requests, merges per MiB, flushes and their time). Every
 # row has a detail line. A summary line ends the run. docs/io_uring.md explains it.
 # Knobs (environment): BENCH_DIR (default /var/tmp), BENCH_SIZE (2G), BENCH_RUNTIME (1s per
 # run), BENCH_RAMP (0.3s), BENCH_QD (32), BENCH_BS (1M,64K), BENCH_ROUNDS (8), BENCH_KEEP=1 to

@@ -279,8 +279,8 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 		if rr := roundRatios(all, toolEngine, toolRbctlReplay); write && len(rr) > 0 {
 			// The same writes through rbctl's device path without the engine: the gap to
 			// fio-replay split into the engine's part and the ring path's.
-			line := fmt.Sprintf("  vs rbctl-replay (rbctl's device path writing the engine's recorded writes, %s GB/s, CPU s/GB %s, mean in flight %s): engine ÷ rbctl-replay %s",
-				num(toolRbctlReplay, false), num(toolRbctlReplay, true), depthOf(all, toolRbctlReplay), ratioCI(rr))
+			line := fmt.Sprintf("  vs rbctl-replay (rbctl's device path writing the engine's recorded writes, with its %d flushes and %d deallocations, %s GB/s, CPU s/GB %s, mean in flight %s): engine ÷ rbctl-replay %s",
+				wlog.flushes(), wlog.deallocs(), num(toolRbctlReplay, false), num(toolRbctlReplay, true), depthOf(all, toolRbctlReplay), ratioCI(rr))
 			if fr := roundRatios(all, toolRbctlReplay, toolFioReplay); len(fr) > 0 {
 				line += "; rbctl-replay ÷ fio-replay " + ratioCI(fr)
 			}
@@ -292,6 +292,9 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 				fl := "its flushes not replayed"
 				if c.replayFlushes {
 					fl = fmt.Sprintf("with its %d flushes as datasyncs", wlog.flushes())
+				}
+				if n := wlog.deallocs(); n > 0 {
+					fl += fmt.Sprintf(", without its %d deallocations (fio cannot trim a file)", n)
 				}
 				vs = fmt.Sprintf("; reference fio-replay: fio writing the engine's recorded offsets and lengths, %s (%s GB/s, CPU s/GB %s, mean in flight %s)",
 					fl, num(toolFioReplay, false), num(toolFioReplay, true), depthOf(all, toolFioReplay))

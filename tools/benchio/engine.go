@@ -328,9 +328,7 @@ func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats
 	f0 := failed.Load()
 	d0, ok0 := readDiskStat(statPath)
 	if log != nil {
-		log.mu.Lock()
-		log.offs, log.lens = log.offs[:0], log.lens[:0]
-		log.mu.Unlock()
+		log.reset()
 		log.on.Store(true)
 	}
 	time.Sleep(c.runtime)

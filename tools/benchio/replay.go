@@ -26,43 +26,75 @@ import (
 // maxLogged caps a write log (enough for several seconds at 64 KiB).
 const maxLogged = 1 << 20
 
-// writeLog collects the engine's writes while on is set, and its flushes (checkpoints make
-// their writes durable with one) as entries of length flushMark.
+// writeLog collects, while on is set, the engine's writes, its flushes (checkpoints make
+// their writes durable with them) and its deallocations (DeallocateOnDelete), in order.
 type writeLog struct {
-	on   atomic.Bool
-	mu   sync.Mutex
-	offs []int64
-	lens []int
+	on      atomic.Bool
+	mu      sync.Mutex
+	entries []logEntry
 }
 
-// flushMark is the length of a logged flush.
-const flushMark = -1
+// logEntry is one recorded operation: a write of n bytes at off, a flush, or the
+// deallocation of n bytes at off.
+type logEntry struct {
+	off  int64
+	n    int
+	kind entryKind
+}
 
-// addFlush logs a flush, replayed as a datasync with -replay-flushes.
-func (l *writeLog) addFlush() {
+type entryKind uint8
+
+const (
+	logWrite entryKind = iota
+	logFlush
+	logDealloc
+)
+
+func (l *writeLog) record(e ...logEntry) {
 	if !l.on.Load() {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.offs) < maxLogged {
-		l.offs = append(l.offs, 0)
-		l.lens = append(l.lens, flushMark)
+	for _, x := range e {
+		if len(l.entries) < maxLogged {
+			l.entries = append(l.entries, x)
+		}
 	}
 }
 
-// flushes is how many flushes the log holds.
-func (l *writeLog) flushes() int {
+// reset empties the log (a new measured window starts).
+func (l *writeLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entries = l.entries[:0]
+}
+
+// addFlush logs a flush, replayed as a datasync (fio) or a Flush (rbctl) with -replay-flushes.
+func (l *writeLog) addFlush() { l.record(logEntry{kind: logFlush}) }
+
+// addDealloc logs a deallocation, replayed by rbctl-replay (fio cannot trim a file).
+func (l *writeLog) addDealloc(ranges []blockdev.Range) {
+	for _, r := range ranges {
+		l.record(logEntry{off: r.Off, n: int(r.Len), kind: logDealloc})
+	}
+}
+
+// count is how many entries of kind k the log holds.
+func (l *writeLog) count(k entryKind) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
-	for _, x := range l.lens {
-		if x == flushMark {
+	for _, e := range l.entries {
+		if e.kind == k {
 			n++
 		}
 	}
 	return n
 }
+
+func (l *writeLog) flushes() int  { return l.count(logFlush) }
+func (l *writeLog) deallocs() int { return l.count(logDealloc) }
 
 func (l *writeLog) add(ops []blockdev.Op) {
 	if !l.on.Load() {
@@ -71,9 +103,8 @@ func (l *writeLog) add(ops []blockdev.Op) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := range ops {
-		if ops[i].Write && len(l.offs) < maxLogged {
-			l.offs = append(l.offs, ops[i].Off)
-			l.lens = append(l.lens, ops[i].Len())
+		if ops[i].Write && len(l.entries) < maxLogged {
+			l.entries = append(l.entries, logEntry{off: ops[i].Off, n: ops[i].Len()})
 		}
 	}
 }
@@ -86,12 +117,15 @@ const replayBytesPerSec = 8e9
 
 // writeIolog writes the log as a fio version 2 iolog replaying the writes on file, repeated
 // to hold at least want bytes; with flushes, each logged flush in its place as a datasync.
+// Deallocations are left out: fio-3.33 refuses a "trim" line on a regular file ("bad ddir").
 func (l *writeLog) writeIolog(file string, want int64, flushes bool) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var logged int64
-	for _, n := range l.lens {
-		logged += int64(max(n, 0))
+	for _, e := range l.entries {
+		if e.kind == logWrite {
+			logged += int64(e.n)
+		}
 	}
 	if logged == 0 {
 		return "", fmt.Errorf("no engine writes recorded to replay")
@@ -104,11 +138,11 @@ func (l *writeLog) writeIolog(file string, want int64, flushes bool) (string, er
 	w := bufio.NewWriter(f)
 	fmt.Fprintf(w, "fio version 2 iolog\n%s add\n%s open\n", file, file)
 	for range max(reps, 1) {
-		for i, off := range l.offs {
+		for _, e := range l.entries {
 			switch {
-			case l.lens[i] != flushMark:
-				fmt.Fprintf(w, "%s write %d %d\n", file, off, l.lens[i])
-			case flushes:
+			case e.kind == logWrite:
+				fmt.Fprintf(w, "%s write %d %d\n", file, e.off, e.n)
+			case e.kind == logFlush && flushes:
 				fmt.Fprintf(w, "%s datasync 0 0\n", file)
 			}
 		}
@@ -141,6 +175,14 @@ func (d benchDevice) Start(ops []blockdev.Op) blockdev.Started {
 		d.log.add(ops)
 	}
 	return d.UringDevice.Start(ops)
+}
+
+// Deallocate records the deallocation too (DeallocateOnDelete).
+func (d benchDevice) Deallocate(ranges []blockdev.Range) error {
+	if d.log != nil {
+		d.log.addDealloc(ranges)
+	}
+	return d.UringDevice.Deallocate(ranges)
 }
 
 // Flush records the flush too: the engine's checkpoints end with one.
@@ -176,10 +218,10 @@ func fioReplay(c config, bs int, log *writeLog) (result, error) {
 }
 
 // snapshot copies the log's entries.
-func (l *writeLog) snapshot() (offs []int64, lens []int) {
+func (l *writeLog) snapshot() []logEntry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return slices.Clone(l.offs), slices.Clone(l.lens)
+	return slices.Clone(l.entries)
 }
 
 // rbctlReplay is rbctl-replay: rbctl's own device path (the io_uring device as the rbctl
@@ -187,15 +229,19 @@ func (l *writeLog) snapshot() (offs []int64, lens []int) {
 // recorded offsets and lengths in their order, each of -submitters goroutines taking the
 // log's next -batch entries (as the engine's PutMany calls, so that the ring stays as full),
 // the log repeated for as long as the run lasts; with
-// -replay-flushes, each logged flush is a Flush in its place (the writes before it in that
-// submitter's chunk submitted first). Between the engine and fio-replay it splits a gap in
+// -replay-flushes, each logged flush is a Flush in its place; each logged deallocation
+// (DeallocateOnDelete) is handed, once the writes before it in that submitter's chunk are
+// done, to one goroutine that runs them in order beside the writes, as the engine's
+// deallocator does. Between the engine and fio-replay it splits a gap in
 // two: the engine ÷ rbctl-replay is what the engine does beyond its I/O, rbctl-replay ÷
 // fio-replay what rbctl's ring path costs for the same I/O.
 func rbctlReplay(c config, log *writeLog) (result, error) {
-	offs, lens := log.snapshot()
+	log0 := log.snapshot()
 	maxLen := 0
-	for _, n := range lens {
-		maxLen = max(maxLen, n)
+	for _, e := range log0 {
+		if e.kind == logWrite {
+			maxLen = max(maxLen, e.n)
+		}
 	}
 	if maxLen == 0 {
 		return result{}, fmt.Errorf("no engine writes recorded to replay")
@@ -234,6 +280,18 @@ func rbctlReplay(c config, log *writeLog) (result, error) {
 		errOnce.Do(func() { firstErr = err })
 		stop.Store(true)
 	}
+	// Deallocations run on their own goroutine, one at a time in logged order, as the
+	// engine's deallocator runs them beside its puts.
+	deallocs := make(chan blockdev.Range, 1024)
+	deallocDone := make(chan struct{})
+	go func() {
+		defer close(deallocDone)
+		for r := range deallocs {
+			if err := d.Deallocate([]blockdev.Range{r}); err != nil {
+				fail(err)
+			}
+		}
+	}()
 	for s := 0; s < c.submitters; s++ {
 		wg.Add(1)
 		go func() {
@@ -259,8 +317,16 @@ func rbctlReplay(c config, log *writeLog) (result, error) {
 			for !stop.Load() {
 				first := next.Add(int64(batch)) - int64(batch)
 				for i := range batch {
-					k := int((first + int64(i)) % int64(len(offs)))
-					if lens[k] == flushMark {
+					e := log0[int((first+int64(i))%int64(len(log0)))]
+					switch e.kind {
+					case logWrite:
+						ops = append(ops, blockdev.Op{Write: true, Off: e.off, Buf: mine[len(ops)*maxLen : len(ops)*maxLen+e.n], Handle: placement.None})
+					case logDealloc:
+						if !submit() { // the writes before it first
+							return
+						}
+						deallocs <- blockdev.Range{Off: e.off, Len: int64(e.n)}
+					case logFlush:
 						if !c.replayFlushes {
 							continue
 						}
@@ -271,9 +337,7 @@ func rbctlReplay(c config, log *writeLog) (result, error) {
 							fail(err)
 							return
 						}
-						continue
 					}
-					ops = append(ops, blockdev.Op{Write: true, Off: offs[k], Buf: mine[len(ops)*maxLen : len(ops)*maxLen+lens[k]], Handle: placement.None})
 				}
 				if !submit() {
 					return
@@ -290,8 +354,15 @@ func rbctlReplay(c config, log *writeLog) (result, error) {
 	b1, t1, cpu1, o1 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
 	stop.Store(true)
 	wg.Wait()
+	close(deallocs)
+	<-deallocDone
 	if firstErr != nil {
 		return result{}, firstErr
+	}
+	if log.deallocs() > 0 { // as after an engine round: the next tool runs on a written file
+		if _, err := fillHoles(c.file); err != nil {
+			return result{}, fmt.Errorf("refilling deallocated ranges: %w", err)
+		}
 	}
 	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds(), depth: meanDepth(o0, o1)}
 	if ok0 && ok1 {
