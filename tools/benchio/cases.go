@@ -197,7 +197,7 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 			case toolFioReplay:
 				got[t], err = fioReplay(c, bs, wlog)
 			case toolRbctlReplay:
-				got[t], err = rbctlReplay(c, wlog)
+				got[t], err = rbctlReplay(c, bs, wlog)
 			case toolDevice:
 				got[t], err = rbctlRun(c, bs, write)
 			case toolEngine:

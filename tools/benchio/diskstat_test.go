@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func TestWriteIologRepeats(t *testing.T) {
 		t.Fatalf("%d flushes logged, want 1", l.flushes())
 	}
 	for _, flushes := range []bool{false, true} {
-		path, err := l.writeIolog("/dev/x", 3*8192, flushes)
+		path, err := l.writeIolog("/dev/x", 4096, 3*8192, flushes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestWriteIologRepeats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		one := "/dev/x write 4096 8192\n"
+		one := "/dev/x write 4096 4096\n/dev/x write 8192 4096\n" // cut to the piece size
 		if flushes {
 			one += "/dev/x datasync 0 0\n"
 		}
@@ -111,7 +112,7 @@ func TestRbctlReplayWritesTheLog(t *testing.T) {
 	}
 	c := config{file: path, qd: 4, submitters: 1, batch: 4, ring: "default", fixed: true, replayFlushes: true,
 		ramp: 10 * time.Millisecond, runtime: 50 * time.Millisecond}
-	r, err := rbctlReplay(c, &l)
+	r, err := rbctlReplay(c, 1<<16, &l)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, blockdev.ErrNotSupported) {
 		t.Skipf("no O_DIRECT io_uring file with hole punching here: %v", err)
 	}
@@ -131,5 +132,15 @@ func TestRbctlReplayWritesTheLog(t *testing.T) {
 		if got := !bytes.Equal(b[i<<16:(i+1)<<16], old[:1<<16]); got != want {
 			t.Errorf("block %d changed %v, want %v", i, got, want)
 		}
+	}
+}
+
+// A write longer than the piece is cut at consecutive offsets; flushes and deallocations are
+// kept whole.
+func TestSplitCutsLongWrites(t *testing.T) {
+	got := split([]logEntry{{off: 0, n: 10}, {kind: logFlush}, {off: 100, n: 4}, {off: 200, n: 9, kind: logDealloc}}, 4)
+	want := []logEntry{{off: 0, n: 4}, {off: 4, n: 4}, {off: 8, n: 2}, {kind: logFlush}, {off: 100, n: 4}, {off: 200, n: 9, kind: logDealloc}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

@@ -118,7 +118,10 @@ const replayBytesPerSec = 8e9
 // writeIolog writes the log as a fio version 2 iolog replaying the writes on file, repeated
 // to hold at least want bytes; with flushes, each logged flush in its place as a datasync.
 // Deallocations are left out: fio-3.33 refuses a "trim" line on a regular file ("bad ddir").
-func (l *writeLog) writeIolog(file string, want int64, flushes bool) (string, error) {
+// A write longer than piece (a checkpoint's, longer than the row's block size) is replayed
+// as piece-sized writes at its consecutive offsets, so fio's buffers stay iodepth × piece
+// (what bench-io.sh reserves huge pages for; fio sizes them by the log's longest write).
+func (l *writeLog) writeIolog(file string, piece int, want int64, flushes bool) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var logged int64
@@ -141,7 +144,9 @@ func (l *writeLog) writeIolog(file string, want int64, flushes bool) (string, er
 		for _, e := range l.entries {
 			switch {
 			case e.kind == logWrite:
-				fmt.Fprintf(w, "%s write %d %d\n", file, e.off, e.n)
+				for o := 0; o < e.n; o += piece {
+					fmt.Fprintf(w, "%s write %d %d\n", file, e.off+int64(o), min(piece, e.n-o))
+				}
 			case e.kind == logFlush && flushes:
 				fmt.Fprintf(w, "%s datasync 0 0\n", file)
 			}
@@ -201,7 +206,7 @@ func (d benchDevice) Flush() error {
 // ever flushing. With flushes, the run fails unless the disk counted at least one flush
 // while fio ran (the window's own count may miss them: fio parses the log first).
 func fioReplay(c config, bs int, log *writeLog) (result, error) {
-	path, err := log.writeIolog(c.file, int64(replayBytesPerSec*(c.ramp+c.runtime).Seconds()), c.replayFlushes)
+	path, err := log.writeIolog(c.file, bs, int64(replayBytesPerSec*(c.ramp+c.runtime).Seconds()), c.replayFlushes)
 	if err != nil {
 		return result{}, err
 	}
@@ -224,19 +229,35 @@ func (l *writeLog) snapshot() []logEntry {
 	return slices.Clone(l.entries)
 }
 
+// split cuts every write longer than piece into piece-sized writes at consecutive offsets,
+// as writeIolog does for fio.
+func split(log []logEntry, piece int) []logEntry {
+	out := make([]logEntry, 0, len(log))
+	for _, e := range log {
+		if e.kind != logWrite || e.n <= piece {
+			out = append(out, e)
+			continue
+		}
+		for o := 0; o < e.n; o += piece {
+			out = append(out, logEntry{off: e.off + int64(o), n: min(piece, e.n-o)})
+		}
+	}
+	return out
+}
+
 // rbctlReplay is rbctl-replay: rbctl's own device path (the io_uring device as the rbctl
 // row opens it, the same ring setup, depth and registered pool) writing the engine's
 // recorded offsets and lengths in their order, each of -submitters goroutines taking the
 // log's next -batch entries (as the engine's PutMany calls, so that the ring stays as full),
-// the log repeated for as long as the run lasts; with
+// the log repeated for as long as the run lasts, writes longer than bs cut as fio-replay's; with
 // -replay-flushes, each logged flush is a Flush in its place; each logged deallocation
 // (DeallocateOnDelete) is handed, once the writes before it in that submitter's chunk are
 // done, to one goroutine that runs them in order beside the writes, as the engine's
 // deallocator does. Between the engine and fio-replay it splits a gap in
 // two: the engine ÷ rbctl-replay is what the engine does beyond its I/O, rbctl-replay ÷
 // fio-replay what rbctl's ring path costs for the same I/O.
-func rbctlReplay(c config, log *writeLog) (result, error) {
-	log0 := log.snapshot()
+func rbctlReplay(c config, bs int, log *writeLog) (result, error) {
+	log0 := split(log.snapshot(), bs)
 	maxLen := 0
 	for _, e := range log0 {
 		if e.kind == logWrite {
