@@ -82,3 +82,29 @@ func errorAs(err error, target *net.Error) bool {
 	}
 	return ok
 }
+
+// A read-ahead buffer beyond the second is taken only while half the budget stays free for
+// other requests' first buffers.
+func TestSpareBufferLeavesHalfTheBudget(t *testing.T) {
+	s, err := NewServer(nil, ServerConfig{MaxChunk: 1024, MaxInflightBytes: 4 * 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := s.tryAcquire(), s.tryAcquire()
+	if first == nil || second == nil {
+		t.Fatal("a budget of 4 buffers gave no 2")
+	}
+	if b := s.tryAcquireSpare(); b != nil {
+		t.Fatalf("a spare taken with 2 of 4 buffers in use (would leave 1 free)")
+	}
+	s.release(second)
+	b := s.tryAcquireSpare()
+	if b == nil {
+		t.Fatalf("no spare with 1 of 4 buffers in use (would leave 2 free)")
+	}
+	s.release(b)
+	s.release(first)
+	if len(s.sem) != 0 {
+		t.Fatalf("%d places still held", len(s.sem))
+	}
+}

@@ -352,10 +352,19 @@ func (s *Server) answer(c net.Conn, fw *frameWriter, req Request, cs *connState)
 	}
 	defer s.release(buf)
 	// Read ahead: with a second buffer free in the budget, the next chunk is read while this
-	// one is written to the socket.
+	// one is written to the socket. A third, taken only while the budget stays at least half
+	// free for other requests' first buffers, lets the reader run two chunks ahead: it then
+	// waits for the writer less often (a memory device at 256 KiB, one Get in flight: rr
+	// ratio median 0.91 against 0.83 with two, ten alternated pairs, docs/p2p.md).
 	if len(req.Indexes) > 1 {
 		if ahead := s.tryAcquire(); ahead != nil {
 			defer s.release(ahead)
+			if len(req.Indexes) > 2 {
+				if third := s.tryAcquireSpare(); third != nil {
+					defer s.release(third)
+					return s.answerAhead(c, fw, req, cs, buf, ahead, third)
+				}
+			}
 			return s.answerAhead(c, fw, req, cs, buf, ahead)
 		}
 	}
@@ -368,8 +377,8 @@ func (s *Server) answer(c net.Conn, fw *frameWriter, req Request, cs *connState)
 	return fw.flush()
 }
 
-// answerAhead answers req with two buffers: a goroutine reads chunk i+1 into one while
-// chunk i is written from the other. It returns only once the reader has stopped, so the
+// answerAhead answers req with two or more buffers: a goroutine reads the next chunks into
+// the free ones while chunk i is written from another. It returns only once the reader has stopped, so the
 // caller can release both buffers.
 func (s *Server) answerAhead(c net.Conn, fw *frameWriter, req Request, cs *connState, bufs ...[]byte) error {
 	type chunk struct {
@@ -498,6 +507,15 @@ func (s *Server) tryAcquire() []byte {
 		return nil
 	}
 	return s.buffer()
+}
+
+// tryAcquireSpare is tryAcquire for a buffer that only speeds a request up: nil unless at
+// least half the budget would still be free after taking it.
+func (s *Server) tryAcquireSpare() []byte {
+	if 2*(len(s.sem)+1) > cap(s.sem) {
+		return nil
+	}
+	return s.tryAcquire()
 }
 
 // buffer is a chunk buffer for a caller that holds a place in the budget: a pooled one, or
