@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -105,14 +106,12 @@ func engineDevice(c config, d *blockdev.UringDevice, log *writeLog) blockdev.Dev
 	return benchDevice{UringDevice: d, copying: !c.vectored, log: log}
 }
 
-// fillEngine stores every submitter's first quota keys, the submitters running concurrently.
-// It returns the puts that were not stored.
-func fillEngine(c config, e *engine.Engine, quota, payload, bs int, stop *atomic.Bool) (int64, error) {
+// fillEngine stores every submitter's first quota keys, the submitters running concurrently
+// and stopping at st's first error (which fails st). It returns the puts that were not stored.
+func fillEngine(c config, e *engine.Engine, quota, payload, bs int, st *runState) (int64, error) {
 	var (
-		failed   atomic.Int64
-		firstErr error
-		errOnce  sync.Once
-		wg       sync.WaitGroup
+		failed atomic.Int64
+		wg     sync.WaitGroup
 	)
 	for s := 0; s < c.submitters; s++ {
 		wg.Add(1)
@@ -120,16 +119,14 @@ func fillEngine(c config, e *engine.Engine, quota, payload, bs int, stop *atomic
 			defer wg.Done()
 			payloads, free, err := submitterPayloads(c, s, payload, bs)
 			if err != nil {
-				errOnce.Do(func() { firstErr = err })
-				stop.Store(true)
+				st.fail(err)
 				return
 			}
 			defer free()
-			for next := 0; next < quota && !stop.Load(); next += c.batch {
+			for next := 0; next < quota && !st.stop.Load(); next += c.batch {
 				res, err := e.PutMany(engineKeys(s, next, c.batch), payloads)
 				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-					stop.Store(true)
+					st.fail(err)
 					return
 				}
 				failed.Add(int64(c.batch - len(res.Stored)))
@@ -137,7 +134,7 @@ func fillEngine(c config, e *engine.Engine, quota, payload, bs int, stop *atomic
 		}()
 	}
 	wg.Wait()
-	return failed.Load(), firstErr
+	return failed.Load(), st.err
 }
 
 // prepareLoads formats the file as a cache and fills it for a case's engine-get rounds,
@@ -160,9 +157,9 @@ func prepareLoads(c config, bs int) error {
 	lay := e.Layout()
 	quota, err := engineQuota(c, lay, bs)
 	if err == nil {
-		var stop atomic.Bool
+		var st runState
 		var failed int64
-		failed, err = fillEngine(c, e, quota, int(lay.PayloadBytes()), bs, &stop)
+		failed, err = fillEngine(c, e, quota, int(lay.PayloadBytes()), bs, &st)
 		if err == nil && failed > 0 {
 			err = fmt.Errorf("filling the cache: %d puts not stored", failed)
 		}
@@ -218,19 +215,12 @@ func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats
 		return result{}, es, err
 	}
 	var (
-		bytesDone atomic.Int64
-		failed    atomic.Int64
-		stop      atomic.Bool
-		firstErr  error
-		errOnce   sync.Once
-		wg        sync.WaitGroup
+		st     runState
+		failed atomic.Int64
+		wg     sync.WaitGroup
 	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err })
-		stop.Store(true)
-	}
 	if write {
-		if _, err := fillEngine(c, e, quota, es.payload, bs, &stop); err != nil {
+		if _, err := fillEngine(c, e, quota, es.payload, bs, &st); err != nil {
 			return result{}, es, err
 		}
 		if c.settle { // the fill's write-back is setup: the window's checkpoints must not pay for it
@@ -281,17 +271,17 @@ func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats
 			if write {
 				payloads := putPayloads[s]
 				next, oldest := quota, 0
-				for !stop.Load() {
+				for !st.stop.Load() {
 					e.DeleteMany(engineKeys(s, oldest, c.batch), false)
 					oldest += c.batch
 					res, err := e.PutMany(engineKeys(s, next, c.batch), payloads)
 					if err != nil {
-						fail(err)
+						st.fail(err)
 						return
 					}
 					next += c.batch
 					failed.Add(int64(c.batch - len(res.Stored)))
-					bytesDone.Add(int64(len(res.Stored)) * int64(bs))
+					st.bytes.Add(int64(len(res.Stored)) * int64(bs))
 				}
 				return
 			}
@@ -302,13 +292,13 @@ func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats
 			}
 			rng := rand.New(rand.NewPCG(uint64(s), uint64(time.Now().UnixNano())))
 			ks := make([]engine.Key, c.batch)
-			for !stop.Load() {
+			for !st.stop.Load() {
 				for i := range ks {
 					ks[i] = engineKey(rng.IntN(c.submitters), rng.IntN(quota))
 				}
 				ok, err := e.LoadManyInto(ks, bufs)
 				if err != nil {
-					fail(err)
+					st.fail(err)
 					return
 				}
 				n := 0
@@ -318,38 +308,32 @@ func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats
 					}
 				}
 				failed.Add(int64(c.batch - n))
-				bytesDone.Add(int64(n) * int64(es.payload))
+				st.bytes.Add(int64(n) * int64(es.payload))
 			}
 		}()
 	}
-	statPath := diskStatPath(c.file)
-	time.Sleep(c.ramp)
-	b0, t0, cpu0, o0 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
-	f0 := failed.Load()
-	d0, ok0 := readDiskStat(statPath)
-	if log != nil {
-		log.reset()
-		log.on.Store(true)
-	}
-	time.Sleep(c.runtime)
-	if log != nil {
-		log.on.Store(false)
-	}
-	d1, ok1 := readDiskStat(statPath)
-	b1, t1, cpu1, o1 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
-	es.failed = failed.Load() - f0
-	stop.Store(true)
+	var f0 int64
+	w := measure(c, &st, d.Occupancy, func(on bool) {
+		if on {
+			f0 = failed.Load()
+		} else {
+			es.failed = failed.Load() - f0
+		}
+		if log != nil {
+			if on {
+				log.reset()
+			}
+			log.on.Store(on)
+		}
+	})
 	wg.Wait()
 	closed = true
 	closeErr := e.Close() // drains the deallocate queue
 	es.st = e.Stats()
 	us := d.Stats()
 	es.fixedOps, es.plainOps, es.vectoredOps = us.FixedOps, us.PlainOps, us.VectoredOps
-	if firstErr == nil {
-		firstErr = closeErr
-	}
-	if firstErr != nil {
-		return result{}, es, firstErr
+	if err := cmp.Or(st.err, closeErr); err != nil {
+		return result{}, es, err
 	}
 	if write {
 		// Punched holes read as zeroes without I/O and are allocated again on write: fill
@@ -360,14 +344,7 @@ func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats
 		}
 		es.holesGiB = float64(holes) / (1 << 30)
 	}
-	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds(), depth: meanDepth(o0, o1)}
-	if ok0 && ok1 {
-		r.disk = diffDisk(d0, d1, write, b1-b0)
-	}
-	if b1 > b0 {
-		r.cpuPerGB = (cpu1 - cpu0) / (float64(b1-b0) / 1e9)
-	}
-	return r, es, nil
+	return w.result(write), es, nil
 }
 
 // settle flushes the file (fdatasync: on a file or a block device with a volatile write cache,

@@ -39,7 +39,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -141,6 +140,14 @@ func main() {
 	}
 	if c.file == "" {
 		fmt.Fprintln(os.Stderr, "benchio: -file is required")
+		os.Exit(2)
+	}
+	if fi, err := os.Stat(c.file); err != nil || !(fi.Mode().IsRegular() || fi.Mode()&os.ModeDevice != 0) {
+		why := "not a regular file or a block device"
+		if err != nil {
+			why = err.Error()
+		}
+		fmt.Fprintf(os.Stderr, "benchio: -file %s: %s (benchio overwrites it: pass a pre-allocated file or a block device you mean to overwrite)\n", c.file, why)
 		os.Exit(2)
 	}
 	maxBS := 0
@@ -365,40 +372,19 @@ func uringOptions(c config) (blockdev.UringOptions, error) {
 
 // rbctlRun drives the io_uring device with slot-sized ops and returns bytes/s.
 func rbctlRun(c config, bs int, write bool) (result, error) {
-	uopt, err := uringOptions(c)
-	if err != nil {
-		return result{}, err
-	}
-	d, err := blockdev.OpenUring(c.file, uopt)
-	if err != nil {
-		return result{}, err
-	}
-	defer d.Close()
 	batch := c.deviceBatch
+	d, pool, closePool, err := openPool(c, c.submitters*batch*bs, [32]byte{byte(bs), byte(c.qd)})
+	if err != nil {
+		return result{}, err
+	}
+	defer closePool()
 	slots := d.Info().Size / int64(bs)
 	if slots < int64(batch) {
 		return result{}, fmt.Errorf("%s holds %d slots of %d bytes; need at least %d", c.file, slots, bs, batch)
 	}
-	pool, err := blockdev.Alloc(c.submitters * batch * bs)
-	if err != nil {
-		return result{}, err
-	}
-	defer blockdev.Free(pool)
-	smallPages(c, pool)
-	if c.fixed {
-		if err := d.RegisterBuffers([][]byte{pool}); err != nil {
-			return result{}, err
-		}
-	}
-	// Incompressible contents, like fio's default buffers: a virtual disk that compresses or
-	// deduplicates must not flatter either side.
-	rand.NewChaCha8([32]byte{byte(bs), byte(c.qd)}).Read(pool)
 	var (
-		bytesDone atomic.Int64
-		stop      atomic.Bool
-		firstErr  error
-		errOnce   sync.Once
-		wg        sync.WaitGroup
+		st runState
+		wg sync.WaitGroup
 	)
 	for s := 0; s < c.submitters; s++ {
 		wg.Add(1)
@@ -407,7 +393,7 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 			rng := rand.New(rand.NewPCG(uint64(s), uint64(time.Now().UnixNano())))
 			mine := pool[s*batch*bs : (s+1)*batch*bs]
 			ops := make([]blockdev.Op, batch)
-			for !stop.Load() {
+			for !st.stop.Load() {
 				for i := range ops {
 					slot := rng.Int64N(slots)
 					buf := mine[i*bs : (i+1)*bs]
@@ -419,36 +405,20 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 					ops[i] = blockdev.Op{Write: write, Off: slot * int64(bs), Buf: buf, Handle: placement.None}
 				}
 				if err := d.Submit(ops); err != nil {
-					errOnce.Do(func() { firstErr = err })
-					stop.Store(true)
+					st.fail(err)
 					return
 				}
-				bytesDone.Add(int64(batch * bs))
+				st.bytes.Add(int64(batch * bs))
 			}
 		}()
 	}
-	statPath := diskStatPath(c.file)
-	time.Sleep(c.ramp)
-	b0, t0, cpu0, o0 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
-	d0, ok0 := readDiskStat(statPath)
-	time.Sleep(c.runtime)
-	d1, ok1 := readDiskStat(statPath)
-	b1, t1, cpu1, o1 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
-	stop.Store(true)
+	w := measure(c, &st, d.Occupancy, nil)
 	wg.Wait()
-	if firstErr != nil {
-		return result{}, firstErr
+	if st.err != nil {
+		return result{}, st.err
 	}
-	st := d.Stats()
-	if c.fixed && st.PlainOps > 0 {
-		return result{}, fmt.Errorf("%d ops missed the registered pool", st.PlainOps)
+	if n := d.Stats().PlainOps; c.fixed && n > 0 {
+		return result{}, fmt.Errorf("%d ops missed the registered pool", n)
 	}
-	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds(), depth: meanDepth(o0, o1)}
-	if ok0 && ok1 {
-		r.disk = diffDisk(d0, d1, write, b1-b0)
-	}
-	if b1 > b0 {
-		r.cpuPerGB = (cpu1 - cpu0) / (float64(b1-b0) / 1e9)
-	}
-	return r, nil
+	return w.result(write), nil
 }

@@ -3,12 +3,10 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/placement"
@@ -267,40 +265,17 @@ func rbctlReplay(c config, bs int, log *writeLog) (result, error) {
 	if maxLen == 0 {
 		return result{}, fmt.Errorf("no engine writes recorded to replay")
 	}
-	uopt, err := uringOptions(c)
-	if err != nil {
-		return result{}, err
-	}
-	d, err := blockdev.OpenUring(c.file, uopt)
-	if err != nil {
-		return result{}, err
-	}
-	defer d.Close()
 	batch := c.batch
-	pool, err := blockdev.Alloc(c.submitters * batch * maxLen)
+	d, pool, closePool, err := openPool(c, c.submitters*batch*maxLen, [32]byte{'r', 'e', 'p', 'l', 'a', 'y'})
 	if err != nil {
 		return result{}, err
 	}
-	defer blockdev.Free(pool)
-	smallPages(c, pool)
-	if c.fixed {
-		if err := d.RegisterBuffers([][]byte{pool}); err != nil {
-			return result{}, err
-		}
-	}
-	rand.NewChaCha8([32]byte{'r', 'e', 'p', 'l', 'a', 'y'}).Read(pool) // incompressible, as the engine's payloads
+	defer closePool()
 	var (
-		next      atomic.Int64 // the log entry the next chunk starts at (modulo its length)
-		bytesDone atomic.Int64
-		stop      atomic.Bool
-		firstErr  error
-		errOnce   sync.Once
-		wg        sync.WaitGroup
+		st   runState
+		next atomic.Int64 // the log entry the next chunk starts at (modulo its length)
+		wg   sync.WaitGroup
 	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err })
-		stop.Store(true)
-	}
 	// Deallocations run on their own goroutine, one at a time in logged order, as the
 	// engine's deallocator runs them beside its puts.
 	deallocs := make(chan blockdev.Range, 1024)
@@ -308,8 +283,11 @@ func rbctlReplay(c config, bs int, log *writeLog) (result, error) {
 	go func() {
 		defer close(deallocDone)
 		for r := range deallocs {
+			if st.stop.Load() {
+				continue // the run is over or failed: drain without issuing
+			}
 			if err := d.Deallocate([]blockdev.Range{r}); err != nil {
-				fail(err)
+				st.fail(err)
 			}
 		}
 	}()
@@ -324,18 +302,18 @@ func rbctlReplay(c config, bs int, log *writeLog) (result, error) {
 					return true
 				}
 				if err := d.Submit(ops); err != nil {
-					fail(err)
+					st.fail(err)
 					return false
 				}
 				var n int64
 				for i := range ops {
 					n += int64(ops[i].N)
 				}
-				bytesDone.Add(n)
+				st.bytes.Add(n)
 				ops = ops[:0]
 				return true
 			}
-			for !stop.Load() {
+			for !st.stop.Load() {
 				first := next.Add(int64(batch)) - int64(batch)
 				for i := range batch {
 					e := log0[int((first+int64(i))%int64(len(log0)))]
@@ -355,7 +333,7 @@ func rbctlReplay(c config, bs int, log *writeLog) (result, error) {
 							return
 						}
 						if err := d.Flush(); err != nil {
-							fail(err)
+							st.fail(err)
 							return
 						}
 					}
@@ -366,31 +344,17 @@ func rbctlReplay(c config, bs int, log *writeLog) (result, error) {
 			}
 		}()
 	}
-	statPath := diskStatPath(c.file)
-	time.Sleep(c.ramp)
-	b0, t0, cpu0, o0 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
-	d0, ok0 := readDiskStat(statPath)
-	time.Sleep(c.runtime)
-	d1, ok1 := readDiskStat(statPath)
-	b1, t1, cpu1, o1 := bytesDone.Load(), time.Now(), cpuSeconds(), d.Occupancy()
-	stop.Store(true)
+	w := measure(c, &st, d.Occupancy, nil)
 	wg.Wait()
 	close(deallocs)
 	<-deallocDone
-	if firstErr != nil {
-		return result{}, firstErr
+	if st.err != nil {
+		return result{}, st.err
 	}
 	if log.deallocs() > 0 { // as after an engine round: the next tool runs on a written file
 		if _, err := fillHoles(c.file); err != nil {
 			return result{}, fmt.Errorf("refilling deallocated ranges: %w", err)
 		}
 	}
-	r := result{bw: float64(b1-b0) / t1.Sub(t0).Seconds(), depth: meanDepth(o0, o1)}
-	if ok0 && ok1 {
-		r.disk = diffDisk(d0, d1, true, b1-b0)
-	}
-	if b1 > b0 {
-		r.cpuPerGB = (cpu1 - cpu0) / (float64(b1-b0) / 1e9)
-	}
-	return r, nil
+	return w.result(true), nil
 }
