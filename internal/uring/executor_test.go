@@ -70,6 +70,27 @@ func newExecutorOrSkip(t testing.TB, opt Options, depth int) *Executor {
 	return e
 }
 
+// Once a probe has found that the kernel does not signal a registered eventfd for deferred
+// completion work, a DEFER_TASKRUN Executor started after it does not probe again (a second
+// each) but waits in the kernel, and still completes its batches.
+func TestExecutorKeepsTheSignalVerdict(t *testing.T) {
+	noDeferredSignal.Store(true)
+	defer noDeferredSignal.Store(false)
+	e := newExecutorOrSkip(t, Options{SingleIssuer: true, DeferTaskrun: true, BestEffort: true}, 8)
+	if e.Flags()&sys.IORING_SETUP_DEFER_TASKRUN == 0 {
+		t.Skip("no DEFER_TASKRUN ring here")
+	}
+	if e.WaitsInPoller() {
+		t.Fatal("waits in the netpoller although this process's kernel was found not to signal")
+	}
+	f := tempFile(t, 1<<20, true)
+	buf := offHeap(t, 64<<10)
+	fill(buf, 7)
+	if err := e.Run(newRW(int32(f.Fd()), true, buf, 0, 16<<10)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestExecutorConcurrentBatches(t *testing.T) {
 	for _, opt := range []Options{
 		{},

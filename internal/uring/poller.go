@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -79,7 +80,14 @@ func waitInPoller(r *Ring, rc syscall.RawConn) error {
 // it reaps the timeout's completion. Without the signal the Executor would sleep through
 // its completions, so it waits in the kernel instead. (A poll on a pipe written from this
 // thread was signalled 15–20 ms late here: each Executor started that much later.)
+//
+// A kernel that did not signal once will not signal for the rest of the process: the verdict
+// is kept (noDeferredSignal), so the Executors started after the first skip the second-long
+// wait and go straight to waiting in the kernel.
 func signalsDeferredWork(r *Ring, efd int) error {
+	if noDeferredSignal.Load() {
+		return errNoDeferredSignal
+	}
 	sqe, ok := r.GetSQE()
 	if !ok {
 		return errors.New("io_uring executor: no SQE for the eventfd probe")
@@ -112,7 +120,14 @@ func signalsDeferredWork(r *Ring, efd int) error {
 		return perr
 	}
 	if n == 0 {
-		return errors.New("io_uring executor: the kernel does not signal a registered eventfd for deferred completion work")
+		noDeferredSignal.Store(true)
+		return errNoDeferredSignal
 	}
 	return nil
 }
+
+var (
+	errNoDeferredSignal = errors.New("io_uring executor: the kernel does not signal a registered eventfd for deferred completion work")
+	// noDeferredSignal: a probe of this process found that the kernel does not signal.
+	noDeferredSignal atomic.Bool
+)

@@ -186,8 +186,11 @@ func cmdMSet(s *Server, ss *session, q *request, r reply) {
 	r.ok()
 }
 
+// cmdStrlen loads the value as GET does, into a buffer the value pool lends (Server.get):
+// STRLENs on many connections hold no more memory than as many GETs.
 func cmdStrlen(s *Server, ss *session, q *request, r reply) {
-	v, ok, err := s.Store.Get(q.keys[0])
+	defer s.giveBack(ss)
+	v, ok, err := s.get(ss, q.keys[0])
 	if err != nil && !errors.Is(err, ErrKey) {
 		r.err(storeErr(err))
 		return

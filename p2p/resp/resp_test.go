@@ -360,24 +360,55 @@ func FuzzReader(f *testing.F) {
 func FuzzServe(f *testing.F) {
 	f.Add([]byte(cmd("SET", key, "v") + cmd("GET", key) + "PING\r\n" + cmd("SCAN", "0", "MATCH", "[", "COUNT", "1")))
 	f.Add([]byte(cmd("HELLO", "2", "SETNAME", "x") + cmd("INFO") + cmd("CLIENT", "INFO")))
+	f.Add([]byte(cmd("MSET", key, "a", key+"1", "bb") + cmd("MGET", key, key+"1", "x") + cmd("STRLEN", key) + cmd("GET", key)))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		srv := &Server{Store: newMem(64), Limits: Limits{MaxBulk: 1 << 12, MaxArgs: 32}}
-		a, b := net.Pipe()
-		go func() { b.Write(in); b.Close() }()
-		var out bytes.Buffer
-		done := make(chan struct{})
-		rdA, wrA := io.Pipe()
-		go func() { io.Copy(&out, rdA); close(done) }()
-		srv.ServeConn(context.Background(), pipeConn{a, wrA}, time.Second)
-		wrA.Close()
-		<-done
-		if out.Len() > 0 && !strings.ContainsRune("+-:$*", rune(out.Bytes()[0])) {
-			t.Fatalf("reply starts with %q", out.Bytes()[0])
+		// Each input twice: against a plain Store, and against a ValueLoader whose GET,
+		// MGET and STRLEN load into buffers a one-buffer value pool lends, every one of
+		// which must be back once the connection is done.
+		pool, err := NewValuePool(64, 1)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if out.Len() > 0 && !bytes.HasSuffix(out.Bytes(), []byte("\r\n")) {
-			t.Fatalf("reply not CRLF-terminated: %q", out.Bytes())
+		defer pool.Close()
+		for _, srv := range []*Server{
+			{Store: newMem(64), Limits: Limits{MaxBulk: 1 << 12, MaxArgs: 32}},
+			{Store: memInto{newMem(64)}, Limits: Limits{MaxBulk: 1 << 12, MaxArgs: 32}, Values: pool, Budget: NewBudget(1 << 16)},
+		} {
+			a, b := net.Pipe()
+			go func() { b.Write(in); b.Close() }()
+			var out bytes.Buffer
+			done := make(chan struct{})
+			rdA, wrA := io.Pipe()
+			go func() { io.Copy(&out, rdA); close(done) }()
+			srv.ServeConn(context.Background(), pipeConn{a, wrA}, time.Second)
+			wrA.Close()
+			<-done
+			if out.Len() > 0 && !strings.ContainsRune("+-:$*", rune(out.Bytes()[0])) {
+				t.Fatalf("reply starts with %q", out.Bytes()[0])
+			}
+			if out.Len() > 0 && !bytes.HasSuffix(out.Bytes(), []byte("\r\n")) {
+				t.Fatalf("reply not CRLF-terminated: %q", out.Bytes())
+			}
+			if srv.Values != nil {
+				if st := srv.Stats(); st["resp_value_lent"] != 0 || st["resp_value_spares"] != 0 {
+					t.Fatalf("value buffers still lent after the connection: %v", st)
+				}
+			}
 		}
 	})
+}
+
+// memInto is the memory store as a ValueLoader: a hit is copied into a buffer from alloc.
+type memInto struct{ *memStore }
+
+func (s memInto) GetInto(k Key, alloc func(size int) []byte) ([]byte, bool, error) {
+	v, ok, err := s.Get(k)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	b := alloc(len(v))[:len(v)]
+	copy(b, v)
+	return b, true, nil
 }
 
 // pipeConn reads from a net.Pipe end and writes to w (so the test collects the replies

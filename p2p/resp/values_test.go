@@ -60,8 +60,9 @@ func TestValuePoolSparesWithinBudget(t *testing.T) {
 	}
 }
 
-// GET and MGET over an EngineStore with a value pool of one arena buffer: values read into
-// lent buffers are answered byte for byte, a miss and a refused key lend nothing for long,
+// GET, MGET and STRLEN over an EngineStore with a value pool of one arena buffer: values
+// read into lent buffers are answered byte for byte (no value is loaded outside the pool:
+// intoOnly), a miss and a refused key lend nothing for long,
 // and every buffer comes back once the replies are written.
 func TestGetIntoLentBuffers(t *testing.T) {
 	img := filepath.Join(t.TempDir(), "img")
@@ -78,7 +79,7 @@ func TestGetIntoLentBuffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	srv := &Server{Store: EngineStore{e}, Values: p, Budget: NewBudget(1 << 20)}
+	srv := &Server{Store: intoOnly{EngineStore{e}, t}, Values: p, Budget: NewBudget(1 << 20)}
 	c, err := net.Dial("tcp", serve(t, srv))
 	if err != nil {
 		t.Fatal(err)
@@ -90,10 +91,26 @@ func TestGetIntoLentBuffers(t *testing.T) {
 	exchange(t, c, cmd("GET", k1)+cmd("GET", "my/model@00000001@0@00ff")+cmd("GET", "not a native key")+cmd("GET", k2),
 		"$36000\r\n"+v1+"\r\n$-1\r\n$-1\r\n$20480\r\n"+v2+"\r\n")
 	exchange(t, c, cmd("MGET", k2, k1, k2), "*3\r\n$20480\r\n"+v2+"\r\n$36000\r\n"+v1+"\r\n$20480\r\n"+v2+"\r\n")
+	exchange(t, c, cmd("STRLEN", k1)+cmd("STRLEN", k2)+cmd("STRLEN", "my/model@00000001@0@00ff")+cmd("STRLEN", "not a native key"),
+		":36000\r\n:20480\r\n:0\r\n:0\r\n")
 	// The server gives a buffer back after its reply is written, so the client can read
 	// the reply first: wait for the state, then check that no spare was ever needed.
 	eventually(t, "every lent buffer back after the replies", func() bool { return srv.Stats()["resp_value_lent"] == 0 })
 	if st := srv.Stats(); st["resp_value_spares_made"] != 0 {
 		t.Fatalf("after the replies: %v", st)
 	}
+}
+
+// intoOnly is a ValueLoader whose Get, a load into memory of its own, fails the test: with
+// a value pool, every value a command reads must be loaded into a lent buffer.
+type intoOnly struct {
+	EngineStore
+	t *testing.T
+}
+
+func (s intoOnly) Get(k Key) ([]byte, bool, error) {
+	if k.Err == nil { // a refused key is not loaded
+		s.t.Errorf("Get(%q) loaded a value outside the value pool", k.Raw)
+	}
+	return s.EngineStore.Get(k)
 }
