@@ -75,6 +75,12 @@ type Config struct {
 	// RegionSlots is the size of an EvictRegion region in slots (a reclaim unit's bytes over
 	// the slot's); required for EvictRegion.
 	RegionSlots int
+	// Deallocate: the devices Start opens deallocate every slot a delete or an eviction
+	// frees (engine.Config.DeallocateOnDelete: NVMe DSM deallocate, BLKDISCARD, a punched
+	// hole in a file) before the slot is written again, so the drive stops keeping data that
+	// is dead (docs/engine.md, "Deallocation"). Counted as deallocated_slots and
+	// deallocate_errors.
+	Deallocate bool
 
 	// Data-plane budget: concurrent connections, bytes of chunk buffers in flight, and how
 	// long a transfer waits for a buffer before it is refused as busy (dataplane.ServerConfig).

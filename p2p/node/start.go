@@ -287,7 +287,8 @@ func (c *Config) loadFiles(ctx context.Context) (chan<- os.Signal, error) {
 	return reload, nil
 }
 
-// openCache opens c.Devices (cache.Open with c.Open and periodic checkpoints) as one cache
+// openCache opens c.Devices (cache.Open with c.Open, periodic checkpoints and, with
+// c.Deallocate, deallocation of freed slots) as one cache
 // routed by c.ShardBy; devices whose keys belong elsewhere are refused (sharded.ErrMisrouted)
 // unless AllowMisrouted. It sets RegionSlots from RegionBytes and the slot size.
 func (c *Config) openCache() (*sharded.Cache, error) {
@@ -306,6 +307,7 @@ func (c *Config) openCache() (*sharded.Cache, error) {
 		// one checkpoint after it.
 		cfg.Periodic, cfg.CheckpointInterval, cfg.ForceAfter = true, interval, interval
 		cfg.IdleQuiet = min(cfg.IdleQuiet, interval/2)
+		cfg.DeallocateOnDelete = cfg.DeallocateOnDelete || c.Deallocate
 	}
 	engs := make([]*engine.Engine, 0, len(c.Devices))
 	fail := func(err error) (*sharded.Cache, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/p2p/cluster"
+	"github.com/rbctl/rbctl/p2p/p2ppb"
 	"github.com/rbctl/rbctl/p2p/secure"
 	"github.com/rbctl/rbctl/workloads/l2trace"
 )
@@ -184,5 +185,43 @@ func TestStartJoinsOnlyWhenTold(t *testing.T) {
 	defer n.Close()
 	if s := buf.String(); !strings.Contains(s, `msg="joined cluster" cluster=lab members=1 name=t`) {
 		t.Fatalf("log %q", s)
+	}
+}
+
+// With Deallocate, the slots a full node's evictions free are deallocated (holes punched
+// in the file, deallocated_slots counted) and the keys stored in their place read back;
+// without it, the same puts deallocate nothing.
+func TestStartDeallocatesEvictedSlots(t *testing.T) {
+	for _, dealloc := range []bool{true, false} {
+		dev := formatFile(t, t.TempDir(), "a.img")
+		cfg := startConfig(dev)
+		cfg.Deallocate = dealloc
+		n, err := Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := int(n.Usage().SlotsTotal)
+		c := dial(t, n)
+		for i := range 2 * total { // the second half evicts the first
+			put(t, c, i, 64<<10)
+		}
+		for i := total + total/2; i < 2*total; i++ { // the newest are stored and read back
+			if ch := get(t, c, i); ch.Source == p2ppb.Source_SOURCE_MISS {
+				t.Fatalf("deallocate %v: key %d, stored after the evictions, misses", dealloc, i)
+			}
+		}
+		n.cache.FlushDeallocates()
+		st := n.Stats().Counters
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case st["evicted"] < int64(total/2):
+			t.Fatalf("deallocate %v: %d evicted of %d puts into %d slots", dealloc, st["evicted"], 2*total, total)
+		case dealloc && (st["deallocated_slots"] < st["evicted"] || st["deallocate_errors"] != 0):
+			t.Fatalf("deallocated %d slots (%d errors) after %d evictions", st["deallocated_slots"], st["deallocate_errors"], st["evicted"])
+		case !dealloc && st["deallocated_slots"] != 0:
+			t.Fatalf("without Deallocate %d slots deallocated", st["deallocated_slots"])
+		}
 	}
 }

@@ -46,6 +46,7 @@ func (n *Node) cacheStats(m map[string]int64) {
 		m[prefix+"engine_puts"], m[prefix+"engine_put_failed"] = s.Puts, s.PutFailed
 		m[prefix+"checkpoints"], m[prefix+"checkpoints_forced"] = s.Checkpoints, s.CheckpointsForced
 		m[prefix+"checkpoint_errors"], m[prefix+"dirty_ops"] = s.CheckpointErrors, s.DirtyOps
+		m[prefix+"deallocated_slots"], m[prefix+"deallocate_errors"] = s.DeallocatedSlots, s.DeallocateErrors
 	}
 	us, ss := n.cache.UsageByShard(), n.cache.StatsByShard()
 	sum := sharded.SumStats(ss)

@@ -36,7 +36,7 @@ type Node struct {
 // nodeFlags names the flag that sets each node.Config field (ConfigError's {Field}).
 var nodeFlags = map[string]string{
 	"Devices": "DEV", "CheckpointInterval": "--checkpoint-interval", "Eviction": "--eviction",
-	"Admission": "--admission", "RegionBytes": "--region", "MetricsListen": "--metrics-listen",
+	"Admission": "--admission", "RegionBytes": "--region", "Deallocate": "--deallocate", "MetricsListen": "--metrics-listen",
 	"Listen": "--listen", "DataListen": "--data-listen", "RESP.Listen": "--resp",
 	"Record.Path": "--record", "Record.MaxBytes": "--record-max-bytes", "Record.MaxFiles": "--record-files",
 	"TLSFiles.Cert": "--tls-cert", "TLSFiles.Key": "--tls-key", "TLSFiles.CA": "--tls-ca",
@@ -68,6 +68,7 @@ func (f *Node) Add(cmd *cobra.Command) {
 	fs.StringVar(&f.eviction, "eviction", "lru", "what a full cache drops to store a put or a replica: lru (least recently stored, hit or leased), fifo, region (whole regions of one cache_salt's consecutive stores, least recent first) or none (refuse the write); leased keys are never dropped")
 	fs.StringVar(&c.Admission, "admission", "all", "which writes of chunks the node does not hold (puts, replicas) are stored: all, second-hit[:W] (a chunk's second write within W misses) or tinylfu[:W] (asked for more often than what eviction would drop); a declined put is answered as declined, RESP SET as OK, and a later get misses (docs/p2p.md)")
 	flagcheck.SizeVar(fs, &c.RegionBytes, "region", "", "region size for --eviction region (default 16 MiB; give the device's reclaim unit size)")
+	fs.BoolVar(&c.Deallocate, "deallocate", true, "deallocate the slots deletes and evictions free (NVMe DSM deallocate, BLKDISCARD, a punched hole in a file) before they are written again; false opts out (on a file every punched hole costs the filesystem an allocating rewrite: docs/p2p.md)")
 	fs.StringVar(&f.shardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "HOST:PORT to serve Prometheus metrics at /metrics (the remote stats counters, checkpoint age, latency histograms); empty: none")
 	fs.BoolVar(&c.AllowMisrouted, "allow-misrouted", false, "serve devices whose keys the route sends elsewhere (one shard of a larger cache alone, or devices out of format order)")
