@@ -23,7 +23,7 @@ type InspectOptions struct {
 // read-only as OpenDevice recovers it. When the index cannot be recovered it returns the
 // containers and the choice read so far with the error; WriteText then shows those.
 func Inspect(dev blockdev.Device, path string, opts InspectOptions) (*cachereport.Inspection, error) {
-	o := OpenOptions{ReadOnly: true, Tweak: func(c *engine.Config) { c.VerifyOnLoad = opts.Verify }}
+	o := OpenOptions{ReadOnly: true, Tweak: func(_ blockdev.Device, c *engine.Config) { c.VerifyOnLoad = opts.Verify }}
 	d, err := Detect(dev, o)
 	if err != nil {
 		dev.Close()

@@ -58,8 +58,8 @@ type OpenOptions struct {
 	// Placement is the placement.Parse spec of the policy the writes are placed by, built
 	// for the device's handles ("" or "none": no directives).
 	Placement string
-	// Tweak, when set, adjusts the detected config before recovery.
-	Tweak func(*engine.Config)
+	// Tweak, when set, adjusts the detected config for the open device before recovery.
+	Tweak func(dev blockdev.Device, cfg *engine.Config)
 }
 
 // ErrNamespaceUnknown refuses a writer when nothing tells the key namespace: a guess would
@@ -133,7 +133,7 @@ func openDetected(dev blockdev.Device, path string, d engine.Detection, o OpenOp
 		cfg.Placer = pol
 	}
 	if o.Tweak != nil {
-		o.Tweak(&cfg)
+		o.Tweak(dev, &cfg)
 	}
 	e, err := engine.OpenWith(dev, cfg, engine.OpenOptions{Context: o.Context, AcceptDoubt: o.Accept,
 		Scan: o.Scan != ScanNever, ScanLayout: d.LayoutSource, Detected: &d}) // the checkpoints Detect read

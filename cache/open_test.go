@@ -47,7 +47,7 @@ func memCache(t *testing.T, mutate func(*engine.Config), keys int) (*blockdev.Me
 
 func TestOpenRecoversWithTheDetectedLayoutAndTweak(t *testing.T) {
 	mem, _ := memCache(t, nil, 2)
-	e, err := OpenDevice(mem.Reopen(), "mem", OpenOptions{Tweak: func(c *engine.Config) { c.VerifyOnLoad = true }})
+	e, err := OpenDevice(mem.Reopen(), "mem", OpenOptions{Tweak: func(_ blockdev.Device, c *engine.Config) { c.VerifyOnLoad = true }})
 	if err != nil {
 		t.Fatal(err)
 	}

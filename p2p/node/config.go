@@ -75,12 +75,12 @@ type Config struct {
 	// RegionSlots is the size of an EvictRegion region in slots (a reclaim unit's bytes over
 	// the slot's); required for EvictRegion.
 	RegionSlots int
-	// Deallocate: the devices Start opens deallocate every slot a delete or an eviction
-	// frees (engine.Config.DeallocateOnDelete: NVMe DSM deallocate, BLKDISCARD, a punched
-	// hole in a file) before the slot is written again, so the drive stops keeping data that
-	// is dead (docs/engine.md, "Deallocation"). Counted as deallocated_slots and
+	// Deallocate is which of the devices Start opens deallocate every slot a delete or an
+	// eviction frees before the slot is written again (engine.Config.DeallocateOnDelete),
+	// so the drive stops keeping data that is dead: DeallocateNone (the zero value),
+	// DeallocateDevices or DeallocateAll (dealloc.go). Counted as deallocated_slots and
 	// deallocate_errors.
-	Deallocate bool
+	Deallocate Deallocation
 
 	// Data-plane budget: concurrent connections, bytes of chunk buffers in flight, and how
 	// long a transfer waits for a buffer before it is refused as busy (dataplane.ServerConfig).
@@ -188,6 +188,9 @@ func (o *Config) defaults() error {
 		o.BackoffMax = o.BackoffBase
 	}
 	if _, err := ParseEviction(string(o.Eviction)); err != nil {
+		return err
+	}
+	if _, err := ParseDeallocation(string(o.Deallocate)); err != nil {
 		return err
 	}
 	if o.Eviction == EvictRegion && o.RegionSlots < 1 {

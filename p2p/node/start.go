@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
@@ -70,6 +71,9 @@ func (c *Config) Check() error {
 		return refuse("{Eviction}: %v", err)
 	}
 	c.Eviction = ev
+	if c.Deallocate, err = ParseDeallocation(string(c.Deallocate)); err != nil {
+		return refuse("{Deallocate}: %v", err)
+	}
 	if err := CheckAdmission(c.Admission); err != nil {
 		return refuse("{Admission}: %v", err)
 	}
@@ -298,16 +302,16 @@ func (c *Config) openCache() (*sharded.Cache, error) {
 	}
 	o := c.Open
 	tweak := o.Tweak
-	o.Tweak = func(cfg *engine.Config) {
+	o.Tweak = func(dev blockdev.Device, cfg *engine.Config) {
 		if tweak != nil {
-			tweak(cfg)
+			tweak(dev, cfg)
 		}
 		// Checkpoints every interval, forced (idle or not) once the oldest unsaved change is
 		// one interval old: an acknowledged write is in a checkpoint at most 2 intervals +
 		// one checkpoint after it.
 		cfg.Periodic, cfg.CheckpointInterval, cfg.ForceAfter = true, interval, interval
 		cfg.IdleQuiet = min(cfg.IdleQuiet, interval/2)
-		cfg.DeallocateOnDelete = cfg.DeallocateOnDelete || c.Deallocate
+		cfg.DeallocateOnDelete = cfg.DeallocateOnDelete || c.Deallocate.on(dev.Info().Kind)
 	}
 	engs := make([]*engine.Engine, 0, len(c.Devices))
 	fail := func(err error) (*sharded.Cache, error) {

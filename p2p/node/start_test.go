@@ -15,6 +15,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/internal/looptest"
 	"github.com/rbctl/rbctl/p2p/cluster"
 	"github.com/rbctl/rbctl/p2p/p2ppb"
 	"github.com/rbctl/rbctl/p2p/secure"
@@ -33,6 +34,21 @@ func formatFile(t testing.TB, dir, name string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// formatLoop formats a cache of 64 KiB payloads on a loop device over an 8 MiB file, as
+// formatFile does on a file (skipped where no loop device can be attached).
+func formatLoop(t testing.TB) string {
+	t.Helper()
+	dev := looptest.New(t, 8<<20, looptest.Options{DirectIO: true})
+	cfg := engine.DefaultConfig()
+	cfg.SlotBytes, cfg.MetaTotalBytes = 4096+64<<10, 0
+	_, _, err := cache.Format(cache.FormatOptions{Path: dev, Config: cfg,
+		Open: func() (blockdev.Device, error) { return blockdev.OpenFile(dev, blockdev.FileOptions{}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev
 }
 
 // startConfig serves devs alone on loopback, any ports.
@@ -188,14 +204,32 @@ func TestStartJoinsOnlyWhenTold(t *testing.T) {
 	}
 }
 
-// With Deallocate, the slots a full node's evictions free are deallocated (holes punched
-// in the file, deallocated_slots counted) and the keys stored in their place read back;
-// without it, the same puts deallocate nothing.
+// On a file, DeallocateAll deallocates the slots a full node's evictions free (holes punched,
+// deallocated_slots counted) and the keys stored in their place read back; DeallocateDevices
+// (serve's default) and DeallocateNone deallocate nothing on a file. On a block device (a
+// loop device, where root may attach one) DeallocateDevices deallocates (BLKDISCARD).
 func TestStartDeallocatesEvictedSlots(t *testing.T) {
-	for _, dealloc := range []bool{true, false} {
-		dev := formatFile(t, t.TempDir(), "a.img")
+	for _, tc := range []struct {
+		mode   Deallocation
+		loop   bool
+		deallo bool
+	}{
+		{DeallocateAll, false, true}, {DeallocateDevices, false, false}, {DeallocateNone, false, false},
+		{DeallocateDevices, true, true},
+	} {
+		mode := tc.mode
+		var dev string
+		if tc.loop {
+			if os.Geteuid() != 0 {
+				t.Log("not root: no loop device case")
+				continue
+			}
+			dev = formatLoop(t)
+		} else {
+			dev = formatFile(t, t.TempDir(), "a.img")
+		}
 		cfg := startConfig(dev)
-		cfg.Deallocate = dealloc
+		cfg.Deallocate = mode
 		n, err := Start(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -207,7 +241,7 @@ func TestStartDeallocatesEvictedSlots(t *testing.T) {
 		}
 		for i := total + total/2; i < 2*total; i++ { // the newest are stored and read back
 			if ch := get(t, c, i); ch.Source == p2ppb.Source_SOURCE_MISS {
-				t.Fatalf("deallocate %v: key %d, stored after the evictions, misses", dealloc, i)
+				t.Fatalf("deallocate %q: key %d, stored after the evictions, misses", mode, i)
 			}
 		}
 		n.cache.FlushDeallocates()
@@ -217,11 +251,45 @@ func TestStartDeallocatesEvictedSlots(t *testing.T) {
 		}
 		switch {
 		case st["evicted"] < int64(total/2):
-			t.Fatalf("deallocate %v: %d evicted of %d puts into %d slots", dealloc, st["evicted"], 2*total, total)
-		case dealloc && (st["deallocated_slots"] < st["evicted"] || st["deallocate_errors"] != 0):
-			t.Fatalf("deallocated %d slots (%d errors) after %d evictions", st["deallocated_slots"], st["deallocate_errors"], st["evicted"])
-		case !dealloc && st["deallocated_slots"] != 0:
-			t.Fatalf("without Deallocate %d slots deallocated", st["deallocated_slots"])
+			t.Fatalf("deallocate %q: %d evicted of %d puts into %d slots", mode, st["evicted"], 2*total, total)
+		case tc.deallo && (st["deallocated_slots"] < st["evicted"] || st["deallocate_errors"] != 0):
+			t.Fatalf("deallocate %q on %s: %d slots deallocated (%d errors) after %d evictions", mode, dev, st["deallocated_slots"], st["deallocate_errors"], st["evicted"])
+		case !tc.deallo && st["deallocated_slots"] != 0:
+			t.Fatalf("deallocate %q: %d slots of a file deallocated", mode, st["deallocated_slots"])
 		}
+	}
+}
+
+// Which device kinds each Deallocation deallocates on, and what ParseDeallocation takes.
+func TestDeallocationKinds(t *testing.T) {
+	kinds := []blockdev.Kind{blockdev.KindFile, blockdev.KindBlock, blockdev.KindEmulated, blockdev.KindMemory}
+	for _, c := range []struct {
+		spell string
+		want  []bool // per kind above
+	}{
+		{"devices", []bool{false, true, true, true}},
+		{"all", []bool{true, true, true, true}},
+		{"none", []bool{false, false, false, false}},
+		{"", []bool{false, false, false, false}},
+	} {
+		d, err := ParseDeallocation(c.spell)
+		if err != nil {
+			t.Fatalf("%q: %v", c.spell, err)
+		}
+		for i, k := range kinds {
+			if d.on(k) != c.want[i] {
+				t.Errorf("deallocate %q on a %s device: %v, want %v", c.spell, k, d.on(k), c.want[i])
+			}
+		}
+	}
+	for _, bad := range []string{"true", "false", "files", "Devices"} {
+		if _, err := ParseDeallocation(bad); err == nil {
+			t.Errorf("ParseDeallocation(%q) took it", bad)
+		}
+	}
+	cfg := startConfig("x")
+	cfg.Deallocate = "yes"
+	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "devices, all or none") {
+		t.Fatalf("Start with deallocate %q: %v", cfg.Deallocate, err)
 	}
 }

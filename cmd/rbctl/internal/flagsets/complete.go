@@ -34,6 +34,8 @@ func completions() map[string][]string {
 		"workload":  {"kv", "sequential", "uniform", "zipf", "trace:", "mooncake:"},
 		"model":     models,
 		"admission": {admission.All, admission.SecondHit, admission.TinyLFU, admission.Depth + ":"},
+		// serve's; bench's and rm's --deallocate are booleans (skipped below)
+		"deallocate": {"devices", "all", "none"},
 	}
 }
 
@@ -46,8 +48,8 @@ func Complete(root *cobra.Command) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for name, vs := range vals {
-			if f := c.Flags().Lookup(name); f == nil || f.Name != name {
-				continue // absent, or an old spelling of another flag (put's --model is --model-name)
+			if f := c.Flags().Lookup(name); f == nil || f.Name != name || f.Value.Type() == "bool" {
+				continue // absent, an old spelling of another flag (put's --model is --model-name), or a switch
 			}
 			_ = c.RegisterFlagCompletionFunc(name, func(_ *cobra.Command, _ []string, typed string) ([]string, cobra.ShellCompDirective) {
 				head := typed[:strings.LastIndex(typed, ",")+1]

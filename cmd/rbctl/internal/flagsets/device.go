@@ -61,7 +61,9 @@ func (f *Device) OpenEngine(pf *Placement, path string, readOnly bool, tweak fun
 	if err != nil {
 		return nil, err
 	}
-	o.Tweak = tweak
+	if tweak != nil {
+		o.Tweak = func(_ blockdev.Device, c *engine.Config) { tweak(c) }
+	}
 	return cache.Open(path, o)
 }
 

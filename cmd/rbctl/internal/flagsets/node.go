@@ -20,17 +20,18 @@ import (
 // Node is the flags of `rbctl serve`, bound to a node.Config: the flags only name the
 // config's fields, and node.Start checks them (Explain spells its refusals with the flags).
 type Node struct {
-	Device    Device
-	Placement Placement
-	TLS       TLS
-	cfg       node.Config
-	resp      node.RESPConfig
-	record    l2trace.Options
-	eviction  string
-	shardBy   string
-	gossip    string
-	replica   int
-	cmd       *cobra.Command
+	Device     Device
+	Placement  Placement
+	TLS        TLS
+	cfg        node.Config
+	resp       node.RESPConfig
+	record     l2trace.Options
+	eviction   string
+	deallocate string
+	shardBy    string
+	gossip     string
+	replica    int
+	cmd        *cobra.Command
 }
 
 // nodeFlags names the flag that sets each node.Config field (ConfigError's {Field}).
@@ -68,7 +69,7 @@ func (f *Node) Add(cmd *cobra.Command) {
 	fs.StringVar(&f.eviction, "eviction", "lru", "what a full cache drops to store a put or a replica: lru (least recently stored, hit or leased), fifo, region (whole regions of one cache_salt's consecutive stores, least recent first) or none (refuse the write); leased keys are never dropped")
 	fs.StringVar(&c.Admission, "admission", "all", "which writes of chunks the node does not hold (puts, replicas) are stored: all, second-hit[:W] (a chunk's second write within W misses) or tinylfu[:W] (asked for more often than what eviction would drop); a declined put is answered as declined, RESP SET as OK, and a later get misses (docs/p2p.md)")
 	flagcheck.SizeVar(fs, &c.RegionBytes, "region", "", "region size for --eviction region (default 16 MiB; give the device's reclaim unit size)")
-	fs.BoolVar(&c.Deallocate, "deallocate", true, "deallocate the slots deletes and evictions free (NVMe DSM deallocate, BLKDISCARD, a punched hole in a file) before they are written again; false opts out (on a file every punched hole costs the filesystem an allocating rewrite: docs/p2p.md)")
+	fs.StringVar(&f.deallocate, "deallocate", "devices", "which devices deallocate the slots deletes and evictions free, before they are written again: devices (NVMe DSM deallocate, BLKDISCARD, the emulator's; not regular files), all (files too: a punched hole, which the filesystem pays for again when the slot is rewritten) or none (docs/p2p.md)")
 	fs.StringVar(&f.shardBy, "shard-by", "hash", "with several DEVs, route a key by: hash (of the key) or kv-rank (device kv_rank mod N)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "HOST:PORT to serve Prometheus metrics at /metrics (the remote stats counters, checkpoint age, latency histograms); empty: none")
 	fs.BoolVar(&c.AllowMisrouted, "allow-misrouted", false, "serve devices whose keys the route sends elsewhere (one shard of a larger cache alone, or devices out of format order)")
@@ -105,6 +106,7 @@ func (f *Node) Config(devs []string, log *slog.Logger, version string) (node.Con
 		return c, fmt.Errorf("--checkpoint-interval %v: must be positive", c.CheckpointInterval)
 	}
 	c.Eviction = node.Eviction(f.eviction)
+	c.Deallocate = node.Deallocation(f.deallocate)
 	route, err := sharded.ParseRoute(f.shardBy)
 	if err != nil {
 		return c, fmt.Errorf("--shard-by: %w", err)

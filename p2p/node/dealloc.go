@@ -1,0 +1,44 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/rbctl/rbctl/blockdev"
+)
+
+// Deallocation is which devices deallocate the slots that deletes and evictions free
+// (Config.Deallocate). A deallocated slot's old data is dead to the drive at once: an NVMe
+// namespace takes a DSM deallocate, a block device BLKDISCARD, the emulated FDP SSD its
+// modelled deallocate; otherwise it stays valid, and garbage collection copies it, until a
+// later put overwrites the slot. On a regular file a deallocate is a punched hole, which the
+// filesystem pays for again with an allocating write when the slot is reused (on ext4 it
+// also waits for every direct write in flight), so DeallocateDevices leaves files alone.
+type Deallocation string
+
+const (
+	DeallocateNone    Deallocation = ""        // never (the zero value; "none")
+	DeallocateDevices Deallocation = "devices" // every device but a regular file
+	DeallocateAll     Deallocation = "all"     // every device, files too (punched holes)
+)
+
+// ParseDeallocation accepts devices, all and none ("" too).
+func ParseDeallocation(s string) (Deallocation, error) {
+	switch s {
+	case "", "none":
+		return DeallocateNone, nil
+	case string(DeallocateDevices), string(DeallocateAll):
+		return Deallocation(s), nil
+	}
+	return "", fmt.Errorf("deallocate %q is not devices, all or none", s)
+}
+
+// on reports whether a device of kind k deallocates.
+func (d Deallocation) on(k blockdev.Kind) bool {
+	switch d {
+	case DeallocateAll:
+		return true
+	case DeallocateDevices:
+		return k != blockdev.KindFile
+	}
+	return false
+}
