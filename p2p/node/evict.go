@@ -180,12 +180,16 @@ func (n *Node) makeRoom(keys []engine.Key) []engine.Key {
 		if want == 0 {
 			continue
 		}
-		u := n.cache.Shard(s).Usage()
+		eng := n.cache.Shard(s)
+		u := eng.Usage()
 		want -= u.SlotsTotal - u.SlotsUsed - u.SlotsInflight
 		r := &ev.shards[s]
 		if ev.mode == EvictRegion {
 			out = n.evictRegions(s, r, want, out)
 			continue
+		}
+		if want > 0 {
+			want += deallocAhead(eng.Config(), u.SlotsTotal)
 		}
 		for e := r.l.Back(); e != nil && want > 0; {
 			prev := e.Prev()
@@ -208,6 +212,21 @@ func (n *Node) makeRoom(keys []engine.Key) []engine.Key {
 		}
 	}
 	return out
+}
+
+// deallocAhead is how many slots an eviction frees beyond what the writes need when the
+// shard deallocates freed slots (Config.Deallocate): a freed slot is written again only
+// once its deallocate has returned, so evicting exactly what a put needs made every put on
+// a full shard wait for a deallocate of its own (engine/dealloc.go). A batch ahead — the
+// engine's DeallocateBatch, at most an eighth of the shard — is deallocated in one call
+// while the puts after it take the slots freed before, so a full shard waits for one
+// deallocate per batch of puts and holds at most a batch fewer keys. Region eviction frees
+// whole regions already.
+func deallocAhead(cfg engine.Config, slots int64) int64 {
+	if !cfg.DeallocateOnDelete || cfg.ReadOnly {
+		return 0
+	}
+	return min(int64(cfg.DeallocateBatch), slots/8)
 }
 
 // evictRegions evicts whole regions of shard s, least recent first, until want slots are

@@ -15,6 +15,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/internal/looptest"
 	"github.com/rbctl/rbctl/p2p/cluster"
 	"github.com/rbctl/rbctl/p2p/p2ppb"
@@ -246,14 +247,18 @@ func TestStartDeallocatesEvictedSlots(t *testing.T) {
 		}
 		n.cache.FlushDeallocates()
 		st := n.Stats().Counters
+		calls := sharded.SumStats(n.cache.StatsByShard()).DeallocateCalls
 		if err := n.Close(); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("deallocate %q on %s: %d slots, %d evicted, %d deallocated in %d calls", mode, dev, total, st["evicted"], st["deallocated_slots"], calls)
 		switch {
 		case st["evicted"] < int64(total/2):
 			t.Fatalf("deallocate %q: %d evicted of %d puts into %d slots", mode, st["evicted"], 2*total, total)
 		case tc.deallo && (st["deallocated_slots"] < st["evicted"] || st["deallocate_errors"] != 0):
 			t.Fatalf("deallocate %q on %s: %d slots deallocated (%d errors) after %d evictions", mode, dev, st["deallocated_slots"], st["deallocate_errors"], st["evicted"])
+		case tc.deallo && calls*4 > st["evicted"]: // evicting a batch ahead (deallocAhead)
+			t.Fatalf("deallocate %q on %s: %d deallocate calls for %d evictions; a full node evicting only what each put needs waits for one per put", mode, dev, calls, st["evicted"])
 		case !tc.deallo && st["deallocated_slots"] != 0:
 			t.Fatalf("deallocate %q: %d slots of a file deallocated", mode, st["deallocated_slots"])
 		}
