@@ -102,6 +102,10 @@ type Options struct {
 	Route Route
 	// Admission is every node's admission policy (node.Config.Admission; "" = all).
 	Admission string
+	// Deallocate is which devices deallocate the slots evictions free, as serve's
+	// node.Config.Deallocate: the nodes' devices are emulated SSDs, so devices and all
+	// deallocate and none ("") does not.
+	Deallocate node.Deallocation
 	// Drive, when set, projects each mode's drive life against it (the capacity: every
 	// node's device together).
 	Drive *reports.Drive
@@ -174,6 +178,9 @@ func (o *Options) fill() error {
 		return fmt.Errorf("cluster bench: %w", err)
 	}
 	if err := node.CheckAdmission(o.Admission); err != nil {
+		return fmt.Errorf("cluster bench: %w", err)
+	}
+	if _, err := node.ParseDeallocation(string(o.Deallocate)); err != nil {
 		return fmt.Errorf("cluster bench: %w", err)
 	}
 	if o.TLS == "" {
@@ -315,7 +322,7 @@ func runMode(ctx context.Context, o Options, mode Mode, tl bool, step func(frac 
 		}
 	}
 	res := Result{Mode: mode, Gossip: o.Gossip && mode != Off, Requests: done, Interrupted: ctx.Err() != nil, Seconds: time.Since(t0).Seconds(),
-		Route: o.Route, Admission: cmp.Or(o.Admission, "all"), TLS: tl}
+		Route: o.Route, Admission: cmp.Or(o.Admission, "all"), Deallocate: cmp.Or(o.Deallocate, "none"), TLS: tl}
 	res.CPUSeconds = cpuSeconds() - cpu0
 	if o.trace != nil {
 		st := o.trace.Stats
@@ -428,6 +435,7 @@ func startMembers(o Options, mode Mode, dir string, tl bool) ([]*member, error) 
 		}
 		cfg.Periodic = false
 		cfg.Placer = pol
+		cfg.DeallocateOnDelete = o.Deallocate.On(dev.Block.Info().Kind)
 		if mb.eng, err = engine.Format(dev.Block, cfg); err != nil {
 			return ms, err
 		}

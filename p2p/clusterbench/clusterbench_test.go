@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbctl/rbctl/p2p/node"
 	"github.com/rbctl/rbctl/reports"
 )
 
@@ -86,5 +87,30 @@ func TestGossipDirectoryLocatesPrefixes(t *testing.T) {
 	}
 	if fo.GossipBytesOut == 0 || fo.PeerLookups == 0 || fo.EmptyLookups >= fo.PeerLookups {
 		t.Errorf("gossip %d bytes, %d lookups, %d empty", fo.GossipBytesOut, fo.PeerLookups, fo.EmptyLookups)
+	}
+}
+
+// With Deallocate the nodes deallocate what they evict (their emulated SSDs count it), and
+// the result says which setting ran; without it nothing is deallocated. Two outputs of the
+// FTL model are not compared here: only that the setting reaches the nodes.
+func TestDeallocateReachesTheNodes(t *testing.T) {
+	for _, d := range []node.Deallocation{node.DeallocateDevices, node.DeallocateNone} {
+		o := small(t)
+		o.DeviceBytes, o.Requests, o.UniqueChunks, o.Modes, o.Deallocate = 32<<20, 240, 8, []Mode{Off}, d
+		rs, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tot := rs[0].Total
+		if tot.Evicted == 0 {
+			t.Fatalf("deallocate %q: no eviction in %d chunks on 32 MiB devices", d, tot.Chunks)
+		}
+		want := map[node.Deallocation]node.Deallocation{node.DeallocateDevices: "devices", node.DeallocateNone: "none"}[d]
+		if rs[0].Deallocate != want {
+			t.Errorf("result says deallocate %q, ran %q", rs[0].Deallocate, want)
+		}
+		if on := d == node.DeallocateDevices; on && tot.Deallocated < tot.Evicted || !on && tot.Deallocated != 0 {
+			t.Errorf("deallocate %q: %d slots deallocated for %d evicted", d, tot.Deallocated, tot.Evicted)
+		}
 	}
 }

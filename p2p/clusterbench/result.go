@@ -26,8 +26,9 @@ type NodeResult struct {
 	// Declined: writes (puts of computed chunks, replicas of fetched ones) the node's
 	// admission policy did not store.
 	Declined    int64 `json:"admission_declined"`
-	Evicted     int64 `json:"evicted"`      // keys the node evicted (LRU) to make room
-	WrongChunks int64 `json:"wrong_chunks"` // payloads that differed from the computed bytes (must be 0)
+	Evicted     int64 `json:"evicted"`           // keys the node evicted (LRU) to make room
+	Deallocated int64 `json:"deallocated_slots"` // evicted slots deallocated (Options.Deallocate)
+	WrongChunks int64 `json:"wrong_chunks"`      // payloads that differed from the computed bytes (must be 0)
 
 	PeerBytesIn  int64 `json:"peer_bytes_in"`   // bytes fetched from peers
 	ServedBytes  int64 `json:"served_bytes"`    // bytes served to peers
@@ -64,7 +65,9 @@ type Result struct {
 	WAFSource   string  `json:"device_waf_source"`
 	Route       Route   `json:"route"`
 	Admission   string  `json:"admission"` // the nodes' admission policy (node.Config.Admission)
-	TLS         bool    `json:"tls"`       // nodes talked mutual TLS on both planes
+	// Deallocate is the nodes' deallocation of evicted slots (node.Config.Deallocate).
+	Deallocate node.Deallocation `json:"deallocate"`
+	TLS        bool              `json:"tls"` // nodes talked mutual TLS on both planes
 	// CPUSeconds is the process's CPU time during the requests (user + system; nodes,
 	// emulated SSDs and driver share the process).
 	CPUSeconds float64 `json:"process_cpu_seconds"`
@@ -107,7 +110,7 @@ func (r *Result) projectDrive(o Options) {
 func (m *NodeResult) fromNode(s node.Stats) {
 	c := s.Counters
 	m.PeerBytesIn, m.ServedBytes, m.ReplicaBytes = c["peer_bytes_in"], c["served_bytes"], c["replica_bytes"]
-	m.Evicted, m.Declined = c["evicted"], c["admission_declined"]
+	m.Evicted, m.Declined, m.Deallocated = c["evicted"], c["admission_declined"], c["deallocated_slots"]
 	m.PeerTimeouts, m.Checksum = c["peer_timeouts"], c["peer_checksum_errors"]
 	m.PeerErrors = c["peer_errors"] + c["peer_refused"]
 	m.PeerLookups, m.EmptyLookups = c["peer_lookups"], c["peer_lookup_empty"]
@@ -144,6 +147,7 @@ func (r *Result) total() {
 		t.NotStored += n.NotStored
 		t.Declined += n.Declined
 		t.Evicted += n.Evicted
+		t.Deallocated += n.Deallocated
 		t.WrongChunks += n.WrongChunks
 		t.PeerBytesIn += n.PeerBytesIn
 		t.ServedBytes += n.ServedBytes
@@ -172,6 +176,9 @@ func WriteText(w io.Writer, rs []Result) error {
 		}
 		if rd := r.Recorded; rd != nil {
 			dir += fmt.Sprintf(", %s (%d records: %d gets and %d peer fetches replayed as one-chunk requests)", r.Workload, rd.Records, rd.Gets, rd.Fetches)
+		}
+		if r.Deallocate == "none" {
+			dir += ", evicted slots not deallocated"
 		}
 		if r.Admission != "" && r.Admission != "all" {
 			dir += fmt.Sprintf(", admission %s (%d writes declined)", r.Admission, r.Total.Declined)

@@ -32,8 +32,8 @@ func ParseDeallocation(s string) (Deallocation, error) {
 	return "", fmt.Errorf("deallocate %q is not devices, all or none", s)
 }
 
-// on reports whether a device of kind k deallocates.
-func (d Deallocation) on(k blockdev.Kind) bool {
+// On reports whether a device of kind k deallocates.
+func (d Deallocation) On(k blockdev.Kind) bool {
 	switch d {
 	case DeallocateAll:
 		return true

@@ -311,7 +311,7 @@ func (c *Config) openCache() (*sharded.Cache, error) {
 		// one checkpoint after it.
 		cfg.Periodic, cfg.CheckpointInterval, cfg.ForceAfter = true, interval, interval
 		cfg.IdleQuiet = min(cfg.IdleQuiet, interval/2)
-		cfg.DeallocateOnDelete = cfg.DeallocateOnDelete || c.Deallocate.on(dev.Info().Kind)
+		cfg.DeallocateOnDelete = cfg.DeallocateOnDelete || c.Deallocate.On(dev.Info().Kind)
 	}
 	engs := make([]*engine.Engine, 0, len(c.Devices))
 	fail := func(err error) (*sharded.Cache, error) {

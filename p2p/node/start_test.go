@@ -26,10 +26,16 @@ import (
 // formatFile makes a formatted 8 MiB cache file of 64 KiB payloads at dir/name.
 func formatFile(t testing.TB, dir, name string) string {
 	t.Helper()
+	return formatFileOf(t, dir, name, 8<<20, 64<<10)
+}
+
+// formatFileOf makes a formatted cache file of size bytes and payloads of payload bytes.
+func formatFileOf(t testing.TB, dir, name string, size int64, payload int) string {
+	t.Helper()
 	p := filepath.Join(dir, name)
 	cfg := engine.DefaultConfig()
-	cfg.SlotBytes, cfg.MetaTotalBytes = 4096+64<<10, 0 // 0: sized for the file (cache.Config)
-	_, _, err := cache.Format(cache.FormatOptions{Path: p, Create: 8 << 20, Config: cfg,
+	cfg.SlotBytes, cfg.MetaTotalBytes = int64(4096+payload), 0 // 0: sized for the file (cache.Config)
+	_, _, err := cache.Format(cache.FormatOptions{Path: p, Create: size, Config: cfg,
 		Open: func() (blockdev.Device, error) { return blockdev.OpenFile(p, blockdev.FileOptions{}) }})
 	if err != nil {
 		t.Fatal(err)
@@ -37,13 +43,13 @@ func formatFile(t testing.TB, dir, name string) string {
 	return p
 }
 
-// formatLoop formats a cache of 64 KiB payloads on a loop device over an 8 MiB file, as
-// formatFile does on a file (skipped where no loop device can be attached).
+// formatLoop formats a cache of 16 KiB payloads on a loop device over a 16 MiB file, as
+// formatFileOf does on a file (skipped where no loop device can be attached).
 func formatLoop(t testing.TB) string {
 	t.Helper()
-	dev := looptest.New(t, 8<<20, looptest.Options{DirectIO: true})
+	dev := looptest.New(t, 16<<20, looptest.Options{DirectIO: true})
 	cfg := engine.DefaultConfig()
-	cfg.SlotBytes, cfg.MetaTotalBytes = 4096+64<<10, 0
+	cfg.SlotBytes, cfg.MetaTotalBytes = 4096+16<<10, 0
 	_, _, err := cache.Format(cache.FormatOptions{Path: dev, Config: cfg,
 		Open: func() (blockdev.Device, error) { return blockdev.OpenFile(dev, blockdev.FileOptions{}) }})
 	if err != nil {
@@ -227,7 +233,7 @@ func TestStartDeallocatesEvictedSlots(t *testing.T) {
 			}
 			dev = formatLoop(t)
 		} else {
-			dev = formatFile(t, t.TempDir(), "a.img")
+			dev = formatFileOf(t, t.TempDir(), "a.img", 16<<20, 16<<10)
 		}
 		cfg := startConfig(dev)
 		cfg.Deallocate = mode
@@ -238,7 +244,7 @@ func TestStartDeallocatesEvictedSlots(t *testing.T) {
 		total := int(n.Usage().SlotsTotal)
 		c := dial(t, n)
 		for i := range 2 * total { // the second half evicts the first
-			put(t, c, i, 64<<10)
+			put(t, c, i, 16<<10)
 		}
 		for i := total + total/2; i < 2*total; i++ { // the newest are stored and read back
 			if ch := get(t, c, i); ch.Source == p2ppb.Source_SOURCE_MISS {
@@ -282,8 +288,8 @@ func TestDeallocationKinds(t *testing.T) {
 			t.Fatalf("%q: %v", c.spell, err)
 		}
 		for i, k := range kinds {
-			if d.on(k) != c.want[i] {
-				t.Errorf("deallocate %q on a %s device: %v, want %v", c.spell, k, d.on(k), c.want[i])
+			if d.On(k) != c.want[i] {
+				t.Errorf("deallocate %q on a %s device: %v, want %v", c.spell, k, d.On(k), c.want[i])
 			}
 		}
 	}

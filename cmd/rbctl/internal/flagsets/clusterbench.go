@@ -18,7 +18,7 @@ type ClusterBench struct {
 	JSON                              bool
 	modes                             []string
 	chunk, devSize, ru, directory, rt string
-	tls                               string
+	tls, deallocate                   string
 	fs                                *pflag.FlagSet
 }
 
@@ -48,6 +48,7 @@ func (c *ClusterBench) Register(f *pflag.FlagSet) {
 	f.IntVar(&o.ChunkTokens, "chunk-tokens", 256, "trace: tokens per chunk (divides the trace's 512-token blocks)")
 	f.StringVar(&o.SaltBy, "salt-by", "root", "trace: each request's cache_salt: none, root, hash:N, prefix:N or group[:F] (as bench; docs/bench.md)")
 	f.StringVar(&o.Admission, "admission", "all", "every node's admission policy, as serve --admission: all, second-hit[:W] or tinylfu[:W]")
+	f.StringVar(&c.deallocate, "deallocate", "devices", "every node's deallocation of the slots evictions free, as serve --deallocate: devices or all (the nodes' emulated SSDs deallocate) or none")
 	f.StringVar(&c.tls, "tls", "off", "run the nodes over mutual TLS on both planes with certificates of a throwaway CA: off, on, or both (each mode in plain TCP, then over TLS, and their throughput and CPU per GB compared)")
 	DriveFlag(f, &o.Drive)
 	f.StringVar(&c.rt, "route", "round-robin", "which node serves a request: round-robin, session (a tenant's requests, by cache_salt (--salt-by with a trace), on one node) or random")
@@ -90,6 +91,9 @@ func (c *ClusterBench) Options() (clusterbench.Options, error) {
 	}
 	if err := node.CheckAdmission(o.Admission); err != nil {
 		return o, fmt.Errorf("--admission: %w", err)
+	}
+	if o.Deallocate, err = node.ParseDeallocation(c.deallocate); err != nil {
+		return o, fmt.Errorf("--deallocate: %w", err)
 	}
 	if o.TLS, err = clusterbench.ParseTLSMode(c.tls); err != nil {
 		return o, fmt.Errorf("--tls: %w", err)
