@@ -16,6 +16,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -39,6 +40,7 @@ type Node struct {
 	admit    *admitter // nil: every write is stored
 	health   ckptHealth
 	flights  *flights
+	batches  atomic.Uint64 // numbers the recorded calls of several chunks (NextBatch)
 
 	leases   *leaseTable
 	peers    *peerPool

@@ -45,7 +45,13 @@ func (n *Node) RecordBatchOp(op l2trace.Op, proto, client string, k engine.Key, 
 	rec.Record(r)
 }
 
-// recordMany records op for each key of a gRPC call.
+// NextBatch numbers a call of several chunks (l2trace.Record.Batch) from the node's one
+// counter, which every front end of the node uses (the RESP front end's resp.Server.NextBatch
+// too), so a batch number names one call in the node's recording.
+func (n *Node) NextBatch() uint64 { return n.batches.Add(1) }
+
+// recordMany records op for each key of a gRPC call (or a peer's lookup), the keys of a call
+// of several sharing a batch number.
 func (n *Node) recordMany(ctx context.Context, op l2trace.Op, proto string, keys []engine.Key, size func(i int) int, hit func(i int) bool, start time.Time, err error) {
 	if n.opts.Recorder == nil {
 		return
@@ -54,7 +60,11 @@ func (n *Node) recordMany(ctx context.Context, op l2trace.Op, proto string, keys
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		client = p.Addr.String()
 	}
+	var batch uint64
+	if len(keys) > 1 {
+		batch = n.NextBatch()
+	}
 	for i, k := range keys {
-		n.RecordOp(op, proto, client, k, size(i), hit(i), start, err)
+		n.RecordBatchOp(op, proto, client, k, size(i), hit(i), start, batch, err)
 	}
 }

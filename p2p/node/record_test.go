@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/p2p/p2ppb"
 	"github.com/rbctl/rbctl/workloads/l2trace"
 )
 
@@ -60,6 +64,20 @@ func TestRESPRecordsBatches(t *testing.T) {
 	exchangeLine(t, c, cmd("MGET", a, b), "*2\r\n$1\r\nv\r\n$1\r\nw\r\n")
 	exchangeLine(t, c, cmd("GET", a), "$1\r\nv\r\n")
 	c.Close()
+	// gRPC calls of two keys and of one, numbered from the node's counter as RESP's are.
+	cc, err := grpc.NewClient(n.Peer().Control, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	api := p2ppb.NewCacheClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, ks := range [][]*p2ppb.ObjectKey{{wireKeyN(1), wireKeyN(2)}, {wireKeyN(3)}} {
+		if _, err := api.Get(ctx, &p2ppb.GetRequest{Keys: ks}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +89,10 @@ func TestRESPRecordsBatches(t *testing.T) {
 	for _, x := range r.Records {
 		got = append(got, fmt.Sprintf("%s:%d", x.Op, x.Batch))
 	}
-	if s := strings.Join(got, " "); len(r.Records) != 5 || r.Records[0].Batch == 0 || r.Records[1].Batch != r.Records[0].Batch ||
-		r.Records[2].Batch == 0 || r.Records[2].Batch == r.Records[0].Batch || r.Records[3].Batch != r.Records[2].Batch || r.Records[4].Batch != 0 {
-		t.Fatalf("records (op:batch) %s, want set:A set:A get:B get:B get:0 with A != B, both > 0", s)
+	if s := strings.Join(got, " "); len(r.Records) != 8 || r.Records[0].Batch == 0 || r.Records[1].Batch != r.Records[0].Batch ||
+		r.Records[2].Batch == 0 || r.Records[2].Batch == r.Records[0].Batch || r.Records[3].Batch != r.Records[2].Batch || r.Records[4].Batch != 0 ||
+		r.Records[5].Batch == 0 || r.Records[6].Batch != r.Records[5].Batch || r.Records[5].Batch == r.Records[0].Batch || r.Records[5].Batch == r.Records[2].Batch ||
+		r.Records[7].Batch != 0 {
+		t.Fatalf("records (op:batch) %s, want set:A set:A get:B get:B get:0 get:C get:C get:0 with A, B, C distinct and > 0", s)
 	}
 }

@@ -49,6 +49,7 @@ func (n *Node) serveRESP(ctx context.Context, c RESPConfig) (string, func(), err
 		Limits: lim, Conns: c.Conns, Budget: resp.NewBudget(mem), Logger: n.Logger(), AuthFailed: n.CountAuthFailure,
 		Values: values}
 	if n.Recording() {
+		srv.NextBatch = n.NextBatch
 		srv.RecordBatched = func(op, client string, k resp.Key, size int, hit bool, start time.Time, batch uint64, err error) {
 			if k.Err == nil { // a key the store does not take names no chunk
 				n.RecordBatchOp(l2trace.Op(op), "resp", client, k.Engine, size, hit, start, batch, err)

@@ -71,6 +71,10 @@ type Server struct {
 	// or the pairs of one MSET, of more than one key share a number no other call has; 0
 	// for every other key. When set it is called instead of Record.
 	RecordBatched func(op, client string, key Key, size int, hit bool, start time.Time, batch uint64, err error)
+	// NextBatch, when set, numbers the batches instead of the server's own counter: a node
+	// numbers the calls of all its front ends from one counter, so a batch number names
+	// one call in its recording.
+	NextBatch func() uint64
 
 	clients  atomic.Int64
 	commands atomic.Int64
@@ -198,7 +202,11 @@ func (s *Server) record(ss *session, op string, k Key, size int, hit bool, err e
 // batch numbers the call being run when it carries several keys and the server records.
 func (s *Server) batch(ss *session, keys int) {
 	if keys > 1 && s.recording() {
-		ss.batch = s.batches.Add(1)
+		if s.NextBatch != nil {
+			ss.batch = s.NextBatch()
+		} else {
+			ss.batch = s.batches.Add(1)
+		}
 	}
 }
 
