@@ -31,7 +31,7 @@ type Info struct {
 	MaxTransfer  int   // largest single transfer in bytes the backend issues (0: no limit)
 	Direct       bool  // O_DIRECT or passthrough: buffers, offsets and lengths must be aligned
 	Handles      int   // placement handles usable with Op.Handle (0: no placement support)
-	Deallocate   bool  // Deallocate reaches the medium (DSM, BLKDISCARD or punch-hole)
+	Deallocate   bool  // Deallocate reaches the medium (DSM, BLKDISCARD where the queue's discard_max_bytes > 0, or punch-hole)
 }
 
 // Op is one transfer in a batch given to Device.Submit.

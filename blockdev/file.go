@@ -181,6 +181,7 @@ func OpenFile(path string, opt FileOptions) (*File, error) {
 			return nil, fmt.Errorf("open %s: BLKSSZGET: %w", path, err)
 		}
 		d.info.Size, d.info.LogicalBlock = int64(size), lbs
+		d.info.Deallocate = blockDiscards(fd)
 	} else {
 		var sx unix.Statx_t
 		if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_SIZE|unix.STATX_DIOALIGN, &sx); err != nil {

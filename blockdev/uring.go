@@ -188,6 +188,7 @@ func uringGeometry(f *os.File, path string, isBlock, direct bool) (Info, error) 
 			return info, fmt.Errorf("uring device %s: BLKSSZGET: %w", path, err)
 		}
 		info.Size, info.LogicalBlock = int64(size), lbs
+		info.Deallocate = blockDiscards(fd)
 	} else {
 		var sx unix.Statx_t
 		if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_SIZE|unix.STATX_DIOALIGN, &sx); err != nil {

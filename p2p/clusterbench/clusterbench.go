@@ -435,7 +435,7 @@ func startMembers(o Options, mode Mode, dir string, tl bool) ([]*member, error) 
 		}
 		cfg.Periodic = false
 		cfg.Placer = pol
-		cfg.DeallocateOnDelete = o.Deallocate.On(dev.Block.Info().Kind)
+		cfg.DeallocateOnDelete = o.Deallocate.On(dev.Block.Info())
 		if mb.eng, err = engine.Format(dev.Block, cfg); err != nil {
 			return ms, err
 		}

@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/rbctl/rbctl/p2p/p2ppb"
@@ -17,12 +16,7 @@ import (
 func TestCacheAPIRefusesBadInput(t *testing.T) {
 	e := newEngine(t, nil)
 	n := startNode(t, e, fastOptions("a", nil))
-	cc, err := grpc.NewClient(n.Peer().Control, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := rawConn(t, n.Peer().Control, grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
 	api := p2ppb.NewCacheClient(cc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

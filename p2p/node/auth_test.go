@@ -293,11 +293,7 @@ func TestLeaseFloodFromOneClient(t *testing.T) {
 	n := startNode(t, e, fastOptions("a", nil))
 	c := dial(t, n)
 	put(t, c, 1, 100)
-	cc, err := grpc.NewClient(n.Peer().Control, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := rawConn(t, n.Peer().Control)
 	api := p2ppb.NewCacheClient(cc)
 	var granted atomic.Int64
 	start := time.Now()

@@ -32,13 +32,28 @@ func ParseDeallocation(s string) (Deallocation, error) {
 	return "", fmt.Errorf("deallocate %q is not devices, all or none", s)
 }
 
-// On reports whether a device of kind k deallocates.
-func (d Deallocation) On(k blockdev.Kind) bool {
+// On reports whether the device described by info deallocates: with DeallocateDevices,
+// every device but a regular file whose deallocates reach the medium (info.Deallocate: not
+// a block device whose queue takes no discards, nor a namespace without DSM); with
+// DeallocateAll every device, whose refusals are then counted as deallocate_errors.
+func (d Deallocation) On(info blockdev.Info) bool {
 	switch d {
 	case DeallocateAll:
 		return true
 	case DeallocateDevices:
-		return k != blockdev.KindFile
+		return info.Kind != blockdev.KindFile && info.Deallocate
 	}
 	return false
+}
+
+// why says why a device Deallocate names does not deallocate (for the start log).
+func (d Deallocation) why(info blockdev.Info) string {
+	switch {
+	case d == DeallocateNone:
+		return "deallocation is off"
+	case info.Kind == blockdev.KindFile:
+		return "a regular file (give --deallocate all to punch holes in it)"
+	default:
+		return "the device takes no deallocates (no discard or DSM)"
+	}
 }

@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
@@ -81,11 +78,7 @@ func TestLeasedKeyIsNeverEvicted(t *testing.T) {
 	n := startNode(t, e, o)
 	c := dial(t, n)
 	put(t, c, 0, 3000)
-	cc, err := grpc.NewClient(n.Peer().Control, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := rawConn(t, n.Peer().Control)
 	peer := p2ppb.NewPeerClient(cc)
 	l, err := peer.LookupAndLock(context.Background(), &p2ppb.LookupAndLockRequest{Keys: []*p2ppb.ObjectKey{wireKeyN(0)}, LeaseMs: 60000})
 	if err != nil || l.LeaseId == 0 {

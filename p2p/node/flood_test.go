@@ -17,7 +17,6 @@ import (
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/p2p/dataplane"
@@ -58,12 +57,7 @@ func TestIdleFloodDoesNotLockOutAPeer(t *testing.T) {
 	// timeouts (lookup 2 s, transfer 10 s, a new data connection each time), every second
 	// for 10 s of flood.
 	dial1 := nt.Dialer(1)
-	cc, err := grpc.NewClient(n.Peer().Control, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(_ context.Context, a string) (net.Conn, error) { return dial1("tcp", a, 2*time.Second) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := rawConn(t, n.Peer().Control, grpc.WithContextDialer(func(_ context.Context, a string) (net.Conn, error) { return dial1("tcp", a, 2*time.Second) }))
 	peer := p2ppb.NewPeerClient(cc)
 	// Its control connection is up before the flood, as a member's is: a flood that fills
 	// the listen backlog (4,096 here) makes a new connection wait for SYN retransmits, which

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/p2p"
@@ -96,6 +99,18 @@ func dial(t testing.TB, n *Node) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// rawConn is a plain gRPC connection to addr (a node's control plane), for calls the client
+// package does not make; closed when the test ends.
+func rawConn(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }
 
 func hashOf(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)*0x9e3779b97f4a7c15) }

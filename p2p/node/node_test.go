@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/p2ppb"
@@ -184,11 +181,7 @@ func TestRequesterDiesLeaseExpires(t *testing.T) {
 	a := startNode(t, ea, fastOptions("a", nil))
 	put(t, dial(t, a), 1, 100)
 	put(t, dial(t, a), 2, 100)
-	cc, err := grpc.NewClient(a.Peer().Control, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := rawConn(t, a.Peer().Control)
 	peer := p2ppb.NewPeerClient(cc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/p2p/p2ppb"
 	"github.com/rbctl/rbctl/workloads/l2trace"
@@ -65,11 +62,7 @@ func TestRESPRecordsBatches(t *testing.T) {
 	exchangeLine(t, c, cmd("GET", a), "$1\r\nv\r\n")
 	c.Close()
 	// gRPC calls of two keys and of one, numbered from the node's counter as RESP's are.
-	cc, err := grpc.NewClient(n.Peer().Control, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := rawConn(t, n.Peer().Control)
 	api := p2ppb.NewCacheClient(cc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

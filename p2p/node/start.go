@@ -311,7 +311,11 @@ func (c *Config) openCache() (*sharded.Cache, error) {
 		// one checkpoint after it.
 		cfg.Periodic, cfg.CheckpointInterval, cfg.ForceAfter = true, interval, interval
 		cfg.IdleQuiet = min(cfg.IdleQuiet, interval/2)
-		cfg.DeallocateOnDelete = cfg.DeallocateOnDelete || c.Deallocate.On(dev.Info().Kind)
+		if c.Deallocate.On(dev.Info()) {
+			cfg.DeallocateOnDelete = true
+		} else if c.Deallocate != DeallocateNone && c.Logger != nil {
+			c.Logger.Info("freed slots are not deallocated", "device", dev.Info().Path, "why", c.Deallocate.why(dev.Info()))
+		}
 	}
 	engs := make([]*engine.Engine, 0, len(c.Devices))
 	fail := func(err error) (*sharded.Cache, error) {

@@ -271,25 +271,28 @@ func TestStartDeallocatesEvictedSlots(t *testing.T) {
 	}
 }
 
-// Which device kinds each Deallocation deallocates on, and what ParseDeallocation takes.
+// Which devices each Deallocation deallocates on (a block device whose queue takes no
+// discards, Info.Deallocate false, only with all), and what ParseDeallocation takes.
 func TestDeallocationKinds(t *testing.T) {
-	kinds := []blockdev.Kind{blockdev.KindFile, blockdev.KindBlock, blockdev.KindEmulated, blockdev.KindMemory}
+	infos := []blockdev.Info{{Kind: blockdev.KindFile, Deallocate: true}, {Kind: blockdev.KindBlock, Deallocate: true},
+		{Kind: blockdev.KindBlock}, {Kind: blockdev.KindNVMeChar, Deallocate: true}, {Kind: blockdev.KindEmulated, Deallocate: true},
+		{Kind: blockdev.KindMemory, Deallocate: true}}
 	for _, c := range []struct {
 		spell string
-		want  []bool // per kind above
+		want  []bool // per device above
 	}{
-		{"devices", []bool{false, true, true, true}},
-		{"all", []bool{true, true, true, true}},
-		{"none", []bool{false, false, false, false}},
-		{"", []bool{false, false, false, false}},
+		{"devices", []bool{false, true, false, true, true, true}},
+		{"all", []bool{true, true, true, true, true, true}},
+		{"none", []bool{false, false, false, false, false, false}},
+		{"", []bool{false, false, false, false, false, false}},
 	} {
 		d, err := ParseDeallocation(c.spell)
 		if err != nil {
 			t.Fatalf("%q: %v", c.spell, err)
 		}
-		for i, k := range kinds {
-			if d.On(k) != c.want[i] {
-				t.Errorf("deallocate %q on a %s device: %v, want %v", c.spell, k, d.On(k), c.want[i])
+		for i, info := range infos {
+			if d.On(info) != c.want[i] {
+				t.Errorf("deallocate %q on %+v: %v, want %v", c.spell, info, d.On(info), c.want[i])
 			}
 		}
 	}
