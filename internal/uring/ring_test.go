@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/rbctl/rbctl/internal/sys"
 	"golang.org/x/sys/unix"
@@ -391,5 +392,64 @@ func TestNotSupportedError(t *testing.T) {
 	}
 	if got := err.Error(); got != "io_uring: IORING_SETUP_SQE128 needs Linux 5.19 or newer (invalid argument)" {
 		t.Fatalf("message %q", got)
+	}
+}
+
+// A signal that interrupts io_uring_enter's wait after it has submitted makes the kernel
+// return the submitted count and drop the -EINTR (io_uring_enter prefers a submission count
+// to the wait's error), so one enter does not mean the wait finished. The Go runtime sends
+// such signals (SIGURG for preemption); under a slow emulator they land inside the wait
+// often enough to fail a test that trusted the one enter.
+func TestSubmitAndWaitOutlastsSignals(t *testing.T) {
+	r := setupOrSkip(t, Options{Entries: 4})
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, tid := unix.Getpid(), unix.Gettid()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	signals := 0
+	go func() {
+		defer close(done)
+		// Signal the waiting thread for a while, then let the read complete.
+		for i := 0; i < 20; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if unix.Tgkill(pid, tid, unix.SIGURG) == nil {
+				signals++
+			}
+		}
+		unix.Write(p[1], []byte("x"))
+	}()
+	defer func() { close(stop); <-done }()
+
+	buf := make([]byte, 1)
+	sqe, _ := r.GetSQE()
+	sqe.PrepRead(int32(p[0]), buf, ^uint64(0)) // a pipe has no offset: -1 reads at the current position
+	sqe.SetUserData(7)
+	if _, err := r.SubmitAndWait(1); err != nil {
+		t.Fatalf("SubmitAndWait: %v", err)
+	}
+	if got := r.CQReady(); got != 1 {
+		t.Fatalf("SubmitAndWait(1) returned with %d completions ready", got)
+	}
+	var c [1]CQE
+	if r.Reap(c[:]) != 1 || c[0].UserData != 7 || c[0].Res != 1 || buf[0] != 'x' {
+		t.Fatalf("completion %+v, byte %q", c[0], buf[0])
+	}
+	close(stop)
+	<-done
+	stop = make(chan struct{}) // the deferred close must not close twice
+	if signals == 0 {
+		t.Fatal("no signal was sent, so the test showed nothing")
 	}
 }

@@ -21,7 +21,8 @@ func (r *Ring) flush() uint32 {
 func (r *Ring) Submit() (int, error) { return r.submit(0) }
 
 // SubmitAndWait submits like Submit and then waits until at least waitNr completions are
-// ready (one io_uring_enter for both).
+// ready: one io_uring_enter for both, and more only if a signal cut its wait short (see
+// waitRest).
 func (r *Ring) SubmitAndWait(waitNr uint32) (int, error) { return r.submit(waitNr) }
 
 // Wait blocks until at least n completions are ready, without submitting.
@@ -59,12 +60,31 @@ func (r *Ring) submit(waitNr uint32) (int, error) {
 			return int(n), nil
 		}
 		_, err := r.enter(0, waitNr, flags)
-		return int(n), err
+		if err != nil {
+			return int(n), err
+		}
+		return int(n), r.waitRest(waitNr)
 	}
 	if n == 0 && flags == 0 {
 		return 0, nil
 	}
-	return r.enter(n, waitNr, flags)
+	got, err := r.enter(n, waitNr, flags)
+	if err != nil {
+		return got, err
+	}
+	return got, r.waitRest(waitNr)
+}
+
+// waitRest finishes a wait that io_uring_enter may have cut short: when an enter submits
+// and its wait is then interrupted by a signal, the kernel returns the submitted count and
+// drops the wait's -EINTR, so success does not mean n completions are ready.
+func (r *Ring) waitRest(n uint32) error {
+	for n > 0 && r.CQReady() < n {
+		if _, err := r.enter(0, n, sys.IORING_ENTER_GETEVENTS); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // enter calls io_uring_enter, retrying EINTR (the Go runtime preempts with signals).
