@@ -52,11 +52,34 @@ func (p *payloadPool) put(b []byte, maxChunk int) {
 
 // Recycle hands back the payloads of results a caller is done with (it must not read or
 // keep them after the call): a later peer fetch reads chunks into them instead of into
-// fresh memory. Only fetched payloads are taken (Source Peer); optional.
+// fresh memory. Only fetched payloads are taken (Source Peer); optional. Results of GetWith
+// with an alloc are in the caller's buffers and must not be recycled.
 func (n *Node) Recycle(results []Result) {
 	for _, r := range results {
 		if r.Source == Peer {
 			n.peers.bufs.put(r.Payload, n.maxChunk)
 		}
+	}
+}
+
+// chunkAlloc is where one fetch reads its chunks: into buffers from the caller's alloc when
+// GetWith was given one (a RESP GET's lent value buffer), else from the node's payload pool.
+// A chunk read and not delivered goes back to the pool only when the pool gave it: a
+// caller's buffer is the caller's, and no later fetch may read into memory it has taken back.
+type chunkAlloc struct {
+	caller func(size int) []byte
+	pool   *payloadPool
+}
+
+func (a chunkAlloc) get(size int) []byte {
+	if a.caller != nil {
+		return a.caller(size)
+	}
+	return a.pool.get(size)
+}
+
+func (a chunkAlloc) drop(b []byte, maxChunk int) {
+	if a.caller == nil {
+		a.pool.put(b, maxChunk)
 	}
 }

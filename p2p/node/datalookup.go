@@ -77,7 +77,7 @@ func (n *Node) LeaseKeys(from netip.Addr, token string, names []string) (uint64,
 // fetchLookup fetches keys from r in one lookup request on conn (a pooled connection
 // whose server TakesLookups) and returns the verified payloads of the leading keys r
 // holds. The holder releases its lease itself, also after a failed transfer.
-func (n *Node) fetchLookup(fctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key, conn *dataplane.Conn) [][]byte {
+func (n *Node) fetchLookup(fctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key, conn *dataplane.Conn, alloc chunkAlloc) [][]byte {
 	n.c.peerLookups.Add(1)
 	names := make([]string, len(keys))
 	for i, k := range keys {
@@ -88,11 +88,11 @@ func (n *Node) fetchLookup(fctx context.Context, r *remote, peer p2p.Peer, keys 
 		n.peerFailed(r, peer, "lookup", err)
 		return nil
 	}
-	conn.SetAlloc(n.peers.bufs.get)
+	conn.SetAlloc(alloc.get)
 	frames, rerr := conn.ReceiveAll(fctx, leadingIndexes(len(keys)), uint32(n.maxChunk))
 	defer func() { // what was read and not delivered goes back to the pool
 		for _, f := range frames {
-			n.peers.bufs.put(f.Payload, n.maxChunk)
+			alloc.drop(f.Payload, n.maxChunk)
 		}
 	}()
 	var payloads [][]byte

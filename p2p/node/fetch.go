@@ -18,7 +18,7 @@ import (
 // fetchMissing fills out[i] for the missing indexes from peers: the candidates of the first
 // missing key, fastest first (choose), are asked for every missing key (a sequence's chunks
 // usually live together); what a peer lacks or fails to send goes to the next candidate.
-func (n *Node) fetchMissing(ctx context.Context, keys []engine.Key, missing []int, out []Result) {
+func (n *Node) fetchMissing(ctx context.Context, keys []engine.Key, missing []int, out []Result, alloc chunkAlloc) {
 	tried := 0
 	for _, peer := range n.choose(n.opts.Directory.Candidates(keys[missing[0]].Identity())) {
 		if tried == n.opts.MaxCandidates || len(missing) == 0 || ctx.Err() != nil {
@@ -29,7 +29,7 @@ func (n *Node) fetchMissing(ctx context.Context, keys []engine.Key, missing []in
 		for j := range want {
 			want[j] = keys[missing[j]]
 		}
-		got := n.fetchFrom(ctx, peer, want)
+		got := n.fetchFrom(ctx, peer, want, alloc)
 		for j, p := range got {
 			out[missing[j]] = Result{Source: Peer, Payload: p, Peer: peer.Name}
 			n.c.peerHits.Add(1)
@@ -43,7 +43,7 @@ func (n *Node) fetchMissing(ctx context.Context, keys []engine.Key, missing []in
 // failure ends the prefix there and is counted. With a pooled data connection to a peer
 // that takes lookup requests the whole fetch is one data-plane request (fetchLookup); to
 // one that takes request flags the pull is asked for first (fetchEarly).
-func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) [][]byte {
+func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key, alloc chunkAlloc) [][]byte {
 	r, err := n.peers.get(peer)
 	if err != nil {
 		n.c.peerErrors.Add(1)
@@ -58,11 +58,11 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) 
 	defer cancel()
 	var payloads [][]byte
 	if c := r.idleConn(n.opts.DataIdle); c != nil && c.TakesLookups() {
-		payloads = n.fetchLookup(fctx, r, peer, keys, c)
+		payloads = n.fetchLookup(fctx, r, peer, keys, c, alloc)
 	} else if early, id := n.sendEarly(fctx, r, c, len(keys)); early != nil {
-		payloads = n.fetchEarly(ctx, fctx, r, peer, keys, early, id)
+		payloads = n.fetchEarly(ctx, fctx, r, peer, keys, early, id, alloc)
 	} else {
-		payloads = n.fetchAfter(ctx, fctx, r, peer, keys)
+		payloads = n.fetchAfter(ctx, fctx, r, peer, keys, alloc)
 	}
 	if len(payloads) == 0 {
 		return nil
@@ -81,12 +81,12 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key) 
 
 // fetchAfter takes the lease, then pulls its chunks (on a connection from the pool or
 // dialled), releasing the lease with the request when the peer takes request flags.
-func (n *Node) fetchAfter(ctx, fctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key) [][]byte {
+func (n *Node) fetchAfter(ctx, fctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key, alloc chunkAlloc) [][]byte {
 	resp, ok := n.lookup(ctx, r, peer, keys, 0)
 	if !ok {
 		return nil
 	}
-	return n.pull(fctx, r, peer, keys, resp, nil)
+	return n.pull(fctx, r, peer, keys, resp, nil, alloc)
 }
 
 // lookup asks r for a lease on keys, proposing id (0: none); false when the lookup failed
@@ -112,7 +112,7 @@ func (n *Node) lookup(ctx context.Context, r *remote, peer p2p.Peer, keys []engi
 }
 
 // pull fetches the chunks of resp's lease on conn (nil: one from the pool, or dialled).
-func (n *Node) pull(fctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key, resp *p2ppb.LookupAndLockResponse, conn *dataplane.Conn) [][]byte {
+func (n *Node) pull(fctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key, resp *p2ppb.LookupAndLockResponse, conn *dataplane.Conn, alloc chunkAlloc) [][]byte {
 	want := wantsOf(resp.Hits, len(keys), n.maxChunk)
 	if len(want) == 0 {
 		if conn != nil {
@@ -133,7 +133,7 @@ func (n *Node) pull(fctx context.Context, r *remote, peer p2p.Peer, keys []engin
 	if conn.TakesFlags() {
 		flags = dataplane.FlagRelease
 	}
-	conn.SetAlloc(n.peers.bufs.get)
+	conn.SetAlloc(alloc.get)
 	payloads := make([][]byte, 0, len(want))
 	err = conn.FetchWith(fctx, resp.LeaseId, flags, want, func(_ int, p []byte) { payloads = append(payloads, p) })
 	if err != nil {

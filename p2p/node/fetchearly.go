@@ -50,7 +50,7 @@ type lookedUp struct {
 
 // fetchEarly reads the answer to conn's early request for lease id while the lookup
 // proposing id runs, then keeps the leading chunks that match the lease.
-func (n *Node) fetchEarly(ctx, fctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key, conn *dataplane.Conn, id uint64) [][]byte {
+func (n *Node) fetchEarly(ctx, fctx context.Context, r *remote, peer p2p.Peer, keys []engine.Key, conn *dataplane.Conn, id uint64, alloc chunkAlloc) [][]byte {
 	rctx, stop := context.WithCancel(fctx)
 	defer stop()
 	done := make(chan lookedUp, 1)
@@ -61,12 +61,12 @@ func (n *Node) fetchEarly(ctx, fctx context.Context, r *remote, peer p2p.Peer, k
 		}
 		done <- lookedUp{resp, ok}
 	}()
-	conn.SetAlloc(n.peers.bufs.get)
+	conn.SetAlloc(alloc.get)
 	frames, rerr := conn.ReceiveAll(rctx, leadingIndexes(len(keys)), uint32(n.maxChunk))
 	lk := <-done
 	defer func() { // what was read and not delivered goes back to the pool
 		for _, f := range frames {
-			n.peers.bufs.put(f.Payload, n.maxChunk)
+			alloc.drop(f.Payload, n.maxChunk)
 		}
 	}()
 	switch {
@@ -81,7 +81,7 @@ func (n *Node) fetchEarly(ctx, fctx context.Context, r *remote, peer p2p.Peer, k
 			conn.Close()
 			conn = nil
 		}
-		return n.pull(fctx, r, peer, keys, lk.resp, conn)
+		return n.pull(fctx, r, peer, keys, lk.resp, conn, alloc)
 	}
 	want := wantsOf(lk.resp.Hits, len(keys), n.maxChunk)
 	var payloads [][]byte

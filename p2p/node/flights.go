@@ -79,12 +79,12 @@ func (f *flights) finish(keys []engine.Key, lead []int, out []Result) {
 
 // fetchShared fills out[i] for the missing indexes: the keys no other Get is fetching are
 // fetched here (fetchMissing); the others take the outcome of the Get fetching them.
-func (n *Node) fetchShared(ctx context.Context, keys []engine.Key, missing []int, out []Result) {
+func (n *Node) fetchShared(ctx context.Context, keys []engine.Key, missing []int, out []Result, alloc chunkAlloc) {
 	lead, wait := n.flights.claim(keys, missing)
 	if len(lead) > 0 {
 		func() {
 			defer n.flights.finish(keys, lead, out) // also when the fetch panics or ends early
-			n.fetchMissing(ctx, keys, lead, out)
+			n.fetchMissing(ctx, keys, lead, out, alloc)
 		}()
 	}
 	for i, w := range wait {

@@ -303,9 +303,11 @@ func (n *Node) Get(ctx context.Context, keys []engine.Key, localOnly bool) ([]Re
 	return n.GetWith(ctx, keys, localOnly, nil)
 }
 
-// GetWith is Get with the local hits loaded into buffers from alloc (engine.LoadMany's: it
-// may return a longer, aligned buffer, which the payload is cut from; nil: make). A RESP GET
-// lends its pooled, registered value buffer this way (resp.go).
+// GetWith is Get with the local hits and the chunks fetched from peers loaded into buffers
+// from alloc (engine.LoadMany's: it may return a longer, aligned buffer, which the payload
+// is cut from; nil: make, and the node's payload pool for fetched chunks). A RESP GET lends
+// its pooled, registered value buffer this way (resp.go), so a value fetched from a peer
+// takes no memory beyond it.
 func (n *Node) GetWith(ctx context.Context, keys []engine.Key, localOnly bool, alloc func(size int) []byte) ([]Result, error) {
 	n.c.gets.Add(int64(len(keys)))
 	n.seen(keys)
@@ -329,7 +331,7 @@ func (n *Node) GetWith(ctx context.Context, keys []engine.Key, localOnly bool, a
 		n.localLat.record(time.Since(start))
 	}
 	if len(missing) > 0 && !localOnly && n.opts.Directory != nil && ctx.Err() == nil && !n.isClosed() {
-		n.fetchShared(ctx, keys, missing, out)
+		n.fetchShared(ctx, keys, missing, out, chunkAlloc{caller: alloc, pool: n.peers.bufs})
 	}
 	for _, r := range out {
 		if r.Source == Miss {

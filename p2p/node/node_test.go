@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"testing"
@@ -264,5 +265,72 @@ func TestReplicaHandle(t *testing.T) {
 	ob2.SeparateReplicas, ob2.ReplicaHandle = true, 300
 	if _, err := New(newEngine(t, nil), ob2); err == nil {
 		t.Fatal("a replica handle past the device's handles was accepted")
+	}
+}
+
+// A value fetched from a peer is read into the caller's buffer (GetWith's alloc: a RESP
+// GET's lent value buffer), on every fetch path (the first fetch dials; later ones find a
+// pooled connection that takes lookups), and none of those buffers enters the node's pool.
+func TestGetWithReadsFetchedChunksIntoTheCallersBuffer(t *testing.T) {
+	ea := newEngine(t, nil)
+	a := startNode(t, ea, fastOptions("a", nil))
+	b := startNode(t, newEngine(t, nil), fastOptions("b", NewStaticDirectory(a.Peer())))
+	ca := dial(t, a)
+	const keys = 4
+	for i := range keys {
+		put(t, ca, i, chunkBytes-i*1000)
+	}
+	for i := range keys {
+		mine := make([]byte, b.MaxPayload()+4096)
+		calls := 0
+		alloc := func(size int) []byte {
+			calls++
+			if calls > 1 || size > len(mine) {
+				t.Errorf("key %d: alloc(%d) call %d", i, size, calls)
+				return make([]byte, size)
+			}
+			return mine
+		}
+		res, err := b.GetWith(context.Background(), []keyT{keyN(i)}, false, alloc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res[0]
+		if r.Source != Peer || !bytes.Equal(r.Payload, payloadN(i, chunkBytes-i*1000)) {
+			t.Fatalf("key %d: source %d, %d bytes", i, r.Source, len(r.Payload))
+		}
+		if &r.Payload[0] != &mine[0] {
+			t.Fatalf("key %d: fetched into a buffer of the node's, not the caller's", i)
+		}
+		clear(mine) // the caller takes its buffer back and reuses it
+	}
+	if p := b.peers.bufs; p.bytes != 0 || len(p.free) != 0 {
+		t.Fatalf("the node's payload pool holds %d buffers (%d bytes) after fetches into the caller's", len(p.free), p.bytes)
+	}
+	// The replicas were written from the caller's buffer before GetWith returned.
+	for i := range keys {
+		res, err := b.Get(context.Background(), []keyT{keyN(i)}, true)
+		if err != nil || res[0].Source != Local || !bytes.Equal(res[0].Payload, payloadN(i, chunkBytes-i*1000)) {
+			t.Fatalf("key %d's replica: %v, source %d", i, err, res[0].Source)
+		}
+	}
+	if s := b.Stats().Counters; s["peer_hits"] != keys || s["replicas_stored"] != keys {
+		t.Fatalf("b's counters: %v", s)
+	}
+}
+
+// A chunk read and not delivered goes back to the node's pool only if the pool gave it.
+func TestChunkAllocDropsOnlyPoolBuffers(t *testing.T) {
+	pool := newPayloadPool(1 << 20)
+	lent := make([]byte, 4096)
+	mine := chunkAlloc{caller: func(int) []byte { return lent }, pool: pool}
+	mine.drop(mine.get(4096), 4096)
+	if pool.bytes != 0 {
+		t.Fatal("a caller's buffer entered the node's pool")
+	}
+	ours := chunkAlloc{pool: pool}
+	ours.drop(ours.get(4096), 4096)
+	if pool.bytes != 4096 {
+		t.Fatalf("pool holds %d bytes, want the dropped chunk's 4096", pool.bytes)
 	}
 }
