@@ -171,6 +171,7 @@ func (r *remote) idleConn(idleMax time.Duration) *dataplane.Conn {
 
 // keep returns a healthy connection to the idle pool (at most 4 per peer).
 func (r *remote) keep(c *dataplane.Conn) {
+	c.SetAlloc(nil) // a pooled connection holds no past caller's buffers (chunkAlloc)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.idle) < 4 {
