@@ -376,7 +376,14 @@ func TestExecutorOccupancy(t *testing.T) {
 	mean := func(a, b Occupancy) float64 {
 		return float64(b.InflightNs-a.InflightNs) / float64(b.ElapsedNs-a.ElapsedNs)
 	}
-	time.Sleep(20 * time.Millisecond) // past the owner's account before it sleeps
+	depth := func(want int64) { // the owner accounts its depth just before it waits
+		for end := time.Now().Add(10 * time.Second); e.inflight.Load() != want; time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("the owner never accounted a depth of %d (now %d)", want, e.inflight.Load())
+			}
+		}
+	}
+	depth(3)
 	o1 := e.Occupancy()
 	time.Sleep(30 * time.Millisecond)
 	o2 := e.Occupancy()
@@ -389,7 +396,7 @@ func TestExecutorOccupancy(t *testing.T) {
 	if err := waitRun(t, done); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	depth(0)
 	o3 := e.Occupancy()
 	time.Sleep(20 * time.Millisecond)
 	o4 := e.Occupancy()
