@@ -68,7 +68,7 @@ var explainLevers = []lever{
 			return "", "already deallocates"
 		}
 		o.Deallocate = true
-		return "--deallocate", ""
+		return "--deallocate all", ""
 	}},
 	{"per-chunk eviction (RUs partly live when GC needs them)", func(o *Options, b Options, _ int64) (string, string) {
 		ev := b.Workload.Eviction

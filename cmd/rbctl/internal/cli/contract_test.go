@@ -472,7 +472,7 @@ func TestCLIDocFlagTable(t *testing.T) {
 func TestFlagsMarkdownCoversTheTree(t *testing.T) {
 	md := flagsMarkdown(NewRoot())
 	for _, row := range []string{
-		"| rbctl rm | `--deallocate` |  | bool | `true` |",
+		"| rbctl rm | `--deallocate` |  | string | `all` |",
 		"| rbctl format | `--create` |  | string |  | a size of at least 4 KiB",
 		"| rbctl get | `--out` | `-o` | string |",
 		"| rbctl inspect | `--queue-depth` |  | int | `32` | [1, 4096] |",

@@ -43,6 +43,9 @@ func TestFlagValueCompletion(t *testing.T) {
 		{[]string{"simulate", "--workload", "moon"}, []string{"mooncake:"}, ""},
 		{[]string{"simulate", "--admission", "all,t"}, []string{"all,tinylfu"}, ""},
 		{[]string{"serve", "--eviction", ""}, []string{"lru", "none"}, ""},
+		{[]string{"serve", "--deallocate", ""}, []string{"devices", "all", "none"}, ""},
+		{[]string{"bench", "--deallocate", ""}, []string{"all", "none"}, "devices"},
+		{[]string{"rm", "--deallocate", "n"}, []string{"none"}, "devices"},
 	} {
 		out, err := runCLI(t, append([]string{"__complete"}, c.args...)...)
 		if err != nil {

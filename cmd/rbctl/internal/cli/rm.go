@@ -55,7 +55,7 @@ func newRmCmd() *cobra.Command {
 	// A lock is the engine's refusal to free a slot a reader holds: a safety refusal, so it
 	// is --force's one meaning.
 	cmd.Flags().BoolVar(&force, "force", false, flagsets.ForceHelp("remove the key even if a reader holds it locked"))
-	cmd.Flags().BoolVar(&dealloc, "deallocate", true, "also deallocate (discard/punch) the freed slot (--deallocate=false keeps its blocks)")
+	flagsets.DeallocateBool(cmd.Flags(), &dealloc, true, "also deallocate (discard/punch) the freed slot (all), or keep its blocks (none)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was removed as JSON")
 	dev.Add(cmd)
 	kf.Add(cmd)

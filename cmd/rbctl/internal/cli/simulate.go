@@ -51,7 +51,7 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 	fs.IntVar(&o.Reserve, "reserve", 0, "free RUs kept for GC (0: the minimum, 1)")
 	fs.Var(flagsets.Text(&o.Precondition, "trim"), "precondition", "state before the run: trim (all deallocated) or fill (sequentially written)")
 	fs.StringVar(&f.pol, "placement", "none,cache-salt,metadata-class+cache-salt,hotness", "comma-separated placement policies to compare ("+strings.Join(placement.Known(), ", ")+", compositions with +), or future-knowledge references oracle:"+strings.Join(sim.OracleModes, ", oracle:")+" (two passes; docs/bench.md)")
-	fs.BoolVar(&o.Deallocate, "deallocate", true, "deallocate a slot when its key is evicted or deleted; false opts out")
+	flagsets.DeallocateBool(fs, &o.Deallocate, true, "deallocate a slot when its key is evicted or deleted (all), or not (none)")
 	fs.Int64Var(&o.CheckpointOps, "checkpoint-ops", 2000, "write a checkpoint every this many stores+deletes (0: never)")
 	fs.Float64Var(&o.WarmupCaps, "warmup", 1, "warm-up, in device capacities of payload written")
 	fs.Float64Var(&o.MeasureCaps, "measure", 4, "measured window, in device capacities of payload written")

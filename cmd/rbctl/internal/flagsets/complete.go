@@ -34,7 +34,7 @@ func completions() map[string][]string {
 		"workload":  {"kv", "sequential", "uniform", "zipf", "trace:", "mooncake:"},
 		"model":     models,
 		"admission": {admission.All, admission.SecondHit, admission.TinyLFU, admission.Depth + ":"},
-		// serve's; bench's and rm's --deallocate are booleans (skipped below)
+		// serve's and cluster-bench's; bench, rm and simulate take all and none (below)
 		"deallocate": {"devices", "all", "none"},
 	}
 }
@@ -48,8 +48,12 @@ func Complete(root *cobra.Command) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for name, vs := range vals {
-			if f := c.Flags().Lookup(name); f == nil || f.Name != name || f.Value.Type() == "bool" {
+			f := c.Flags().Lookup(name)
+			if f == nil || f.Name != name || f.Value.Type() == "bool" {
 				continue // absent, an old spelling of another flag (put's --model is --model-name), or a switch
+			}
+			if _, ok := f.Value.(deallocBool); ok {
+				vs = []string{"all", "none"}
 			}
 			_ = c.RegisterFlagCompletionFunc(name, func(_ *cobra.Command, _ []string, typed string) ([]string, cobra.ShellCompDirective) {
 				head := typed[:strings.LastIndex(typed, ",")+1]
