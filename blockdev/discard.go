@@ -19,23 +19,30 @@ func blockDiscards(fd int) bool {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return true
 	}
-	ok, known := discardsAt(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))))
+	ok, known := discardsAt(filepath.Join(sysBlockDir, fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))))
 	return ok || !known
 }
 
-// discardsAt reads discard_max_bytes of the block device whose sysfs directory is dir (a
-// partition's queue is its disk's, one level up); known is false when neither has it.
+// discardsAt reads discard_max_bytes of the block device whose sysfs entry is dir
+// (/sys/dev/block/MAJ:MIN, a link into /sys/devices). A partition has no queue of its own:
+// its disk's is the directory above the link's target (a lexical ".." would climb out of
+// /sys/dev/block instead). known is false when no queue says.
 func discardsAt(dir string) (ok, known bool) {
-	for _, q := range []string{filepath.Join(dir, "queue"), filepath.Join(dir, "..", "queue")} {
-		b, err := os.ReadFile(filepath.Join(q, "discard_max_bytes"))
-		if err != nil {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return false, false
-		}
-		return n > 0, true
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false, false
 	}
-	return false, false
+	q := filepath.Join(real, "queue")
+	if _, err := os.Stat(filepath.Join(real, "partition")); err == nil {
+		q = filepath.Join(filepath.Dir(real), "queue")
+	}
+	b, err := os.ReadFile(filepath.Join(q, "discard_max_bytes"))
+	if err != nil {
+		return false, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return false, false
+	}
+	return n > 0, true
 }
