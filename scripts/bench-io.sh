@@ -13,7 +13,8 @@
 # bs, DeallocateOnDelete on, load buffers registered with RegisterMemory) follow each device
 # row; engine-put is compared with fio-replay (fio writing the engine's recorded offsets,
 # lengths and flushes) and rbctl-replay (rbctl's device path writing the same). Every run
-# starts on a settled disk (the file flushed first). Every run also reports what reached
+# starts on a settled disk (the file flushed first), idle for as long as fio's start-up
+# keeps it before fio's first I/O (-lead). Every run also reports what reached
 # the disk (requests, merges per MiB, flushes and their time). Every
 # row has a detail line. A summary line ends the run. docs/io_uring.md explains it.
 # Knobs (environment): BENCH_DIR (default /var/tmp), BENCH_SIZE (2G), BENCH_RUNTIME (1s per
@@ -23,7 +24,8 @@
 # fio's), -rings, -fixed,
 # -engine=false to skip the engine rows, -engine-deallocate=false, -engine-register=false,
 # -engine-vectored=false (puts copy each payload behind its header instead of zero-copy),
-# -tools LIST, -gap DURATION, -cpuprofile FILE, -fio-mem auto|shmhuge|malloc).
+# -tools LIST, -gap DURATION, -lead fio|DURATION (idle before an in-process run's first I/O;
+# fio: as long as fio's own start-up), -cpuprofile FILE, -fio-mem auto|shmhuge|malloc).
 # Buffers: rbctl's come from huge pages (blockdev.Alloc), so fio gets huge pages too
 # (--mem=shmhuge): as root the script reserves the few fio needs in /proc/sys/vm/nr_hugepages
 # and gives them back at exit (BENCH_HUGEPAGES=0: do not; then both sides use 4 KiB pages).

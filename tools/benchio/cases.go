@@ -74,6 +74,16 @@ type row struct {
 	ratio float64 // median of the rounds' ratios; 0: none measured
 }
 
+// medianDuration is the median of d (the lower middle of an even count), 0 for none.
+func medianDuration(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
@@ -163,6 +173,7 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 	}
 	var (
 		all        [][nTools]result // per round, every tool (zero: not run or failed)
+		fioLeads   []time.Duration  // fio's start-ups so far (-lead fio)
 		es         engineStats
 		engPayload int
 	)
@@ -182,30 +193,34 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 			t := tools[runOrder(len(tools), round)[k]]
 			order = append(order, toolNames[t])
 			time.Sleep(c.gap)
+			rc := c // this run's config: its lead
+			if c.leadFio {
+				rc.lead = medianDuration(fioLeads)
+			}
 			var err error
 			if c.settle {
-				if err := settle(c.file); err != nil {
+				if err := settle(rc.file); err != nil {
 					fmt.Fprintf(os.Stderr, "benchio: settling %s before %s: %v\n", c.file, toolNames[t], err)
 					failed = true
 				}
 			}
 			switch t {
 			case toolFio, toolFioFixed:
-				got[t], err = fioRun(c, fioJob{bs: bs, write: write, fixed: t == toolFioFixed})
+				got[t], err = fioRun(rc, fioJob{bs: bs, write: write, fixed: t == toolFioFixed})
 			case toolFioPayload, toolFioPayloadFixed:
-				got[t], err = fioRun(c, payloadJob(bs, t == toolFioPayloadFixed))
+				got[t], err = fioRun(rc, payloadJob(bs, t == toolFioPayloadFixed))
 			case toolFioReplay:
-				got[t], err = fioReplay(c, bs, wlog)
+				got[t], err = fioReplay(rc, bs, wlog)
 			case toolRbctlReplay:
-				got[t], err = rbctlReplay(c, bs, wlog)
+				got[t], err = rbctlReplay(rc, bs, wlog)
 			case toolDevice:
-				got[t], err = rbctlRun(c, bs, write)
+				got[t], err = rbctlRun(rc, bs, write)
 			case toolEngine:
 				if !engineReady {
 					continue
 				}
 				var st engineStats
-				got[t], st, err = engineRun(c, bs, write, wlog)
+				got[t], st, err = engineRun(rc, bs, write, wlog)
 				es.add(st, rounds)
 				engPayload = st.payload
 			}
@@ -213,6 +228,9 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 				fmt.Fprintf(os.Stderr, "benchio: %s %s bs=%s round %d: %v\n", toolNames[t], rw, sizeName(bs), round+1, err)
 				failed = true
 				got[t] = result{}
+			}
+			if got[t].startup > 0 {
+				fioLeads = append(fioLeads, got[t].startup)
 			}
 		}
 		all = append(all, got)
@@ -225,6 +243,11 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 			line += fmt.Sprintf(" %s %.2f GB/s %.3f CPU-s/GB qd %.1f %s;", toolNames[t], got[t].bw/1e9, got[t].cpuPerGB, got[t].depth, got[t].disk)
 		}
 		fmt.Println(strings.TrimSuffix(line, ";"))
+	}
+	if c.leadFio && len(fioLeads) > 0 {
+		lo, hi := slices.Min(fioLeads), slices.Max(fioLeads)
+		fmt.Printf("  lead: fio took %s from its launch to its first I/O (median of %d runs, %s–%s); each in-process run idled the median so far before its first\n",
+			medianDuration(fioLeads).Round(time.Millisecond), len(fioLeads), lo.Round(time.Millisecond), hi.Round(time.Millisecond))
 	}
 	ran := func(t int) bool { return slices.Contains(tools, t) }
 	med := func(t int, cpu bool) float64 { return medianOf(all, t, cpu) }

@@ -264,6 +264,7 @@ func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats
 			putPayloads = append(putPayloads, p)
 		}
 	}
+	time.Sleep(c.lead) // the same idle before the first I/O as every tool (-lead)
 	for s := 0; s < c.submitters; s++ {
 		wg.Add(1)
 		go func() {

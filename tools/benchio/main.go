@@ -70,8 +70,10 @@ type config struct {
 	checksum      bool
 	gap           time.Duration
 	settle        bool
-	tools         []string // nil: every tool
-	fioMem        string   // fio's --mem: shmhuge or malloc (hugepages.go)
+	leadFio       bool          // -lead fio: lead follows fio's measured start-up
+	lead          time.Duration // idle before an in-process run's first I/O (runCase sets it per run)
+	tools         []string      // nil: every tool
+	fioMem        string        // fio's --mem: shmhuge or malloc (hugepages.go)
 }
 
 func main() {
@@ -93,6 +95,7 @@ func main() {
 	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN, waiting in the Go netpoller: the default's wait), defer-kwait (the same, waiting inside io_uring_enter), coop, sqpoll")
 	flag.BoolVar(&c.engine, "engine", true, "add the engine-put/engine-get rows (engine.PutMany/LoadManyInto, deallocate on)")
 	flag.DurationVar(&c.gap, "gap", 0, "idle time before every run (the kernel finishes tearing down the last run's rings and registrations)")
+	leadFlag := flag.String("lead", "fio", "idle between settling the file and an in-process run's first I/O: fio (as long as fio took from its launch to its first I/O, the median of its runs so far in the case, so that every tool starts on a disk idle for as long), or a duration (0: start at once)")
 	flag.BoolVar(&c.settle, "settle", true, "flush the file before every run (and after the engine's fill), so that no run's flushes pay for the write-back of what ran before it (false: for comparison)")
 	flag.BoolVar(&c.register, "engine-register", true, "engine-get registers its load buffers (engine.RegisterMemory); false: plain reads into unregistered memory")
 	flag.BoolVar(&c.vectored, "engine-vectored", true, "engine-put writes aligned payloads without a copy (vectored writes); false: copies each payload behind its header")
@@ -104,6 +107,10 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	execTrace := flag.String("trace", "", "write a Go execution trace of the whole run to this file (go tool trace), for diagnosis")
 	flag.Parse()
+	if err := parseLead(&c, *leadFlag); err != nil {
+		fmt.Fprintln(os.Stderr, "benchio:", err)
+		os.Exit(2)
+	}
 	if c.deviceBatch <= 0 {
 		c.deviceBatch = max(1, c.qd/max(1, c.submitters))
 	}
@@ -177,8 +184,12 @@ func main() {
 		if c.fioMem == "malloc" {
 			pages = "4 KiB pages on both sides (fio --mem=malloc, benchio's buffers MADV_NOHUGEPAGE)"
 		}
-		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s rbctl: rings=%d ring=%s submitters=%d batch=%d device-batch=%d fixed=%v; buffers: %s; settle=%v\n",
-			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, c.rings, c.ring, c.submitters, c.batch, c.deviceBatch, c.fixed, pages, c.settle)
+		lead := c.lead.String()
+		if c.leadFio {
+			lead = "fio's start-up"
+		}
+		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s lead=%s rbctl: rings=%d ring=%s submitters=%d batch=%d device-batch=%d fixed=%v; buffers: %s; settle=%v\n",
+			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, lead, c.rings, c.ring, c.submitters, c.batch, c.deviceBatch, c.fixed, pages, c.settle)
 	}
 	failed := false
 	var rows []row
@@ -266,11 +277,13 @@ func fioRun(c config, j fioJob) (result, error) {
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	statPath := diskStatPath(c.file)
+	launch := time.Now()
 	if err := cmd.Start(); err != nil {
 		return result{}, err
 	}
+	// fio's first I/O comes after its start-up, which the last runs measured (c.lead).
 	edge := 50 * time.Millisecond
-	time.Sleep(c.ramp + edge)
+	time.Sleep(c.lead + c.ramp + edge)
 	d0, ok0 := readDiskStat(statPath)
 	t0 := time.Now()
 	time.Sleep(max(c.runtime-2*edge, edge))
@@ -290,11 +303,13 @@ func fioRun(c config, j fioJob) (result, error) {
 		out = out[i:]
 	}
 	var res struct {
-		Jobs []struct {
-			Read  fioDir  `json:"read"`
-			Write fioDir  `json:"write"`
-			Usr   float64 `json:"usr_cpu"` // percent of the job's run time
-			Sys   float64 `json:"sys_cpu"`
+		Timestamp int64 `json:"timestamp_ms"` // when fio wrote its report, after the job ended
+		Jobs      []struct {
+			Read    fioDir  `json:"read"`
+			Write   fioDir  `json:"write"`
+			Usr     float64 `json:"usr_cpu"` // percent of the job's run time
+			Sys     float64 `json:"sys_cpu"`
+			Runtime int64   `json:"job_runtime"` // ms, the measured part (after the ramp)
 		} `json:"jobs"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil || len(res.Jobs) == 0 {
@@ -307,6 +322,7 @@ func fioRun(c config, j fioJob) (result, error) {
 	}
 	bw := dir.BwBytes
 	r := result{bw: bw, depth: dir.IOPS * dir.Lat.Mean / 1e9}
+	r.startup = fioStartup(launch, res.Timestamp, jr.Runtime, c.ramp)
 	if ok0 && ok1 {
 		r.disk = diffDisk(d0, d1, write, int64(bw*window.Seconds()))
 	}
@@ -330,7 +346,37 @@ type fioDir struct {
 // IOPS × mean latency, Little's law; 0: not measured).
 type result struct {
 	bw, cpuPerGB, depth float64
-	disk                diskDelta // what the disk received per MiB moved (diskstat.go)
+	disk                diskDelta     // what the disk received per MiB moved (diskstat.go)
+	startup             time.Duration // fio: from its launch to its first I/O (fioStartup; 0: not known)
+}
+
+// fioStartup estimates how long fio took from its launch to its first I/O: the time of its
+// report (timestamp_ms, written after the job) less the job's measured runtime and its ramp.
+// The report's own few milliseconds after the job count as start-up, so the estimate errs
+// long by them. 0 when fio gave no timestamp or the figures do not add up.
+func fioStartup(launch time.Time, reportMs, runtimeMs int64, ramp time.Duration) time.Duration {
+	if reportMs <= 0 || runtimeMs <= 0 {
+		return 0
+	}
+	d := time.UnixMilli(reportMs).Sub(launch) - time.Duration(runtimeMs)*time.Millisecond - ramp
+	if d <= 0 || d > time.Minute {
+		return 0
+	}
+	return d
+}
+
+// parseLead reads -lead: "fio", or a duration of at least 0.
+func parseLead(c *config, v string) error {
+	if v == "fio" {
+		c.leadFio = true
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("-lead %q: want fio or a duration such as 0 or 500ms", v)
+	}
+	c.lead = d
+	return nil
 }
 
 // meanDepth is the mean ops in flight between two occupancy readings.
@@ -386,6 +432,7 @@ func rbctlRun(c config, bs int, write bool) (result, error) {
 		st runState
 		wg sync.WaitGroup
 	)
+	time.Sleep(c.lead)
 	for s := 0; s < c.submitters; s++ {
 		wg.Add(1)
 		go func() {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/placement"
@@ -291,6 +292,7 @@ func rbctlReplay(c config, bs int, log *writeLog) (result, error) {
 			}
 		}
 	}()
+	time.Sleep(c.lead) // the same idle before the first I/O as every tool (-lead)
 	for s := 0; s < c.submitters; s++ {
 		wg.Add(1)
 		go func() {
