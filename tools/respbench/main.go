@@ -101,6 +101,8 @@ func main() {
 			var disk []float64     // rbctl's GET rate ÷ the disk's, per round
 			var diskJobs []float64 // rbctl's GET rate ÷ the disk's in the clients' own pattern
 			var jobsRef []float64  // the disk's rate in the clients' pattern ÷ valkey's GET rate
+			var serial []float64   // rbctl's GET rate ÷ the read-then-send model's (readThenSend)
+			var serialRef []float64
 			for r := 0; r < *rounds; r++ {
 				order := []target{t, ref}
 				if r%2 == 1 {
@@ -147,6 +149,11 @@ func main() {
 				}
 				if jb, ok := rate["diskjobs"]; ok {
 					jobsRef = append(jobsRef, jb/rate[ref.name+"GET"])
+					if row.pipeline == 1 {
+						m := readThenSend(jb, rate[ref.name+"GET"])
+						serial = append(serial, rate[t.name+"GET"]/m)
+						serialRef = append(serialRef, m/rate[ref.name+"GET"])
+					}
 				}
 			}
 			if len(disk) > 0 {
@@ -157,6 +164,10 @@ func main() {
 				fmt.Printf("resp-bench GET %s clients=%d pipeline=%d: ratio rbctl/disk-jobs median %.2f (rounds %s), disk-jobs/valkey median %.2f (rounds %s); disk-jobs: fio, %d jobs each reading %s at depth %d (the clients' own pattern, no network)\n",
 					s, row.clients, row.pipeline, median(diskJobs), list(diskJobs), median(jobsRef), list(jobsRef), row.clients, s, row.pipeline)
 			}
+			if len(serial) > 0 {
+				fmt.Printf("resp-bench GET %s clients=%d pipeline=%d: ratio rbctl/read-then-send median %.2f (rounds %s), read-then-send/valkey median %.2f (rounds %s); read-then-send: a model, not a run: each connection's GET takes the disk's time per read in the clients' pattern (disk-jobs) plus valkey's time per GET, one after the other\n",
+					s, row.clients, row.pipeline, median(serial), list(serial), median(serialRef), list(serialRef))
+			}
 			for _, op := range []string{"SET", "GET"} {
 				fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio rbctl/valkey median %.2f (rounds %s); CPU s/GB rbctl %s, valkey %s; latency p50/p99/p99.9 rbctl %s, valkey %s\n",
 					op, s, row.clients, row.pipeline, median(ratios[op]), list(ratios[op]), medianOr(cpu[t.name+op]), medianOr(cpu[ref.name+op]),
@@ -164,6 +175,19 @@ func main() {
 			}
 		}
 	}
+}
+
+// readThenSend is the GET rate of a model server that, on every connection with one GET in
+// flight, reads the value from the disk and then sends it, as rbctl does (the CRC is checked
+// before the first byte goes out): a GET takes the disk's time per read in the clients'
+// pattern plus the reference server's time per GET from RAM, so the rates (same clients,
+// same sizes) add as 1/(1/disk + 1/ref). It is a model of the two measured rates, not a
+// measurement: the disk may read faster while fewer reads are in flight.
+func readThenSend(disk, ref float64) float64 {
+	if disk <= 0 || ref <= 0 {
+		return 0
+	}
+	return 1 / (1/disk + 1/ref)
 }
 
 // row is a client pattern: clients connections with pipeline requests in flight each.

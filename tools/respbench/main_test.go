@@ -20,3 +20,16 @@ func TestFioReadGBps(t *testing.T) {
 		t.Error("output without JSON was taken")
 	}
 }
+
+func TestReadThenSend(t *testing.T) {
+	for _, c := range []struct{ disk, ref, want float64 }{
+		{2, 2, 1},        // equal times per GET: half of either
+		{1.4, 2, 0.8235}, // the disk at 0.7 of valkey
+		{0, 2, 0},
+		{2, 0, 0},
+	} {
+		if got := readThenSend(c.disk, c.ref); math.Abs(got-c.want) > 1e-3 {
+			t.Errorf("readThenSend(%v, %v) = %v, want %v", c.disk, c.ref, got, c.want)
+		}
+	}
+}
