@@ -282,17 +282,13 @@ func printable(s string, n int) string {
 	return b.String()
 }
 
-// sysBlock is where lockLoopBacking reads a block device's loop attributes (a test may
-// point it elsewhere).
-var sysBlock = "/sys/dev/block"
-
 // lockLoopBacking takes the lock of the regular file behind a loop device (rdev), as an
 // open of that file would: a loop device over a file `rbctl serve` holds is refused as in
 // use, naming the holder, and a writer on the loop device keeps rbctl writers off its file.
 // It returns the open backing file, whose descriptor carries the lock (nil for a device
 // that is not a loop device, or whose backing file is gone or out of reach).
 func lockLoopBacking(path string, rdev uint64, exclusive bool) (*os.File, error) {
-	dir := filepath.Join(sysBlock, fmt.Sprintf("%d:%d", unix.Major(rdev), unix.Minor(rdev)), "loop")
+	dir := filepath.Join(sysBlockDir, fmt.Sprintf("%d:%d", unix.Major(rdev), unix.Minor(rdev)), "loop")
 	b, err := sys.ReadFileBounded(filepath.Join(dir, "backing_file"), 8192)
 	if err != nil {
 		return nil, nil // not a loop device, or an unbound one

@@ -39,7 +39,8 @@ type WriteStreams struct {
 	Granularity int64 // bytes (queue/write_stream_granularity: the reclaim unit size on NVMe FDP)
 }
 
-// sysBlockDir is /sys/dev/block; a variable for tests.
+// sysBlockDir is /sys/dev/block, where the block device attributes are read (streams,
+// discard support, a loop device's backing file); a variable for tests.
 var sysBlockDir = "/sys/dev/block"
 
 // BlockWriteStreams reports the write streams of the block device at path, or an error
