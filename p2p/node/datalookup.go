@@ -85,7 +85,7 @@ func (n *Node) fetchLookup(fctx context.Context, r *remote, peer p2p.Peer, keys 
 	}
 	if err := conn.SendLookup(fctx, n.opts.PeerToken, names); err != nil {
 		conn.Close() // a pooled connection the peer closed: a miss, as for any transfer
-		n.peerFailed(r, peer, "lookup", err)
+		n.peerFailed(fctx, r, peer, "lookup", err)
 		return nil
 	}
 	conn.SetAlloc(alloc.get)
@@ -105,7 +105,7 @@ func (n *Node) fetchLookup(fctx context.Context, r *remote, peer p2p.Peer, keys 
 	}
 	if rerr != nil {
 		conn.Close()
-		n.peerFailed(r, peer, "transfer", rerr)
+		n.peerFailed(fctx, r, peer, "transfer", rerr)
 		return payloads
 	}
 	r.keep(conn) // every answer was read: the connection is in step
@@ -117,10 +117,10 @@ func (n *Node) fetchLookup(fctx context.Context, r *remote, peer p2p.Peer, keys 
 				n.c.peerEmpty.Add(1) // a directory false positive, or evicted since
 			}
 		case dataplane.StatusRefused:
-			n.peerFailed(r, peer, "lookup", &dataplane.ChunkError{Index: uint32(len(payloads)), Status: st})
+			n.peerFailed(fctx, r, peer, "lookup", &dataplane.ChunkError{Index: uint32(len(payloads)), Status: st})
 			return nil
 		default:
-			n.peerFailed(r, peer, "transfer", &dataplane.ChunkError{Index: uint32(len(payloads)), Status: st})
+			n.peerFailed(fctx, r, peer, "transfer", &dataplane.ChunkError{Index: uint32(len(payloads)), Status: st})
 			return payloads
 		}
 	}

@@ -54,7 +54,7 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key, 
 		return nil
 	}
 	start := time.Now()
-	fctx, cancel := context.WithTimeout(ctx, n.opts.FetchTimeout)
+	fctx, cancel := context.WithTimeoutCause(ctx, n.opts.FetchTimeout, errFetchTimeout)
 	defer cancel()
 	var payloads [][]byte
 	if c := r.idleConn(n.opts.DataIdle); c != nil && c.TakesLookups() {
@@ -100,7 +100,7 @@ func (n *Node) lookup(ctx context.Context, r *remote, peer p2p.Peer, keys []engi
 	}
 	resp, err := r.api.LookupAndLock(lctx, &p2ppb.LookupAndLockRequest{Keys: wireKeys(keys), LeaseMs: uint32(n.opts.LeaseTTL.Milliseconds())})
 	if err != nil {
-		n.peerFailed(r, peer, "lookup", err)
+		n.peerFailed(ctx, r, peer, "lookup", err)
 		return nil, false
 	}
 	if resp.LeaseId == 0 || len(resp.Hits) == 0 {
@@ -125,7 +125,7 @@ func (n *Node) pull(fctx context.Context, r *remote, peer p2p.Peer, keys []engin
 	if conn == nil {
 		if conn, err = r.conn(fctx, r.dataAddr(resp.DataAddr), n.opts.DataIdle, n.opts.dialData); err != nil {
 			n.unlockAsync(r, resp.LeaseId)
-			n.peerFailed(r, peer, "data connect", err)
+			n.peerFailed(fctx, r, peer, "data connect", err)
 			return nil
 		}
 	}
@@ -139,7 +139,7 @@ func (n *Node) pull(fctx context.Context, r *remote, peer p2p.Peer, keys []engin
 	if err != nil {
 		conn.Close()
 		n.unlockAsync(r, resp.LeaseId) // a transfer cut short may not have reached the release
-		n.peerFailed(r, peer, "transfer", err)
+		n.peerFailed(fctx, r, peer, "transfer", err)
 		return payloads
 	}
 	r.keep(conn)
@@ -200,8 +200,20 @@ func (n *Node) unlockAsync(r *remote, id uint64) {
 	}()
 }
 
-// peerFailed counts a failed step by kind, backs the peer off, and logs it.
-func (n *Node) peerFailed(r *remote, peer p2p.Peer, step string, err error) {
+// errFetchTimeout is the cause of a fetch's context ending at Config.FetchTimeout, which
+// tells it from the caller's context ending (peerFailed).
+var errFetchTimeout = errors.New("peer fetch timed out")
+
+// peerFailed counts a failed step by kind, backs the peer off, and logs it. ctx is the
+// step's caller's context or the fetch's (fetchFrom): when it ended for a reason other than
+// the fetch's own timeout, the caller gave up (a RESP client went away, the node is
+// closing), which says nothing of the peer: that is counted apart and backs nobody off.
+func (n *Node) peerFailed(ctx context.Context, r *remote, peer p2p.Peer, step string, err error) {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errFetchTimeout) {
+		n.c.peerAbandoned.Add(1)
+		n.opts.Logger.Debug("peer fetch given up by its caller", "peer", peer.Name, "step", step, "err", err)
+		return
+	}
 	var ne net.Error
 	switch code := status.Code(err); {
 	case errors.Is(err, dataplane.ErrChecksum):

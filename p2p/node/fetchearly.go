@@ -100,7 +100,7 @@ func (n *Node) fetchEarly(ctx, fctx context.Context, r *remote, peer p2p.Peer, k
 	if err != nil && len(payloads) < len(want) {
 		conn.Close()
 		n.unlockAsync(r, lk.resp.LeaseId) // a transfer cut short may not have reached the release
-		n.peerFailed(r, peer, "transfer", err)
+		n.peerFailed(fctx, r, peer, "transfer", err)
 		return payloads
 	}
 	if rerr != nil { // every wanted chunk came, an answer after them did not

@@ -166,17 +166,64 @@ func TestLeaseProposals(t *testing.T) {
 func TestFlightWaitersGetTheirOwnCopy(t *testing.T) {
 	f := newFlights()
 	keys := []engine.Key{keyN(1)}
-	lead, _ := f.claim(keys, []int{0})
-	_, wait := f.claim(keys, []int{0})
+	lead, _ := f.claim(keys, []int{0}, nil)
+	_, wait := f.claim(keys, []int{0}, nil)
 	p := payloadN(1, 1000)
 	out := []Result{{Source: Peer, Payload: p, Peer: "a"}}
-	f.finish(keys, lead, out)
+	f.finish(keys, lead, out, false)
 	w := wait[0]
 	<-w.fl.done
-	mine := w.fl.copies[w.slot]
+	mine := w.w.copy
 	clear(p) // the lead's caller recycled its payload and it was read into again
 	if !bytes.Equal(mine, payloadN(1, 1000)) {
 		t.Fatal("the waiter's bytes changed with the lead's buffer")
+	}
+}
+
+// A waiter with an alloc (a RESP GET's lent value buffer) gets its copy in that buffer, cut
+// to the payload's length; one whose alloc gives too short a buffer gets a heap copy.
+func TestFlightWaitersCopyIntoTheirAlloc(t *testing.T) {
+	f := newFlights()
+	keys := []engine.Key{keyN(2)}
+	lent := make([]byte, 4096)
+	lead, _ := f.claim(keys, []int{0}, nil)
+	_, waitA := f.claim(keys, []int{0}, func(int) []byte { return lent })
+	_, waitB := f.claim(keys, []int{0}, func(int) []byte { return make([]byte, 10) })
+	p := payloadN(2, 1000)
+	f.finish(keys, lead, []Result{{Source: Peer, Payload: p, Peer: "a"}}, false)
+	a, b := waitA[0].w.copy, waitB[0].w.copy
+	if &a[0] != &lent[0] || len(a) != len(p) || !bytes.Equal(a, p) {
+		t.Fatalf("the copy is not the waiter's lent buffer cut to %d bytes (len %d)", len(p), len(a))
+	}
+	if !bytes.Equal(b, p) || &b[0] == &p[0] {
+		t.Fatal("a waiter whose alloc was too short got no copy of its own")
+	}
+}
+
+// A waiter that left (its context ended) before the flight finished has nothing written into
+// its buffer afterwards: its GET has returned, and its connection may already have lent that
+// buffer to the next GET. One that leaves after the flight finished takes its copy.
+func TestFlightWaiterThatLeftGetsNothing(t *testing.T) {
+	f := newFlights()
+	keys := []engine.Key{keyN(3)}
+	called := 0
+	lead, _ := f.claim(keys, []int{0}, nil)
+	_, wait := f.claim(keys, []int{0}, func(n int) []byte { called++; return make([]byte, n) })
+	w := wait[0]
+	if !w.fl.leave(w.w) {
+		t.Fatal("leave before the flight finished reported the flight done")
+	}
+	f.finish(keys, lead, []Result{{Source: Peer, Payload: payloadN(3, 100), Peer: "a"}}, false)
+	if called != 0 || w.w.copy != nil {
+		t.Fatalf("the lead wrote for a waiter that had left (alloc called %d times)", called)
+	}
+
+	lead, _ = f.claim(keys, []int{0}, nil)
+	_, wait = f.claim(keys, []int{0}, nil)
+	w = wait[0]
+	f.finish(keys, lead, []Result{{Source: Peer, Payload: payloadN(3, 100), Peer: "a"}}, false)
+	if w.fl.leave(w.w) || !bytes.Equal(w.w.copy, payloadN(3, 100)) {
+		t.Fatal("a waiter leaving after the flight finished lost its copy")
 	}
 }
 

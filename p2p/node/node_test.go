@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -316,6 +317,96 @@ func TestGetWithReadsFetchedChunksIntoTheCallersBuffer(t *testing.T) {
 	}
 	if s := b.Stats().Counters; s["peer_hits"] != keys || s["replicas_stored"] != keys {
 		t.Fatalf("b's counters: %v", s)
+	}
+}
+
+// Concurrent GetWith calls of one key only a peer holds: the one that leads the fetch reads
+// it into its own buffer, and every one that waits for it gets its copy in its own buffer
+// too (a RESP GET's lent value buffer), not on the heap; waiters whose context ends first
+// get a miss and nothing written into their buffer after they return. With leadGivesUp the
+// lead's own context ends before the slow holder answers: the waiters, whose contexts last,
+// fetch the key again and still get it.
+func TestSharedFetchWaitersCopyIntoTheirOwnBuffers(t *testing.T) {
+	for _, leadGivesUp := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leadGivesUp=%v", leadGivesUp), func(t *testing.T) {
+			sharedFetchWaiters(t, leadGivesUp)
+		})
+	}
+}
+
+func sharedFetchWaiters(t *testing.T, leadGivesUp bool) {
+	oa := fastOptions("a", nil)
+	var slow sync.Once
+	oa.TamperData = func(uint32, []byte) { slow.Do(func() { time.Sleep(300 * time.Millisecond) }) } // a slow holder, bytes untouched
+	a := startNode(t, newEngine(t, nil), oa)
+	b := startNode(t, newEngine(t, nil), fastOptions("b", NewStaticDirectory(a.Peer())))
+	put(t, dial(t, a), 7, chunkBytes)
+	const gets = 12
+	leaving := func(g int) bool { // whose context ends while the holder is slow
+		if leadGivesUp {
+			return g == 0
+		}
+		return g >= 1 && g <= 3
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range gets {
+		mine := make([]byte, b.MaxPayload()+4096)
+		wg.Go(func() {
+			ctx := context.Background()
+			if leaving(g) {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+				defer cancel()
+			}
+			<-start
+			if g > 0 {
+				time.Sleep(30 * time.Millisecond) // after get 0 has claimed the key: waiters
+			}
+			var mu sync.Mutex
+			alloc := func(size int) []byte {
+				mu.Lock()
+				defer mu.Unlock()
+				return mine
+			}
+			res, err := b.GetWith(ctx, []keyT{keyN(7)}, false, alloc)
+			if err != nil {
+				t.Errorf("get %d: %v", g, err)
+				return
+			}
+			r := res[0]
+			if r.Source == Miss {
+				if !leaving(g) {
+					t.Errorf("get %d: a miss without a deadline", g)
+				}
+				mu.Lock()
+				clear(mine) // the caller reuses its buffer; no fetch may write into it later
+				mu.Unlock()
+				time.Sleep(500 * time.Millisecond)
+				if !bytes.Equal(mine, make([]byte, len(mine))) {
+					t.Errorf("get %d: its buffer was written after it returned with a miss", g)
+				}
+				return
+			}
+			if leaving(g) {
+				t.Errorf("get %d: source %d after its context ended", g, r.Source)
+			}
+			if !bytes.Equal(r.Payload, payloadN(7, chunkBytes)) {
+				t.Errorf("get %d: source %d, wrong bytes", g, r.Source)
+			}
+			if &r.Payload[0] != &mine[0] {
+				t.Errorf("get %d (source %d): the chunk is not in the caller's buffer", g, r.Source)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	s := b.Stats().Counters
+	if s["single_flight_waits"] < gets-1 {
+		t.Fatalf("fewer than %d Gets waited for another's fetch: %v", gets-1, s)
+	}
+	if leadGivesUp && (s["peer_fetches_abandoned"] == 0 || s["peer_timeouts"] != 0 || s["peer_backoff_skips"] != 0) {
+		t.Fatalf("the lead giving up was not counted apart, or backed the peer off: %v", s)
 	}
 }
 

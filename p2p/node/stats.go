@@ -19,6 +19,7 @@ type counters struct {
 	puts, putBytes, putFull, deletes        atomic.Int64
 	peerLookups, peerEmpty, peerBackoff     atomic.Int64
 	peerTimeouts, peerRefused, peerChecksum atomic.Int64
+	peerAbandoned                           atomic.Int64 // fetch steps cut short by their caller's context
 	peerErrors, peerChunks, peerBytes       atomic.Int64
 	replicas, replicaBytes, replicaFailed   atomic.Int64
 	unlockFailed, flightWaits               atomic.Int64
@@ -102,7 +103,7 @@ func (n *Node) Stats() Stats {
 		"gets": c.gets.Load(), "local_hits": c.localHits.Load(), "peer_hits": c.peerHits.Load(), "misses": c.misses.Load(),
 		"puts": c.puts.Load(), "put_bytes": c.putBytes.Load(), "put_full": c.putFull.Load(), "deletes": c.deletes.Load(),
 		"peer_lookups": c.peerLookups.Load(), "peer_lookup_empty": c.peerEmpty.Load(), "peer_backoff_skips": c.peerBackoff.Load(),
-		"peer_timeouts": c.peerTimeouts.Load(), "peer_refused": c.peerRefused.Load(), "peer_checksum_errors": c.peerChecksum.Load(),
+		"peer_timeouts": c.peerTimeouts.Load(), "peer_fetches_abandoned": c.peerAbandoned.Load(), "peer_refused": c.peerRefused.Load(), "peer_checksum_errors": c.peerChecksum.Load(),
 		"peer_errors": c.peerErrors.Load(), "peer_chunks_in": c.peerChunks.Load(), "peer_bytes_in": c.peerBytes.Load(),
 		"replicas_stored": c.replicas.Load(), "replica_bytes": c.replicaBytes.Load(), "replicas_not_stored": c.replicaFailed.Load(),
 		"unlock_failed":  c.unlockFailed.Load(),
