@@ -16,6 +16,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/p2p"
@@ -56,12 +57,10 @@ func (c *Config) Check() error {
 	if len(c.Devices) == 0 {
 		return refuse("{Devices}: no device given")
 	}
-	seen := map[string]bool{}
-	for _, p := range c.Devices {
-		if seen[p] {
-			return fmt.Errorf("%s is given twice", p)
-		}
-		seen[p] = true
+	// The same storage under two spellings (a link, a relative path, /dev/ngXnY and its
+	// block device) would otherwise meet its own lock and blame this very process.
+	if err := devices.Distinct(c.Devices); err != nil {
+		return err
 	}
 	if c.CheckpointInterval < 0 {
 		return refuse("{CheckpointInterval} %v: must be positive", c.CheckpointInterval)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,5 +48,19 @@ func TestServeShardsOnlyTogether(t *testing.T) {
 	code, _, se = runRbctl(t, dir, time.Minute, "serve", b, a, "--cluster", "none", "--listen", "127.0.0.1:0")
 	if code != 1 || !strings.Contains(se, "order and number they were formatted with") {
 		t.Fatalf("serve of the shards out of order: exit %d, %s", code, se)
+	}
+	// One device twice, under another name (a hard link, a symlink): refused as the same
+	// device before anything is opened, not as held by this very process.
+	if err := os.Link(a, filepath.Join(dir, "hard.img")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(a, filepath.Join(dir, "soft.img")); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{"hard.img", "soft.img", a} {
+		code, _, se = runRbctl(t, dir, time.Minute, "serve", a, other, "--cluster", "none", "--listen", "127.0.0.1:0")
+		if code != 1 || !strings.Contains(se, "the same device is given twice") || strings.Contains(se, "in use by") {
+			t.Fatalf("serve of %s and %s: exit %d, %s", a, other, code, se)
+		}
 	}
 }
