@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -81,14 +83,29 @@ func (c *Config) Check() error {
 	}
 	for _, a := range []struct{ field, v string }{{"MetricsListen", c.MetricsListen}, {"Listen", c.Listen}, {"DataListen", c.DataListen}} {
 		if a.v != "" {
-			if _, _, err := net.SplitHostPort(a.v); err != nil {
-				return refuse("{%s} %q: want HOST:PORT", a.field, a.v)
+			if err := checkListenAddr(a.v); err != nil {
+				return refuse("{%s} %q: %v", a.field, a.v, err)
 			}
 		}
 	}
 	if c.RESP != nil {
-		if _, _, err := net.SplitHostPort(c.RESP.Listen); err != nil {
-			return refuse("{RESP.Listen} %q: want HOST:PORT", c.RESP.Listen)
+		if err := checkListenAddr(c.RESP.Listen); err != nil {
+			return refuse("{RESP.Listen} %q: %v", c.RESP.Listen, err)
+		}
+	}
+	for _, a := range c.Cluster.Seeds {
+		if err := checkDialAddr(strings.TrimSpace(a)); err != nil {
+			return refuse("{Cluster.Seeds} %q: %v (a seed is a member's gossip address, HOST:PORT)", a, err)
+		}
+	}
+	for _, p := range c.Peers {
+		ctl, data, hasData := strings.Cut(strings.TrimSpace(p), "/")
+		err := checkDialAddr(ctl)
+		if err == nil && hasData {
+			err = checkDialAddr(data)
+		}
+		if err != nil {
+			return refuse("{Peers} %q: %v (a peer is CONTROL or CONTROL/DATA, each HOST:PORT)", p, err)
 		}
 	}
 	if r := c.Record; r != nil {
@@ -119,6 +136,44 @@ func (c *Config) Check() error {
 	}
 	if c.GossipKeyFile != "" && (len(c.Peers) > 0 || c.Cluster.Cluster == "none") {
 		return refuse("{GossipKeyFile} encrypts cluster gossip; with {Peers} or {Cluster.Cluster} none there is none")
+	}
+	return nil
+}
+
+// checkListenAddr checks an address to listen on: HOST:PORT (the host may be empty: every
+// address), the port a number from 0 (any free port) to 65535 or a service name.
+func checkListenAddr(a string) error {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return errors.New("want HOST:PORT")
+	}
+	return checkPort(port)
+}
+
+// checkDialAddr checks an address to dial: HOST:PORT with a host and a port other than 0.
+func checkDialAddr(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	switch {
+	case err != nil:
+		return errors.New("want HOST:PORT")
+	case host == "" || strings.ContainsAny(host, " \t"):
+		return fmt.Errorf("%q is no host to dial", host)
+	case port == "0":
+		return errors.New("port 0 cannot be dialled")
+	}
+	return checkPort(port)
+}
+
+// checkPort accepts a port number from 0 to 65535 or a name the services database knows.
+func checkPort(port string) error {
+	if n, err := strconv.Atoi(port); err == nil {
+		if n < 0 || n > 65535 {
+			return fmt.Errorf("port %d is out of range (0 to 65535)", n)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is neither a number nor a known service", port)
 	}
 	return nil
 }

@@ -129,6 +129,14 @@ func TestStartRefusesBadConfigFirst(t *testing.T) {
 		{func(c *Config) { c.Admission = "maybe" }, "{Admission}: "},
 		{func(c *Config) { c.RegionBytes = 1 << 20 }, "{RegionBytes} is for {Eviction} region, not lru"},
 		{func(c *Config) { c.RESP = &RESPConfig{Listen: "6379"} }, `{RESP.Listen} "6379": want HOST:PORT`},
+		{func(c *Config) { c.RESP = &RESPConfig{Listen: "127.0.0.1:99999"} }, `{RESP.Listen} "127.0.0.1:99999": port 99999 is out of range`},
+		{func(c *Config) { c.Listen = ":notaport" }, `{Listen} ":notaport": port "notaport" is neither a number nor a known service`},
+		{func(c *Config) { c.MetricsListen = "127.0.0.1:-1" }, "{MetricsListen} \"127.0.0.1:-1\": port -1 is out of range"},
+		{func(c *Config) { c.Peers = []string{"bad peer"} }, `{Peers} "bad peer": want HOST:PORT`},
+		{func(c *Config) { c.Peers = []string{"10.0.0.1:7470", "localhost:notaport"} }, `{Peers} "localhost:notaport": port "notaport" is neither`},
+		{func(c *Config) { c.Peers = []string{":7470"} }, `{Peers} ":7470": "" is no host to dial`},
+		{func(c *Config) { c.Peers = []string{"a:7470/b:0"} }, `{Peers} "a:7470/b:0": port 0 cannot be dialled`},
+		{func(c *Config) { c.Cluster.Seeds = []string{"127.0.0.1:notaport"} }, `{Cluster.Seeds} "127.0.0.1:notaport": port "notaport" is neither`},
 		{func(c *Config) { c.TLSFiles = secure.Files{CA: "ca.pem"} }, "go together; only {TLSFiles.CA} given"},
 		{func(c *Config) { c.Limits.MaxLeases, c.Limits.MaxLeasesPerClient = 10, 11 }, "{Limits.MaxLeasesPerClient} 11 is above {Limits.MaxLeases} 10"},
 		{func(c *Config) { c.GossipKeyFile = "k" }, "{GossipKeyFile} encrypts cluster gossip"},
@@ -155,6 +163,18 @@ func TestStartRefusesBadConfigFirst(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused config created the device: %v", err)
+	}
+}
+
+// Addresses a node is given pass the check in their usual spellings.
+func TestConfigCheckTakesGoodAddresses(t *testing.T) {
+	cfg := startConfig(filepath.Join(t.TempDir(), "a.img"))
+	cfg.Listen, cfg.DataListen, cfg.MetricsListen = ":0", "[::1]:7471", "localhost:http"
+	cfg.RESP = &RESPConfig{Listen: "127.0.0.1:6379"}
+	cfg.Peers = []string{"10.0.0.2:7470", "node-b.example:7470/10.0.0.9:7471", " [fe80::1]:7470 "}
+	cfg.Cluster.Cluster = ""
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -42,7 +42,7 @@ var nodeFlags = map[string]string{
 	"Record.Path": "--record", "Record.MaxBytes": "--record-max-bytes", "Record.MaxFiles": "--record-files",
 	"TLSFiles.Cert": "--tls-cert", "TLSFiles.Key": "--tls-key", "TLSFiles.CA": "--tls-ca",
 	"Advertise": "--advertise", "Limits.MaxLeases": "--max-leases", "Limits.MaxLeasesPerClient": "--max-leases-per-client",
-	"GossipKeyFile": "--gossip-key-file", "Peers": "--peers", "Cluster.Cluster": "--cluster",
+	"GossipKeyFile": "--gossip-key-file", "Peers": "--peers", "Cluster.Cluster": "--cluster", "Cluster.Seeds": "--join",
 	"AuthFile": "--auth-file", "PeerTokenFile": "--peer-token-file", "AllowMisrouted": "--allow-misrouted",
 }
 
