@@ -17,6 +17,7 @@ import (
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/reports/cachereport"
+	"github.com/rbctl/rbctl/units"
 )
 
 // ErrNotRegular: only a regular file can be created or extended (a device has its own size,
@@ -80,6 +81,14 @@ func Format(o FormatOptions) (cachereport.Layout, blockdev.Info, error) {
 // layout is checked against the device. Nothing is written.
 func plan(dev blockdev.Device, o FormatOptions) (engine.Config, error) {
 	info := dev.Info()
+	// LMCache takes min(capacity_bytes, device) on open, and rbctl opens such a cache the
+	// same way; but formatting with a capacity above the device is most likely a slip (1T
+	// for 1G), and the cache would silently be smaller than asked.
+	if c := o.Config.CapacityBytes; c > info.Size {
+		return o.Config, &engine.FieldError{Kind: engine.ErrConfig, Fields: []string{"capacity_bytes"},
+			Detail: fmt.Sprintf("capacity_bytes %s is larger than %s (%s): give at most %s, or 0 for the whole device",
+				units.FormatSpec(c), o.Path, units.FormatSize(info.Size), units.FormatSpec(info.Size))}
+	}
 	cfg, err := Config(o.Config, info.Size)
 	if err == nil && cfg.DevicePath == "" {
 		cfg.DevicePath, err = filepath.Abs(o.Path)

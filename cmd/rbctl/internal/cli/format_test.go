@@ -86,6 +86,8 @@ func TestEngineCommandsRejectBadInputWithoutWriting(t *testing.T) {
 		{"unparseable size", []string{"format", "--slot-bytes", "lots", small}, "cannot parse size"},
 		{"device too small", []string{"format", "--slot-bytes", "1M", "--meta-bytes", "1M", small}, "too small"},
 		{"existing cache", []string{"format", cached}, "--force"},
+		{"capacity above the device", []string{"format", "--capacity", "1T", small}, "capacity_bytes 1T is larger than " + small + " (1.0 MiB): give at most 1M, or 0 for the whole device"},
+		{"capacity above a device to create", []string{"format", "--create", "16M", "--capacity", "17M", filepath.Join(dir, "new.img")}, "is larger than"},
 		{"unknown compat", []string{"format", "--compat", "lmcache-v9", small}, "lmcache-v1"},
 		{"inspect of an unformatted device", []string{"inspect", small}, "format"},
 		{"put without a key", []string{"put", cached, "-"}, "no key"},
@@ -96,6 +98,9 @@ func TestEngineCommandsRejectBadInputWithoutWriting(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want it to mention %q", c.name, err, c.want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.img")); !os.IsNotExist(err) {
+		t.Errorf("a refused format --create created its device: %v", err)
 	}
 	after, _ := os.ReadFile(cached)
 	if !bytes.Equal(before, after) {

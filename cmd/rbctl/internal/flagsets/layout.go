@@ -24,7 +24,7 @@ func (f *Layout) Add(cmd *cobra.Command) {
 	fs.StringVar(&f.Slot, "slot-bytes", "1M", "slot size (header + payload), a multiple of --block-align")
 	fs.StringVar(&f.Header, "header-bytes", fmt.Sprint(engine.DefaultHeaderBytes), "slot header size, a multiple of --block-align")
 	fs.StringVar(&f.Meta, "meta-bytes", "auto", "metadata region (two containers); auto sizes it from the slot count")
-	fs.StringVar(&f.Capacity, "capacity", "0", "bytes of the device to use (0 = all)")
+	fs.StringVar(&f.Capacity, "capacity", "0", "bytes of the device to use (0 = all; more than the device is refused)")
 	fs.IntVar(&f.BlockAlign, "block-align", engine.DefaultBlockAlign, "alignment of every offset and transfer (power of two)")
 	fs.StringVar(&f.Compat, "compat", "", "write LMCache's format exactly: lmcache-v1 (JSON checkpoint)")
 	flagcheck.Alias(fs, "namespace", "key-namespace") // its name until issue 25
