@@ -114,6 +114,7 @@ func (n *Node) serveMetrics(ctx context.Context, addr string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	n.metricsAddr = ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

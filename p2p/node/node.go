@@ -57,11 +57,12 @@ type Node struct {
 	// What a node Start built also owns (start.go): its context, the TLS reload trigger,
 	// the RESP address, what Close stops before the planes (front ends, metrics) and what
 	// it closes after them (the cluster membership, the cache, the recording).
-	cancel   func()
-	reload   chan<- os.Signal
-	respAddr string
-	stops    []func()
-	after    []func() error
+	cancel      func()
+	reload      chan<- os.Signal
+	respAddr    string
+	metricsAddr string // the bound /metrics listener (Config.MetricsListen), "" without one
+	stops       []func()
+	after       []func() error
 
 	mu       sync.Mutex
 	ctlAddr  string

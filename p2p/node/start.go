@@ -551,3 +551,7 @@ func (n *Node) ReloadTLS() string {
 
 // RESPAddr is the address the RESP front end of a node Start built listens on ("": none).
 func (n *Node) RESPAddr() string { return n.respAddr }
+
+// MetricsAddr is the bound address of the node's /metrics listener ("" without
+// Config.MetricsListen).
+func (n *Node) MetricsAddr() string { return n.metricsAddr }

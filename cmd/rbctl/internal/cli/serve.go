@@ -2,8 +2,6 @@ package cli
 
 import (
 	"log/slog"
-	"os"
-	"strings"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
@@ -45,12 +43,9 @@ func newServeCmd() *cobra.Command {
 				return f.Explain(err)
 			}
 			started.Store(n)
-			f.Announce(n)
-			p := n.Peer()
-			if asJSON {
-				printJSON(cmd, map[string]any{"device": args[0], "devices": args, "control": p.Control, "data": p.Data, "pid": os.Getpid()})
-			} else {
-				cmd.Printf("serving %s: control %s, data %s, pid %d\n", rbEscape(strings.Join(args, " ")), p.Control, p.Data, os.Getpid())
+			if err := f.Announce(n, args, asJSON, rbEscape); err != nil {
+				n.Close()
+				return err
 			}
 			<-cmd.Context().Done()
 			return n.Close() // with the final checkpoint

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -229,6 +230,62 @@ func TestServeAcrossNamespaces(t *testing.T) {
 		}
 		if time.Now().After(end) {
 			t.Fatalf("the holder is not used again 30s after its link came back (exit %d)", code)
+		}
+	}
+}
+
+// serve's result is its output (docs/cli.md, "Logs"): on stdout, in plain words or --json,
+// with the bound addresses of every listener it was asked for, port 0 included, so that a
+// script learns them; the log on stderr does not carry it.
+func TestServeResultOnStdout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	dev := filepath.Join(dir, "a.img")
+	mustRbctl(t, dir, "format", "--create", "16M", "--slot-bytes", "64K", dev)
+	listeners := []string{"serve", dev, "--cluster", "none", "--listen", "127.0.0.1:0", "--resp", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
+	run := func(json bool) (stdout, stderr string) {
+		t.Helper()
+		args := listeners
+		if json {
+			args = append(slices.Clone(args), "--json")
+		}
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), envAsMain+"=1", "TMPDIR="+dir, "XDG_STATE_HOME="+dir)
+		var so, se lockedBuf // the child writes them while the test reads
+		cmd.Stdout, cmd.Stderr = &so, &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(se.String(), "metrics") && time.Now().Before(deadline) { // logged once all listen
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond) // the result follows Start
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+		return so.String(), se.String()
+	}
+	so, se := run(false)
+	for _, want := range []string{"serving " + dev + ": control 127.0.0.1:", "RESP (Redis protocol) on 127.0.0.1:", "metrics on http://127.0.0.1:"} {
+		if !strings.Contains(so, want) {
+			t.Errorf("stdout %q lacks %q (stderr %q)", so, want, se)
+		}
+	}
+	if strings.Contains(se, "serving "+dev) || strings.Contains(se, "RESP (Redis protocol) on") {
+		t.Errorf("the result is on stderr too: %q", se)
+	}
+	so, se = run(true)
+	var ready struct{ Control, Data, RESP, Metrics string }
+	if i := strings.IndexByte(so, '{'); i < 0 || json.Unmarshal([]byte(so[i:strings.LastIndexByte(so, '}')+1]), &ready) != nil {
+		t.Fatalf("--json: stdout %q, stderr %q", so, se)
+	}
+	for name, a := range map[string]string{"control": ready.Control, "data": ready.Data, "resp": ready.RESP, "metrics": ready.Metrics} {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "0" {
+			t.Errorf("--json %s %q: not a bound address (stdout %q)", name, a, so)
 		}
 	}
 }

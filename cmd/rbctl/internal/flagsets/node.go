@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -190,9 +191,31 @@ type explained struct {
 func (e *explained) Error() string { return e.msg }
 func (e *explained) Unwrap() error { return e.err }
 
-// Announce says, once the node serves, where its RESP front end listens (on stderr).
-func (f *Node) Announce(n *node.Node) {
-	if a := n.RESPAddr(); a != "" {
-		fmt.Fprintf(f.cmd.ErrOrStderr(), "RESP (Redis protocol) on %s\n", a)
+// Announce writes serve's result once the node serves, to stdout (docs/cli.md, "Logs"):
+// where its control and data planes listen and its pid, then where its RESP front end and
+// its /metrics listen when it has them; with asJSON one document with the same addresses
+// (resp and metrics only when set).
+func (f *Node) Announce(n *node.Node, devs []string, asJSON bool, escape func(string) string) error {
+	p := n.Peer()
+	w := f.cmd.OutOrStdout()
+	if asJSON {
+		doc := map[string]any{"device": devs[0], "devices": devs, "control": p.Control, "data": p.Data, "pid": os.Getpid()}
+		if a := n.RESPAddr(); a != "" {
+			doc["resp"] = a
+		}
+		if a := n.MetricsAddr(); a != "" {
+			doc["metrics"] = a
+		}
+		return Document(w, SchemaOf(f.cmd.CommandPath()), "keys", doc)
 	}
+	if _, err := fmt.Fprintf(w, "serving %s: control %s, data %s, pid %d\n", escape(strings.Join(devs, " ")), p.Control, p.Data, os.Getpid()); err != nil {
+		return err
+	}
+	if a := n.RESPAddr(); a != "" {
+		fmt.Fprintf(w, "RESP (Redis protocol) on %s\n", a)
+	}
+	if a := n.MetricsAddr(); a != "" {
+		fmt.Fprintf(w, "metrics on http://%s/metrics\n", a)
+	}
+	return nil
 }
