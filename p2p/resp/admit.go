@@ -1,6 +1,8 @@
 package resp
 
 import (
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -81,6 +83,8 @@ type admitListener struct {
 	auth    bool // the server checks AUTH: unauthenticated connections are bounded apart
 	refused *atomic.Int64
 	evicted *atomic.Int64
+	log     *slog.Logger // refusals, at most one line per refusalLogEvery (nil: none)
+	logged  atomic.Int64 // unix nanoseconds of the last refusal logged
 
 	mu      sync.Mutex
 	open    int // all connections
@@ -89,8 +93,32 @@ type admitListener struct {
 	pending []*admitConn // unauthenticated connections, oldest first (auth only)
 }
 
-func newAdmitListener(l net.Listener, lim ConnLimits, auth bool, refused, evicted *atomic.Int64) *admitListener {
-	return &admitListener{Listener: l, lim: lim, auth: auth, refused: refused, evicted: evicted, byIP: map[netip.Addr]int{}}
+func newAdmitListener(l net.Listener, lim ConnLimits, auth bool, refused, evicted *atomic.Int64, log *slog.Logger) *admitListener {
+	return &admitListener{Listener: l, lim: lim, auth: auth, refused: refused, evicted: evicted, log: log, byIP: map[netip.Addr]int{}}
+}
+
+// refusalReply is what a connection refused at accept reads before the close: valkey's
+// words when its maxclients is reached, so that redis-cli and redis-benchmark print a reason
+// instead of "Server closed the connection".
+const refusalReply = "-ERR max number of clients reached\r\n"
+
+// refusalLogEvery spaces the log lines about refused connections: a crowd of thousands
+// makes one line per interval, with the count.
+const refusalLogEvery = 10 * time.Second
+
+// refuse answers c with refusalReply and closes it; the write goes to a fresh socket's empty
+// send buffer, and a deadline bounds it all the same, so that accepting never waits on a
+// refused peer.
+func (al *admitListener) refuse(c net.Conn, ip netip.Addr) {
+	n := al.refused.Add(1)
+	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	io.WriteString(c, refusalReply)
+	c.Close()
+	now := time.Now().UnixNano()
+	if last := al.logged.Load(); al.log != nil && now-last >= int64(refusalLogEvery) && al.logged.CompareAndSwap(last, now) {
+		al.log.Warn("RESP connection refused at accept: over the connection limits (answered -ERR max number of clients reached; logged at most every 10 s)",
+			"from", ip.String(), "refused_so_far", n, "per_addr", al.lim.PerAddr, "max_conns", al.lim.MaxConns)
+	}
 }
 
 func (al *admitListener) Accept() (net.Conn, error) {
@@ -119,8 +147,7 @@ func (al *admitListener) Accept() (net.Conn, error) {
 			}
 			return ac, nil
 		}
-		al.refused.Add(1)
-		c.Close()
+		al.refuse(c, ip)
 	}
 }
 

@@ -238,7 +238,7 @@ func TestKeepAliveOnAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refused atomic.Int64
-	al := newAdmitListener(l, ConnLimits{}.withDefaults(), false, &refused, &refused)
+	al := newAdmitListener(l, ConnLimits{}.withDefaults(), false, &refused, &refused, nil)
 	defer al.Close()
 	go func() {
 		c, err := net.Dial("tcp", l.Addr().String())

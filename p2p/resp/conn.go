@@ -88,7 +88,7 @@ func (s *Server) budgetWait() time.Duration {
 // own goroutine; it waits for them before it returns. Connections over s.Conns are closed at
 // accept.
 func (s *Server) Serve(ctx context.Context, l net.Listener, idle time.Duration) error {
-	al := newAdmitListener(l, s.Conns.withDefaults(), s.authRequired(), &s.refused, &s.evicted)
+	al := newAdmitListener(l, s.Conns.withDefaults(), s.authRequired(), &s.refused, &s.evicted, s.Logger)
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	var wg sync.WaitGroup

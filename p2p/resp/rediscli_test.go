@@ -109,3 +109,21 @@ func TestRedisBenchmark(t *testing.T) {
 	}
 	t.Logf("redis-benchmark over an in-memory map (protocol check, not a cache figure):\n%s", out)
 }
+
+// A connection over the limits reads valkey's refusal before the close, so redis-cli says
+// why instead of "Server closed the connection".
+func TestRedisCLIOverTheConnectionLimit(t *testing.T) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("redis-cli not installed (apt-get install redis-tools)")
+	}
+	addr := serve(t, &Server{Store: newMem(1 << 20), Conns: ConnLimits{MaxConns: 1, PerAddr: 1}})
+	held := dialFrom(t, addr, "127.0.0.1")
+	exchange(t, held, cmd("PING"), "+PONG\r\n")
+	host, port, _ := strings.Cut(addr, ":")
+	out, _ := exec.Command(cli, "-h", host, "-p", port, "PING").CombinedOutput()
+	if !strings.Contains(string(out), "max number of clients reached") {
+		t.Fatalf("redis-cli over the limit printed %q", out)
+	}
+	exchange(t, held, cmd("PING"), "+PONG\r\n")
+}
