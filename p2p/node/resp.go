@@ -137,5 +137,26 @@ func (r respNode) Info() map[string]string {
 		"rbctl_checkpoint_failing_seconds": strconv.FormatInt(c["checkpoint_failing_seconds"], 10),
 		"rbctl_checkpoint_errors":          strconv.FormatInt(c["checkpoint_errors"], 10),
 		"rbctl_index_room_refused":         strconv.FormatInt(c["index_room_refused"], 10),
+		"maxmemory_policy":                 maxmemoryPolicy(r.n.opts.Eviction),
+		"rbctl_eviction":                   evictionName(r.n.opts.Eviction),
 	}
+}
+
+// maxmemoryPolicy names the node's eviction as INFO's maxmemory_policy does: valkey's name
+// where one means the same (noeviction, allkeys-lru), rbctl-NAME where none does.
+func maxmemoryPolicy(e Eviction) string {
+	switch e {
+	case EvictNone:
+		return "noeviction"
+	case EvictLRU:
+		return "allkeys-lru"
+	}
+	return "rbctl-" + string(e)
+}
+
+func evictionName(e Eviction) string {
+	if e == EvictNone {
+		return "none"
+	}
+	return string(e)
 }

@@ -124,6 +124,10 @@ func TestStartRESPWithRedisCli(t *testing.T) {
 	if st := statsOf(t, dial(t, nb)); st["peer_hits"] != 1 || st["replicas_stored"] != 1 {
 		t.Errorf("b's stats after the RESP GET: %v", st)
 	}
+	// INFO names the node's eviction as valkey would (a's LRU), not a fixed noeviction.
+	if out, _ := redis(ra, nil, "INFO", "memory"); !strings.Contains(out, "maxmemory_policy:allkeys-lru") || !strings.Contains(out, "rbctl_eviction:lru") || strings.Count(out, "maxmemory_policy") != 1 {
+		t.Errorf("INFO memory of an LRU node:\n%s", out)
+	}
 	// Over a slot's payload (256 KiB - 4 KiB): OK, dropped, counted.
 	big := make([]byte, 253<<10)
 	if out, _ := redis(ra, big, "-x", "SET", "my/model@00000000@0@02ff"); strings.TrimSpace(out) != "OK" {

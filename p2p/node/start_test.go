@@ -327,3 +327,12 @@ func TestDeallocationKinds(t *testing.T) {
 		t.Fatalf("Start with deallocate %q: %v", cfg.Deallocate, err)
 	}
 }
+
+// INFO's maxmemory_policy for each eviction: valkey's names where they mean the same.
+func TestMaxmemoryPolicy(t *testing.T) {
+	for e, want := range map[Eviction]string{EvictNone: "noeviction", EvictLRU: "allkeys-lru", EvictFIFO: "rbctl-fifo", EvictRegion: "rbctl-region"} {
+		if got := maxmemoryPolicy(e); got != want {
+			t.Errorf("eviction %q: maxmemory_policy %q, want %q", e, got, want)
+		}
+	}
+}

@@ -32,7 +32,8 @@ type Store interface {
 	// SCAN allows.
 	Scan(cursor uint64, count int) (keys []string, next uint64)
 	MaxValue() int64
-	// Info is extra "name:value" lines for INFO's keyspace and memory sections.
+	// Info is extra "name:value" lines for INFO's memory section; maxmemory_policy among
+	// them names the store's eviction (absent: noeviction).
 	Info() map[string]string
 }
 

@@ -28,13 +28,19 @@ func (s *Server) info(a [][]byte, r reply) {
 		}
 	}
 	extra := s.Store.Info()
-	var mem []string
+	policy := "noeviction" // a store that does not say evicts nothing: a full store refuses
+	if p, ok := extra["maxmemory_policy"]; ok {
+		policy = p
+	}
+	mem := []string{"maxmemory_policy:" + policy}
 	for _, k := range sortedKeys(extra) {
-		mem = append(mem, k+":"+extra[k])
+		if k != "maxmemory_policy" {
+			mem = append(mem, k+":"+extra[k])
+		}
 	}
 	section("Server", "redis_version:7.0.0", "rbctl_version:"+s.version(), "redis_mode:standalone", "resp_protocols:2")
 	section("Clients", "connected_clients:"+strconv.FormatInt(s.clients.Load(), 10))
-	section("Memory", append([]string{"maxmemory_policy:noeviction"}, mem...)...)
+	section("Memory", mem...)
 	st := s.Stats()
 	stats := []string{"total_commands_processed:" + strconv.FormatInt(s.commands.Load(), 10),
 		"rejected_connections:" + strconv.FormatInt(st["resp_conns_refused"], 10)}
