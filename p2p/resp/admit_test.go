@@ -174,3 +174,26 @@ func bulkReply(t *testing.T, c net.Conn, in string) string {
 	}
 	return string(b[:n])
 }
+
+// A request followed by part of the next is answered at once: the reply does not wait for
+// the rest of the next request (it did: replies were flushed only when nothing more was
+// buffered, and the partial request was). A gRPC client dialled at the RESP port by mistake
+// gets -ERR replies to read instead of a silence until its own timeout.
+func TestReplyDoesNotWaitForTheNextRequest(t *testing.T) {
+	srv := &Server{Store: newMem(16)}
+	addr := serve(t, srv)
+	for _, c := range []struct{ name, sent, want string }{
+		{"array", cmd("PING") + "*2\r\n$3\r\nGET\r\n$1", "+PONG\r\n"},
+		{"inline", "PING\r\nGE", "+PONG\r\n"},
+		{"set then part of a large SET", cmd("SET", "k", "v") + "*3\r\n$3\r\nSET\r\n$1\r\nj\r\n$100000\r\nxxxx", "+OK\r\n"},
+	} {
+		conn := dialFrom(t, addr, "127.0.0.1")
+		io.WriteString(conn, c.sent)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, len(c.want))
+		if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != c.want {
+			t.Errorf("%s: read %q, %v; want %q at once", c.name, buf, err, c.want)
+		}
+		conn.Close()
+	}
+}

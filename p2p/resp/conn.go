@@ -14,7 +14,9 @@ import (
 // AUTH s.Conns.MaxAuthFailures times, does not authenticate within s.Conns.AuthTimeout (when
 // the server checks AUTH), stays idle longer than idle once authenticated (0: no limit), or
 // ctx ends. Requests are read and answered in order; replies are flushed when no further
-// request is already buffered, so a pipelined batch costs one write. It closes c.
+// request is already buffered, so a pipelined batch costs one write, and always before the
+// connection waits for more bytes (flushFirst), so a request followed by part of the next
+// is answered at once. It closes c.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) error {
 	defer c.Close()
 	s.clients.Add(1)
@@ -22,10 +24,10 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) 
 	lim := s.Conns.withDefaults()
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	rd := NewReader(c, s.Limits)
+	w := newReplyWriter(c, lim.WriteTimeout)
+	rd := NewReader(flushFirst{c, w}, s.Limits)
 	rd.Budget, rd.Ctx, rd.BudgetWait = s.Budget, ctx, s.budgetWait()
 	defer rd.Release()
-	w := newReplyWriter(c, lim.WriteTimeout)
 	r := reply{w: w}
 	ss := &session{id: s.nextID.Add(1), client: c.RemoteAddr().String(), ctx: ctx}
 	ac, _ := c.(*admitConn)
@@ -75,6 +77,24 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) 
 			}
 		}
 	}
+}
+
+// flushFirst is the connection as the request reader reads it: before every read from the
+// socket it writes the replies still pending. Without it a complete request followed by
+// part of the next one (a client that writes a large SET in pieces after a GET, or any
+// request split across packets) waited unanswered for the rest of the next one to arrive.
+type flushFirst struct {
+	c net.Conn
+	w *replyWriter
+}
+
+func (f flushFirst) Read(p []byte) (int, error) {
+	if f.w.Buffered() > 0 {
+		if err := f.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	return f.c.Read(p)
 }
 
 func (s *Server) budgetWait() time.Duration {
