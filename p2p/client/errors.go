@@ -53,6 +53,9 @@ func transportCause(msg string) string {
 		return "no route to that host"
 	case strings.Contains(low, "tls"), strings.Contains(low, "certificate"), strings.Contains(low, "handshake"):
 		return "TLS handshake failed (certificates, or TLS on one side only): " + lastDesc(msg)
+	case strings.Contains(low, "frame too large"), strings.Contains(low, "looked like an http/1.1"):
+		// Bytes that are no HTTP/2 frame: a RESP server's -ERR, an HTTP/1 server's status line.
+		return "what answers there is not a node's control plane (gRPC): is it the RESP or the metrics port? --server takes the address of serve's --listen (" + lastDesc(msg) + ")"
 	}
 	return lastDesc(msg)
 }

@@ -43,3 +43,38 @@ func TestNodeErrorPlainWords(t *testing.T) {
 		}
 	}
 }
+
+// A control-plane client pointed at a port where something else answers (a RESP server's
+// -ERR, an HTTP/1 server) is told it is not a node's control plane, and which address to give.
+func TestNodeErrorWrongPort(t *testing.T) {
+	for name, answer := range map[string]string{
+		"resp":  "-ERR unknown command 'PRI', with args beginning with: '*' 'HTTP/2.0' \r\n",
+		"http1": "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte(answer))
+				time.Sleep(100 * time.Millisecond)
+				c.Close()
+			}
+		}()
+		c, err := Dial(ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Stats(context.Background())
+		c.Close()
+		ln.Close()
+		if err == nil || !strings.Contains(err.Error(), "is not a node's control plane") || !strings.Contains(err.Error(), "serve's --listen") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

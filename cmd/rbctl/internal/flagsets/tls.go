@@ -70,7 +70,7 @@ func (f *TLS) hint(err error) string {
 	dropped := strings.Contains(s, "preface: EOF") || strings.Contains(s, "broken pipe") || strings.Contains(s, "connection reset")
 	switch {
 	case f.Files.Empty() && dropped:
-		return "the node may serve TLS: pass --tls-ca (and --tls-cert, --tls-key)"
+		return "the node may serve TLS: pass --tls-ca (and --tls-cert, --tls-key); or this is not its control port (--server takes serve's --listen address, not its data or RESP port)"
 	case f.Files.Cert == "" && (dropped || strings.Contains(s, "certificate required")):
 		return "the node requires a client certificate: pass --tls-cert and --tls-key"
 	case strings.Contains(s, "tls:") || strings.Contains(s, "x509:"):
