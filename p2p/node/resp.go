@@ -34,7 +34,11 @@ func (n *Node) serveRESP(ctx context.Context, c RESPConfig) (string, func(), err
 	if mem <= 0 {
 		mem = 256 << 20
 	}
-	mem = max(mem, 4*lim.MaxRequest)
+	if floor := 4 * lim.MaxRequest; mem < floor {
+		n.Logger().Warn("RESP request memory raised to 4 requests' bound (the largest payload decides a request's)",
+			"asked_bytes", mem, "using_bytes", floor, "max_payload_bytes", n.MaxPayload())
+		mem = floor
+	}
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", c.Listen)
 	if err != nil {

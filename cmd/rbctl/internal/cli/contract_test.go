@@ -326,6 +326,7 @@ func TestMisuseExitCodes(t *testing.T) {
 		{[]string{"inspect", missing}, exitNotFound, "no-such.img"},
 		{[]string{"ls", missing}, exitNotFound, "no-such.img"},
 		{[]string{"get", dev, "--key", "m@0x00000000@00"}, exitNotFound, "not in the cache"},
+		{[]string{"get", dev, "--key", "m@0x00000000@00", "--out", filepath.Join(dir, "no-dir", "x")}, exitError, "no-dir does not exist"}, // a missing output directory is no missing key
 		{[]string{"rm", dev, "--key", "m@0x00000000@00"}, exitNotFound, "not in the cache"},
 		{[]string{"put", dev, "--key", "garbage", "-"}, exitError, "--key"},
 		{[]string{"put", dev, "--key", "m@0x0@00\x1b[2J", "-"}, exitError, "control character"},

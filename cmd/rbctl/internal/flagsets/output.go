@@ -1,6 +1,7 @@
 package flagsets
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,13 +22,32 @@ func (o *Out) Add(cmd *cobra.Command, usage string) {
 // Check refuses, before anything runs, a destination whose contents would be lost
 // (safety.Output): one of the command's inputs, a cache, a filesystem image, a device, a
 // file in use.
-func (o *Out) Check(inputs ...string) error { return safety.Output("--out", o.Path, inputs) }
+// A file in a directory that does not exist is refused too, before the device is read, and
+// not as "not found" (exit 3 is a missing key or device).
+func (o *Out) Check(inputs ...string) error {
+	if err := safety.Output("--out", o.Path, inputs); err != nil {
+		return err
+	}
+	if o.File() {
+		dir := filepath.Dir(o.Path)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("--out %s: its directory %s does not exist", o.Path, dir)
+		}
+	}
+	return nil
+}
 
 // File says whether the payload goes to a file rather than stdout.
 func (o *Out) File() bool { return o.Path != "" && o.Path != "-" }
 
 // Write writes data to the file (created with mode 0600, or truncated).
-func (o *Out) Write(data []byte) error { return os.WriteFile(o.Path, data, 0o600) }
+// An error is the file's, never "not found" (exit 3 is a missing key or device).
+func (o *Out) Write(data []byte) error {
+	if err := os.WriteFile(o.Path, data, 0o600); err != nil {
+		return fmt.Errorf("--out: %v", err)
+	}
+	return nil
+}
 
 // checkPlotDir runs safety.Output on every figure-like file already in dir: a figure is
 // written over a file of the same name.
