@@ -96,7 +96,11 @@ func TestScanListsObjectShapeKeys(t *testing.T) {
 	defer e.Close()
 	raw := engine.ObjectKey("my/model", 1, []byte{0xbe, 0xef}, "tenant") // my%2Fmodel@0x00000001@beef@tenant
 	grp := engine.ObjectGroupKey("m", 2, 5, []byte{0xca, 0xfe}, "")      // m@0x00000002@5@cafe
-	if res, err := e.PutMany([]engine.Key{raw, grp}, [][]byte{[]byte("raw"), []byte("grp")}); err != nil || !res.Results[0] || !res.Results[1] {
+	// A generic-namespace entry whose bytes spell the native key stored below (what SET of
+	// rbctl.resp.generic@0x00000000@HEX-of-that-name stores): listed under its object-key
+	// spelling, not a second time under the native name.
+	alias := engine.ObjectKey(GenericModel, 0, []byte(key), "")
+	if res, err := e.PutMany([]engine.Key{raw, grp, alias}, [][]byte{[]byte("raw"), []byte("grp"), []byte("alias")}); err != nil || !res.Results[0] || !res.Results[1] || !res.Results[2] {
 		t.Fatal(res, err)
 	}
 	c, err := net.Dial("tcp", serve(t, &Server{Store: EngineStore{e}}))
@@ -106,7 +110,7 @@ func TestScanListsObjectShapeKeys(t *testing.T) {
 	defer c.Close()
 	exchange(t, c, cmd("SET", key, "native"), "+OK\r\n")
 	exchange(t, c, cmd("SET", "plain", "generic"), "+OK\r\n")
-	exchange(t, c, cmd("DBSIZE"), ":4\r\n")
+	exchange(t, c, cmd("DBSIZE"), ":5\r\n")
 	c.Write([]byte(cmd("SCAN", "0", "COUNT", "100")))
 	br := bufio.NewReader(c)
 	line := func() string { l, _ := br.ReadString('\n'); return strings.TrimSuffix(l, "\r\n") }
@@ -120,9 +124,9 @@ func TestScanListsObjectShapeKeys(t *testing.T) {
 		reply = append(reply, line())
 	}
 	grpNative, _ := grp.Native() // a canonical group-shape key is listed natively: m@00000002@5@cafe
-	want := map[string]string{raw.String(): "raw", grpNative: "grp", key: "native", "plain": "generic"}
+	want := map[string]string{raw.String(): "raw", grpNative: "grp", key: "native", "plain": "generic", alias.String(): "alias"}
 	if len(reply) != len(want) {
-		t.Fatalf("SCAN listed %q, want the 4 keys %v", reply, want)
+		t.Fatalf("SCAN listed %q, want the 5 keys %v", reply, want)
 	}
 	for _, k := range reply {
 		v, ok := want[k]

@@ -67,7 +67,12 @@ func objectKey(k []byte) (engine.Key, bool) {
 func respName(k engine.Key) (string, bool) {
 	p, ok := k.Parts()
 	if ok && p.Model == GenericModel && p.Shape == engine.ShapeRawBlock && p.KVRank == 0 && p.CacheSalt == "" {
-		return string(p.ChunkHash), true
+		// Its bytes name it unless they spell another key (a native one: a client that SET
+		// the generic namespace's own spelling of that name); then it is listed under that
+		// object-key spelling below, which GET takes, and no name is listed twice.
+		if back, err := storeKey(p.ChunkHash); err == nil && back == k {
+			return string(p.ChunkHash), true
+		}
 	}
 	if n, ok := k.Native(); ok {
 		if back, err := engine.FromNative(n); err == nil && back == k {
