@@ -128,11 +128,13 @@ func TestScanListsObjectShapeKeys(t *testing.T) {
 	if len(reply) != len(want) {
 		t.Fatalf("SCAN listed %q, want the 5 keys %v", reply, want)
 	}
+	seen := map[string]bool{}
 	for _, k := range reply {
 		v, ok := want[k]
-		if !ok {
-			t.Fatalf("SCAN listed %q", k)
+		if !ok || seen[k] {
+			t.Fatalf("SCAN listed %q (listed before: %v); all: %q", k, seen[k], reply)
 		}
+		seen[k] = true
 		exchange(t, c, cmd("GET", k), "$"+strconv.Itoa(len(v))+"\r\n"+v+"\r\n")
 	}
 	exchange(t, c, cmd("DEL", raw.String()), ":1\r\n")
