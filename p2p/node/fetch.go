@@ -54,7 +54,8 @@ func (n *Node) fetchFrom(ctx context.Context, peer p2p.Peer, keys []engine.Key, 
 		return nil
 	}
 	start := time.Now()
-	fctx, cancel := context.WithTimeoutCause(ctx, n.opts.FetchTimeout, errFetchTimeout)
+	fctx, cancel := context.WithTimeout(ctx, n.opts.FetchTimeout)
+	fctx = context.WithValue(fctx, callerCtx{}, ctx) // peerFailed tells the caller giving up from the fetch timing out
 	defer cancel()
 	var payloads [][]byte
 	if c := r.idleConn(n.opts.DataIdle); c != nil && c.TakesLookups() {
@@ -200,16 +201,29 @@ func (n *Node) unlockAsync(r *remote, id uint64) {
 	}()
 }
 
-// errFetchTimeout is the cause of a fetch's context ending at Config.FetchTimeout, which
-// tells it from the caller's context ending (peerFailed).
-var errFetchTimeout = errors.New("peer fetch timed out")
+// callerCtx keys the Get's own context in a fetch's context (fetchFrom), for callerGaveUp.
+type callerCtx struct{}
+
+// callerGaveUp says whether the Get behind ctx (the Get's context, or a fetch's carrying it)
+// has ended: cancelled, or past its deadline. The deadline is read as well as Err because a
+// socket deadline set from it can fire before the context's own timer has marked it done.
+func callerGaveUp(ctx context.Context) bool {
+	if c, ok := ctx.Value(callerCtx{}).(context.Context); ok {
+		ctx = c
+	}
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
 
 // peerFailed counts a failed step by kind, backs the peer off, and logs it. ctx is the
-// step's caller's context or the fetch's (fetchFrom): when it ended for a reason other than
-// the fetch's own timeout, the caller gave up (a RESP client went away, the node is
-// closing), which says nothing of the peer: that is counted apart and backs nobody off.
+// step's caller's context or the fetch's (fetchFrom): when the Get behind it gave up (a RESP
+// client went away, the node is closing), the failure says nothing of the peer: it is
+// counted apart and backs nobody off.
 func (n *Node) peerFailed(ctx context.Context, r *remote, peer p2p.Peer, step string, err error) {
-	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errFetchTimeout) {
+	if callerGaveUp(ctx) {
 		n.c.peerAbandoned.Add(1)
 		n.opts.Logger.Debug("peer fetch given up by its caller", "peer", peer.Name, "step", step, "err", err)
 		return

@@ -138,7 +138,7 @@ func (n *Node) fetchShared(ctx context.Context, keys []engine.Key, missing []int
 			cut := false
 			defer func() { n.flights.finish(keys, lead, out, cut) }() // also when the fetch panics or ends early
 			n.fetchMissing(ctx, keys, lead, out, alloc)
-			cut = ctx.Err() != nil
+			cut = callerGaveUp(ctx) // the deadline too: a socket deadline set from it may fire first
 		}()
 	}
 	var again []int
@@ -155,7 +155,7 @@ func (n *Node) fetchShared(ctx context.Context, keys []engine.Key, missing []int
 		case w.w.copy != nil:
 			out[i] = Result{Source: Peer, Payload: w.w.copy, Peer: w.fl.peer}
 			n.c.peerHits.Add(1)
-		case w.fl.cut && ctx.Err() == nil:
+		case w.fl.cut && !callerGaveUp(ctx):
 			again = append(again, i)
 		}
 	}
