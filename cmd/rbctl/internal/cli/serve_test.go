@@ -260,11 +260,14 @@ func TestServeResultOnStdout(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		last := "metrics on http://" // the result's last line
+		if json {
+			last = "}"
+		}
 		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(se.String(), "metrics") && time.Now().Before(deadline) { // logged once all listen
+		for !strings.Contains(so.String(), last) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond) // the result follows Start
 		cmd.Process.Signal(syscall.SIGINT)
 		cmd.Wait()
 		return so.String(), se.String()
