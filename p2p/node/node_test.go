@@ -334,6 +334,13 @@ func TestSharedFetchWaitersCopyIntoTheirOwnBuffers(t *testing.T) {
 	}
 }
 
+// claimed says whether a fetch is in flight on n (a Get leads one).
+func claimed(n *Node) bool {
+	n.flights.mu.Lock()
+	defer n.flights.mu.Unlock()
+	return len(n.flights.m) > 0
+}
+
 func sharedFetchWaiters(t *testing.T, leadGivesUp bool) {
 	oa := fastOptions("a", nil)
 	var slow sync.Once
@@ -360,8 +367,8 @@ func sharedFetchWaiters(t *testing.T, leadGivesUp bool) {
 				defer cancel()
 			}
 			<-start
-			if g > 0 {
-				time.Sleep(30 * time.Millisecond) // after get 0 has claimed the key: waiters
+			for g > 0 && !claimed(b) { // after get 0 has claimed the key: waiters
+				time.Sleep(time.Millisecond)
 			}
 			var mu sync.Mutex
 			alloc := func(size int) []byte {
