@@ -104,6 +104,15 @@ func openMem(path string) (*Opened, error) {
 	if err != nil || n < 4096 {
 		return nil, fmt.Errorf("%s: want mem:SIZE of at least 4 KiB, e.g. mem:256M", path)
 	}
+	// A memory device is one allocation: past the machine's RAM the Go runtime would end the
+	// process with "fatal error: out of memory" and no word of which flag did it.
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		if ram := int64(si.Totalram) * int64(si.Unit); ram > 0 && n > ram {
+			return nil, fmt.Errorf("%s: %s is more than this machine's memory (%s); give a smaller mem:SIZE, or a file (--create SIZE) for a larger device",
+				path, units.FormatSize(n), units.FormatSize(ram))
+		}
+	}
 	return &Opened{Path: path, Block: blockdev.NewMem(n/4096*4096, 4096), IOPath: "mem",
 		NoFDP: fmt.Errorf("%s: a memory device has no NVMe transport: %w", path, fdp.ErrFDPNotSupported)}, nil
 }

@@ -261,3 +261,12 @@ func TestDiscoveryOnce(t *testing.T) {
 		t.Errorf("%d configurations log reads, want 2 (one discovery)", ct.configReads)
 	}
 }
+
+// A memory device larger than the machine's RAM is refused with the sizes, never allocated
+// (the runtime's out-of-memory is fatal and names no flag).
+func TestOpenMemBeyondRAM(t *testing.T) {
+	_, err := OpenDevice("mem:64T", DefaultOptions())
+	if err == nil || !strings.Contains(err.Error(), "is more than this machine's memory") {
+		t.Fatalf("mem:64T: %v", err)
+	}
+}

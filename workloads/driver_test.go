@@ -154,13 +154,15 @@ func TestTraceRoundTrip(t *testing.T) {
 }
 
 func TestReadTraceErrors(t *testing.T) {
-	cases := map[string]string{
-		"jsonl": `{"op":"frob","key":"1","size":1}`,
-		"csv":   "op,key,salt,size\nput,,a,1\n",
+	cases := []struct{ format, in string }{
+		{"jsonl", `{"op":"frob","key":"1","size":1}`},
+		{"csv", "op,key,salt,size\nput,,a,1\n"},
+		{"jsonl", ""},                 // empty: nothing to replay (bench divided by its chunk size 0)
+		{"csv", "op,key,salt,size\n"}, // a header alone
 	}
-	for format, in := range cases {
-		if _, err := ReadTrace(strings.NewReader(in), format); !errors.Is(err, ErrTrace) {
-			t.Errorf("%s: %v, want ErrTrace", format, err)
+	for _, c := range cases {
+		if _, err := ReadTrace(strings.NewReader(c.in), c.format); !errors.Is(err, ErrTrace) {
+			t.Errorf("%s %q: %v, want ErrTrace", c.format, c.in, err)
 		}
 	}
 	tr, err := ReadTrace(strings.NewReader(`{"op":"get","key":"not-hex","salt":"s","size":5}`), FormatJSONL)

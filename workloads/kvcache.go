@@ -3,6 +3,7 @@ package workloads
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -106,14 +107,31 @@ func (c *KVConfig) Validate() error {
 			return fmt.Errorf("kv workload: tenant %q listed twice", t.Salt)
 		}
 		seen[t.Salt] = true
-		if t.Weight < 0 || t.Prefixes < 1 || t.PrefixTokens < 0 || t.Sessions < 1 || t.Turns < 1 ||
-			t.PromptTokens < 1 || t.OutputTokens < 0 || t.Theta < 0 || t.TTL < 0 {
-			return fmt.Errorf("kv workload: tenant %d (%q) has an invalid knob: %+v", i, t.Salt, t)
+		if err := t.check(); err != nil {
+			return fmt.Errorf("kv workload: tenant %d (%q): %v", i, t.Salt, err)
 		}
 		w += t.Weight
 	}
 	if w <= 0 {
 		return errors.New("kv workload: tenant weights sum to zero")
+	}
+	return nil
+}
+
+// check names the first knob out of its range (NaN and infinities are out of every range).
+func (t Tenant) check() error {
+	for _, k := range []struct {
+		name string
+		v    float64
+		min  float64
+	}{
+		{"w", t.Weight, 0}, {"prefixes", float64(t.Prefixes), 1}, {"prefix", float64(t.PrefixTokens), 0},
+		{"theta", t.Theta, 0}, {"sessions", float64(t.Sessions), 1}, {"turns", t.Turns, 1},
+		{"prompt", float64(t.PromptTokens), 1}, {"output", float64(t.OutputTokens), 0}, {"ttl", t.TTL, 0},
+	} {
+		if !(k.v >= k.min) || math.IsInf(k.v, 0) {
+			return fmt.Errorf("%s=%g: want a finite number of at least %g", k.name, k.v, k.min)
+		}
 	}
 	return nil
 }
@@ -132,8 +150,11 @@ func ParseTenant(s string) (Tenant, error) {
 			return t, fmt.Errorf("tenant %q: %q is not key=value", s, kv)
 		}
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return t, fmt.Errorf("tenant %q: %s=%q is not a number", s, k, v)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return t, fmt.Errorf("tenant %q: %s=%q is not a finite number", s, k, v)
+		}
+		if f > 1<<40 {
+			return t, fmt.Errorf("tenant %q: %s=%q is too large", s, k, v)
 		}
 		switch k {
 		case "w", "weight":
@@ -157,6 +178,9 @@ func ParseTenant(s string) (Tenant, error) {
 		default:
 			return t, fmt.Errorf("tenant %q: unknown knob %q (w, prefixes, prefix, theta, sessions, turns, prompt, output, ttl)", s, k)
 		}
+	}
+	if err := t.check(); err != nil {
+		return t, fmt.Errorf("tenant %q: %v", s, err)
 	}
 	return t, nil
 }

@@ -3,6 +3,7 @@ package workloads
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -159,13 +160,18 @@ func TestParseTenant(t *testing.T) {
 	if tn.Salt != "chat" || tn.Weight != 3 || tn.TTL != 0.2 || tn.Turns != 5 || tn.PromptTokens != 100 {
 		t.Fatalf("parsed %+v", tn)
 	}
-	for _, bad := range []string{"x:w", "x:nope=1", "x:w=abc"} {
+	for _, bad := range []string{"x:w", "x:nope=1", "x:w=abc", "x:w=NaN", "x:ttl=Inf", "x:theta=-inf", "x:w=-1", "x:turns=0", "x:prefixes=1e300"} {
 		if _, err := ParseTenant(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
 	if _, err := NewKV(KVConfig{Tenants: []Tenant{{Salt: "a"}}, ChunkTokens: 1, BytesPerToken: 1}); err == nil {
 		t.Error("invalid tenant accepted")
+	}
+	nan := DefaultTenant("a")
+	nan.Weight = math.NaN()
+	if _, err := NewKV(KVConfig{Tenants: []Tenant{nan}, ChunkTokens: 1, BytesPerToken: 1}); err == nil || !strings.Contains(err.Error(), "w=NaN") {
+		t.Errorf("a NaN weight: %v", err)
 	}
 }
 

@@ -215,6 +215,9 @@ func ReadTrace(r io.Reader, format string) (*Trace, error) {
 	default:
 		return nil, fmt.Errorf("unknown trace format %q (jsonl or csv)", format)
 	}
+	if len(t.Ops) == 0 { // nothing to replay, and no chunk size to size buffers by
+		return nil, fmt.Errorf("%w: no requests", ErrTrace)
+	}
 	return t, nil
 }
 
