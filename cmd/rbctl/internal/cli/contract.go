@@ -105,7 +105,7 @@ var flagRules = map[string]flagRule{
 	"max-keys":          {Kind: ruleInt, Min: 1, Max: maxCount, Zero: "all"},
 	"kills":             intRule(1, 1<<20),
 	"slots":             {Kind: ruleInt, Min: 4, Max: 1 << 24, Zero: "the default, 96"},
-	"clean-every":       {Kind: ruleInt, Min: 1, Max: 1 << 20, Zero: "never"},
+	"clean-every":       {Kind: ruleInt, Min: 2, Max: 1 << 20, Zero: "never"}, // 1: every cycle clean, no kill ever counted
 	"corrupt-every":     {Kind: ruleInt, Min: 1, Max: 1 << 20, Zero: "never"},
 	"fault-every":       {Kind: ruleInt, Min: 1, Max: 1 << 20, Zero: "never"},
 	"torn-every":        {Kind: ruleInt, Min: 1, Max: 1 << 20, Zero: "never"},

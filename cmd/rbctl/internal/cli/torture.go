@@ -71,7 +71,7 @@ any invariant failed.`,
 	f.DurationVar(&opts.MaxRun, "max-run", 0, "longest time a writer runs before the kill (default 250ms)")
 	f.IntVar(&opts.TornEvery, "torn-every", 3, "every Nth cycle tears a checkpoint write and dies there (0: never)")
 	f.IntVar(&opts.CorruptEvery, "corrupt-every", 4, "every Nth cycle also recovers with the newest container corrupted (0: never)")
-	f.IntVar(&opts.CleanEvery, "clean-every", 10, "every Nth cycle closes cleanly instead of being killed (0: never)")
+	f.IntVar(&opts.CleanEvery, "clean-every", 10, "every Nth cycle closes cleanly instead of being killed (0: never; at least 2: with 1 no cycle is a kill and --kills is never reached)")
 	f.IntVar(&opts.FaultEvery, "fault-every", 4, "every Nth cycle the writer's data writes fail at random (0: never)")
 	f.Float64Var(&opts.FaultProb, "fault-prob", 0.02, "probability of each injected write fault (EIO, ENOSPC, torn) in fault cycles")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")

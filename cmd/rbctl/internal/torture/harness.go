@@ -87,6 +87,9 @@ func Run(opts Options) (*Summary, error) {
 	if opts.Command == nil {
 		return nil, errors.New("torture: Options.Command is required (how to start a writer process)")
 	}
+	if opts.CleanEvery == 1 && opts.Kills > 0 {
+		return nil, errors.New("torture: CleanEvery 1 makes every cycle clean, so no kill is ever counted (0: never, or at least 2)")
+	}
 	start := time.Now()
 	// A directory of its own, so that nothing already in opts.Dir is written over; kept
 	// (with the device and the side logs) when opts.Dir names where.
