@@ -39,6 +39,10 @@ func gibps(gbps float64) string { return f3(gbps * 1e9 / (1 << 30)) }
 // GiB formats bytes in GiB.
 func GiB(b int64) string { return f2(float64(b) / (1 << 30)) }
 
+// Size is a size in its own unit ("2.0 MiB", "1.5 GiB"), for sizes that GiB with two
+// decimals would show as 0.00 (reclaim units, small devices).
+func Size(b int64) string { return units.FormatSize(b) }
+
 func wafCell(w *WAF, steady bool) string {
 	if w == nil {
 		return "-"
@@ -118,10 +122,8 @@ func optF(v *float64, format func(float64) string) string {
 func summary(r *Report) ([]string, [][]string) {
 	if r.Command == "simulate" {
 		h := []string{"policy"}
-		if r.Sweep == "ru" || r.Sweep == "size" {
-			h = append(h, r.Sweep+" GiB")
-		} else if r.Sweep != "" {
-			h = append(h, r.Sweep)
+		if r.Sweep != "" {
+			h = append(h, r.Sweep) // sizes carry their unit in the cell (sweepCell)
 		}
 		adm := hasAdmission(r)
 		if adm {

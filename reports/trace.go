@@ -143,10 +143,11 @@ func perTrace(r *Report) ([]string, [][]string) {
 	return h, rows
 }
 
-// sweepCell shows a sweep value: sizes in GiB, the rest as numbers.
+// sweepCell shows a sweep value: sizes with their unit (a 2 MiB RU as "2.0 MiB", not 0.00
+// GiB), the rest as numbers.
 func sweepCell(r *Report, v float64) string {
 	if r.Sweep == "ru" || r.Sweep == "size" {
-		return GiB(int64(v))
+		return Size(int64(v))
 	}
 	return f2(v)
 }

@@ -44,7 +44,7 @@ func TestTraceTable(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{"ceiling (a cache that never evicts): 50.00 % of 256-token chunks", "prefix-depth:16", "4 0 1 0 3 2",
-		"273.07" /* 2 GiB / 7680 tokens in KiB */, "256.00", "the device's media bytes (fdp-stats)"} {
+		"273.07" /* 2 GiB / 7680 tokens in KiB */, "256.0 GiB", "the device's media bytes (fdp-stats)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

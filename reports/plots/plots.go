@@ -201,8 +201,8 @@ func sweep(r *reports.Report) (*Figure, error) {
 	if ev := r.Workload.Eviction; ev != "" && ev != "lru" {
 		evict = ", " + ev + " eviction"
 	}
-	title := fmt.Sprintf("Modelled WAF vs %s (%s GiB, RU %s GiB, OP %g%s)", r.Sweep, reports.GiB(r.Device.SizeBytes),
-		reports.GiB(r.Device.RUBytes), r.Device.OP, evict)
+	title := fmt.Sprintf("Modelled WAF vs %s (%s, RU %s, OP %g%s)", r.Sweep, reports.Size(r.Device.SizeBytes),
+		reports.Size(r.Device.RUBytes), r.Device.OP, evict)
 	idx := map[string]int{}
 	var series []Series
 	for _, run := range r.Runs {
@@ -239,7 +239,7 @@ func hitRatioOverTime(r *reports.Report) (*Figure, error) {
 		if r.Sweep != "" {
 			v := strconv.FormatFloat(run.Param, 'g', 4, 64)
 			if r.Sweep == "size" || r.Sweep == "ru" {
-				v = reports.GiB(int64(run.Param)) + " GiB"
+				v = reports.Size(int64(run.Param))
 			}
 			name = fmt.Sprintf("%s=%s %s", r.Sweep, v, name)
 		}
