@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -38,7 +39,7 @@ screen (the configurations it could enable) and exit status 2.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (nvme-cli field names inside)")
-	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh every DUR (e.g. 2s) until interrupted, with the WAF over each interval")
+	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh every DUR (e.g. 2s) until interrupted, with the WAF over each interval (with --json: one JSON document a line)")
 	cmd.Flags().IntVar(&count, "count", 0, "with --watch: stop after this many refreshes (0: until interrupted)")
 	cmd.Flags().IntVar(&nevents, "events", 5, "latest events to show from each events log")
 	return cmd
@@ -51,6 +52,10 @@ func runFDPStatus(ctx context.Context, w io.Writer, a *devices.Admin, dev string
 	err := devices.WatchFDPStatus(ctx, a.Transport, dev, nevents, watch, count, func(i int, s *devices.FDPStatus) error {
 		enabled = s.Enabled
 		switch {
+		case asJSON && watch > 0: // JSON Lines: one whole document a line, each parseable alone
+			enc := json.NewEncoder(w)
+			enc.SetEscapeHTML(false)
+			return enc.Encode(s)
 		case asJSON:
 			return flagsets.WriteJSON(w, s)
 		case clear:

@@ -257,12 +257,16 @@ func TestFDPStatusBeforeAfterWorkload(t *testing.T) {
 
 func TestFDPStatusWatch(t *testing.T) {
 	out := mustFDPCLI(t, "fdp-status", "emu:mem?size=32M&ru=1M&ruhs=2", "--json", "--watch", "1ms", "--count", "2")
-	dec := json.NewDecoder(strings.NewReader(out))
+	// JSON Lines: each line a whole document.
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want one document a refresh:\n%s", len(lines), out)
+	}
 	var a, b devices.FDPStatus
-	if err := dec.Decode(&a); err != nil {
+	if err := json.Unmarshal([]byte(lines[0]), &a); err != nil {
 		t.Fatal(err)
 	}
-	if err := dec.Decode(&b); err != nil {
+	if err := json.Unmarshal([]byte(lines[1]), &b); err != nil {
 		t.Fatal(err)
 	}
 	if a.Interval != nil || b.Interval == nil || b.Interval.Seconds <= 0 {
