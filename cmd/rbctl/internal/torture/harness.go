@@ -344,8 +344,11 @@ func runWriter(base func() *exec.Cmd, wc WriterConfig, runFor time.Duration, cle
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
-	// A writer must not outlive its harness (an interrupted run).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A writer must not outlive its harness (an interrupted run), and runs in a process group
+	// of its own: a terminal's Ctrl-C goes to the foreground group, and a writer that took it
+	// (exit 130) ended the run as a harness failure without the partial table; the harness
+	// alone takes it and stops, as when only its pid is signalled.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start writer: %w", err)
 	}
