@@ -30,6 +30,9 @@ It only reads: nothing it sends changes the device. A device without FDP gets
 screen (the configurations it could enable) and exit status 2.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if count > 0 && watch <= 0 {
+				return fmt.Errorf("--count %d counts --watch refreshes: give --watch DUR too, or drop --count", count)
+			}
 			a, err := openFDP(args[0], 0)
 			if err != nil {
 				return err

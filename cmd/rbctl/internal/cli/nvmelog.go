@@ -38,6 +38,8 @@ func newNVMeLogCmd() *cobra.Command {
 				return fmt.Errorf("--len %d must be a positive multiple of 4", o.Len)
 			case o.Page.LSP > 0x7f:
 				return fmt.Errorf("--lsp %d does not fit the 7-bit field", o.Page.LSP)
+			case raw && asJSON:
+				return fmt.Errorf("--raw and --json exclude each other: --raw writes the log's bytes, --json a document with them in hex")
 			case raw && isTerminal(out):
 				return fmt.Errorf("--raw writes binary: redirect standard output to a file or drop --raw for a hex dump")
 			}
