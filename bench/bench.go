@@ -147,7 +147,7 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 		}
 		// The emulated SSD runs its own FTL model: refuse a geometry whose GC can run out of
 		// room before the device is created.
-		sp, err := emu.ParseSpec(path)
+		sp, err := emu.ResolveSpec(path) // an existing device's saved geometry, not the defaults
 		if err != nil {
 			return nil, err
 		}

@@ -185,3 +185,23 @@ func TestResetIsANewDevice(t *testing.T) {
 		t.Error("reset released the lock")
 	}
 }
+
+// ResolveSpec of "emu:PATH" alone gives the geometry the device was made with (bench checks
+// GC feasibility with it before opening), and the spec as parsed for a new device.
+func TestResolveSpecReadsTheSavedGeometry(t *testing.T) {
+	spec, path := fileSpec(t) // 16M, 1M RUs, 2 handles, op 0.5
+	if sp, err := ResolveSpec("emu:" + path); err != nil || sp.OP == 0.5 {
+		t.Fatalf("before the device exists: %+v, %v (want the defaults)", sp, err)
+	}
+	c, err := OpenWith(spec, OpenOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ResolveSpec("emu:" + path)
+	if err != nil || sp.OP != 0.5 || sp.RUHs != 2 || sp.Size != 16<<20 {
+		t.Fatalf("emu:PATH of a device made as %s: %+v, %v", spec, sp, err)
+	}
+}

@@ -160,3 +160,23 @@ func writeState(path string, b []byte) error {
 	}
 	return nil
 }
+
+// ResolveSpec is the geometry opening spec would give: the spec string's parameters, and
+// for those it leaves out the ones saved beside its data file (an existing device reopens as
+// it was made, "emu:PATH" alone included); without a saved state, the spec as parsed. It
+// reads the state file without the device's lock, for checks made before the device is
+// opened: what the open finds is authoritative.
+func ResolveSpec(spec string) (Spec, error) {
+	sp, err := ParseSpec(spec)
+	if err != nil || sp.Path == "" {
+		return sp, err
+	}
+	saved, err := loadState(statePath(sp.Path))
+	if err != nil || saved == nil {
+		return sp, nil // the open reports a damaged state; a missing one means a new device
+	}
+	if merged, err := saved.merge(sp); err == nil {
+		return merged, nil
+	}
+	return sp, nil // a spec that contradicts the saved geometry: the open refuses it
+}
