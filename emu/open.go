@@ -99,6 +99,12 @@ func (sp Spec) FTLConfig() ftl.Config {
 	}
 }
 
+// CheckFeasible refuses, before a device of sp is made, a geometry whose garbage collection
+// can run out of room (ftl.Config.CheckFeasible), offering op=, ru= and ruhs= as fixes.
+func (sp Spec) CheckFeasible(what string) error {
+	return sp.FTLConfig().CheckFeasible(what, ftl.Tunable{OP: true, OPMax: 1, RU: true, Handles: true})
+}
+
 // newModel builds the FTL model of a device.
 func newModel(sp Spec) (*ftl.Model, error) {
 	fc := sp.FTLConfig()

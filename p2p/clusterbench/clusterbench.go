@@ -225,6 +225,15 @@ func (o *Options) fill() error {
 	case o.trace == nil && o.recording == nil && o.PrefixChunks+o.UniqueChunks > 256:
 		return fmt.Errorf("cluster bench: %d chunks per request; at most 256", o.PrefixChunks+o.UniqueChunks)
 	}
+	// Each node's emulated SSD, as deviceFor makes it: a geometry whose GC can run out of
+	// room fails mid-run ("infeasible"), so it is refused here, with the nearest fixes.
+	sp, err := emu.ParseSpec(fmt.Sprintf("emu:mem?size=%d&ru=%d&ruhs=%d&op=%g&iso=initial", o.DeviceBytes, o.RUBytes, o.Handles, o.OP))
+	if err != nil {
+		return fmt.Errorf("cluster bench: %w", err)
+	}
+	if err := sp.CheckFeasible("each node's emulated device"); err != nil {
+		return fmt.Errorf("cluster bench: %w", err)
+	}
 	return nil
 }
 

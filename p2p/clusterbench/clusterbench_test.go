@@ -97,6 +97,7 @@ func TestDeallocateReachesTheNodes(t *testing.T) {
 	for _, d := range []node.Deallocation{node.DeallocateDevices, node.DeallocateNone} {
 		o := small(t)
 		o.DeviceBytes, o.Requests, o.UniqueChunks, o.Modes, o.Deallocate = 32<<20, 240, 8, []Mode{Off}, d
+		o.OP = 0.5 // GC room for 8 handles of 1 MiB RUs on 32 MiB (Options.fill refuses less)
 		rs, err := Run(context.Background(), o)
 		if err != nil {
 			t.Fatal(err)
