@@ -109,7 +109,7 @@ func openMem(path string) (*Opened, error) {
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) == nil {
 		if ram := int64(si.Totalram) * int64(si.Unit); ram > 0 && n > ram {
-			return nil, fmt.Errorf("%s: %s is more than this machine's memory (%s); give a smaller mem:SIZE, or a file (--create SIZE) for a larger device",
+			return nil, fmt.Errorf("%s: %s is more than this machine's memory (%s); give a smaller mem:SIZE, or a file for a larger device",
 				path, units.FormatSize(n), units.FormatSize(ram))
 		}
 	}
