@@ -129,14 +129,22 @@ func TestFullNodeEvictsForReplicas(t *testing.T) {
 	}
 }
 
-// Concurrent misses of one key make one transfer at the holder and one replica write.
-func TestConcurrentMissesShareOneTransfer(t *testing.T) {
+// slowHolderPair is a holder a of key 7 (a full chunk) whose first transfer is slowed 300 ms,
+// bytes untouched, and a requester b that fetches from it.
+func slowHolderPair(t *testing.T) (a, b *Node) {
+	t.Helper()
 	oa := fastOptions("a", nil)
 	var slow sync.Once
-	oa.TamperData = func(uint32, []byte) { slow.Do(func() { time.Sleep(300 * time.Millisecond) }) } // a slow holder, bytes untouched
-	a := startNode(t, newEngine(t, nil), oa)
-	b := startNode(t, newEngine(t, nil), fastOptions("b", NewStaticDirectory(a.Peer())))
+	oa.TamperData = func(uint32, []byte) { slow.Do(func() { time.Sleep(300 * time.Millisecond) }) }
+	a = startNode(t, newEngine(t, nil), oa)
+	b = startNode(t, newEngine(t, nil), fastOptions("b", NewStaticDirectory(a.Peer())))
 	put(t, dial(t, a), 7, chunkBytes)
+	return a, b
+}
+
+// Concurrent misses of one key make one transfer at the holder and one replica write.
+func TestConcurrentMissesShareOneTransfer(t *testing.T) {
+	a, b := slowHolderPair(t)
 	before := a.Stats().Counters["served_chunks"]
 	const gets = 16
 	var wg sync.WaitGroup

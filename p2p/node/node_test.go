@@ -342,12 +342,7 @@ func claimed(n *Node) bool {
 }
 
 func sharedFetchWaiters(t *testing.T, leadGivesUp bool) {
-	oa := fastOptions("a", nil)
-	var slow sync.Once
-	oa.TamperData = func(uint32, []byte) { slow.Do(func() { time.Sleep(300 * time.Millisecond) }) } // a slow holder, bytes untouched
-	a := startNode(t, newEngine(t, nil), oa)
-	b := startNode(t, newEngine(t, nil), fastOptions("b", NewStaticDirectory(a.Peer())))
-	put(t, dial(t, a), 7, chunkBytes)
+	_, b := slowHolderPair(t)
 	const gets = 12
 	leaving := func(g int) bool { // whose context ends while the holder is slow
 		if leadGivesUp {
