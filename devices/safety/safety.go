@@ -1,8 +1,8 @@
 // Package safety is the one gate every destructive command goes through (format, bench,
 // recover writing a repaired checkpoint): Gate refuses a target that is in use — mounted,
 // active swap, held by device-mapper/md, the backing file of a loop device — or that carries
-// a filesystem, partition table, LVM, RAID, LUKS, swap or raw-block cache signature, and
-// says what would be destroyed. It checks the real target whatever DEV spelling names it:
+// a filesystem, partition table, LVM, RAID, LUKS, swap or raw-block cache signature, or
+// any other data (a non-zero byte where it probes), and says what would be destroyed. It checks the real target whatever DEV spelling names it:
 // the data file of an emu: device, the namespace of /dev/ngXnY (through its block device).
 // The refusal states what is there; the command says how to override it (rbctl: its force flag). docs/reliability.md "Single writer and
 // the safety gate".
@@ -24,7 +24,7 @@ var (
 	// ErrInUse: the target is mounted, used as swap, held by another device, or backs a
 	// loop device.
 	ErrInUse = errors.New("device in use")
-	// ErrHasData: the target carries a recognised signature.
+	// ErrHasData: the target carries a recognised signature or other data.
 	ErrHasData = errors.New("device holds data")
 )
 
@@ -59,7 +59,8 @@ func (a Action) refusing(target string) string {
 //
 // dev is any DEV spelling: a regular file, a block device, /dev/ngXnY, /dev/nvmeXnY, or
 // emu:PATH (its data file is checked; emu:mem has nothing to lose). A path that does not
-// exist, an empty file and a target without a recognised signature pass. Callers skip Gate
+// exist, an empty file and a target that reads as zeros wherever the gate probes (the
+// first 128 KiB, the last 4 KiB, 256 blocks between, a file's data extents) pass. Callers skip Gate
 // only when the user overrides it (rbctl's force flag).
 func Gate(a Action, dev string) error { return system.gate(a, dev, true) }
 
@@ -148,6 +149,16 @@ func refuseSignatures(a Action, subject, dev string, r io.ReaderAt, size int64) 
 			}
 		}
 		found = append(found, s)
+	}
+	if len(found) == 0 && a != Recover {
+		at, err := firstData(r, size)
+		if err != nil {
+			return fmt.Errorf("%s: reading for data: %w", subject, err)
+		}
+		if at >= 0 {
+			return refuse(ErrHasData, "%s: it holds data rbctl does not recognise (a non-zero byte at byte %d; a blank target reads as zeros)",
+				a.refusing(subject), at)
+		}
 	}
 	if len(found) == 0 {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,13 +33,16 @@ func TestGateSignatures(t *testing.T) {
 		want  string // "" = allowed
 	}{
 		{"zeroed image is allowed", func(b []byte) {}, ""},
-		{"random data is allowed", func(b []byte) {
+		{"data it does not recognise is refused", func(b []byte) {
 			for i := range b {
 				b[i] = byte(i*31 + 7)
 			}
 			b[510], b[511] = 0, 0
 			binary.LittleEndian.PutUint16(b[1080:], 0)
-		}, ""},
+		}, "it holds data rbctl does not recognise (a non-zero byte at byte 0;"},
+		{"text at byte 0 of zeros is refused", func(b []byte) { copy(b, "IMPORTANT USER DATA") }, "(a non-zero byte at byte 0;"},
+		{"one byte beyond the first 128 KiB is found", func(b []byte) { b[200<<10+17] = 1 }, "data rbctl does not recognise"},
+		{"the last byte is found", func(b []byte) { b[size-1] = 1 }, fmt.Sprintf("(a non-zero byte at byte %d;", size-1)},
 		{"ext4 is refused, with its label", func(b []byte) {
 			binary.LittleEndian.PutUint16(b[1080:], 0xEF53)
 			binary.LittleEndian.PutUint32(b[1024+96:], 0x40)
@@ -324,6 +328,16 @@ func FuzzDetect(f *testing.F) {
 				t.Fatalf("signature %+v", s)
 			}
 		}
+		at, err := firstData(bytes.NewReader(b), size)
+		if err != nil {
+			return
+		}
+		if at >= size || at >= int64(len(b)) || (at >= 0 && b[at] == 0) {
+			t.Fatalf("firstData = %d of %d bytes (size %d)", at, len(b), size)
+		}
+		if at < 0 && size <= fullScan && bytes.ContainsFunc(b[:min(int64(len(b)), size)], func(r rune) bool { return r != 0 }) {
+			t.Fatalf("firstData found nothing in %q", b)
+		}
 	})
 }
 
@@ -333,5 +347,46 @@ func TestGateRealLoopBackingFile(t *testing.T) {
 	loop := looptest.Attach(t, img, looptest.Options{})
 	if err := Gate(Format, img); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "it backs "+loop) {
 		t.Fatalf("file backing %s: %v", loop, err)
+	}
+}
+
+// TestGateFindsDataInASparseFile: a few bytes written anywhere in a large sparse file are
+// found through its data extents, though no evenly spread probe lands on them; a file of
+// written zeros and a sparse file with nothing written pass.
+func TestGateFindsDataInASparseFile(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name string, write func(f *os.File) error) string {
+		p := filepath.Join(dir, name)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := f.Truncate(8 << 30); err != nil {
+			t.Fatal(err)
+		}
+		if err := write(f); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const at = 5<<30 + 12345
+	data := mk("data", func(f *os.File) error { _, err := f.WriteAt([]byte("x"), at); return err })
+	if err := Gate(Bench, data); !errors.Is(err, ErrHasData) || !strings.Contains(err.Error(), fmt.Sprintf("a non-zero byte at byte %d", at)) {
+		t.Errorf("one byte at %d of a sparse file: %v", int64(at), err)
+	}
+	if err := Gate(Recover, data); err != nil {
+		t.Errorf("recover looks for a cache, not for data: %v", err)
+	}
+	if err := GateInUse(Format, data); err != nil {
+		t.Errorf("the in-use half (under --force): %v", err)
+	}
+	sparse := mk("sparse", func(*os.File) error { return nil })
+	if err := Gate(Format, sparse); err != nil {
+		t.Errorf("a sparse file with nothing written: %v", err)
+	}
+	zeros := mk("zeros", func(f *os.File) error { _, err := f.WriteAt(make([]byte, 1<<20), 3<<30); return err })
+	if err := Gate(Format, zeros); err != nil {
+		t.Errorf("written zeros: %v", err)
 	}
 }

@@ -34,8 +34,8 @@ func newFormatCmd() *cobra.Command {
 		Long: `format writes an empty cache: two metadata containers and data slots (the LMCache
 raw-block layout, docs/format.md). It refuses a mounted or held device (also through
 /dev/ngXnY, or a file backing a loop device), one with a filesystem, partition, LVM, RAID,
-swap or LUKS signature, or an existing cache, unless --force; for emu:PATH it checks the
-data file. A device another rbctl process has open is refused even with --force.
+swap or LUKS signature, an existing cache, or any other data (a non-zero byte where it
+probes; a blank device reads as zeros), unless --force; for emu:PATH it checks the data file. A device another rbctl process has open is refused even with --force.
 Several DEVs are the shards of one cache, formatted alike and in parallel (a row each and a
 total): nothing is written unless every one passes (the same device twice is refused).
 

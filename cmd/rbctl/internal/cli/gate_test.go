@@ -212,6 +212,55 @@ func TestBenchRefusesDataItDidNotMake(t *testing.T) {
 	}
 }
 
+// TestFormatAndBenchRefuseDataTheyDoNotRecognise: a file with no signature but data in it
+// (text at byte 0 of zeros, random bytes, one byte deep in a sparse file) is refused by
+// format and bench alike, unchanged, naming where the data is; a file of zeros is formatted;
+// --force is the way past (second hostile battery 3).
+func TestFormatAndBenchRefuseDataTheyDoNotRecognise(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name string, size int64, at int64, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, size); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(b, at); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	random := make([]byte, 64<<20)
+	for i := range random {
+		random[i] = byte(i*7919 + i>>11 + 1)
+	}
+	bench := []string{"--requests", "20", "--duration", "0", "--warmup", "0", "--quiet", "--placement", "none", "--json"}
+	for _, c := range []struct {
+		name string
+		at   int64
+		b    []byte
+		want int64
+	}{
+		{"important.img", 0, []byte("IMPORTANT USER DATA"), 0},
+		{"random.img", 0, random, 0},
+		{"deep.img", 40<<20 + 4097, []byte{1}, 40<<20 + 4097},
+	} {
+		p := mk(c.name, 64<<20, c.at, c.b)
+		want := fmt.Sprintf(": it holds data rbctl does not recognise (a non-zero byte at byte %d; a blank target reads as zeros); pass --force to destroy it", c.want)
+		refused(t, dir, "refusing to format "+p+want, "format", "--slot-bytes", "64K", p)
+		refused(t, dir, "refusing to run bench on "+p+want, append([]string{"bench", p}, bench...)...)
+		mustRbctl(t, dir, "format", "--force", "--slot-bytes", "64K", p)
+	}
+	zeros := mk("zeros.img", 32<<20, 0, make([]byte, 32<<20))
+	mustRbctl(t, dir, "format", "--slot-bytes", "64K", zeros)
+}
+
 // TestPutAndRmNeverCreateALayout: put and rm write only into an existing cache.
 func TestPutAndRmNeverCreateALayout(t *testing.T) {
 	dir := t.TempDir()
