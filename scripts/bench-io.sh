@@ -22,7 +22,7 @@
 # keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch (engine rows, keys per
 # call, 64), -device-batch (device row, default qd/submitters: its buffers total qd x bs, as
 # fio's), -rings, -fixed,
-# -engine=false to skip the engine rows, -engine-deallocate=false, -engine-register=false,
+# -engine=false to skip the engine rows, -engine-deallocate all|none (default devices: not a file), -engine-register=false,
 # -engine-vectored=false (puts copy each payload behind its header instead of zero-copy),
 # -tools LIST, -gap DURATION, -lead fio|DURATION (idle before an in-process run's first I/O;
 # fio: as long as fio's own start-up), -cpuprofile FILE, -fio-mem auto|shmhuge|malloc).

@@ -14,11 +14,14 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/p2p/node"
 )
 
 // The engine rows: engine.PutMany and engine.LoadManyInto on the same file and ring setup
-// as the device row, slot_bytes = the block size, DeallocateOnDelete on (the default of
-// rbctl format and bench).
+// as the device row, slot_bytes = the block size, DeallocateOnDelete where -engine-deallocate
+// says: by default where rbctl serve deallocates (a device that takes discards, never a
+// regular file, whose deallocates are punched holes: docs/io_uring.md, "engine-put 64 KiB
+// after every freed slot is discarded").
 //
 // engine-put: each submitter owns a FIFO of its keys; once the cache is filled to
 // fillFraction, every PutMany of batch keys is preceded by a DeleteMany of its batch oldest
@@ -54,6 +57,21 @@ type engineStats struct {
 	holesGiB float64
 	// SQEs of the whole run (fill included) that used a registered buffer, and that did not.
 	fixedOps, plainOps, vectoredOps int64
+	dealloc                         string // whether freed slots were deallocated, and why
+}
+
+// deallocWhy says whether the engine rows deallocate on d, and why.
+func deallocWhy(c config, d blockdev.Device) string {
+	info := d.Info()
+	switch {
+	case c.dealloc.On(info):
+		return fmt.Sprintf("on (-engine-deallocate %s)", cmp.Or(string(c.dealloc), "none"))
+	case c.dealloc == node.DeallocateNone:
+		return "off (-engine-deallocate none)"
+	case info.Kind == blockdev.KindFile:
+		return "off (a regular file; -engine-deallocate all punches holes)"
+	}
+	return "off (the device takes no discards)"
 }
 
 // engineCfg is the engine configuration of a row: defaults, slot_bytes = bs, the metadata
@@ -62,7 +80,7 @@ func engineCfg(c config, d blockdev.Device, bs int) engine.Config {
 	cfg := engine.DefaultConfig()
 	cfg.SlotBytes = int64(bs)
 	cfg.MetaTotalBytes = engine.MetaBytesFor(d.Info().Size, cfg.SlotBytes, cfg.BlockAlign, cfg.CheckpointFormat)
-	cfg.DeallocateOnDelete = c.dealloc
+	cfg.DeallocateOnDelete = c.dealloc.On(d.Info())
 	cfg.PayloadChecksum = cfg.PayloadChecksum && c.checksum
 	return cfg
 }
@@ -185,6 +203,7 @@ func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats
 		return result{}, es, err
 	}
 	cfg := engineCfg(c, d, bs)
+	es.dealloc = deallocWhy(c, d)
 	open := engine.Open
 	if write {
 		open = engine.Format
@@ -411,7 +430,7 @@ func fillHoles(path string) (int64, error) {
 
 // add accumulates one run's engine counters (summed) and failures (averaged over rounds).
 func (es *engineStats) add(o engineStats, rounds int) {
-	es.payload, es.slots = o.payload, o.slots
+	es.payload, es.slots, es.dealloc = o.payload, o.slots, o.dealloc
 	es.failed += o.failed
 	es.holesGiB += o.holesGiB / float64(rounds)
 	es.st.Puts += o.st.Puts
@@ -434,8 +453,8 @@ func (es *engineStats) detail(write, registered bool) string {
 	s := fmt.Sprintf("slots %d, payload %d B; failed ops %d (measured)", es.slots, es.payload, es.failed)
 	if write {
 		s += fmt.Sprintf("; puts %d, written without a copy (vectored) %d", es.st.Puts, es.st.PutsVectored)
-		s += fmt.Sprintf("; deallocated %d slots in %d calls (%d ranges), %d errors; %.2f GiB of holes refilled per run",
-			es.st.DeallocatedSlots, es.st.DeallocateCalls, es.st.DeallocateRanges, es.st.DeallocateErrors, es.holesGiB)
+		s += fmt.Sprintf("; deallocation %s: deallocated %d slots in %d calls (%d ranges), %d errors; %.2f GiB of holes refilled per run",
+			es.dealloc, es.st.DeallocatedSlots, es.st.DeallocateCalls, es.st.DeallocateRanges, es.st.DeallocateErrors, es.holesGiB)
 	} else {
 		s += fmt.Sprintf("; checksum errors %d; load buffers registered (RegisterMemory): %v", es.st.ChecksumErrors, registered)
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/internal/uring"
+	"github.com/rbctl/rbctl/p2p/node"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/units"
 )
@@ -63,7 +64,7 @@ type config struct {
 	rounds        int
 	ring          string
 	engine        bool
-	dealloc       bool
+	dealloc       node.Deallocation
 	replayFlushes bool
 	register      bool
 	vectored      bool
@@ -77,7 +78,7 @@ type config struct {
 }
 
 func main() {
-	var c config
+	c := config{dealloc: node.DeallocateDevices}
 	var bsList, rwList string
 	flag.StringVar(&c.file, "file", "", "pre-allocated file (or block device) to run on")
 	flag.StringVar(&bsList, "bs", "1M,64K", "block (slot) sizes")
@@ -93,14 +94,24 @@ func main() {
 	flag.StringVar(&c.fio, "fio", "fio", "fio binary ('' to skip fio)")
 	flag.IntVar(&c.rounds, "rounds", 8, "rounds per case (the order rotates; each round is printed, the rows give medians)")
 	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN, waiting in the Go netpoller: the default's wait), defer-kwait (the same, waiting inside io_uring_enter), coop, sqpoll")
-	flag.BoolVar(&c.engine, "engine", true, "add the engine-put/engine-get rows (engine.PutMany/LoadManyInto, deallocate on)")
+	flag.BoolVar(&c.engine, "engine", true, "add the engine-put/engine-get rows (engine.PutMany/LoadManyInto, deallocating as -engine-deallocate says)")
 	flag.DurationVar(&c.gap, "gap", 0, "idle time before every run (the kernel finishes tearing down the last run's rings and registrations)")
 	leadFlag := flag.String("lead", "fio", "idle between settling the file and an in-process run's first I/O: fio (as long as fio took from its launch to its first I/O, the median of its runs so far in the case, so that every tool starts on a disk idle for as long), or a duration (0: start at once)")
 	flag.BoolVar(&c.settle, "settle", true, "flush the file before every run (and after the engine's fill), so that no run's flushes pay for the write-back of what ran before it (false: for comparison)")
 	flag.BoolVar(&c.register, "engine-register", true, "engine-get registers its load buffers (engine.RegisterMemory); false: plain reads into unregistered memory")
 	flag.BoolVar(&c.vectored, "engine-vectored", true, "engine-put writes aligned payloads without a copy (vectored writes); false: copies each payload behind its header")
 	flag.BoolVar(&c.checksum, "engine-checksum", true, "engine rows with payload checksums (false: for diagnosis only; the format's default is on)")
-	flag.BoolVar(&c.dealloc, "engine-deallocate", true, "engine rows with DeallocateOnDelete (false: for comparison)")
+	flag.Func("engine-deallocate", "which targets the engine rows deallocate freed slots on, as rbctl serve --deallocate: devices (the default: a block device or namespace that takes discards, never a regular file), all (a file too: punched holes), none; true and false are all and none", func(s string) error {
+		switch s {
+		case "true":
+			s = "all"
+		case "false":
+			s = "none"
+		}
+		d, err := node.ParseDeallocation(s)
+		c.dealloc = d
+		return err
+	})
 	flag.BoolVar(&c.replayFlushes, "replay-flushes", true, "fio-replay and rbctl-replay replay the engine's flushes (its checkpoints') in their places (fio: datasyncs, rbctl: Flush), not only its writes (false: writes only)")
 	fioMem := flag.String("fio-mem", "auto", "fio's buffer memory: shmhuge (huge pages, as rbctl's buffers), malloc (4 KiB pages; rbctl's buffers then too), auto (shmhuge when enough huge pages are free)")
 	toolList := flag.String("tools", "", "run only these tools (comma separated: fio,fio-fixed,rbctl,engine,fio-payload,fio-payload-fixed,fio-replay,rbctl-replay), for diagnosis")
