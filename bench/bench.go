@@ -125,6 +125,9 @@ func Run(ctx context.Context, o Options) (*reports.Report, error) {
 			return nil, fmt.Errorf("placement %s: %w", p, err)
 		}
 	}
+	if _, err := ParsePrecondition(o.Precondition); err != nil {
+		return nil, err // before a device is made or a policy runs
+	}
 	src, err := o.Workload.Build()
 	if err != nil {
 		return nil, err

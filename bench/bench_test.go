@@ -118,6 +118,25 @@ func TestRunRefusesInfeasibleEmulatorFirst(t *testing.T) {
 	}
 }
 
+// An unknown precondition is refused before a device is created or a policy runs (it used
+// to fail every policy, under a printed table, with the device made).
+func TestRunRefusesUnknownPreconditionFirst(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "p.img")
+	o := fixedOptions()
+	o.Paths, o.Create, o.Precondition = []string{img}, 64<<20, "bogus"
+	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "want trim or fill") {
+		t.Fatalf("precondition bogus: %v", err)
+	}
+	if _, err := os.Stat(img); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused bench created its device: %v", err)
+	}
+	for _, ok := range []string{"", "trim", "fresh", "fill", "sequential"} {
+		if _, err := ParsePrecondition(ok); err != nil {
+			t.Errorf("precondition %q: %v", ok, err)
+		}
+	}
+}
+
 // The feasibility check of an emulated device (sp.FTLConfig) is the configuration its model
 // runs: emu.New builds the same model.
 func TestEmulatorFTLMatches(t *testing.T) {

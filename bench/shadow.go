@@ -186,6 +186,16 @@ func (s *ShadowDevice) ForeignHandleWrites() int64 {
 	return s.foreign
 }
 
+// ParsePrecondition checks a precondition name Precondition takes: trim (or fresh, or ""
+// for trim) and fill (or sequential). It returns s.
+func ParsePrecondition(s string) (string, error) {
+	switch s {
+	case "", "trim", "fresh", "fill", "sequential":
+		return s, nil
+	}
+	return "", fmt.Errorf("unknown precondition %q; want trim or fill", s)
+}
+
 // Precondition prepares the device and the model the same way: "fill" writes every block
 // of the device once, sequentially, with no placement directive; "trim" deallocates the
 // whole device (ignored by the device when it cannot, the model is trimmed anyway, and

@@ -11,12 +11,16 @@ import (
 // AdminOptions choose how OpenAdmin reaches a controller.
 type AdminOptions struct {
 	// Transport is nvme.TransportAuto (""), nvme.TransportUring or nvme.TransportIoctl;
-	// ignored for emu: (the controller is in this process).
+	// checked, then ignored, for emu: (the controller is in this process).
 	Transport string
 	// NSID selects the namespace when DEV is a controller node (/dev/nvmeX); 0: the node's
 	// namespace, or the first active one.
 	NSID uint32
 }
+
+// ParseTransport checks an AdminOptions.Transport (nvme.ParseTransport): uring, ioctl, or
+// "" or auto for either. It returns s.
+func ParseTransport(s string) (string, error) { return nvme.ParseTransport(s) }
 
 // Admin is a device opened for its NVMe commands only (Identify, Get Log Page, features,
 // RUH status and update), without a block device: /dev/ngXnY, /dev/nvmeXnY, /dev/nvmeX
@@ -34,6 +38,9 @@ type Admin struct {
 func OpenAdmin(path string, opt AdminOptions) (*Admin, error) {
 	if path == "" {
 		return nil, fmt.Errorf("no device path given")
+	}
+	if _, err := ParseTransport(opt.Transport); err != nil {
+		return nil, err // refused whatever the device, an emulated one (which has no transport) too
 	}
 	if emu.IsSpec(path) {
 		c, err := emu.OpenWith(path, emu.OpenOptions{ReadOnly: true})

@@ -141,8 +141,8 @@ func checkFDPView(t *testing.T, o *Opened, readOnly bool) {
 	}
 }
 
-// TestOpenAdmin: the admin-only open identifies the emulated SSD and finds its FDP, and a
-// path that is not NVMe is refused as such.
+// TestOpenAdmin: the admin-only open identifies the emulated SSD and finds its FDP, a path
+// that is not NVMe is refused as such, and so is a transport that names none.
 func TestOpenAdmin(t *testing.T) {
 	a, err := OpenAdmin("emu:mem?size=64M&ru=1M&ruhs=2", AdminOptions{})
 	if err != nil {
@@ -171,6 +171,10 @@ func TestOpenAdmin(t *testing.T) {
 	}
 	if _, err := OpenAdmin("", AdminOptions{}); err == nil {
 		t.Error("empty path opened")
+	}
+	// An unknown transport is refused for the emulated SSD too, which has none to choose.
+	if _, err := OpenAdmin("emu:mem?size=64M&ru=1M&ruhs=2", AdminOptions{Transport: "bogus"}); err == nil || !strings.Contains(err.Error(), "want uring or ioctl") {
+		t.Errorf("transport bogus on emu: %v", err)
 	}
 }
 

@@ -38,6 +38,17 @@ func Open(path string, opt OpenOptions) (Transport, error) {
 		}
 		return OpenIoctl(path, IoctlOptions{Workers: opt.QueueDepth, NSID: opt.NSID})
 	default:
-		return nil, fmt.Errorf("nvme: unknown transport %q (want uring or ioctl)", opt.Transport)
+		_, err := ParseTransport(opt.Transport)
+		return nil, err
 	}
+}
+
+// ParseTransport checks a transport name Open takes: uring, ioctl, or "" or auto for
+// either (any case). It returns s.
+func ParseTransport(s string) (string, error) {
+	switch strings.ToLower(s) {
+	case TransportAuto, "auto", TransportUring, TransportIoctl:
+		return s, nil
+	}
+	return "", fmt.Errorf("nvme: unknown transport %q (want uring or ioctl)", s)
 }

@@ -58,7 +58,7 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 	fs.DurationVar(&o.Duration, "duration", 20*time.Second, "measured window per policy (after warm-up); a mooncake: trace runs whole unless given (0: no limit)")
 	fs.Float64Var(&o.Warmup, "warmup", 1, "warm-up, in cache capacities of payload stored (0: none)")
 	fs.DurationVar(&o.WarmupTimeout, "warmup-timeout", time.Minute, "end the warm-up after this long even if --warmup was not reached")
-	fs.StringVar(&o.Precondition, "precondition", "trim", "before each run: trim (deallocate the device) or fill (write it sequentially)")
+	fs.Var(flagsets.Parsed(&o.Precondition, "trim", bench.ParsePrecondition), "precondition", "before each run: trim (deallocate the device) or fill (write it sequentially)")
 	flagsets.DeallocateBool(fs, &o.Deallocate, true, "deallocate freed slots on delete/evict (all), or not (none)")
 	fs.IntVar(&o.Handles, "handles", 8, "placement handles for the policy and shadow model when DEV has no FDP")
 	flagcheck.SizeVar(fs, &o.RUBytes, "ru", "16M", "shadow model reclaim unit size when DEV does not report one")

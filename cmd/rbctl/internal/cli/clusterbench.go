@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
@@ -25,6 +27,9 @@ func newClusterBenchCmd() *cobra.Command {
 			finish()
 			if cmd.Context().Err() != nil {
 				err = errInterrupted
+			}
+			if err != nil && len(rs) == 0 && !errors.Is(err, errInterrupted) {
+				return err // refused before a mode ran (the options, the first mode's setup): no legend, no empty table
 			}
 			if f.JSON {
 				printJSON(cmd, map[string]any{"waf_source": clusterbench.WAFSource, "results": rs})

@@ -136,7 +136,7 @@ var flagRules = map[string]flagRule{
 	"value-size":      sizeRule(1, ""),
 	"region":          sizeRule(4096, ""),
 	"bytes-per-token": sizeRule(1, ""),
-	"unit":            sizeRule(512, "auto"),
+	"unit":            {Kind: ruleSize, Min: 512, Max: maxBytes, MultipleOf: 512, Words: []string{"auto"}}, // the simulated engine's block alignment
 
 	// NVMe identifiers: the device decides; the type bounds them.
 	"namespace-id":       {Kind: ruleAny},
@@ -177,7 +177,8 @@ var flagRules = map[string]flagRule{
 	"tenants":                      intRule(1, 4096),
 	"prefix-chunks":                intRule(1, 256),
 	"unique-chunks":                intRule(0, 255),
-	"chunk-size":                   sizeRule(4096),
+	"chunk-size":                   {Kind: ruleSize, Min: 4096, Max: maxBytes, MultipleOf: 4096},
+	"rbctl cluster-bench/handles":  intRule(2, 65535), // a node needs two (clusterbench.Options)
 	"rbctl cluster-bench/requests": {Kind: ruleInt, Min: 1, Max: 1 << 24, Zero: "1200, or the whole trace"},
 	"rbctl cluster-bench/ru":       sizeRule(4096),
 	"interval":                     durRule(0, false, "back to back"),

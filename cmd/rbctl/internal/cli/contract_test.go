@@ -181,6 +181,10 @@ func TestRuleRangesInMessages(t *testing.T) {
 		{flagRules["ru"], "auto", ""},
 		{flagRules["ru"], "1K", "at least 4 KiB"},
 		{flagRules["ru"], "-3M", "at least 4 KiB"},
+		{flagRules["unit"], "3000", "a multiple of 512"},
+		{flagRules["unit"], "1536", ""},
+		{flagRules["unit"], "auto", ""},
+		{flagRules["chunk-size"], "5000", "a multiple of 4096"},
 	} {
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 		switch tc.rule.Kind {
@@ -244,6 +248,9 @@ func badValues(r flagRule, typ string) []string {
 		if r.Min > 1 {
 			vals = append(vals, num(r.Min-1))
 		}
+	}
+	if (r.Kind == ruleInt || r.Kind == ruleSize) && r.MultipleOf > 1 {
+		vals = append(vals, num(r.Min+1)) // in range, not a multiple
 	}
 	return vals
 }
@@ -343,11 +350,30 @@ func TestMisuseExitCodes(t *testing.T) {
 		{[]string{"bench", "--duration", "-5s", dev}, exitError, "--duration"},
 		{[]string{"bench", "--duration", "0", dev}, exitError, "--requests"},
 		{[]string{"simulate", "--measure", "-1"}, exitError, "--measure"},
+		// Enumerated and shaped values are refused when the flags are parsed, before any
+		// device is made, any output is printed or any run starts (hostile battery 3).
+		{[]string{"bench", dev, "--precondition", "bogus"}, exitError, `"--precondition" flag: unknown precondition "bogus"; want trim or fill`},
+		{[]string{"simulate", "--unit", "3000"}, exitError, "--unit 3000: out of range; want a size of at least 512 B (e.g. 4096, 64K, 1MiB, 2G), a multiple of 512 or \"auto\""},
+		{[]string{"simulate", "--sweep", "util=0.5:2:0.5"}, exitError, `"--sweep" flag: util=1.5 is out of range; want (0, 1], as --util takes`},
+		{[]string{"simulate", "--sweep", "op=0:1:0.25"}, exitError, "op=1 is out of range; want [0, 0.9], as --op takes"},
+		{[]string{"simulate", "--sweep", "ru=1K,8M"}, exitError, "ru=1 KiB is out of range; want a size of at least 4 KiB"},
+		{[]string{"simulate", "--sweep", "size=512K,1G"}, exitError, "as --device-size takes"},
+		{[]string{"cluster-bench", "--placement", "bogus"}, exitError, "--placement: "},
+		{[]string{"cluster-bench", "--salt-by", "bogus"}, exitError, "--salt-by: "},
+		{[]string{"cluster-bench", "--workload", "bogus"}, exitError, "--workload"},
+		{[]string{"cluster-bench", "--handles", "1"}, exitError, "--handles 1: out of range; want [2, 65535]"},
+		{[]string{"cluster-bench", "--chunk-size", "5000"}, exitError, "a multiple of 4096"},
+		{[]string{"cluster-bench", "--op", "0.01"}, exitError, "use --op"},
+		{[]string{"identify", "--transport", "bogus", "emu:mem?size=32M&ru=1M"}, exitError, `"--transport" flag: nvme: unknown transport "bogus" (want uring or ioctl)`},
+		{[]string{"nvme", "log", "emu:mem?size=32M&ru=1M", "--lid", "2", "--transport", "bogus"}, exitError, `"--transport" flag`},
 	} {
-		code, _, se := runRbctl(t, dir, 30*time.Second, tc.args...)
+		code, so, se := runRbctl(t, dir, 30*time.Second, tc.args...)
 		se = strings.TrimRight(se, "\n")
 		if code != tc.code || !strings.Contains(se, tc.msg) || strings.Contains(se, "panic") {
 			t.Errorf("rbctl %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, se, tc.code, tc.msg)
+		}
+		if so != "" {
+			t.Errorf("rbctl %q: refused, yet printed %q first", tc.args, so)
 		}
 		if strings.Contains(se, "\x1b") || strings.Count(se, "\n") > 0 {
 			t.Errorf("rbctl %q: stderr is not one escaped line: %q", tc.args, se)

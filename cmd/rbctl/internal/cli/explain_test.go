@@ -67,3 +67,39 @@ func TestExplainAndDriveFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// A change that works alone but not with another (here the halved RU is smaller than one
+// slot once eviction is by region) is skipped by shapley as by sequential, with the reason
+// and the change it fails with, instead of failing the whole explanation.
+func TestShapleySkipsAChangeThatFailsInACombination(t *testing.T) {
+	for _, method := range []string{"sequential", "shapley"} {
+		out, err := runCLI(t, "simulate", "--device-size", "32G", "--placement", "cache-salt", "--explain="+method, "--json")
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		var r reports.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Explain) != 1 {
+			t.Fatalf("%s: %v, %d explanations", method, err, len(r.Explain))
+		}
+		e := r.Explain[0]
+		var ru *reports.ExplainStep
+		for i, s := range e.Steps {
+			if strings.HasPrefix(s.Change, "--ru ") {
+				ru = &e.Steps[i]
+			}
+		}
+		if ru == nil || !strings.Contains(ru.Skipped, "smaller than one") || ru.Alone == nil {
+			t.Fatalf("%s: the RU step %+v, want skipped as infeasible with region eviction, its alone WAF kept", method, ru)
+		}
+		if method == "shapley" && !strings.HasPrefix(ru.Skipped, "with --eviction region, ") {
+			t.Errorf("shapley: skipped %q does not name the change it fails with", ru.Skipped)
+		}
+		sum := e.Residual
+		for _, s := range e.Steps {
+			sum += s.Part
+		}
+		if d := sum - (e.WAF - 1); d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: parts + residual %.9f, WAF − 1 %.9f", method, sum, e.WAF-1)
+		}
+	}
+}

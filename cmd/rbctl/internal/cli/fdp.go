@@ -14,7 +14,8 @@ func init() { register(newFDPCmd) }
 
 // rbctl fdp …: nvme-cli's fdp plugin (v2.x) with its flags, output lines and JSON keys, so
 // the two can be diffed. Differences: -e defaults to the namespace's endurance group instead
-// of being required, DEV may be an emu: spec, and update/set-events/feature changes need --yes.
+// of being required, DEV may be an emu: spec, update/set-events/feature changes need --yes,
+// and an empty events log prints a line saying so (nvme-cli prints nothing).
 func newFDPCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fdp",
@@ -44,7 +45,7 @@ emulated SSD spec (emu:PATH?size=...; see docs/emulator.md). A device without FD
 			c.Flags().BoolVarP(&host, "host-events", "E", false, "host events instead of controller events")
 		}, func(a *devices.Admin, id uint32) (fdpOut, error) {
 			l, raw, err := fdp.ReadEvents(a.Transport, uint16(id), host)
-			return fdpOut{raw, func() any { return l.JSON() }, func(w io.Writer) { l.WriteText(w) }}, err
+			return fdpOut{raw, func() any { return l.JSON() }, func(w io.Writer) { flagsets.WriteEvents(w, l, id, host) }}, err
 		}),
 		newFDPReadCmd("status DEV", "Reclaim Unit Handle Status (I/O Management Receive): PID, RUHID, EARUTR, RUAMW", false, nil, func(a *devices.Admin, nsid uint32) (fdpOut, error) {
 			s, raw, err := fdp.ReadRUHStatus(a.Transport, nsid)

@@ -314,3 +314,22 @@ func TestFDPNotSupportedMessage(t *testing.T) {
 		t.Error("missing device accepted")
 	}
 }
+
+// An empty events log says so in the normal output (nvme-cli prints nothing at all), and
+// keeps nvme-cli's empty document in JSON.
+func TestFDPEventsEmpty(t *testing.T) {
+	dev := "emu:mem?size=32M&ru=1M"
+	if out := mustFDPCLI(t, "fdp", "events", dev); out != "No controller events in the FDP events log of endurance group 1\n" {
+		t.Errorf("fdp events: %q", out)
+	}
+	if out := mustFDPCLI(t, "fdp", "events", dev, "-E"); !strings.HasPrefix(out, "No host events") {
+		t.Errorf("fdp events -E: %q", out)
+	}
+	for _, args := range [][]string{{"--json"}, {"-o", "json"}} {
+		out := mustFDPCLI(t, append([]string{"fdp", "events", dev}, args...)...)
+		var ev map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(out), &ev); err != nil || string(ev["n"]) != "0" || string(ev["events"]) != "[]" {
+			t.Errorf("fdp events %v: %v %q", args, err, out)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/devices"
 )
 
@@ -37,7 +38,7 @@ func newIdentifyCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON with nvme-cli field names")
-	cmd.Flags().StringVar(&opt.Transport, "transport", "", "passthrough transport: uring or ioctl (default: uring when available)")
+	flagsets.TransportFlag(cmd.Flags(), &opt.Transport)
 	cmd.Flags().Uint32VarP(&opt.NSID, "namespace-id", "n", 0, "namespace to identify when DEV is a controller (/dev/nvmeX); default: the first active one")
 	nsidAlias(cmd)
 	return cmd

@@ -69,7 +69,7 @@ func newNVMeLogCmd() *cobra.Command {
 	f.BoolVar(&o.Page.RAE, "rae", false, "retain asynchronous event")
 	f.BoolVar(&raw, "raw", false, "write the raw bytes to standard output instead of a hex dump")
 	f.BoolVar(&asJSON, "json", false, "print the log as JSON: its parameters and the bytes in hex")
-	f.StringVar(&o.Admin.Transport, "transport", "", "passthrough transport: uring or ioctl (default: uring when available)")
+	flagsets.TransportFlag(f, &o.Admin.Transport)
 	nsidAlias(cmd)
 	return cmd
 }

@@ -16,10 +16,10 @@ import (
 func init() { register(newSimulateCmd) }
 
 type simFlags struct {
-	wl                  flagsets.Workload
-	out                 flagsets.ReportOut
-	o                   sim.Options
-	pol, sweep, lmcache string
+	wl           flagsets.Workload
+	out          flagsets.ReportOut
+	o            sim.Options
+	pol, lmcache string
 }
 
 func newSimulateCmd() *cobra.Command {
@@ -58,7 +58,12 @@ comparison over a parameter (util, op or ru) and --plot draws WAF against it.`,
 	fs.StringVar(&f.lmcache, "lmcache-config", "", "run the FDP placement of an LMCache raw-block JSON config (policy, placement and metadata ids; docs/simulate.md), alone or before --placement's if given")
 	flagsets.SimCauses(fs, o)
 	flagsets.DriveFlag(fs, &o.Drive)
-	fs.StringVar(&f.sweep, "sweep", "", "sweep a parameter: util=FROM:TO:STEP, op=..., ru=... (sizes with suffixes)")
+	flagsets.SweepFlag(fs, &o.Sweep, func(name string) (flagRule, bool) { // a point takes its flag's range
+		if fl := fs.Lookup(name); fl != nil {
+			return ruleFor(cmd, fl)
+		}
+		return flagRule{}, false
+	})
 	return cmd
 }
 
@@ -72,11 +77,6 @@ func runSimulate(cmd *cobra.Command, f *simFlags) error {
 		return err
 	}
 	var err error
-	if f.sweep != "" {
-		if o.Sweep, err = sim.ParseSweep(f.sweep); err != nil {
-			return fmt.Errorf("--sweep: %w", err)
-		}
-	}
 	if o.Policies, err = flagsets.Policies(f.pol); err != nil {
 		return err
 	}

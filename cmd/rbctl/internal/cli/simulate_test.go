@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/reports"
 )
 
@@ -228,5 +229,35 @@ func TestSimulateLMCacheConfig(t *testing.T) {
 	}
 	if _, err := runCLI(t, "simulate", "--lmcache-config", filepath.Join(dir, "absent.json")); err == nil || !strings.Contains(err.Error(), "--lmcache-config") {
 		t.Fatalf("absent config: %v", err)
+	}
+}
+
+// Every parameter simulate sweeps takes the range of the flag that sets it alone: a point
+// outside it is refused when --sweep is parsed, one inside is accepted.
+func TestSweepPointsTakeTheirFlagsRange(t *testing.T) {
+	for _, tc := range []struct{ good, bad string }{
+		{"util=0.5:1:0.25", "util=0.5:1.5:0.25"},
+		{"op=0:0.9:0.3", "op=0.5,0.95"},
+		{"ru=4K,1G", "ru=2K,1G"},
+		{"size=1M,1T", "size=512K,1G"},
+	} {
+		cmd, _, err := NewRoot().Find([]string{"simulate"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _, _ := strings.Cut(tc.good, "=")
+		f := cmd.Flags().Lookup(flagsets.SweepFlags[name])
+		if f == nil {
+			t.Fatalf("sweep %s: no flag %q", name, flagsets.SweepFlags[name])
+		}
+		if _, ok := ruleFor(cmd, f); !ok {
+			t.Errorf("sweep %s: --%s has no rule", name, f.Name)
+		}
+		if err := cmd.Flags().Set("sweep", tc.good); err != nil {
+			t.Errorf("--sweep %s: %v", tc.good, err)
+		}
+		if err := cmd.Flags().Set("sweep", tc.bad); err == nil || !strings.Contains(err.Error(), "as --"+f.Name+" takes") {
+			t.Errorf("--sweep %s: %v, want the range of --%s", tc.bad, err, f.Name)
+		}
 	}
 }

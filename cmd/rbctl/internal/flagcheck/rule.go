@@ -37,8 +37,8 @@ type Rule struct {
 	OpenMin    bool
 	Words      []string // size flags: words accepted besides sizes (auto, "")
 	Zero       string   // what 0 means, when 0 is outside [Min, Max] but accepted
-	Pow2       bool     // integer: a power of two
-	MultipleOf int64    // integer: a multiple of this
+	Pow2       bool     // integer or size: a power of two
+	MultipleOf int64    // integer or size: a multiple of this
 	ZeroNeeds  string   // 0 is accepted only when this other flag is non-zero
 }
 
@@ -87,6 +87,14 @@ func (r Rule) RangeText() string {
 	}
 	if r.Kind == Size {
 		s = "a size of at least " + num(r.Min) + " (e.g. 4096, 64K, 1MiB, 2G)"
+	}
+	if r.Pow2 {
+		s += ", a power of two"
+	}
+	if r.MultipleOf > 1 {
+		s += ", a multiple of " + strconv.FormatInt(r.MultipleOf, 10)
+	}
+	if r.Kind == Size {
 		var w []string
 		for _, x := range r.Words {
 			if x != "" {
@@ -97,16 +105,37 @@ func (r Rule) RangeText() string {
 			s += " or " + strings.Join(w, ", ")
 		}
 	}
-	if r.Pow2 {
-		s += ", a power of two"
-	}
-	if r.MultipleOf > 1 {
-		s += ", a multiple of " + strconv.FormatInt(r.MultipleOf, 10)
-	}
 	if r.Zero != "" {
 		s += " (or 0: " + r.Zero + ")"
 	}
 	return s
+}
+
+// in reports whether v is in [Min, Max] (OpenMin: Min excluded), or 0 with a Zero meaning.
+func (r Rule) in(v float64) bool {
+	if r.Zero != "" && v == 0 {
+		return true
+	}
+	return !math.IsNaN(v) && !math.IsInf(v, 0) && v <= r.Max && v >= r.Min && !(r.OpenMin && v == r.Min)
+}
+
+// shaped reports whether the whole number n has the rule's shape: a power of two, a
+// multiple (0, when accepted, has every shape).
+func (r Rule) shaped(n int64) bool {
+	return !(r.Pow2 && n > 0 && n&(n-1) != 0) && !(r.MultipleOf > 1 && n%r.MultipleOf != 0)
+}
+
+// Contains reports whether the number v is a value the rule accepts: in range and, for an
+// integer or a size, a whole number of the rule's shape (a size in bytes, a duration in
+// seconds). A value that is not a flag's (a sweep point, say) is checked with it.
+func (r Rule) Contains(v float64) bool {
+	switch r.Kind {
+	case Any:
+		return true
+	case Int, Size:
+		return r.in(v) && v == math.Trunc(v) && r.shaped(int64(v))
+	}
+	return r.in(v)
 }
 
 // Check checks f's value against the rule; the error names the flag and the range.
@@ -114,12 +143,7 @@ func (r Rule) Check(f *pflag.Flag) error {
 	bad := func() error {
 		return fmt.Errorf("--%s %s: out of range; want %s", f.Name, f.Value.String(), r.RangeText())
 	}
-	in := func(v float64) bool {
-		if r.Zero != "" && v == 0 {
-			return true
-		}
-		return !math.IsNaN(v) && !math.IsInf(v, 0) && v <= r.Max && v >= r.Min && !(r.OpenMin && v == r.Min)
-	}
+	in := r.in
 	switch r.Kind {
 	case Any:
 		return nil
@@ -138,7 +162,7 @@ func (r Rule) Check(f *pflag.Flag) error {
 			return fmt.Errorf("--%s %s: not a number", f.Name, s)
 		}
 		n, _ := strconv.ParseInt(s, 10, 64)
-		if !in(v) || (r.Pow2 && n > 0 && n&(n-1) != 0) || (r.MultipleOf > 1 && n%r.MultipleOf != 0) {
+		if !in(v) || !r.shaped(n) {
 			return bad()
 		}
 	case Float, Fraction:
@@ -160,7 +184,7 @@ func (r Rule) Check(f *pflag.Flag) error {
 		if err != nil {
 			return fmt.Errorf("--%s %q: %v; want %s", f.Name, f.Value.String(), err, r.RangeText())
 		}
-		if !in(float64(n)) {
+		if !in(float64(n)) || !r.shaped(n) {
 			return bad()
 		}
 	}

@@ -47,6 +47,10 @@ func TestCheck(t *testing.T) {
 		{Rule{Kind: Size, Min: 4096, Max: 1 << 40}, "string", "1K", false},
 		{Rule{Kind: Size, Min: 4096, Max: 1 << 40}, "string", "64K", true},
 		{Rule{Kind: Size, Min: 4096, Max: 1 << 40}, "string", "lots", false},
+		{Rule{Kind: Size, Min: 512, Max: 1 << 40, MultipleOf: 512, Words: []string{"auto"}}, "string", "3000", false},
+		{Rule{Kind: Size, Min: 512, Max: 1 << 40, MultipleOf: 512}, "string", "1536", true},
+		{Rule{Kind: Size, Min: 512, Max: 1 << 40, MultipleOf: 512}, "string", "12K", true},
+		{Rule{Kind: Size, Min: 512, Max: 1 << 40, Pow2: true}, "string", "12K", false},
 		{Rule{Kind: Any}, "int", "-7", true},
 	} {
 		err := tc.rule.Check(flagWith(t, tc.kind, tc.value))
@@ -59,6 +63,26 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// Contains checks a bare number (a sweep point) as Check checks a flag's value.
+func TestContains(t *testing.T) {
+	frac := Rule{Kind: Fraction, Min: 0, Max: 1, OpenMin: true}
+	size := Rule{Kind: Size, Min: 4096, Max: 1 << 40, MultipleOf: 512}
+	for _, tc := range []struct {
+		rule Rule
+		v    float64
+		ok   bool
+	}{
+		{frac, 0.5, true}, {frac, 1, true}, {frac, 1.5, false}, {frac, 0, false},
+		{size, 8192, true}, {size, 4000, false}, {size, 4096.5, false}, {size, 5000, false},
+		{Rule{Kind: Int, Min: 1, Max: 10, Zero: "never"}, 0, true},
+		{Rule{Kind: Any}, -1, true},
+	} {
+		if got := tc.rule.Contains(tc.v); got != tc.ok {
+			t.Errorf("%+v contains %v: %v, want %v", tc.rule, tc.v, got, tc.ok)
+		}
+	}
+}
+
 func TestRangeText(t *testing.T) {
 	for r, want := range map[*Rule]string{
 		{Kind: Int, Min: 1, Max: 1 << 40, Zero: "never"}:                   "[1, 2^40] (or 0: never)",
@@ -67,6 +91,7 @@ func TestRangeText(t *testing.T) {
 		{Kind: Duration, Min: 0.001, Max: 10 * 365 * 24 * 3600}:            ">= 1ms",
 		{Kind: Size, Min: 4096, Max: 1 << 62, Words: []string{"", "auto"}}: `a size of at least 4 KiB (e.g. 4096, 64K, 1MiB, 2G) or "auto"`,
 		{Kind: Int, Min: 512, Max: 1 << 24, Pow2: true}:                    "[512, 2^24], a power of two",
+		{Kind: Size, Min: 512, Max: 1 << 62, MultipleOf: 512}:              "a size of at least 512 B (e.g. 4096, 64K, 1MiB, 2G), a multiple of 512",
 	} {
 		if got := r.RangeText(); got != want {
 			t.Errorf("RangeText(%+v) = %q, want %q", *r, got, want)

@@ -1,13 +1,17 @@
 package flagsets
 
 import (
+	"cmp"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/p2p/clusterbench"
 	"github.com/rbctl/rbctl/p2p/node"
+	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/units"
 	"github.com/rbctl/rbctl/workloads"
 )
@@ -86,6 +90,21 @@ func (c *ClusterBench) Options() (clusterbench.Options, error) {
 		return o, fmt.Errorf("--chunk-size %q is not a size up to 1G", c.chunk)
 	}
 	o.ChunkBytes = int(n)
+	// The policy as the nodes parse it: with one handle fewer for data in the
+	// shared-replica-handle mode (its last handle holds the replicas).
+	data := o.Handles
+	if slices.Contains(o.Modes, clusterbench.SharedReplicaHandle) {
+		data--
+	}
+	if _, err := placement.Parse(o.Policy, max(data, 1)); err != nil {
+		return o, fmt.Errorf("--placement: %w", err)
+	}
+	if _, err := workloads.ParseSaltBy(cmp.Or(o.SaltBy, "root")); err != nil { // a trace's; refused without one too
+		return o, fmt.Errorf("--salt-by: %w", err)
+	}
+	if w := o.Workload; w != "" && !strings.HasPrefix(w, "mooncake:") && !strings.HasPrefix(w, "l2trace:") {
+		return o, fmt.Errorf("--workload %q is not mooncake:FILE or l2trace:FILE[,FILE...]", w)
+	}
 	if o.Route, err = clusterbench.ParseRoute(c.rt); err != nil {
 		return o, fmt.Errorf("--route: %w", err)
 	}

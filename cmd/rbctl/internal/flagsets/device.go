@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
@@ -26,6 +27,12 @@ func (f *Device) Add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.IOPath, "io-engine", "uring", "I/O engine: uring (posix where the kernel has no io_uring), posix or passthru (NVMe /dev/ngXnY); emu:... paths open the emulated FDP SSD")
 	cmd.Flags().BoolVar(&f.Direct, "direct", true, "open with O_DIRECT (aligned I/O, bypasses the page cache; by default a filesystem that refuses it gets buffered I/O)")
 	cmd.Flags().IntVar(&f.QueueDepth, "queue-depth", 32, "operations in flight per batch")
+}
+
+// TransportFlag defines --transport, the NVMe passthrough transport of the admin commands
+// (devices.AdminOptions), refused when it is parsed if it names none: whatever DEV is.
+func TransportFlag(fs *pflag.FlagSet, dst *string) {
+	fs.Var(Parsed(dst, "", devices.ParseTransport), "transport", "passthrough transport: uring or ioctl (default: uring when available)")
 }
 
 // Options are the devices.Options the flags choose. Left at their defaults, --io-engine

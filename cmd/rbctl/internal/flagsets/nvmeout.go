@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rbctl/rbctl/fdp"
 )
 
 // NVMeOutput is nvme-cli's -o/--output-format and -b/--raw-binary, plus --json (rbctl fdp).
@@ -55,4 +57,19 @@ func WriteJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// WriteEvents prints an FDP events log as nvme-cli does (fdp.EventsLog.WriteText), or, where
+// nvme-cli prints nothing, a line saying the log holds no events (JSON keeps nvme-cli's
+// {"n": 0, "events": []}).
+func WriteEvents(w io.Writer, l *fdp.EventsLog, endgid uint32, host bool) {
+	if len(l.Events) > 0 {
+		l.WriteText(w)
+		return
+	}
+	kind := "controller"
+	if host {
+		kind = "host"
+	}
+	fmt.Fprintf(w, "No %s events in the FDP events log of endurance group %d\n", kind, endgid)
 }
