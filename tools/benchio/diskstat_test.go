@@ -119,7 +119,9 @@ func TestRbctlReplayWritesTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.bw <= 0 {
+	// r.bw is the rate inside the 50 ms window, which a loaded machine can fill with one
+	// fdatasync (the gate once saw 0 there): what was written is checked on the file below.
+	if r.bw < 0 {
 		t.Fatalf("replayed %v bytes/s", r.bw)
 	}
 	b, err := os.ReadFile(path)
