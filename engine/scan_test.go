@@ -270,3 +270,64 @@ func FuzzScanImage(f *testing.F) {
 		}
 	})
 }
+
+// TestScanSurvivesADamagedHeader: with both checkpoints damaged and no layout given, one
+// slot header whose payload_len is damaged — with a key record (whose checksum then fails)
+// or without one (LMCache's header) — no longer hides the layout: the others are rebuilt
+// and the damaged slot alone is dropped (the battery's case: one flipped bit in slot 1's
+// payload_len stopped recover --scan, even with --slot-bytes).
+func TestScanSurvivesADamagedHeader(t *testing.T) {
+	for _, keyRecord := range []bool{true, false} {
+		t.Run(fmt.Sprintf("key record %v", keyRecord), func(t *testing.T) {
+			c := compatConfig()
+			m, keys, pl := scanImage(t, c, 12)
+			lay, _ := computeLayout(c, m.Info().Size)
+			flipPayload(t, m, lay, 0, 200)
+			flipPayload(t, m, lay, 1, 300)
+			img := m.Bytes()
+			h := img[lay.SlotOffset(1) : lay.SlotOffset(1)+int64(c.HeaderBytes)]
+			if !keyRecord {
+				clear(h[slotCRCTagOff:]) // LMCache's header: no checksum, no key record
+			}
+			h[slotLenOff+3] ^= 1 // payload_len + 16 MiB
+			for _, hint := range []ScanHint{{}, {SlotBytes: c.SlotBytes}} {
+				d, err := DetectScan(m.Reopen(), hint)
+				if err != nil {
+					t.Fatalf("hint %+v: %v", hint, err)
+				}
+				if d.Config.SlotBytes != c.SlotBytes || d.Config.MetaTotalBytes != c.MetaTotalBytes {
+					t.Fatalf("hint %+v: layout %+v from %s", hint, d.Config, d.LayoutSource)
+				}
+			}
+			d, _ := DetectScan(m.Reopen(), ScanHint{})
+			e, err := OpenWith(m.Reopen(), d.Config, OpenOptions{Scan: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := e.Stats().Recovery.Scan
+			if err := e.RepairCheckpoints(); err != nil {
+				t.Fatal(err)
+			}
+			e.CloseNoCheckpoint()
+			var lost []int
+			var kept []Key
+			var kpl [][]byte
+			probe, err := Open(m.Reopen(), d.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, k := range keys {
+				if _, ok := probe.Lookup(k); ok {
+					kept, kpl = append(kept, k), append(kpl, pl[i])
+				} else {
+					lost = append(lost, i)
+				}
+			}
+			probe.CloseNoCheckpoint()
+			if len(lost) != 1 || r.Rebuilt != len(keys)-1 {
+				t.Fatalf("scan %+v; keys not rebuilt %v, want only the damaged slot's", r, lost)
+			}
+			mustServe(t, m, d.Config, kept, kpl)
+		})
+	}
+}

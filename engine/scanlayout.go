@@ -37,8 +37,10 @@ type ScanHint struct {
 //     compact payload's fixed header, a v1 payload's leading fields).
 //
 // A candidate counts only when a slot header (magic, a payload_len that fits the slot) is
-// found among its first 64 slots, none found there claims more payload than its slots
-// hold, and they are not all at multiples of one slot number (three or more at every k-th
+// found among its first 64 slots, no header whose key record's checksum holds claims more
+// payload than its slots hold (nor as many unchecksummed ones as fit; headers whose key
+// record fails its checksum, or with payload_len 0, are damaged and left out), and they are
+// not all at multiples of one slot number (three or more at every k-th
 // slot: the slots are likely k times larger). When a usable checkpoint exists, DetectScan
 // is Detect.
 func DetectScan(dev blockdev.Device, hint ScanHint) (Detection, error) {
@@ -280,18 +282,29 @@ func sampleSlots(dev blockdev.Device, cfg Config, lay Layout) (hits int, ns Name
 		return 0, "", ""
 	}
 	defer blockdev.Free(buf)
-	var legacy, object int
+	var legacy, object, over int
+	var firstOver string
 	var g int64 // of the slot numbers with a header: 2 or more when only every k-th has one
 	for s := int64(0); s < n; s++ {
 		if blockdev.ReadAt(dev, buf, lay.SlotOffset(s)) != nil {
 			continue
 		}
-		h, err := decodeSlotHeader(buf[:min(int64(cfg.HeaderBytes), ba)])
-		if err != nil {
-			continue
+		hdr := buf[:min(int64(cfg.HeaderBytes), ba)]
+		h, err := decodeSlotHeader(hdr)
+		if err != nil || h.Len == 0 || keyRecordState(hdr) < 0 {
+			continue // damaged: its key record's CRC (which covers payload_len) fails, or no slot holds 0 bytes
 		}
-		if h.Len == 0 || int64(h.Len) > lay.PayloadBytes() {
-			return hits, "", fmt.Sprintf("slot %d's header has payload_len %d, more than a %d-byte slot holds", s, h.Len, cfg.SlotBytes)
+		if int64(h.Len) > lay.PayloadBytes() {
+			why := fmt.Sprintf("slot %d's header has payload_len %d, more than a %d-byte slot holds", s, h.Len, cfg.SlotBytes)
+			if h.HasKey {
+				return hits, "", why // checksummed: the layout is wrong
+			}
+			// No key record vouches for it: one damaged header must not hide every other
+			// slot, so the layout is refused only when such headers are as many as those that fit.
+			if over++; firstOver == "" {
+				firstOver = why
+			}
+			continue
 		}
 		hits++
 		g = gcd(g, s)
@@ -300,6 +313,9 @@ func sampleSlots(dev blockdev.Device, cfg Config, lay Layout) (hits int, ns Name
 		} else if h.HasKey {
 			object++
 		}
+	}
+	if over > 0 && over >= hits {
+		return hits, "", fmt.Sprintf("%s (%d of the %d headers read claim more)", firstOver, over, over+hits)
 	}
 	if g >= 2 && hits >= 3 {
 		return hits, "", fmt.Sprintf("slot headers only at slot numbers that are multiples of %d: slot_bytes is likely %d", g, g*cfg.SlotBytes)
