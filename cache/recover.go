@@ -116,7 +116,8 @@ func Recover(ctx context.Context, e *engine.Engine, path string, opts RepairOpti
 	r := &cachereport.Recovery{Device: path, DryRun: opts.DryRun, Container: st.Container, Seq: st.Seq, Format: string(st.Format),
 		Choice: ChoiceOf(st.Selection), Loaded: st.Loaded, Kept: st.Kept, Dropped: droppedOf(st.Dropped), FreeSlots: u.SlotsFree,
 		NeverUsed: u.SlotsTotal - u.NextSlot, TotalFree: u.SlotsFree + u.SlotsTotal - u.NextSlot, NextSlot: u.NextSlot,
-		DurationMs: float64(st.Duration.Microseconds()) / 1000, Repairs: Repairs(st), Scan: scanOf(st.Scan)}
+		DurationMs: float64(st.Duration.Microseconds()) / 1000, Repairs: Repairs(st), Scan: scanOf(st.Scan),
+		Rescued: append([]string{}, st.Rescued...), NotRescued: droppedOf(st.NotRescued)}
 	var refused error
 	if !opts.DryRun && len(r.Repairs) > 0 {
 		if why := Refusal(st); why != "" && !opts.Force {

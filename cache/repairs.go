@@ -16,6 +16,10 @@ func Repairs(st engine.RecoveryReport) []string {
 	if n := len(st.Dropped); n > 0 && st.Scan == nil {
 		out = append(out, fmt.Sprintf("drop %d stale entries from the index", n))
 	}
+	if n := len(st.Rescued); n > 0 {
+		out = append(out, fmt.Sprintf("keep %d keys only the rejected container %d listed, whose slots still hold them (first: %s)",
+			n, 1-sel.Container, reports.Escape(st.Rescued[0])))
+	}
 	if st.Scan != nil {
 		return append(out, fmt.Sprintf("write a fresh checkpoint pair (both containers) holding the %d entries rebuilt from the slot headers", st.Kept))
 	}
@@ -40,7 +44,9 @@ func Repairs(st engine.RecoveryReport) []string {
 }
 
 // Refusal says why writing after the recovery st would do harm an override must accept
-// ("" when none): the choice is in doubt, or the repaired index would lose every key.
+// ("" when none): the choice is in doubt, the repaired index would lose every key, or the
+// fallback loses keys the rejected container lists that could not be taken back from their
+// slots (engine.RecoveryReport.Rescued).
 func Refusal(st engine.RecoveryReport) string {
 	sel := st.Selection
 	if st.Scan != nil && st.Kept == 0 {
@@ -51,6 +57,12 @@ func Refusal(st engine.RecoveryReport) string {
 	}
 	if sel.Doubt {
 		return fmt.Sprintf("the checkpoint choice is in doubt (%s); writing replaces container %d for good", sel.Reason, 1-sel.Container)
+	}
+	if n := len(st.NotRescued); sel.Fallback && n > 0 && st.Kept > 0 {
+		other := sel.Candidates[1-sel.Container]
+		d := st.NotRescued[0]
+		return fmt.Sprintf("falling back to container %d (seq %d) loses %d keys that the rejected container %d (seq %d) lists and that could not be taken back from their slots (first: %s: %s); writing replaces that container for good",
+			sel.Container, sel.Seq, n, other.Container, other.Seq, reports.Escape(d.Key), d.Reason)
 	}
 	if st.Kept > 0 {
 		return ""

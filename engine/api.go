@@ -252,6 +252,13 @@ type RecoveryReport struct {
 	// Scan is set when no checkpoint was usable and the index was rebuilt from the slot
 	// headers (OpenOptions.Scan); Container is then -1.
 	Scan *ScanReport
+	// Rescued are the keys a fallback (Selection.Fallback, Lost > 0) took back from the
+	// rejected container's index because their slots still hold them, verified as every
+	// entry is (VerifyOnLoad: identity, length and checksum in the slot header; the payload
+	// too with VerifyPayloadOnRecover); NotRescued are the lost entries that could not be,
+	// with why (they are not in Dropped, which is about the chosen checkpoint's entries).
+	Rescued    []string
+	NotRescued []DroppedEntry
 }
 
 // DroppedEntry is an entry recovery refused, with the reason.

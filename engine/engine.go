@@ -31,6 +31,7 @@ type Engine struct {
 	prefixes *interner
 	salts    *interner
 	metas    map[int32]*ObjMeta
+	rescuing map[int32]struct{} // during recovery: slots indexed from the rejected container (rescue.go)
 	stamp    uint32
 	live     int64
 	inflight int64

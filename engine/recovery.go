@@ -259,7 +259,7 @@ func openWith(dev blockdev.Device, cfg Config, opts OpenOptions) (*Engine, error
 	e.recovery.FreeSlots = e.alloc.nfree
 	e.recovery.NextSlot = e.alloc.nextSlot
 	e.recovery.Duration = time.Since(start)
-	if (len(e.recovery.Dropped) > 0 || e.recovery.Scan != nil) && !cfg.ReadOnly {
+	if (len(e.recovery.Dropped) > 0 || len(e.recovery.Rescued) > 0 || e.recovery.Scan != nil) && !cfg.ReadOnly {
 		e.dirty = 1 // persist the repaired index at the next checkpoint
 		e.firstDirt = e.now()
 	}
@@ -301,11 +301,15 @@ func (e *Engine) applyCheckpoint(st *ckptState, sel Selection, opts OpenOptions)
 		e.cfg.DevicePath = st.devicePath
 	}
 	e.applyState(st)
+	if cfg.VerifyOnLoad && sel.rejected != nil {
+		e.applyRescue(sel.rejected)
+	}
 	if cfg.VerifyOnLoad {
 		if err := e.verifyEntries(opts.Context); err != nil {
 			return err
 		}
 		e.recovery.Verified = true
 	}
+	e.rescued()
 	return nil
 }

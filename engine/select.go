@@ -48,6 +48,9 @@ type Selection struct {
 	Namespace       Namespace
 	NamespaceSource string
 	Candidates      [2]Candidate
+	// rejected is the rejected container's index when Lost counted keys in it: recovery
+	// with VerifyOnLoad takes back those whose slots still hold them (rescue.go).
+	rejected *ckptState
 }
 
 // Candidate is what selection saw in one container.
@@ -171,6 +174,9 @@ func selectCheckpoint(dev blockdev.Device, lay Layout, sc *[2]scanned) (Selectio
 	other := &cs[1-sel.Container]
 	if sel.Fallback {
 		countLost(&sel, chosen.st, other.st)
+		if sel.Lost > 0 {
+			sel.rejected = other.st
+		}
 	}
 	sel.Namespace, sel.NamespaceSource = inferNamespace(dev, lay, chosen.st)
 	if sel.NamespaceSource == "" && other.usable {
@@ -307,13 +313,27 @@ func countLost(sel *Selection, chosen, rejected *ckptState) {
 	chosen.fillKeys()
 	rejected.fillKeys()
 	have := make(map[string]struct{}, len(chosen.entries))
+	// The same entry (slot and identity) is not lost when damage spells its key otherwise.
+	type at struct {
+		off int64
+		id  uint64
+	}
+	same := make(map[at]struct{}, len(chosen.entries))
 	for i := range chosen.entries {
-		have[chosen.entries[i].key] = struct{}{}
+		ce := &chosen.entries[i]
+		have[ce.key] = struct{}{}
+		if ce.hasID {
+			same[at{ce.offset, ce.id}] = struct{}{}
+		}
 	}
 	sel.LostKnown = true
 	for i := range rejected.entries {
-		k := rejected.entries[i].key
+		re := &rejected.entries[i]
+		k := re.key
 		if _, ok := have[k]; ok {
+			continue
+		}
+		if _, ok := same[at{re.offset, re.id}]; ok && re.hasID {
 			continue
 		}
 		have[k] = struct{}{} // count a repeated key once

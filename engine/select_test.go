@@ -622,3 +622,47 @@ func TestOpenStopsMidVerification(t *testing.T) {
 		t.Fatalf("%d reads after the cancel (of %d in all); want at most %d", d.after, d.n, 2*c.RecoveryReaders)
 	}
 }
+
+// TestFallbackRescuesLostKeys: falling back from a damaged newest container whose entries
+// still decode, recovery with VerifyOnLoad takes back the keys only it listed when their
+// slots verify (the battery's case: recover wrote the older index and lost a stored key
+// whose header and payload were intact), and leaves out one whose slot was rewritten.
+func TestFallbackRescuesLostKeys(t *testing.T) {
+	for _, f := range bothFormats {
+		c := selCfg(f)
+		c.VerifyOnLoad, c.VerifyPayloadOnRecover = true, true
+		m := history(t, c)
+		lay := layoutOf(t, m, c)
+		m.Bytes()[lay.ContainerOffset[0]+contCRCOff] ^= 0x40 // container 0 (seq 3, K(1) and K(2)) fails its CRC
+		e := openRO(t, m, c)
+		st := e.Stats().Recovery
+		buf := make([]byte, 100)
+		ok, err := e.LoadManyInto([]Key{K(2)}, [][]byte{buf})
+		e.Close()
+		if st.Selection.Container != 1 || st.Selection.Lost != 1 || len(st.Rescued) != 1 || st.Rescued[0] != K(2).String() ||
+			len(st.NotRescued) != 0 || len(st.Dropped) != 0 || st.Kept != 2 {
+			t.Fatalf("%s: rescued %q, not %v, dropped %v, kept %d, selection %+v", f, st.Rescued, st.NotRescued, st.Dropped, st.Kept, st.Selection)
+		}
+		if err != nil || !ok[0] || !bytes.Equal(buf, bytes.Repeat([]byte{2}, 100)) {
+			t.Fatalf("%s: rescued K(2) loads %v %v", f, ok, err)
+		}
+		// Its payload torn: not rescued, and not counted as a dropped entry of the chosen one.
+		e = openRO(t, m, c)
+		var slot int64 = -1
+		e.Entries(func(k Key, em EntryMeta) bool {
+			if k == K(2) {
+				slot = int64(em.Slot)
+			}
+			return true
+		})
+		e.Close()
+		m.Bytes()[lay.SlotOffset(slot)+int64(c.HeaderBytes)] ^= 1
+		e = openRO(t, m, c)
+		st = e.Stats().Recovery
+		e.Close()
+		if len(st.Rescued) != 0 || len(st.NotRescued) != 1 || st.NotRescued[0].Key != K(2).String() || !strings.Contains(st.NotRescued[0].Reason, "payload checksum mismatch") ||
+			len(st.Dropped) != 0 || st.Kept != 1 || has(e, K(2)) {
+			t.Fatalf("%s: torn payload: rescued %q, not %+v, dropped %v, kept %d", f, st.Rescued, st.NotRescued, st.Dropped, st.Kept)
+		}
+	}
+}

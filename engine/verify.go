@@ -62,12 +62,7 @@ func (e *Engine) applyEntry(ce *ckptEntry, maxPayload, base int64, rec []byte, d
 		drop(ce, slot, "slot already owned by an earlier entry")
 		return
 	}
-	var k Key
-	if ce.hasID {
-		k = Key{enc: ce.key, id: ce.id, ns: e.cfg.Namespace}
-	} else {
-		k, _ = ParseKey(ce.key, e.cfg.Namespace) // an unparseable legacy key keeps identity 0 until verified
-	}
+	k := entryKey(ce, e.cfg.Namespace) // an unparseable legacy key keeps identity 0 until verified
 	if e.find(k) >= 0 {
 		drop(ce, slot, "duplicate key")
 		return
@@ -275,7 +270,12 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 			r := &e.slots[s]
 			if v.reason != "" {
 				k := e.keyOf(s)
-				e.recovery.Dropped = append(e.recovery.Dropped, DroppedEntry{Key: k.enc, Slot: int64(s), Reason: v.reason})
+				if _, ok := e.rescuing[s]; ok {
+					e.recovery.NotRescued = append(e.recovery.NotRescued, DroppedEntry{Key: k.enc, Slot: int64(s), Reason: v.reason})
+					delete(e.rescuing, s)
+				} else {
+					e.recovery.Dropped = append(e.recovery.Dropped, DroppedEntry{Key: k.enc, Slot: int64(s), Reason: v.reason})
+				}
 				e.bySalt[k.CacheSalt()] -= e.cfg.SlotBytes
 				if e.bySalt[k.CacheSalt()] <= 0 {
 					delete(e.bySalt, k.CacheSalt())

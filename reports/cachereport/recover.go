@@ -9,15 +9,19 @@ import (
 
 // Recovery is what recover found and did.
 type Recovery struct {
-	Device     string    `json:"device"`
-	DryRun     bool      `json:"dry_run"`
-	Container  int       `json:"checkpoint_container"`
-	Seq        uint64    `json:"checkpoint_seq"`
-	Format     string    `json:"checkpoint_format"`
-	Choice     Choice    `json:"checkpoint_choice"`
-	Loaded     int       `json:"loaded"`
-	Kept       int       `json:"kept"`
-	Dropped    []Dropped `json:"dropped"`
+	Device    string    `json:"device"`
+	DryRun    bool      `json:"dry_run"`
+	Container int       `json:"checkpoint_container"`
+	Seq       uint64    `json:"checkpoint_seq"`
+	Format    string    `json:"checkpoint_format"`
+	Choice    Choice    `json:"checkpoint_choice"`
+	Loaded    int       `json:"loaded"`
+	Kept      int       `json:"kept"`
+	Dropped   []Dropped `json:"dropped"`
+	// Rescued: keys only the rejected (newer, damaged) container listed, kept because their
+	// slots verified; NotRescued: those that could not be, with why.
+	Rescued    []string  `json:"rescued"`
+	NotRescued []Dropped `json:"not_rescued"`
 	FreeSlots  int64     `json:"free_slots"`       // on the free lists (used before, now free)
 	NeverUsed  int64     `json:"never_used_slots"` // [next_slot, slots): free too, never written
 	TotalFree  int64     `json:"total_free_slots"` // free_slots + never_used_slots
@@ -42,6 +46,16 @@ func (r *Recovery) WriteText(w io.Writer) error {
 	lines := r.Choice.Lines()
 	for _, d := range r.Dropped {
 		lines = append(lines, fmt.Sprintf("dropped %s (slot %d): %s", reports.Escape(d.Key), d.Slot, d.Reason))
+	}
+	for i, k := range r.Rescued {
+		if i == 8 {
+			lines = append(lines, fmt.Sprintf("rescued %d more", len(r.Rescued)-8))
+			break
+		}
+		lines = append(lines, fmt.Sprintf("rescued %s: only the rejected container listed it; its slot verified", reports.Escape(k)))
+	}
+	for _, d := range r.NotRescued {
+		lines = append(lines, fmt.Sprintf("not rescued %s (slot %d): %s", reports.Escape(d.Key), d.Slot, d.Reason))
 	}
 	for _, rp := range r.Repairs {
 		lines = append(lines, "repair: "+rp)
