@@ -270,17 +270,15 @@ func pyHexInt64(s string) (uint64, bool) {
 	return v, true
 }
 
-// MaxKeyBytes is the longest encoded key the engine stores (the compact checkpoint's length
-// field is 16 bits).
-const MaxKeyBytes = 65535
-
-// CheckKey validates an encoded key against its namespace's grammar, for keys that come from
-// a user rather than from a device: valid UTF-8, no control characters, at most MaxKeyBytes,
-// and for the object namespace one of LMCache's shapes (KeyShape: quote(model)@0xRANK@HASH[@salt],
-// quote(model)@0xRANK@GROUP@HASH[@salt], model@RANK@GROUP@HASH[@salt]; RANK and GROUP hex up
-// to int64, HASH even-length hex) with a model, a hash and no empty salt field; for legacy,
-// a chunk hash ParseKey reads.
-func CheckKey(encoded string, ns Namespace) error {
+// keyText is the part of CheckKey every stored key meets, whoever wrote it: 1 to
+// MaxKeyBytes bytes of valid UTF-8 without control characters. LMCache's keys are Python
+// strings of that kind and rbctl's writers refuse others (RESP's binary keys are stored
+// hex-encoded), so a key from a device that fails it is damage or forgery, and a user
+// could neither type nor remove it; recovery leaves such keys out.
+func keyText(encoded string) error {
+	if n := len(encoded); n > 0 && n <= MaxKeyBytes && printableASCII(encoded) {
+		return nil // every key an LMCache or rbctl writer makes: no decoding needed
+	}
 	switch {
 	case encoded == "":
 		return fmt.Errorf("%w: empty key", ErrKeyFormat)
@@ -293,6 +291,32 @@ func CheckKey(encoded string, ns Namespace) error {
 		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) {
 			return fmt.Errorf("%w: key has control character %U at byte %d", ErrKeyFormat, c, i)
 		}
+	}
+	return nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxKeyBytes is the longest encoded key the engine stores (the compact checkpoint's length
+// field is 16 bits).
+const MaxKeyBytes = 65535
+
+// CheckKey validates an encoded key against its namespace's grammar, for keys that come from
+// a user rather than from a device: valid UTF-8, no control characters, at most MaxKeyBytes,
+// and for the object namespace one of LMCache's shapes (KeyShape: quote(model)@0xRANK@HASH[@salt],
+// quote(model)@0xRANK@GROUP@HASH[@salt], model@RANK@GROUP@HASH[@salt]; RANK and GROUP hex up
+// to int64, HASH even-length hex) with a model, a hash and no empty salt field; for legacy,
+// a chunk hash ParseKey reads.
+func CheckKey(encoded string, ns Namespace) error {
+	if err := keyText(encoded); err != nil {
+		return err
 	}
 	switch ns {
 	case NamespaceObject, "":

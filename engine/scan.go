@@ -170,7 +170,7 @@ func (e *Engine) scanSlots(ctx context.Context, layoutSource string) error {
 						p.noKey++
 						continue
 					case -1:
-						drop(s, "", "key record damaged (its CRC-32C does not match)")
+						drop(s, "", "key record damaged (its CRC-32C does not match, or it has unknown flags)")
 						continue
 					}
 					k, why := e.scanKey(h, legacy)
@@ -249,6 +249,9 @@ func (e *Engine) scanKey(h slotHeader, legacy bool) (Key, string) {
 	if h.Legacy != legacy {
 		ns := map[bool]Namespace{false: NamespaceObject, true: NamespaceLegacy}
 		return Key{}, fmt.Sprintf("key record is in the %s namespace, the cache's is %s", ns[h.Legacy], ns[legacy])
+	}
+	if err := keyText(h.Key); err != nil {
+		return Key{}, "key record holds a key no writer stores: " + err.Error()
 	}
 	k, err := ParseKey(h.Key, e.cfg.Namespace)
 	switch {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
@@ -329,5 +330,43 @@ func TestScanSurvivesADamagedHeader(t *testing.T) {
 			}
 			mustServe(t, m, d.Config, kept, kpl)
 		})
+	}
+}
+
+// TestScanLeavesOutKeysNoWriterStores: a slot header whose key record (checksum and
+// identity right) holds a key that is not text — invalid UTF-8, a control character — is
+// left out of a rebuild and of a checkpoint's index, with why: no writer stores such a key,
+// and no command could name it to read or remove it (third hostile battery 6).
+func TestScanLeavesOutKeysNoWriterStores(t *testing.T) {
+	c := compatConfig()
+	m, keys, _ := scanImage(t, c, 12)
+	lay, _ := computeLayout(c, m.Info().Size)
+	flipPayload(t, m, lay, 0, 200)
+	flipPayload(t, m, lay, 1, 300)
+	img := m.Bytes()
+	for i, bad := range []string{"m@0x00000000@\xff\xfe", "m@0x00000000@\x1b[31mEVIL"} {
+		k := RawKey(bad)
+		o := lay.SlotOffset(int64(20 + i))
+		encodeSlotHeader(img[o:o+int64(c.HeaderBytes)], slotHeader{Identity: k.Identity(), Len: 3, HasCRC: true,
+			CRC: payloadCRC([]byte{1, 2, 3}), HasKey: true, Key: bad, Gen: 1})
+		copy(img[o+int64(c.HeaderBytes):], []byte{1, 2, 3})
+	}
+	d, err := DetectScan(m.Reopen(), ScanHint{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := OpenWith(m.Reopen(), d.Config, OpenOptions{Scan: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.CloseNoCheckpoint()
+	st := e.Stats().Recovery
+	if st.Scan.Rebuilt != len(keys) || st.Scan.Failed != 2 {
+		t.Fatalf("scan %+v, dropped %+v", st.Scan, st.Dropped)
+	}
+	for _, dr := range st.Dropped {
+		if !strings.Contains(dr.Reason, "a key no writer stores") {
+			t.Fatalf("dropped %q: %s", dr.Key, dr.Reason)
+		}
 	}
 }

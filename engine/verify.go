@@ -58,6 +58,10 @@ func (e *Engine) applyEntry(ce *ckptEntry, maxPayload, base int64, rec []byte, d
 		drop(ce, slot, "key longer than 65535 bytes")
 		return
 	}
+	if err := keyText(ce.key); err != nil {
+		drop(ce, slot, "a key no writer stores: "+err.Error())
+		return
+	}
 	if e.slots[slot].state != stFree {
 		drop(ce, slot, "slot already owned by an earlier entry")
 		return
