@@ -313,7 +313,9 @@ const MaxKeyBytes = 65535
 // and for the object namespace one of LMCache's shapes (KeyShape: quote(model)@0xRANK@HASH[@salt],
 // quote(model)@0xRANK@GROUP@HASH[@salt], model@RANK@GROUP@HASH[@salt]; RANK and GROUP hex up
 // to int64, HASH even-length hex) with a model, a hash and no empty salt field; for legacy,
-// a chunk hash ParseKey reads.
+// at least five fields, the fourth a hex chunk hash when the second and third are LMCache's
+// world_size and worker_id (model@world_size@worker_id@chunk_hash@dtype), else a chunk hash
+// ParseKey reads (older shapes: the last field).
 func CheckKey(encoded string, ns Namespace) error {
 	if err := keyText(encoded); err != nil {
 		return err
@@ -332,6 +334,17 @@ func CheckKey(encoded string, ns Namespace) error {
 		}
 		return nil
 	case NamespaceLegacy:
+		f := strings.SplitN(encoded, "@", 6)
+		switch {
+		case len(f) < 5:
+			return fmt.Errorf("%w: legacy key %q has %d '@' fields; LMCache's legacy keys have at least five (model@world_size@worker_id@chunk_hash@dtype)", ErrKeyFormat, encoded, len(f))
+		case pyDecimal(f[1]) && pyDecimal(f[2]):
+			// model@world_size@worker_id@chunk_hash@dtype: LMCache reads int(chunk_hash, 16).
+			if _, ok := legacyChunkHash(encoded); !ok {
+				return fmt.Errorf("%w: legacy key %q: chunk hash %q (field 4) is not hex, as LMCache's int(chunk_hash, 16) reads it, or dtype (field 5) is empty", ErrKeyFormat, encoded, f[3])
+			}
+			return nil
+		}
 		_, err := ParseKey(encoded, ns)
 		return err
 	}

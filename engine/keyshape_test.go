@@ -233,3 +233,26 @@ func FuzzKeyShape(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckKeyLegacyShapes: a legacy key from a user is LMCache's to_string() shape, whose
+// fourth field LMCache reads with int(chunk_hash, 16) (third hostile battery 7: zz was
+// stored, and an object-shaped key went into a legacy cache).
+func TestCheckKeyLegacyShapes(t *testing.T) {
+	for _, good := range []string{
+		"vllm@1@0@1a2b@bfloat16", "m@1@0@-1@bf16", "m@8@3@0x1f@half@7", "fmt@model@1@0@beef",
+	} {
+		if err := CheckKey(good, NamespaceLegacy); err != nil {
+			t.Errorf("CheckKey(%q) = %v", good, err)
+		}
+	}
+	for _, bad := range []string{
+		"m@1@0@zz@bf16",   // LMCache's int("zz", 16) raises
+		"m@1@0@1a2b@",     // empty dtype
+		"m@0x00000000@aa", // an object key's shape: three fields
+		"m@1@0@1a2b",      // four fields
+	} {
+		if err := CheckKey(bad, NamespaceLegacy); !errors.Is(err, ErrKeyFormat) {
+			t.Errorf("CheckKey(%q) = %v, want ErrKeyFormat", bad, err)
+		}
+	}
+}
