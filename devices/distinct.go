@@ -85,3 +85,14 @@ func identity(p string) (string, error) {
 	}
 	return fmt.Sprintf("inode %d of device %d:%d", st.Ino, unix.Major(st.Dev), unix.Minor(st.Dev)), nil
 }
+
+// InMemory says whether p spells a memory device (mem:SIZE, emu:mem?...): one that lives
+// only inside the process that opens it, new on every open and gone when that process
+// exits. A spec that does not parse is not one (opening it says what is wrong).
+func InMemory(p string) bool {
+	if strings.HasPrefix(p, MemPrefix) {
+		return true
+	}
+	sp, err := emu.ParseSpec(p)
+	return err == nil && sp.Path == ""
+}

@@ -110,7 +110,7 @@ func NewWith(sp Spec, opt OpenOptions) (*Controller, error) {
 			sp, err = saved.merge(sp)
 		}
 		if err != nil {
-			data.f.Close()
+			data.abandon()
 			return nil, err
 		}
 		created = data.size == 0
@@ -131,7 +131,7 @@ func NewWith(sp Spec, opt OpenOptions) (*Controller, error) {
 	model, err := newModel(sp)
 	if err != nil {
 		if data != nil {
-			data.f.Close()
+			data.abandon()
 		}
 		return nil, err
 	}

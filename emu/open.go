@@ -27,17 +27,18 @@ type OpenOptions struct {
 	Create bool
 }
 
-// Create makes the device a spec describes if its data file does not exist yet, and reports
-// whether it did; an existing device is left as it is. format creates a device this way
-// before opening it like any other.
+// Create makes the device a spec describes if its data file does not exist yet or is empty
+// (no device either: what a command stopped while making one leaves), and reports whether it
+// did; an existing device is left as it is. format creates a device this way before opening
+// it like any other.
 func Create(spec string) (bool, error) {
 	sp, err := ParseSpec(spec)
 	if err != nil || sp.Path == "" {
 		return false, err
 	}
-	if _, err := os.Stat(sp.Path); err == nil {
+	if st, err := os.Stat(sp.Path); err == nil && (st.Size() > 0 || !st.Mode().IsRegular()) {
 		return false, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("emu: %w", err)
 	}
 	c, err := NewWith(sp, OpenOptions{Create: true})

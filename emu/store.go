@@ -38,6 +38,16 @@ type dataFile struct {
 	f    *os.File
 	path string
 	size int64 // 0: a new device (created now, or an empty file given to Create)
+	made bool  // this open created the file (O_EXCL): removed again if the device is not made
+}
+
+// abandon closes the data file of a device that could not be made, and removes the file
+// when this open created it: a failed command leaves no empty file behind.
+func (d *dataFile) abandon() {
+	d.f.Close()
+	if d.made {
+		os.Remove(d.path)
+	}
 }
 
 // openDataFile opens a device's data file and takes its lock: exclusive to write, shared
@@ -55,8 +65,10 @@ func openDataFile(path string, opt OpenOptions) (*dataFile, error) {
 	}
 	create := opt.Create && !opt.ReadOnly
 	f, err := os.OpenFile(path, flags|unix.O_CLOEXEC, 0)
+	made := false
 	if errors.Is(err, fs.ErrNotExist) && create {
 		f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, blockdev.DataFileMode)
+		made = err == nil
 		if errors.Is(err, fs.ErrExist) { // made by someone else meanwhile: open theirs
 			f, err = os.OpenFile(path, flags|unix.O_CLOEXEC, 0)
 		}
@@ -88,7 +100,7 @@ func openDataFile(path string, opt OpenOptions) (*dataFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("emu: %s is empty: %w (%w)", path, ErrNoDevice, fs.ErrNotExist)
 	}
-	return &dataFile{f: f, path: path, size: st.Size()}, nil
+	return &dataFile{f: f, path: path, size: st.Size(), made: made}, nil
 }
 
 // store sizes a new data file, or checks an existing one against the spec, and returns it
@@ -97,7 +109,7 @@ func (d *dataFile) store(size int64) (*fileStore, error) {
 	switch {
 	case d.size == 0:
 		if err := d.f.Truncate(size); err != nil {
-			d.f.Close()
+			d.abandon()
 			return nil, fmt.Errorf("emu: size data file: %w", err)
 		}
 	case d.size != size:

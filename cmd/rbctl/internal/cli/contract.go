@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagcheck"
+	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
 	"github.com/rbctl/rbctl/reports"
 )
 
@@ -27,7 +28,7 @@ const (
 // errInterrupted marks a command stopped by SIGINT/SIGTERM. A command that printed a partial
 // result returns it (wrapped or bare); Execute maps it, and any error while the context is
 // cancelled, to exitInterrupted.
-var errInterrupted = errors.New("interrupted")
+var errInterrupted = flagsets.ErrInterrupted
 
 // errNotFound marks a key or device that does not exist; it maps to exitNotFound.
 var errNotFound = errors.New("not found")

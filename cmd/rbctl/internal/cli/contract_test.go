@@ -366,6 +366,22 @@ func TestMisuseExitCodes(t *testing.T) {
 		{[]string{"cluster-bench", "--op", "0.01"}, exitError, "use --op"},
 		{[]string{"identify", "--transport", "bogus", "emu:mem?size=32M&ru=1M"}, exitError, `"--transport" flag: nvme: unknown transport "bogus" (want uring or ioctl)`},
 		{[]string{"nvme", "log", "emu:mem?size=32M&ru=1M", "--lid", "2", "--transport", "bogus"}, exitError, `"--transport" flag`},
+		// A memory device is gone when the process exits: a cache on it cannot be used later.
+		{[]string{"format", "mem:64M"}, exitError, "mem:64M is a memory device: it lives only inside one rbctl process"},
+		{[]string{"format", "--slot-bytes", "64K", "emu:mem?size=64M&ru=1M"}, exitError, "so format cannot use it"},
+		{[]string{"put", "mem:64M", "--model-name", "m", "--hash", "00", "-"}, exitError, "so put cannot use it"},
+		{[]string{"rm", "emu:mem?size=64M&ru=1M", "--model-name", "m", "--hash", "00"}, exitError, "so rm cannot use it"},
+		{[]string{"recover", "mem:64M"}, exitError, "bench, identify, fdp-status"},
+		{[]string{"ls", "mem:64M"}, exitError, "so ls cannot use it"},
+		{[]string{"get", "mem:64M", "--model-name", "m", "--hash", "00"}, exitError, "so get cannot use it"},
+		{[]string{"inspect", dev, "mem:64M"}, exitError, "so inspect cannot use it"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "mem:64M"}, exitError, "so serve cannot use it"},
+		// Hostile battery 16's doubts: the key flags' current names, numbers that do not parse,
+		// a directory given to --create, a long key repeated in full.
+		{[]string{"put", dev, "-"}, exitError, "pass --key, --native-key, or --model-name and --hash"},
+		{[]string{"get", dev, "--model-name", "m", "--hash", "00", "--rank", "-1"}, exitError, `--rank "-1": want a whole number in [0, 18446744073709551615]`},
+		{[]string{"format", "--create", "16M", dir}, exitError, dir + ": a directory, not a regular file"},
+		{[]string{"get", dev, "--key", "m@0x00000000@" + strings.Repeat("ab", 3000)}, exitNotFound, "m@0x00000000@" + strings.Repeat("ab", 25) + "a... (6013 bytes) is not in the cache"},
 	} {
 		code, so, se := runRbctl(t, dir, 30*time.Second, tc.args...)
 		se = strings.TrimRight(se, "\n")

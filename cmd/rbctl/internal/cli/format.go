@@ -11,6 +11,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/cmd/rbctl/internal/flagsets"
+	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/lmcache"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
@@ -89,7 +90,7 @@ func runFormat(cmd *cobra.Command, paths []string, f *formatFlags) error {
 			Open: func() (blockdev.Device, error) { return f.dev.Open(path, false) }}
 	}
 	rep, err := cache.FormatAll(cmd.Context(), opts)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, emu.ErrNoDevice) { // format creates an emu: device itself
 		err = fmt.Errorf("%w (pass --create SIZE to make a file)", err)
 	}
 	if len(paths) == 1 && err == nil { // one device: its layout, as always

@@ -47,7 +47,7 @@ func newGetCmd() *cobra.Command {
 			}
 			m, ok := e.Lookup(k)
 			if !ok {
-				return notFound(fmt.Errorf("%s is not in the cache (rbctl ls lists the keys)", rbEscape(k.String())))
+				return notFound(fmt.Errorf("%s is not in the cache (rbctl ls lists the keys)", flagsets.QuoteKey(k.String())))
 			}
 			buf := make([]byte, m.Size)
 			got, err := e.LoadManyInto([]engine.Key{k}, [][]byte{buf})
@@ -55,16 +55,13 @@ func newGetCmd() *cobra.Command {
 				return err
 			}
 			if !got[0] {
-				return fmt.Errorf("%s: the stored payload failed its checksum or header check (run rbctl recover --verify)", rbEscape(k.String()))
+				return fmt.Errorf("%s: the stored payload failed its checksum or header check (run rbctl recover --verify)", flagsets.QuoteKey(k.String()))
 			}
-			switch {
-			case out.File():
-				return out.Write(buf)
-			case asJSON:
+			e.Close() // the payload is in memory: release the device before waiting on the output
+			if asJSON && !out.File() {
 				return printJSON(cmd, getResult{Key: rbEscape(k.String()), Slot: m.Slot, Size: m.Size, Payload: buf})
 			}
-			_, err = cmd.OutOrStdout().Write(buf)
-			return err
+			return out.Write(cmd.Context(), cmd.OutOrStdout(), buf)
 		},
 	}
 	out.Add(cmd, "write to this file instead of stdout")

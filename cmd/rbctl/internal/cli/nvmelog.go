@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -75,6 +74,6 @@ func newNVMeLogCmd() *cobra.Command {
 }
 
 func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
+	f, ok := w.(interface{ Fd() uintptr }) // *os.File, flagsets.Stdout
 	return ok && term.IsTerminal(int(f.Fd()))
 }

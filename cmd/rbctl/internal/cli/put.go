@@ -57,7 +57,7 @@ func newPutCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "stored %d bytes under %s\n", len(data), rbEscape(k.String()))
 				return nil
 			case res.Results[0]:
-				return fmt.Errorf("%s is already stored (not rewritten); remove it first with rbctl rm", rbEscape(k.String()))
+				return fmt.Errorf("%s is already stored (not rewritten); remove it first with rbctl rm", flagsets.QuoteKey(k.String()))
 			}
 			return fmt.Errorf("not stored: no free slot (the cache is full); remove keys with rbctl rm")
 		},

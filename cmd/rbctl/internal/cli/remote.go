@@ -102,11 +102,8 @@ func remoteGet(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, _ []strin
 		return notFound(fmt.Errorf("the key is not on the node %s nor on the peers it asked", rbEscape(rf.server)))
 	case rf.json:
 		return printJSON(cmd, map[string]any{"source": ch.Source.String(), "peer": ch.Peer, "payload": ch.Payload})
-	case rf.out.File():
-		return rf.out.Write(ch.Payload)
 	}
-	_, err = cmd.OutOrStdout().Write(ch.Payload)
-	return err
+	return rf.out.Write(cmd.Context(), cmd.OutOrStdout(), ch.Payload)
 }
 
 func remoteLs(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, _ []string) error {

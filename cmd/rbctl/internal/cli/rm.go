@@ -43,7 +43,7 @@ func newRmCmd() *cobra.Command {
 				return err
 			}
 			if !ok[0] {
-				return notFound(fmt.Errorf("%s is not in the cache", rbEscape(k.String())))
+				return notFound(fmt.Errorf("%s is not in the cache", flagsets.QuoteKey(k.String())))
 			}
 			if asJSON {
 				return printJSON(cmd, map[string]any{"removed": rbEscape(k.String()), "deallocated": dealloc})

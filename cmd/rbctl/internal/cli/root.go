@@ -43,11 +43,14 @@ func NewRoot() *cobra.Command {
 		Version:       versionString(),
 		// The contract's one gate: every flag of every command is range-checked before the
 		// command runs (contract.go).
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if err := logs.Setup(cmd.ErrOrStderr()); err != nil { // one slog log (logging)
 				return err
 			}
-			return validateFlags(cmd)
+			if err := validateFlags(cmd); err != nil {
+				return err
+			}
+			return flagsets.RefuseInMemory(cmd, args) // a cache there is gone at exit
 		},
 	}
 	logs.Register(root.PersistentFlags())
@@ -90,9 +93,13 @@ func strictGroups(c *cobra.Command) {
 
 // Execute runs rbctl with args and returns the process exit code.
 func Execute(ctx context.Context, args []string) int {
-	root := NewRoot()
+	root, stdout := NewRoot(), &flagsets.Stdout{W: os.Stdout}
 	root.SetArgs(args)
+	root.SetOut(stdout) // every command's output (and help) goes through it: a failed write fails
 	err := root.ExecuteContext(ctx)
+	if err == nil {
+		err = stdout.Err()
+	}
 	code := exitCode(ctx, err)
 	switch {
 	case err != nil:

@@ -2,6 +2,7 @@ package flagsets
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/units"
@@ -24,6 +25,9 @@ func CheckCreate(path, size string) (int64, error) {
 	n, err := units.ParseSize(size)
 	if err != nil {
 		return 0, fmt.Errorf("--create: %w", err)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() { // cache.CheckCreate would show its type bits alone
+		return 0, fmt.Errorf("%s: a directory, not a regular file: %w", path, cache.ErrNotRegular)
 	}
 	return n, cache.CheckCreate(path)
 }

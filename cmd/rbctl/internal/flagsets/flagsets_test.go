@@ -28,7 +28,7 @@ func TestKeyBuild(t *testing.T) {
 		{Key{Key: "m@0x00000000@aa"}, engine.NamespaceObject, "m@0x00000000@aa", false},
 		{Key{Key: "k", Model: "m"}, engine.NamespaceObject, "not both", true},
 		{Key{Model: "m", Hash: "abc"}, engine.NamespaceObject, "--hash", true},
-		{Key{Model: "m"}, engine.NamespaceObject, "--model and --hash are both required", true},
+		{Key{Model: "m"}, engine.NamespaceObject, "--model-name and --hash are both required", true},
 		{Key{Model: "m", Hash: "aa"}, engine.NamespaceLegacy, "legacy namespace", true},
 		{Key{}, engine.NamespaceObject, "no key given", true},
 	} {

@@ -4,8 +4,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -15,7 +15,7 @@ import (
 	"github.com/rbctl/rbctl/reports"
 )
 
-// Key builds a key from --key, --native-key or --model/--rank/--group/--hash/--salt.
+// Key builds a key from --key, --native-key or --model-name/--rank/--group/--hash/--salt.
 type Key struct {
 	Key, Native, Model, Hash, Salt string
 	Rank                           uint64
@@ -41,7 +41,7 @@ func (k *Key) Add(cmd *cobra.Command) {
 	k.group = cmd.Flags().Lookup("group")
 }
 
-const errBoth = "give one of --key, --native-key or --model/--rank/--group/--hash/--salt, not both"
+const errBoth = "give one of --key, --native-key or --model-name/--rank/--group/--hash/--salt, not both"
 
 func (k *Key) structured() bool {
 	if k.group != nil && k.group.Changed {
@@ -70,7 +70,7 @@ func (k *Key) Precheck() error {
 	}
 	for _, c := range k.Key {
 		if c < 0x20 || c == 0x7f {
-			return fmt.Errorf("--key %s: has a control character", strconv.Quote(k.Key))
+			return fmt.Errorf("--key %s: has a control character", QuoteKey(k.Key))
 		}
 	}
 	if len(k.Key) > engine.MaxKeyBytes {
@@ -103,15 +103,15 @@ func (k *Key) Build(ns engine.Namespace) (engine.Key, error) {
 		}
 		return engine.ParseKey(k.Key, ns)
 	case !structured:
-		return engine.Key{}, errors.New("no key given: pass --key, --native-key, or --model and --hash (with --rank, --group, --salt)")
+		return engine.Key{}, errors.New("no key given: pass --key, --native-key, or --model-name and --hash (with --rank, --group, --salt)")
 	case ns != engine.NamespaceObject:
-		return engine.Key{}, errors.New("--model/--hash build object-namespace keys; this cache uses the legacy namespace, pass --key")
+		return engine.Key{}, errors.New("--model-name/--hash build object-namespace keys; this cache uses the legacy namespace, pass --key")
 	case k.Model == "" || k.Hash == "":
-		return engine.Key{}, errors.New("--model and --hash are both required (or pass --key)")
+		return engine.Key{}, errors.New("--model-name and --hash are both required (or pass --key)")
 	}
 	h, err := hex.DecodeString(strings.TrimPrefix(k.Hash, "0x"))
 	if err != nil || len(h) == 0 {
-		return engine.Key{}, fmt.Errorf("--hash %s: not an even number of hex digits", strconv.Quote(k.Hash))
+		return engine.Key{}, fmt.Errorf("--hash %s: not an even number of hex digits", QuoteKey(k.Hash))
 	}
 	if err := engine.CheckSalt(k.Salt); err != nil {
 		return engine.Key{}, fmt.Errorf("--salt: %s", reports.Escape(err.Error()))
@@ -129,7 +129,24 @@ func (k *Key) Build(ns engine.Namespace) (engine.Key, error) {
 		if !k.HasGroup {
 			msg += " (pass --group 0)"
 		}
-		return engine.Key{}, fmt.Errorf("--model/--hash/--salt: %s", reports.Escape(msg))
+		return engine.Key{}, fmt.Errorf("--model-name/--hash/--salt: %s", reports.Escape(msg))
 	}
 	return key, nil
+}
+
+// maxQuotedKey is how much of a key a message repeats.
+const maxQuotedKey = 64
+
+// QuoteKey renders a key (or other untrusted text) for an error message: escaped
+// (reports.Escape), and one longer than 64 bytes cut to its first 64 with its length, so that
+// a 64 KiB key does not fill the terminal: "m@0x00000000@abab... (6013 bytes)".
+func QuoteKey(s string) string {
+	if len(s) <= maxQuotedKey {
+		return reports.Escape(s)
+	}
+	n := maxQuotedKey
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", reports.Escape(s[:n]), len(s))
 }

@@ -1,10 +1,14 @@
 package flagsets
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -40,13 +44,20 @@ func (o *Out) Check(inputs ...string) error {
 // File says whether the payload goes to a file rather than stdout.
 func (o *Out) File() bool { return o.Path != "" && o.Path != "-" }
 
-// Write writes data to the file (created with mode 0600, or truncated).
+// Write writes data to the file (created with mode 0600, or truncated), or to stdout when
+// no file is given; ctx ending abandons it (Abandonable: a FIFO or pipe nobody reads).
 // An error is the file's, never "not found" (exit 3 is a missing key or device).
-func (o *Out) Write(data []byte) error {
-	if err := os.WriteFile(o.Path, data, 0o600); err != nil {
-		return fmt.Errorf("--out: %v", err)
-	}
-	return nil
+func (o *Out) Write(ctx context.Context, stdout io.Writer, data []byte) error {
+	return Abandonable(ctx, func() error {
+		if !o.File() {
+			_, err := stdout.Write(data)
+			return err
+		}
+		if err := os.WriteFile(o.Path, data, 0o600); err != nil {
+			return fmt.Errorf("--out: %v", err)
+		}
+		return nil
+	})
 }
 
 // checkPlotDir runs safety.Output on every figure-like file already in dir: a figure is
@@ -64,4 +75,53 @@ func checkPlotDir(dir string, inputs []string) error {
 		}
 	}
 	return nil
+}
+
+// Stdout is a command's standard output as every command writes it (Execute sets it on the
+// root command): it keeps the first write error, so that output that could not be written
+// (a full disk, a closed descriptor) fails the command even where the writer's error is
+// lost on the way (a table, cobra's help). Safe for concurrent use.
+type Stdout struct {
+	W   *os.File
+	err atomic.Pointer[error]
+}
+
+// Write writes p to the file; after a failed write every later one fails the same way.
+func (s *Stdout) Write(p []byte) (int, error) {
+	if e := s.err.Load(); e != nil {
+		return 0, *e
+	}
+	n, err := s.W.Write(p)
+	if err != nil {
+		s.err.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+// Err is the first write error (nil: everything was written).
+func (s *Stdout) Err() error {
+	if e := s.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Fd is the file's descriptor (is it a terminal?).
+func (s *Stdout) Fd() uintptr { return s.W.Fd() }
+
+// ErrInterrupted marks a command stopped by SIGINT/SIGTERM (the cli's exit status 130).
+var ErrInterrupted = errors.New("interrupted")
+
+// Abandonable runs write, and returns early with ErrInterrupted when ctx ends first: opening
+// a FIFO nobody reads, or writing to a pipe nobody drains, blocks in the kernel where no
+// signal reaches it. The abandoned write ends with the process.
+func Abandonable(ctx context.Context, write func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- write() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: the output was not written", ErrInterrupted)
+	}
 }

@@ -3,6 +3,8 @@ package flagsets
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -22,6 +24,9 @@ func Suggest(root *cobra.Command) {
 	walk(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		var ne *pflag.NotExistError
+		if iv := (*pflag.InvalidValueError)(nil); errors.As(err, &iv) {
+			return invalidValue(iv, err)
+		}
 		if !errors.As(err, &ne) || ne.GetSpecifiedName() == "" {
 			return err
 		}
@@ -72,4 +77,32 @@ func Distance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// invalidValue phrases a value that does not parse as its flag's number or boolean ("--rank
+// "-1": want a whole number in [0, 18446744073709551615]") instead of strconv's
+// "strconv.ParseUint: parsing "-1": invalid syntax"; other errors pass unchanged. A flag's
+// own range (flagcheck rules) is checked once the flags parse.
+func invalidValue(iv *pflag.InvalidValueError, err error) error {
+	var num *strconv.NumError
+	if !errors.As(err, &num) {
+		return err
+	}
+	want := "a whole number"
+	switch typ := iv.GetFlag().Value.Type(); typ {
+	case "uint8", "uint16", "uint32", "uint64", "uint":
+		bits := map[string]int{"uint8": 8, "uint16": 16, "uint32": 32}[typ]
+		if bits == 0 {
+			bits = 64
+		}
+		want += fmt.Sprintf(" in [0, %d]", uint64(math.MaxUint64)>>(64-bits))
+	case "float32", "float64":
+		want = "a number"
+	case "bool":
+		want = "true or false"
+	case "int", "int8", "int16", "int32", "int64":
+	default:
+		return err
+	}
+	return fmt.Errorf("--%s %s: want %s", iv.GetFlag().Name, strconv.Quote(iv.GetValue()), want)
 }
