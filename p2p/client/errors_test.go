@@ -35,6 +35,11 @@ func TestNodeErrorPlainWords(t *testing.T) {
 	if !strings.HasPrefix(msg, "cannot reach the node at "+addr+": connection refused") || strings.Contains(msg, "rpc error") || strings.Contains(msg, "desc =") {
 		t.Fatalf("message %q", msg)
 	}
+	// A server that takes the connection and never speaks (gRPC gives up after 20 s).
+	preface := status.Error(codes.Unavailable, `connection error: desc = "error reading server preface: raw-read tcp 127.0.0.1:52170->127.0.0.1:18011: use of closed network connection"`)
+	if got := (&NodeError{Addr: "a:1", Err: preface}).Error(); !strings.Contains(got, "took the connection but sent no gRPC handshake") || strings.Contains(got, "raw-read") {
+		t.Errorf("silent server: %q", got)
+	}
 	for code, want := range map[codes.Code]string{
 		codes.DeadlineExceeded: "did not answer in time", codes.PermissionDenied: "refused: no", codes.NotFound: "node a:1: no",
 	} {
