@@ -138,7 +138,7 @@ func CheckCreate(path string) error {
 		return fmt.Errorf("%s: %w; an emu: device is created with the size its spec gives (size=)", path, ErrNotRegular)
 	}
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: %s, not a regular file: %w", path, st.Mode().Type(), ErrNotRegular)
+		return fmt.Errorf("%s: %s, not a regular file: %w", path, fileKind(st.Mode()), ErrNotRegular)
 	}
 	return blockdev.CheckNotDevNode(path)
 }
@@ -151,4 +151,23 @@ func CreateFile(path string, size int64) error {
 		return err
 	}
 	return blockdev.CreateFile(path, size)
+}
+
+// fileKind names what a path that is not a regular file is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	}
+	return "of type " + m.Type().String()
 }

@@ -2,8 +2,10 @@ package cache
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
@@ -51,8 +53,11 @@ func TestConfigAutoMeta(t *testing.T) {
 }
 
 func TestCheckCreate(t *testing.T) {
-	if err := CheckCreate("/dev/null"); !errors.Is(err, ErrNotRegular) {
+	if err := CheckCreate("/dev/null"); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "/dev/null: a character device, not a regular file") {
 		t.Errorf("/dev/null: %v", err)
+	}
+	if d := t.TempDir(); !strings.Contains(fmt.Sprint(CheckCreate(d)), d+": a directory, not a regular file") { // it said d---------
+		t.Errorf("a directory: %v", CheckCreate(d))
 	}
 	if err := CheckCreate("emu:/tmp/x.img?size=1G"); !errors.Is(err, ErrNotRegular) {
 		t.Errorf("emu: %v", err)

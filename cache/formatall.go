@@ -123,7 +123,7 @@ type shard struct {
 
 // openAll creates what opts ask for, opens every device and plans its config; on failure
 // it returns the shards opened so far with the error (and has removed the files it made).
-// created lists the files it made, on success.
+// created lists the files (and emu: specs) it made, on success.
 func openAll(ctx context.Context, opts []FormatOptions, paths []string) (_ []shard, created []string, _ error) {
 	errs := make([]error, len(opts))
 	removeOnFail := true
@@ -138,7 +138,11 @@ func openAll(ctx context.Context, opts []FormatOptions, paths []string) (_ []sha
 			return nil, created, ctx.Err()
 		}
 		if emu.IsSpec(o.Path) && o.Create == 0 {
-			_, errs[i] = emu.Create(o.Path)
+			var made bool
+			made, errs[i] = emu.Create(o.Path)
+			if made {
+				created = append(created, o.Path) // removeFiles removes its files
+			}
 		} else if o.Create > 0 {
 			_, statErr := os.Lstat(o.Path)
 			errs[i] = CreateFile(o.Path, o.Create)
@@ -183,8 +187,16 @@ func removeUnformatted(rep *cachereport.Formats, paths, created []string) {
 	removeFiles(drop)
 }
 
+// removeFiles removes the files of paths: a file, or the data and state files of an emu:
+// spec.
 func removeFiles(paths []string) {
 	for _, p := range paths {
+		if emu.IsSpec(p) {
+			for _, f := range emu.Files(p) {
+				os.Remove(f)
+			}
+			continue
+		}
 		os.Remove(p)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rbctl/rbctl/blockdev/faultdev"
 	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/devices/safety"
+	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
@@ -257,5 +258,30 @@ func TestFormatAllRemovesFilesItCreatedWhenNothingIsFormatted(t *testing.T) {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s left behind after a refused format: %v", filepath.Base(p), err)
 		}
+	}
+}
+
+// An emu: device FormatAll made is removed again when nothing is formatted (its data and
+// state files); one that existed before is left alone (third hostile battery 3).
+func TestFormatAllRemovesAnEmuDeviceItMade(t *testing.T) {
+	dir := t.TempDir()
+	spec := "emu:" + filepath.Join(dir, "e.img") + "?size=16M&ru=1M&ruhs=4"
+	failing := []FormatOptions{{Path: spec, Config: shardCfg(), Open: func() (blockdev.Device, error) { return nil, errors.New("cannot open") }}}
+	if _, err := FormatAll(context.Background(), failing); err == nil {
+		t.Fatal("format with a failing open succeeded")
+	}
+	for _, f := range emu.Files(spec) {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left behind after a failed format: %v", filepath.Base(f), err)
+		}
+	}
+	if made, err := emu.Create(spec); err != nil || !made {
+		t.Fatalf("emu.Create: %v %v", made, err)
+	}
+	if _, err := FormatAll(context.Background(), failing); err == nil {
+		t.Fatal("format with a failing open succeeded")
+	}
+	if _, err := os.Stat(emu.Files(spec)[0]); err != nil {
+		t.Errorf("an emulated device that existed before was removed: %v", err)
 	}
 }

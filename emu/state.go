@@ -36,6 +36,16 @@ const stateVersion = 1
 
 func statePath(data string) string { return data + ".fdp" }
 
+// Files are the files an emulated SSD of spec keeps: its data file and its state file
+// (none for emu:mem or a spec that does not parse).
+func Files(spec string) []string {
+	sp, err := ParseSpec(spec)
+	if err != nil || sp.Path == "" {
+		return nil
+	}
+	return []string{sp.Path, statePath(sp.Path)}
+}
+
 func loadState(path string) (*savedState, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
