@@ -27,17 +27,20 @@ func newPutCmd() *cobra.Command {
 			if err := kf.Precheck(); err != nil {
 				return err
 			}
+			// The input is read before the device is taken for writing (a slow stdin keeps
+			// no one out), no more than one byte past a slot's payload.
+			data, err := dev.ReadPayload(cmd.Context(), args[0], cmd.InOrStdin(), args[1:])
+			if err != nil {
+				return err
+			}
 			e, err := dev.OpenEngine(&pf, args[0], false, nil)
 			if err != nil {
 				return err
 			}
 			k, err := kf.Build(e.Config().Namespace)
-			if err != nil {
-				e.CloseNoCheckpoint()
-				return err
+			if err == nil {
+				err = flagsets.FitsSlot(data, e.Config())
 			}
-			// The slot's payload size is known: read no more than one byte past it.
-			data, err := flagsets.ReadInput(cmd.Context(), cmd.InOrStdin(), args[1:], e.Config().SlotBytes-int64(e.Config().HeaderBytes))
 			if err != nil {
 				e.CloseNoCheckpoint()
 				return err

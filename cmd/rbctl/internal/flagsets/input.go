@@ -6,6 +6,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/devices"
+	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/reports/cachereport"
 )
 
@@ -53,4 +56,35 @@ func readInput(stdin io.Reader, args []string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("input is empty; nothing to store")
 	}
 	return data, nil
+}
+
+// ReadPayload reads put's input (args: FILE, "-" or none for stdin) before the cache on
+// path is opened for writing, so that a slow or open-ended stdin keeps no one else off the
+// device: the slot size comes from a read-only open that reads the metadata containers
+// (cache.Detect) and closes again, and the input is read no further than one byte past a
+// slot's payload. Errors are the open's, as the writer's open would give them.
+func (f *Device) ReadPayload(ctx context.Context, path string, stdin io.Reader, args []string) ([]byte, error) {
+	o, err := f.OpenOptions(nil, true)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := devices.Open(path, o.Device)
+	if err != nil {
+		return nil, err
+	}
+	d, err := cache.Detect(dev, o)
+	dev.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ReadInput(ctx, stdin, args, d.Config.SlotBytes-int64(d.Config.HeaderBytes))
+}
+
+// FitsSlot refuses data larger than a slot of cfg holds (the layout ReadPayload read may
+// have changed before the writer's open).
+func FitsSlot(data []byte, cfg engine.Config) error {
+	if max := cfg.SlotBytes - int64(cfg.HeaderBytes); int64(len(data)) > max {
+		return fmt.Errorf("input is larger than %s, the most a slot holds", cachereport.Bytes(max))
+	}
+	return nil
 }
