@@ -47,7 +47,7 @@ func newGetCmd() *cobra.Command {
 			}
 			m, ok := e.Lookup(k)
 			if !ok {
-				return notFound(fmt.Errorf("%s is not in the cache (rbctl ls lists the keys)", flagsets.QuoteKey(k.String())))
+				return notFound(flagsets.MissingKey(k.String(), e.Stats().Recovery.Dropped))
 			}
 			buf := make([]byte, m.Size)
 			got, err := e.LoadManyInto([]engine.Key{k}, [][]byte{buf})

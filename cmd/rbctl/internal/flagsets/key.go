@@ -150,3 +150,16 @@ func QuoteKey(s string) string {
 	}
 	return fmt.Sprintf("%s... (%d bytes)", reports.Escape(s[:n]), len(s))
 }
+
+// MissingKey is get's error for a key the opened cache does not index: when the checkpoint
+// listed it but recovery dropped it (its slot header did not verify), it says so and why,
+// rather than that it was never there.
+func MissingKey(key string, dropped []engine.DroppedEntry) error {
+	for _, d := range dropped {
+		if d.Key == key {
+			return fmt.Errorf("%s is not served: the checkpoint lists it in slot %d, but %s (rbctl inspect --verify lists what recovery drops; rbctl recover writes the index without it)",
+				QuoteKey(key), d.Slot, d.Reason)
+		}
+	}
+	return fmt.Errorf("%s is not in the cache (rbctl ls lists the keys)", QuoteKey(key))
+}
