@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"github.com/spf13/cobra"
 
 	"github.com/rbctl/rbctl/blockdev"
@@ -28,6 +29,9 @@ inspected in parallel, each as one, then a row each and a total; a device that c
 gets an error row and the exit status 1 (3 when every such device is missing).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.MaxKeys != 0 && !opts.Keys {
+				return fmt.Errorf("--max-keys %d limits --list-keys: give --list-keys too", opts.MaxKeys)
+			}
 			rep, err := cache.InspectAll(args, func(p string) (blockdev.Device, error) { return dev.Open(p, true) }, opts)
 			if v := rep.Output(asJSON); v != nil { // for one device: the containers and the choice, then the error
 				if perr := show(cmd, asJSON, v, rep.WriteText); perr != nil {

@@ -69,6 +69,7 @@ func runRecover(cmd *cobra.Command, paths []string, f *recoverFlags) error {
 	f.dev.Choices.Ctx, f.dev.Choices.Accept = ctx, true
 	rep, err := cache.RecoverAll(ctx, o)
 	finish()
+	f.dev.Choices.Scan.WarnUnused(rep)
 	if v := rep.Output(f.json); v != nil {
 		if perr := show(cmd, f.json, v, rep.WriteText); perr != nil {
 			return perr

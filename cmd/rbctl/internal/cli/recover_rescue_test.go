@@ -84,3 +84,15 @@ func TestRecoverRescuesWhatTheFallbackWouldLose(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoverSaysWhenScanIsNotUsed: --scan on a cache whose checkpoint is usable rebuilds
+// nothing from the slot headers, and recover says so instead of ignoring it silently.
+func TestRecoverSaysWhenScanIsNotUsed(t *testing.T) {
+	dir := t.TempDir()
+	dev := filepath.Join(dir, "c.img")
+	mustRbctl(t, dir, "format", "--create", "16M", "--slot-bytes", "64K", dev)
+	code, _, errOut := runRbctl(t, dir, time.Minute, "recover", "--dry-run", "--scan", dev)
+	if code != 0 || !strings.Contains(errOut, "--scan rebuilds only when no checkpoint is usable") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

@@ -42,11 +42,9 @@ func (o *OpenChoices) options(readOnly bool) (cache.OpenOptions, error) {
 			return co, fmt.Errorf("--key-namespace %s: %w", reports.Escape(given), cache.ErrBadNamespace)
 		}
 	}
-	if co.Scan != cache.ScanNever {
-		var err error
-		if co.ScanHint, err = o.Scan.hint(); err != nil {
-			return co, err
-		}
+	var err error
+	if co.ScanHint, err = o.Scan.hint(); err != nil {
+		return co, err
 	}
 	return co, nil
 }

@@ -2,6 +2,7 @@ package flagsets
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/schollz/progressbar/v3"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/reports/cachereport"
 	"github.com/rbctl/rbctl/units"
 )
 
@@ -72,6 +74,9 @@ func (s *Scan) hint() (engine.ScanHint, error) {
 	if h.SlotBytes == 0 && (h.MetaTotalBytes != 0 || h.HeaderBytes != 0 || s.align != 0) {
 		return h, fmt.Errorf("--header-bytes, --meta-bytes and --block-align describe the layout with --slot-bytes; give --slot-bytes too")
 	}
+	if h.SlotBytes != 0 && s.mode() == cache.ScanNever {
+		return h, fmt.Errorf("--slot-bytes gives the layout to a scan of the slot headers: give --scan too (or --force, which scans when the checkpoints are damaged)")
+	}
 	h.BlockAlign = s.align
 	return h, nil
 }
@@ -85,4 +90,14 @@ func SlotProgress(quiet bool, what string) (func(done, total int), func()) {
 	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription(what),
 		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
 	return func(done, total int) { bar.ChangeMax(total); _ = bar.Set(done) }, func() { _ = bar.Finish() }
+}
+
+// WarnUnused logs, for each device of rep that a checkpoint recovered although --scan was
+// given, that no scan ran: --scan rebuilds only when no checkpoint is usable.
+func (s *Scan) WarnUnused(rep *cachereport.Recoveries) {
+	for i := 0; s.On && rep != nil && i < len(rep.Devices); i++ {
+		if d := rep.Devices[i]; d.Recovery != nil && d.Scan == nil {
+			slog.Warn("--scan rebuilds only when no checkpoint is usable: this index comes from the checkpoint", "device", d.Device, "container", d.Container, "seq", d.Seq)
+		}
+	}
 }
