@@ -88,7 +88,7 @@ func (r *Inspection) WriteText(w io.Writer) error {
 		rows = append(rows, []string{"cache_salt " + name, Bytes(r.BytesBySalt[s])})
 	}
 	if r.Verified {
-		rows = append(rows, []string{"verify", reports.Count(int64(len(r.Dropped)), "entry", "entries") + " would be dropped"})
+		rows = append(rows, []string{"verify", reports.Count(int64(len(r.Dropped)), "entry", "entries") + " would be dropped (slot headers checked; rbctl recover --verify --dry-run also checks every payload)"})
 	}
 	if err := Table(w, []string{"index", "value"}, rows); err != nil {
 		return err
