@@ -44,6 +44,10 @@ func Inspect(dev blockdev.Device, path string, opts InspectOptions) (*cacherepor
 		if c.PayloadLen > 0 && c.Problem != "empty" {
 			ic.ComputedCRC = fmt.Sprintf("%08x", c.ComputedCRC)
 		}
+		// Sound header and CRC, but a payload that does not decode: recovery found it invalid.
+		if cd := d.Selection.Candidates[c.Index]; c.Valid && !cd.Usable && cd.Problem != "" {
+			ic.Valid, ic.Problem = false, cd.Problem
+		}
 		r.Containers = append(r.Containers, ic)
 	}
 	e, err := openDetected(dev, path, d, o)

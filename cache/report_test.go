@@ -3,8 +3,10 @@ package cache
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"hash/crc32"
 	"io/fs"
 	"strings"
 	"testing"
@@ -184,5 +186,36 @@ func TestLostText(t *testing.T) {
 		if got := ChoiceOf(c.sel).LostText(); got != c.want {
 			t.Errorf("LostText(%+v) = %q, want %q", c.sel, got, c.want)
 		}
+	}
+}
+
+// TestInspectShowsAContainerThatDoesNotDecodeAsInvalid: a container whose header and CRC
+// are sound but whose payload does not decode is invalid in the container table, as the
+// checkpoint choice says (third hostile battery: the table said "valid").
+func TestInspectShowsAContainerThatDoesNotDecodeAsInvalid(t *testing.T) {
+	mem := formatted(t, "a", "b")
+	cfg := engine.DefaultConfig()
+	cfg.SlotBytes, cfg.MetaTotalBytes = 64<<10, 1<<20
+	infos, err := engine.ReadContainers(mem, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	if infos[1].Seq > infos[0].Seq {
+		i = 1
+	}
+	garbage := bytes.Repeat([]byte("not a checkpoint "), 20)
+	img := mem.Bytes()
+	off := infos[i].Offset
+	copy(img[off+4096:], garbage)
+	binary.LittleEndian.PutUint64(img[off+20:], uint64(len(garbage)))        // payload_len
+	binary.LittleEndian.PutUint32(img[off+28:], crc32.ChecksumIEEE(garbage)) // its CRC: the header is sound
+	r, err := Inspect(keepOpenDev{mem}, "mem", InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Containers[i]
+	if c.Valid || c.Problem == "" || r.UsedFrom != 1-i {
+		t.Fatalf("container %d: valid %v, problem %q; recovered from %d", i, c.Valid, c.Problem, r.UsedFrom)
 	}
 }
