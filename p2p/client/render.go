@@ -145,3 +145,61 @@ func memberCounter(k string) (name, field string, ok bool) {
 	}
 	return rest[:i], rest[i+1:], true
 }
+
+// ListEntry is one key of a node's list in rbctl's JSON, as rbctl ls spells a key: the
+// handle is left out for a key written without a placement directive.
+type ListEntry struct {
+	Key     string `json:"key"`
+	Size    int64  `json:"size_bytes"`
+	Salt    string `json:"cache_salt,omitempty"`
+	Handle  *int32 `json:"handle,omitempty"`
+	Replica bool   `json:"replica"`
+}
+
+// ListJSON is remote ls's --json document: the keys (an empty list when there are none,
+// as ls prints) and whether the node held more than it listed.
+type ListJSON struct {
+	Keys      []ListEntry `json:"keys"`
+	Truncated bool        `json:"truncated"`
+}
+
+// ListDocument turns a node's list into ListJSON.
+func ListDocument(r *p2ppb.ListResponse) ListJSON {
+	out := ListJSON{Keys: make([]ListEntry, 0, len(r.Entries)), Truncated: r.Truncated}
+	for _, e := range r.Entries {
+		le := ListEntry{Key: e.Key, Size: int64(e.Size), Salt: e.CacheSalt, Replica: e.Replica}
+		if e.Handle >= 0 {
+			h := e.Handle
+			le.Handle = &h
+		}
+		out.Keys = append(out.Keys, le)
+	}
+	return out
+}
+
+// SourceName is where a node's Get found a chunk, in words: local, peer or miss.
+func SourceName(s p2ppb.Source) string {
+	switch s {
+	case p2ppb.Source_SOURCE_LOCAL:
+		return "local"
+	case p2ppb.Source_SOURCE_PEER:
+		return "peer"
+	case p2ppb.Source_SOURCE_MISS:
+		return "miss"
+	}
+	return "unknown"
+}
+
+// GetJSON is remote get's --json document: get's size and payload (base64), with where the
+// node found the chunk.
+type GetJSON struct {
+	Source  string `json:"source"`         // local, peer
+	Peer    string `json:"peer,omitempty"` // the peer that served it
+	Size    int    `json:"size_bytes"`
+	Payload []byte `json:"payload"`
+}
+
+// GetDocument turns a node's chunk into GetJSON.
+func GetDocument(ch *p2ppb.Chunk) GetJSON {
+	return GetJSON{Source: SourceName(ch.Source), Peer: ch.Peer, Size: len(ch.Payload), Payload: ch.Payload}
+}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -67,4 +68,24 @@ func FuzzWriteStats(f *testing.F) {
 			}
 		}
 	})
+}
+
+// remote's JSON spells a key as ls does (size_bytes, no handle without a directive, an
+// empty list rather than none) and a source in words (third hostile battery, doubts).
+func TestRemoteJSONLikeTheLocalCommands(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{ListDocument(&p2ppb.ListResponse{}), `{"keys":[],"truncated":false}`},
+		{ListDocument(&p2ppb.ListResponse{Entries: []*p2ppb.Entry{{Key: "k", Size: 3, Handle: -1}, {Key: "h", Size: 4, Handle: 2, CacheSalt: "s"}}}),
+			`{"keys":[{"key":"k","size_bytes":3,"replica":false},{"key":"h","size_bytes":4,"cache_salt":"s","handle":2,"replica":false}],"truncated":false}`},
+		{GetDocument(&p2ppb.Chunk{Source: p2ppb.Source_SOURCE_LOCAL, Payload: []byte{1}}), `{"source":"local","size_bytes":1,"payload":"AQ=="}`},
+		{GetDocument(&p2ppb.Chunk{Source: p2ppb.Source_SOURCE_PEER, Peer: "b", Payload: []byte{}}), `{"source":"peer","peer":"b","size_bytes":0,"payload":""}`},
+	} {
+		b, err := json.Marshal(c.v)
+		if err != nil || string(b) != c.want {
+			t.Errorf("got %s (%v), want %s", b, err, c.want)
+		}
+	}
 }

@@ -87,7 +87,7 @@ func remotePut(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, args []st
 	case err != nil:
 		return err
 	case rf.json:
-		return printJSON(cmd, map[string]int{"stored_bytes": len(data)})
+		return printJSON(cmd, map[string]int{"size_bytes": len(data)}) // as put's size_bytes
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "stored %d bytes\n", len(data))
 	return err
@@ -101,7 +101,7 @@ func remoteGet(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, _ []strin
 	case ch.Source == p2ppb.Source_SOURCE_MISS:
 		return notFound(fmt.Errorf("the key is not on the node %s nor on the peers it asked", rbEscape(rf.server)))
 	case rf.json:
-		return printJSON(cmd, map[string]any{"source": ch.Source.String(), "peer": ch.Peer, "payload": ch.Payload})
+		return printJSON(cmd, client.GetDocument(ch))
 	}
 	return rf.out.Write(cmd.Context(), cmd.OutOrStdout(), ch.Payload)
 }
@@ -111,7 +111,7 @@ func remoteLs(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, _ []string
 	if err != nil {
 		return err
 	}
-	return show(cmd, rf.json, r, func(w io.Writer) error { return client.WriteList(w, r) })
+	return show(cmd, rf.json, client.ListDocument(r), func(w io.Writer) error { return client.WriteList(w, r) })
 }
 
 func remoteStats(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, _ []string) error {

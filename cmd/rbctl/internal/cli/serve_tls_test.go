@@ -117,7 +117,7 @@ func TestServeTLSAcrossNamespaces(t *testing.T) {
 		t.Fatalf("remote put over TLS: exit %d: %s", code, se)
 	}
 	code, out, se := remote(withTLS("get", "--server", ctlB, "--model", "m", "--hash", "0a", "--json")...)
-	if code != 0 || !strings.Contains(out, `"source": "SOURCE_PEER"`) || !strings.Contains(out, `"payload": "cGF5bG9hZAo="`) {
+	if code != 0 || !strings.Contains(out, `"source": "peer"`) || !strings.Contains(out, `"payload": "cGF5bG9hZAo="`) {
 		t.Fatalf("get through b over TLS: exit %d, %s %s", code, out, se)
 	}
 
