@@ -56,8 +56,9 @@ func transportCause(msg string) string {
 	case strings.Contains(low, "frame too large"), strings.Contains(low, "looked like an http/1.1"):
 		// Bytes that are no HTTP/2 frame: a RESP server's -ERR, an HTTP/1 server's status line.
 		return "what answers there is not a node's control plane (gRPC): is it the RESP or the metrics port? --server takes the address of serve's --listen (" + lastDesc(msg) + ")"
-	case strings.Contains(low, "server preface"):
-		// It took the connection and never spoke HTTP/2 (gRPC waits 20 s for that).
+	case strings.Contains(low, "server preface") && strings.Contains(low, "use of closed network connection"):
+		// It took the connection and never spoke HTTP/2: gRPC closed it after 20 s (an EOF
+		// or a reset instead is the other side closing: a TLS node, which the CLI explains).
 		return "it took the connection but sent no gRPC handshake: is it a node's control plane (serve's --listen address), and is the node overloaded or stopped?"
 	}
 	return lastDesc(msg)
