@@ -84,7 +84,7 @@ var flagRules = map[string]flagRule{
 	// durations
 	"duration":            {Kind: ruleDuration, Min: 0, Max: 10 * 365 * 24 * 3600, OpenMin: true, Zero: "no time limit, with --requests", ZeroNeeds: "requests"},
 	"warmup-timeout":      durRule(0, true, ""),
-	"checkpoint-interval": durRule(0, true, ""),
+	"checkpoint-interval": durRule(0.1, false, ""), // each checkpoint writes the whole index
 	"watch":               durRule(0.001, false, "no refresh: one screen"),
 	"min-run":             durRule(0.001, false, "the default, 20ms"),
 	"max-run":             durRule(0.001, false, "the default, 250ms"),
@@ -164,7 +164,7 @@ var flagRules = map[string]flagRule{
 	"idle-timeout":               durRule(0.001, false, ""),
 
 	// serve: the cache node's peer timeouts and lease, and the replica handle (-1: policy).
-	"lease":          durRule(0.001, false, ""),
+	"lease":          {Kind: ruleDuration, Min: 0.001, Max: 60}, // the longest lease a node grants
 	"peer-timeout":   durRule(0.001, false, ""),
 	"fetch-timeout":  durRule(0.001, false, ""),
 	"replica-handle": intRule(-1, 65535),

@@ -336,6 +336,8 @@ func TestMisuseExitCodes(t *testing.T) {
 		{[]string{"get", dev, "--key", "m@0x00000000@00", "--out", filepath.Join(dir, "no-dir", "x")}, exitError, "no-dir does not exist"}, // a missing output directory is no missing key
 		{[]string{"fdp-status", "--count", "3", "emu:mem?size=32M&ru=1M"}, exitError, "give --watch DUR too"},
 		{[]string{"inspect", "--max-keys", "2", "x.img"}, exitError, "give --list-keys too"},
+		{[]string{"serve", "--checkpoint-interval", "1ns", "x.img"}, exitError, "--checkpoint-interval"},
+		{[]string{"serve", "--lease", "10m", "x.img"}, exitError, "--lease"},
 		{[]string{"recover", "--slot-bytes", "64K", "x.img"}, exitError, "give --scan too"},
 		{[]string{"nvme", "log", "emu:mem?size=32M&ru=1M", "--lid", "2", "--raw", "--json"}, exitError, "exclude each other"},
 		{[]string{"rm", dev, "--key", "m@0x00000000@00"}, exitNotFound, "not in the cache"},

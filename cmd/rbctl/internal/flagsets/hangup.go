@@ -8,18 +8,22 @@ import (
 	"syscall"
 )
 
-// HangUp makes SIGHUP harmless to a node from the moment it is called until ctx ends: a
-// closing SSH session or `kill -HUP` never stops a node (the default action of SIGHUP
+// HangUp makes SIGHUP harmless to a node from the moment it is called until the process
+// exits (ignored once ctx ends, while the node shuts down): a closing SSH session or
+// `kill -HUP` never stops a node (the default action of SIGHUP
 // would, without its final checkpoint). Each SIGHUP is logged with what it reloads: the
 // TLS files when the node has them (TLS.Serve's own watcher re-reads them), else nothing.
 func HangUp(ctx context.Context, log *slog.Logger, reloads func() string) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
-		defer signal.Stop(hup)
 		for {
 			select {
 			case <-ctx.Done():
+				// Shutting down (a final checkpoint may take a while): SIGHUP stays harmless
+				// until the process exits, never back to its default action.
+				signal.Ignore(syscall.SIGHUP)
+				signal.Stop(hup)
 				return
 			case <-hup:
 				if what := reloads(); what != "" {
