@@ -338,6 +338,8 @@ func TestMisuseExitCodes(t *testing.T) {
 		{[]string{"inspect", "--max-keys", "2", "x.img"}, exitError, "give --list-keys too"},
 		{[]string{"serve", "--checkpoint-interval", "1ns", "x.img"}, exitError, "--checkpoint-interval"},
 		{[]string{"serve", "--lease", "10m", "x.img"}, exitError, "--lease"},
+		{[]string{"serve", "--gossip", "127.0.0.1:0", "x.img"}, exitError, "joins no cluster"},
+		{[]string{"serve", "--gossip", "127.0.0.1:0", "--peers", "127.0.0.1:1", "x.img"}, exitError, "joins no cluster"},
 		{[]string{"recover", "--slot-bytes", "64K", "x.img"}, exitError, "give --scan too"},
 		{[]string{"nvme", "log", "emu:mem?size=32M&ru=1M", "--lid", "2", "--raw", "--json"}, exitError, "exclude each other"},
 		{[]string{"rm", dev, "--key", "m@0x00000000@00"}, exitNotFound, "not in the cache"},

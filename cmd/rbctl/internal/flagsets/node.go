@@ -137,6 +137,10 @@ func (f *Node) Config(devs []string, log *slog.Logger, version string) (node.Con
 	if c.Cluster.BindAddr, c.Cluster.BindPort, err = cluster.SplitBind(f.gossip); err != nil {
 		return c, err
 	}
+	alone := c.Cluster.Cluster == "none" || (c.Cluster.Cluster == "" && len(c.Cluster.Seeds) == 0)
+	if f.cmd.Flags().Changed("gossip") && (alone || len(c.Peers) > 0) {
+		return c, fmt.Errorf("--gossip %s is where cluster membership listens, and this node joins no cluster (--peers, or no --cluster NAME nor --join): give --cluster NAME or --join HOST:PORT, or drop --gossip", f.gossip)
+	}
 	if c.PeerTokenFile == "" {
 		c.PeerToken = os.Getenv("RBCTL_PEER_TOKEN")
 	}
