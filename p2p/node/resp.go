@@ -49,7 +49,11 @@ func (n *Node) serveRESP(ctx context.Context, c RESPConfig) (string, func(), err
 		l.Close()
 		return "", nil, err
 	}
-	srv := &resp.Server{Store: resp.NodeStore{N: respNode{n}, Ctx: ctx}, Auth: c.Auth, Tokens: n.Tokens(), Version: "rbctl",
+	// sctx ends when the front end stops (Close, SIGTERM): every connection's context derives
+	// from it (resp.Server.ServeConn), and so do the peer fetches of its GETs, so a stop ends
+	// the commands in flight instead of waiting for them (an MGET stops between two keys).
+	sctx, cancel := context.WithCancel(ctx)
+	srv := &resp.Server{Store: resp.NodeStore{N: respNode{n}, Ctx: sctx}, Auth: c.Auth, Tokens: n.Tokens(), Version: "rbctl",
 		Limits: lim, Conns: c.Conns, Budget: resp.NewBudget(mem), Logger: n.Logger(), AuthFailed: n.CountAuthFailure,
 		Values: values}
 	if n.Recording() {
@@ -61,7 +65,6 @@ func (n *Node) serveRESP(ctx context.Context, c RESPConfig) (string, func(), err
 		}
 	}
 	n.AddStats(srv.Stats)
-	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -11,10 +11,13 @@ import (
 
 // The command table: one row per command says its arity, the right a token needs, which
 // arguments are keys and what runs it. The dispatcher, the access check (permit) and
-// COMMAND COUNT are derived from it, so a command is added in one place. Every key argument
-// is parsed once per request (Store.Key) and handed to the Store parsed.
+// COMMAND COUNT are derived from it, so a command is added in one place. A key argument is
+// parsed (Store.Key) when the command comes to it, one key at a time, and handed to the
+// Store parsed: a request of 65,536 keys holds its arguments' bytes (which the request budget
+// counts), never 65,536 parsed Keys at once (each a few hundred bytes: its engine key, its
+// cache_salt, the refusal's error).
 
-// Key is a client's key as the Store parsed it, once per request.
+// Key is a client's key as the Store parsed it, when the command comes to it.
 type Key struct {
 	Raw    []byte     // as the client sent it
 	Engine engine.Key // what it maps to in a raw-block cache (EngineStore, NodeStore)
@@ -32,11 +35,10 @@ const (
 	keysPairs         // args[1], args[3], ... (MSET's key-value pairs)
 )
 
-// request is one command with its key arguments parsed.
+// request is one command; its key arguments are parsed one at a time as it runs.
 type request struct {
 	name string   // upper case
 	args [][]byte // args[0] is the command
-	keys []Key    // the key arguments, parsed, in order
 }
 
 // command is one row of the table.
@@ -74,24 +76,37 @@ func init() {
 		"HELLO":  {arity: -1, preAuth: true, run: func(s *Server, ss *session, q *request, r reply) { s.hello(ss, q.args[1:], r) }},
 		"SELECT": {arity: 2, run: cmdSelect},
 		"GET": {arity: 2, right: auth.Read, keys: keysFirst, run: func(s *Server, ss *session, q *request, r reply) {
-			s.getOne(ss, q.keys[0], r)
+			s.getOne(ss, s.Store.Key(q.args[1]), r)
 		}},
 		"SET":  {arity: -3, right: auth.Write, keys: keysFirst, run: cmdSet},
 		"MSET": {arity: -3, right: auth.Write, keys: keysPairs, run: cmdMSet},
 		"MGET": {arity: -2, right: auth.Read, keys: keysAll, run: func(s *Server, ss *session, q *request, r reply) {
-			r.array(len(q.keys)) // streamed: one value loaded and written at a time
-			s.batch(ss, len(q.keys))
+			keys := q.args[1:]
+			r.array(len(keys)) // streamed: one key parsed, one value loaded and written at a time
+			s.batch(ss, len(keys))
 			defer func() { ss.batch = 0 }()
-			for _, k := range q.keys {
-				s.getOne(ss, k, r)
+			for _, a := range keys {
+				if s.stopped(ss, r) { // the client is gone, or the server shuts down: the connection ends
+					return
+				}
+				s.getOne(ss, s.Store.Key(a), r)
 			}
 		}},
 		"EXISTS": {arity: -2, right: auth.Read, keys: keysAll, run: func(s *Server, ss *session, q *request, r reply) {
-			s.count(ss, "exists", q.keys, s.Store.Exists, r)
+			s.count(ss, "exists", q.args[1:], s.Store.Exists, r)
 		}},
 		"DEL": {arity: -2, right: auth.Delete, keys: keysAll, run: func(s *Server, ss *session, q *request, r reply) {
-			s.count(ss, "delete", q.keys, s.Store.Delete, r)
+			s.count(ss, "delete", q.args[1:], s.Store.Delete, r)
 		}},
+		// Transactions are not run (their commands are not queued): MULTI is refused, and every
+		// command after it is refused unrun until EXEC (answered EXECABORT) or DISCARD, as
+		// Redis answers a transaction whose commands could not be queued (inMulti).
+		"MULTI": {arity: 1, run: func(s *Server, ss *session, q *request, r reply) {
+			ss.multi = true
+			r.err(errMulti)
+		}},
+		"EXEC":    {arity: 1, run: func(s *Server, ss *session, q *request, r reply) { r.err("ERR EXEC without MULTI") }},
+		"DISCARD": {arity: 1, run: func(s *Server, ss *session, q *request, r reply) { r.err("ERR DISCARD without MULTI") }},
 		"STRLEN":  {arity: 2, right: auth.Read, keys: keysFirst, run: cmdStrlen},
 		"TYPE":    {arity: 2, right: auth.Read, keys: keysFirst, run: cmdType},
 		"DBSIZE":  {arity: 1, right: auth.Admin, run: func(s *Server, ss *session, q *request, r reply) { r.int(s.Store.Len()) }},
@@ -112,6 +127,36 @@ func init() {
 		c.name = name
 		commandTable[name] = c
 	}
+}
+
+// errMulti answers MULTI: transactions are not supported, and the commands that follow are
+// refused (errNotRun) until EXEC or DISCARD, so a client that sends MULTI ... EXEC in one go
+// (redis-py's default pipeline) is told the batch failed and nothing of it was applied.
+const (
+	errMulti  = "ERR MULTI is not supported: transactions are not run here; every command until EXEC or DISCARD is refused, not run"
+	errNotRun = "ERR MULTI is not supported: command not run"
+)
+
+// inMulti answers a request that follows MULTI (ss.multi), as Redis answers the rest of a
+// transaction one of whose commands could not be queued: EXEC ends it with EXECABORT,
+// DISCARD with +OK, a nested MULTI is an error, QUIT runs, and any other command is refused
+// without running. It returns false when the request is to run (QUIT).
+func (s *Server) inMulti(ss *session, name string, r reply) bool {
+	switch name {
+	case "EXEC":
+		ss.multi = false
+		r.err("EXECABORT Transaction discarded because of previous errors.")
+	case "DISCARD":
+		ss.multi = false
+		r.ok()
+	case "MULTI":
+		r.err("ERR MULTI calls can not be nested")
+	case "QUIT":
+		return false
+	default:
+		r.err(errNotRun)
+	}
+	return true
 }
 
 // arityOK checks n arguments (the name included) against a command's arity.
@@ -147,8 +192,8 @@ func (s *Server) permit(ss *session, c command, q *request) string {
 		}
 		return ""
 	}
-	for _, k := range q.keys {
-		if !ss.token.Allows(c.right, k.Salt) {
+	for i, step := c.keyArgs(q.args); i < len(q.args); i += step { // parsed one at a time, not kept
+		if k := s.Store.Key(q.args[i]); !ss.token.Allows(c.right, k.Salt) {
 			return fmt.Sprintf("NOPERM token %s has no %s right on cache_salt %q", ss.token.Name, c.right, k.Salt)
 		}
 	}
@@ -168,7 +213,7 @@ func cmdSet(s *Server, ss *session, q *request, r reply) {
 		r.err("ERR SET options (" + strings.ToUpper(string(q.args[3])) + ") are not supported; plain SET key value only")
 		return
 	}
-	s.set(ss, q.keys[0], q.args[2])
+	s.set(ss, s.Store.Key(q.args[1]), q.args[2])
 	r.ok()
 }
 
@@ -178,10 +223,13 @@ func cmdMSet(s *Server, ss *session, q *request, r reply) {
 		r.err(wrongArgs(q.name))
 		return
 	}
-	s.batch(ss, len(q.keys))
+	s.batch(ss, len(q.args)/2)
 	defer func() { ss.batch = 0 }()
-	for i, k := range q.keys {
-		s.set(ss, k, q.args[2+2*i])
+	for i := 1; i < len(q.args); i += 2 {
+		if ss.ctx.Err() != nil { // the server shuts down (or the client is gone): no +OK will be read
+			return
+		}
+		s.set(ss, s.Store.Key(q.args[i]), q.args[i+1])
 	}
 	r.ok()
 }
@@ -190,7 +238,7 @@ func cmdMSet(s *Server, ss *session, q *request, r reply) {
 // STRLENs on many connections hold no more memory than as many GETs.
 func cmdStrlen(s *Server, ss *session, q *request, r reply) {
 	defer s.giveBack(ss)
-	v, ok, err := s.get(ss, q.keys[0])
+	v, ok, err := s.get(ss, s.Store.Key(q.args[1]))
 	if err != nil && !errors.Is(err, ErrKey) {
 		r.err(storeErr(err))
 		return
@@ -203,7 +251,7 @@ func cmdStrlen(s *Server, ss *session, q *request, r reply) {
 }
 
 func cmdType(s *Server, ss *session, q *request, r reply) {
-	ok, err := s.Store.Exists(q.keys[0])
+	ok, err := s.Store.Exists(s.Store.Key(q.args[1]))
 	if err != nil && !errors.Is(err, ErrKey) {
 		r.err(storeErr(err))
 		return

@@ -17,14 +17,24 @@ import (
 // request is already buffered, so a pipelined batch costs one write, and always before the
 // connection waits for more bytes (flushFirst), so a request followed by part of the next
 // is answered at once. It closes c.
+//
+// The connection's own context (session.ctx) derives from ctx and ends when ctx does (the
+// server shuts down), when a reply write fails (the client went away, or stopped reading for
+// WriteTimeout) and when ServeConn returns: a command of many keys stops between two keys
+// once it ends (Server.stopped), so no value is loaded for a client that is gone, and a
+// shutdown does not wait for the rest of an MGET.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) error {
 	defer c.Close()
 	s.clients.Add(1)
 	defer s.clients.Add(-1)
 	lim := s.Conns.withDefaults()
+	base := ctx
+	ctx, cancel := context.WithCancel(base)
+	defer cancel()
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	w := newReplyWriter(c, lim.WriteTimeout)
+	w.failed = cancel
 	rd := NewReader(flushFirst{c, w}, s.Limits)
 	rd.Budget, rd.Ctx, rd.BudgetWait = s.Budget, ctx, s.budgetWait()
 	defer rd.Release()
@@ -49,7 +59,9 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, idle time.Duration) 
 			c.SetReadDeadline(time.Now().Add(idle))
 		}
 		if ctx.Err() != nil { // a deadline set above must not undo the cancellation's
-			w.Flush()
+			if err := w.Flush(); base.Err() == nil {
+				return err // a reply write failed
+			}
 			return nil
 		}
 		args, err := rd.Next()

@@ -67,29 +67,34 @@ func (s EngineStore) Delete(k Key) (bool, error) {
 func (s EngineStore) Len() int64 { return s.E.Usage().SlotsUsed }
 
 // Scan walks the index in its order; the cursor is a position in it (each call skips the
-// entries before it, O(entries)) and count entries are visited per call. Keys are listed in
-// the native spelling GET takes; entries RESP cannot name (keys of other shapes, written
-// through the raw-block codec in another spelling) are skipped.
-func (s EngineStore) Scan(cursor uint64, count int) ([]string, uint64) {
+// entries before it, O(entries)) and at most count entries are visited per call, fewer
+// once the keys listed hold maxBytes. Keys are listed in the native spelling GET takes;
+// entries RESP cannot name (keys of other shapes, written through the raw-block codec in
+// another spelling) are skipped.
+func (s EngineStore) Scan(cursor uint64, count, maxBytes int) ([]string, uint64) {
 	return scanKeys(func(fn func(engine.Key) bool) {
 		s.E.Entries(func(k engine.Key, _ engine.EntryMeta) bool { return fn(k) })
-	}, cursor, count)
+	}, cursor, count, maxBytes)
 }
 
 // scanKeys is SCAN over a walk of the keys: the cursor is a position in the walk (each call
-// skips the entries before it, O(entries)); count entries are visited per call.
-func scanKeys(walk func(func(engine.Key) bool), cursor uint64, count int) ([]string, uint64) {
+// skips the entries before it, O(entries)); at most count entries are visited per call, and
+// none after the keys listed hold maxBytes (the next call goes on from the first entry not
+// visited).
+func scanKeys(walk func(func(engine.Key) bool), cursor uint64, count, maxBytes int) ([]string, uint64) {
 	var out []string
 	var i uint64
+	listed := 0
 	more := false
 	walk(func(k engine.Key) bool {
-		if i >= cursor+uint64(count) {
+		if i >= cursor+uint64(count) || (listed > 0 && listed >= maxBytes) { // a call lists one key at least
 			more = true
 			return false
 		}
 		if i >= cursor {
 			if n, ok := respName(k); ok {
 				out = append(out, n)
+				listed += len(n)
 			}
 		}
 		i++
@@ -98,7 +103,7 @@ func scanKeys(walk func(func(engine.Key) bool), cursor uint64, count int) ([]str
 	if !more {
 		return out, 0
 	}
-	return out, cursor + uint64(count)
+	return out, i
 }
 
 func (s EngineStore) MaxValue() int64 {

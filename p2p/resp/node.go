@@ -99,8 +99,8 @@ func (s NodeStore) Delete(k Key) (bool, error) {
 func (s NodeStore) Len() int64 { return s.N.Usage().SlotsUsed }
 
 // Scan is EngineStore's walk over the node's keys (all its devices).
-func (s NodeStore) Scan(cursor uint64, count int) ([]string, uint64) {
-	return scanKeys(s.N.Entries, cursor, count)
+func (s NodeStore) Scan(cursor uint64, count, maxBytes int) ([]string, uint64) {
+	return scanKeys(s.N.Entries, cursor, count, maxBytes)
 }
 
 func (s NodeStore) MaxValue() int64 { return int64(s.N.MaxPayload()) }

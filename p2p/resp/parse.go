@@ -86,9 +86,18 @@ type Reader struct {
 	Ctx        context.Context
 	BudgetWait time.Duration
 
-	held int64    // bytes of the current request's kept arguments
-	args [][]byte // the last request's argument array, reused by the next (at most 64)
+	held    int64    // bytes of the current request's kept arguments
+	charged int64    // what the current request took from Budget: held plus argOverhead per argument
+	args    [][]byte // the last request's argument array, reused by the next (at most 64)
 }
+
+// argOverhead is what one argument of a request holds besides its bytes, which the server's
+// Budget is charged with it: its slice header in the request's array (24 bytes) and the
+// rounding of its allocation with its CRLF. Limits.MaxRequest counts the arguments' bytes
+// alone, as documented (an MGET of ~1 MiB of keys), but the bytes of all connections
+// together stay within the budget however small the arguments (65,536 one-byte keys hold 2
+// MiB, not 64 KiB).
+const argOverhead = 32
 
 // NewReader reads requests from r within lim (zero fields take their defaults).
 func NewReader(r io.Reader, lim Limits) *Reader {
@@ -106,9 +115,9 @@ func (rd *Reader) Held() int64 { return rd.held }
 // be used).
 func (rd *Reader) Release() {
 	if rd.Budget != nil {
-		rd.Budget.release(rd.held)
+		rd.Budget.release(rd.charged)
 	}
-	rd.held = 0
+	rd.held, rd.charged = 0, 0
 	clear(rd.args[:cap(rd.args)]) // the array is kept; what it pointed at is not
 }
 
@@ -165,6 +174,9 @@ func (rd *Reader) Next() ([][]byte, error) {
 			return nil, protoErr("invalid bulk length")
 		}
 		if l > rd.lim.MaxKeep {
+			if err := rd.take(0); err != nil { // its place in args
+				return nil, err
+			}
 			if err := rd.discard(l); err != nil {
 				return nil, err
 			}
@@ -186,20 +198,22 @@ func (rd *Reader) Next() ([][]byte, error) {
 	return args, nil
 }
 
-// take accounts l more bytes of the current request: within MaxRequest, and from the
-// budget (waiting, without reading, while it is full).
+// take accounts one more argument of l bytes of the current request: its bytes within
+// MaxRequest, and they and argOverhead from the budget (waiting, without reading, while it
+// is full).
 func (rd *Reader) take(l int64) error {
 	if rd.held+l > rd.lim.MaxRequest {
 		return protoErr("request larger than %d bytes", rd.lim.MaxRequest)
 	}
-	if rd.Budget != nil && l > 0 {
+	if rd.Budget != nil {
 		wait := time.Duration(0)
-		if rd.held > 0 {
+		if rd.charged > 0 {
 			wait = rd.BudgetWait
 		}
-		if err := rd.Budget.acquire(rd.Ctx, l, wait); err != nil {
+		if err := rd.Budget.acquire(rd.Ctx, l+argOverhead, wait); err != nil {
 			return err
 		}
+		rd.charged += l + argOverhead
 	}
 	rd.held += l
 	return nil

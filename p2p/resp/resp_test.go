@@ -70,7 +70,7 @@ func (s *memStore) Delete(k Key) (bool, error) {
 	return ok, nil
 }
 func (s *memStore) Len() int64 { s.mu.Lock(); defer s.mu.Unlock(); return int64(len(s.m)) }
-func (s *memStore) Scan(cur uint64, count int) ([]string, uint64) {
+func (s *memStore) Scan(cur uint64, count, maxBytes int) ([]string, uint64) {
 	s.mu.Lock()
 	var all []string
 	for k := range s.m {
@@ -82,6 +82,14 @@ func (s *memStore) Scan(cur uint64, count int) ([]string, uint64) {
 		return nil, 0
 	}
 	end := min(cur+uint64(count), uint64(len(all)))
+	listed := 0
+	for i := cur; i < end; i++ {
+		if listed > 0 && listed >= maxBytes {
+			end = i
+			break
+		}
+		listed += len(all[i])
+	}
 	next := end
 	if end == uint64(len(all)) {
 		next = 0

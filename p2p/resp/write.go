@@ -26,6 +26,7 @@ type replyWriter struct {
 	vec     [3][]byte
 	bufs    net.Buffers
 	err     error
+	failed  func() // called once, when a write first fails (ends the connection's context)
 }
 
 const replyBufBytes = 64 << 10
@@ -57,9 +58,21 @@ func (w *replyWriter) Flush() error {
 		return w.err
 	}
 	w.arm()
-	_, w.err = w.c.Write(w.buf)
+	_, err := w.c.Write(w.buf)
 	w.buf = w.buf[:0]
+	w.fail(err)
 	return w.err
+}
+
+// fail makes err (when not nil) the writer's sticky error and tells failed.
+func (w *replyWriter) fail(err error) {
+	if err == nil || w.err != nil {
+		return
+	}
+	w.err = err
+	if w.failed != nil {
+		w.failed()
+	}
 }
 
 // Buffered is the length of the pending replies.
@@ -110,7 +123,8 @@ func (w *replyWriter) direct(b []byte) {
 	w.vec = [3][]byte{w.buf, b, crlf}
 	w.bufs = w.vec[:]
 	w.arm()
-	_, w.err = w.bufs.WriteTo(w.c)
+	_, err := w.bufs.WriteTo(w.c)
+	w.fail(err)
 	w.vec = [3][]byte{}
 	w.buf = w.buf[:0]
 }
