@@ -147,7 +147,9 @@ func detectFrom(dev blockdev.Device, found *ckptState, size int64) (Detection, e
 	}
 	lay, err := computeLayout(d.Config, size)
 	if err != nil {
-		return d, fmt.Errorf("detected layout does not fit the device: %w", err)
+		// The checkpoint was written on a device large enough for it: this one shrank
+		// (a truncated image) or is not the device it was written on.
+		return d, fmt.Errorf("detected layout does not fit the device (%d bytes, smaller than the checkpoint's layout needs: a truncated image, or not the device the cache was written on?): %w", size, err)
 	}
 	sc := scanContainers(dev, d.Config, lay)
 	sel, chosen := selectCheckpoint(dev, lay, &sc)

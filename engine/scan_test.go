@@ -370,3 +370,16 @@ func TestScanLeavesOutKeysNoWriterStores(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectNamesATruncatedImage: a cache whose device is now smaller than its checkpoint's
+// layout (a truncated image) is reported as such, not only as a layout that does not fit
+// (third hostile battery, doubt: the messages suggested reformatting).
+func TestDetectNamesATruncatedImage(t *testing.T) {
+	c := compatConfig()
+	m, _, _ := scanImage(t, c, 2)
+	small := blockdev.NewMem(700<<10, 0)
+	copy(small.Bytes(), m.Bytes())
+	if _, err := Detect(small); err == nil || !strings.Contains(err.Error(), "a truncated image") {
+		t.Fatalf("Detect on a truncated copy: %v", err)
+	}
+}
