@@ -138,7 +138,7 @@ func openHints(cmd *cobra.Command, err error) []string {
 	case errors.Is(err, cache.ErrNamespaceUnknown):
 		return []string{"pass --key-namespace object (LMCache MP mode) or --key-namespace legacy (LMCache's non-MP backend)"}
 	case errors.As(err, &fe):
-		return []string{"run rbctl recover to accept that (rbctl inspect shows both containers)"}
+		return []string{"run rbctl recover: it takes back the keys whose slots still hold them and writes the repaired index (rbctl inspect shows both containers)"}
 	case errors.Is(err, engine.ErrSelectionDoubt):
 		return []string{"rbctl inspect shows both containers, rbctl recover --force continues from the one chosen"}
 	case errors.Is(err, engine.ErrScanLayout) && !cmd.Flags().Changed("slot-bytes"):

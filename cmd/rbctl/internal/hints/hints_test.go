@@ -46,6 +46,7 @@ func TestFlagHints(t *testing.T) {
 		{format, fmt.Errorf("%w: slot_bytes named in text only", engine.ErrConfig), "", "--"}, // the fields are typed, not read from the text
 		{rec, fmt.Errorf("c.img: %w: in doubt", cache.ErrRefused), "c.img: nothing written: in doubt; pass --force to write it anyway (--dry-run lists what would be dropped)", ""},
 		{get, fmt.Errorf("c.img: %w: in doubt", cache.ErrRefused), "", "--force"},
+		{get, fmt.Errorf("c.img: %w", &cache.FallbackError{}), "; run rbctl recover: it takes back the keys whose slots still hold them and writes the repaired index (rbctl inspect shows both containers)", ""},
 	} {
 		got := Add(c.cmd, c.err).Error()
 		if c.want == "" && got != c.err.Error() {
