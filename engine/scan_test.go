@@ -50,6 +50,17 @@ func flipPayload(t *testing.T, m *blockdev.Mem, lay Layout, i int, at int64) {
 	m.Bytes()[lay.ContainerOffset[i]+int64(lay.BlockAlign)+at] ^= 0x10
 }
 
+// bothDamaged is scanImage's 12 keys with a bit flipped in both checkpoint payloads: no
+// checkpoint is usable, and a scan has to rebuild the index.
+func bothDamaged(t *testing.T, c Config) (*blockdev.Mem, []Key, [][]byte, Layout) {
+	t.Helper()
+	m, keys, pl := scanImage(t, c, 12)
+	lay, _ := computeLayout(c, m.Info().Size)
+	flipPayload(t, m, lay, 0, 200)
+	flipPayload(t, m, lay, 1, 300)
+	return m, keys, pl, lay
+}
+
 // mustServe opens the rebuilt cache again (from its new checkpoint) and loads every key.
 func mustServe(t *testing.T, m *blockdev.Mem, c Config, keys []Key, pl [][]byte) {
 	t.Helper()
@@ -281,10 +292,7 @@ func TestScanSurvivesADamagedHeader(t *testing.T) {
 	for _, keyRecord := range []bool{true, false} {
 		t.Run(fmt.Sprintf("key record %v", keyRecord), func(t *testing.T) {
 			c := compatConfig()
-			m, keys, pl := scanImage(t, c, 12)
-			lay, _ := computeLayout(c, m.Info().Size)
-			flipPayload(t, m, lay, 0, 200)
-			flipPayload(t, m, lay, 1, 300)
+			m, keys, pl, lay := bothDamaged(t, c)
 			img := m.Bytes()
 			h := img[lay.SlotOffset(1) : lay.SlotOffset(1)+int64(c.HeaderBytes)]
 			if !keyRecord {
@@ -339,10 +347,7 @@ func TestScanSurvivesADamagedHeader(t *testing.T) {
 // and no command could name it to read or remove it (third hostile battery 6).
 func TestScanLeavesOutKeysNoWriterStores(t *testing.T) {
 	c := compatConfig()
-	m, keys, _ := scanImage(t, c, 12)
-	lay, _ := computeLayout(c, m.Info().Size)
-	flipPayload(t, m, lay, 0, 200)
-	flipPayload(t, m, lay, 1, 300)
+	m, keys, _, lay := bothDamaged(t, c)
 	img := m.Bytes()
 	for i, bad := range []string{"m@0x00000000@\xff\xfe", "m@0x00000000@\x1b[31mEVIL"} {
 		k := RawKey(bad)

@@ -37,8 +37,18 @@ const (
 
 // request is one command; its key arguments are parsed one at a time as it runs.
 type request struct {
-	name string   // upper case
-	args [][]byte // args[0] is the command
+	name  string   // upper case
+	args  [][]byte // args[0] is the command
+	first *Key     // args[1] as the access check parsed it (with tokens), so it is parsed once
+}
+
+// key is the request's key argument i, parsed: the one the access check parsed when it is
+// the first, else parsed now.
+func (s *Server) key(q *request, i int) Key {
+	if i == 1 && q.first != nil {
+		return *q.first
+	}
+	return s.Store.Key(q.args[i])
 }
 
 // command is one row of the table.
@@ -76,7 +86,7 @@ func init() {
 		"HELLO":  {arity: -1, preAuth: true, run: func(s *Server, ss *session, q *request, r reply) { s.hello(ss, q.args[1:], r) }},
 		"SELECT": {arity: 2, run: cmdSelect},
 		"GET": {arity: 2, right: auth.Read, keys: keysFirst, run: func(s *Server, ss *session, q *request, r reply) {
-			s.getOne(ss, s.Store.Key(q.args[1]), r)
+			s.getOne(ss, s.key(q, 1), r)
 		}},
 		"SET":  {arity: -3, right: auth.Write, keys: keysFirst, run: cmdSet},
 		"MSET": {arity: -3, right: auth.Write, keys: keysPairs, run: cmdMSet},
@@ -193,7 +203,11 @@ func (s *Server) permit(ss *session, c command, q *request) string {
 		return ""
 	}
 	for i, step := c.keyArgs(q.args); i < len(q.args); i += step { // parsed one at a time, not kept
-		if k := s.Store.Key(q.args[i]); !ss.token.Allows(c.right, k.Salt) {
+		k := s.Store.Key(q.args[i])
+		if i == 1 {
+			q.first = &k
+		}
+		if !ss.token.Allows(c.right, k.Salt) {
 			return fmt.Sprintf("NOPERM token %s has no %s right on cache_salt %q", ss.token.Name, c.right, k.Salt)
 		}
 	}
@@ -213,7 +227,7 @@ func cmdSet(s *Server, ss *session, q *request, r reply) {
 		r.err("ERR SET options (" + strings.ToUpper(string(q.args[3])) + ") are not supported; plain SET key value only")
 		return
 	}
-	s.set(ss, s.Store.Key(q.args[1]), q.args[2])
+	s.set(ss, s.key(q, 1), q.args[2])
 	r.ok()
 }
 
@@ -238,7 +252,7 @@ func cmdMSet(s *Server, ss *session, q *request, r reply) {
 // STRLENs on many connections hold no more memory than as many GETs.
 func cmdStrlen(s *Server, ss *session, q *request, r reply) {
 	defer s.giveBack(ss)
-	v, ok, err := s.get(ss, s.Store.Key(q.args[1]))
+	v, ok, err := s.get(ss, s.key(q, 1))
 	if err != nil && !errors.Is(err, ErrKey) {
 		r.err(storeErr(err))
 		return
@@ -251,7 +265,7 @@ func cmdStrlen(s *Server, ss *session, q *request, r reply) {
 }
 
 func cmdType(s *Server, ss *session, q *request, r reply) {
-	ok, err := s.Store.Exists(s.Store.Key(q.args[1]))
+	ok, err := s.Store.Exists(s.key(q, 1))
 	if err != nil && !errors.Is(err, ErrKey) {
 		r.err(storeErr(err))
 		return
