@@ -15,7 +15,7 @@ type Eviction string
 
 const (
 	EvictNone Eviction = ""     // no eviction: a write to a full cache is refused
-	EvictLRU  Eviction = "lru"  // least recently stored, hit or leased first
+	EvictLRU  Eviction = "lru"  // least recently stored (or written again), hit or leased first
 	EvictFIFO Eviction = "fifo" // oldest stored first; hits do not refresh
 	// EvictRegion drops whole regions: a region is one cache_salt's consecutive stores on a
 	// shard, Config.RegionSlots of them (a reclaim unit's worth with cache-salt placement);

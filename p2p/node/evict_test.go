@@ -70,6 +70,39 @@ func TestFullNodeEvictsAndStores(t *testing.T) {
 	}
 }
 
+// With LRU a write of a key already held is a use of it: the key written again is not the
+// next one evicted (a bench run repeating an earlier run's keys into a full cache had its
+// GET miss the key it had just SET: the store kept the old chunk, answered OK, and left it
+// as least recent). FIFO keeps storing order.
+func TestWritingAHeldKeyAgainRefreshesIt(t *testing.T) {
+	for _, mode := range []Eviction{EvictLRU, EvictFIFO} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := smallEngine(t, 64)
+			o := fastOptions("a", nil)
+			o.Eviction = mode
+			n := startNode(t, e, o)
+			c := dial(t, n)
+			for i := range 64 {
+				put(t, c, i, 4096)
+			}
+			if o, err := c.Put(context.Background(), wireKeyN(0), payloadN(0, 4096)); err != nil || !o.Present || o.Stored {
+				t.Fatalf("put of key 0 again: %+v, %v (want present, not stored)", o, err)
+			}
+			put(t, c, 100, 4096)
+			first, second := 0, 1
+			if mode == EvictFIFO {
+				first, second = 1, 0
+			}
+			if ch, _ := c.Get(context.Background(), wireKeyN(first), true); ch.Source != p2ppb.Source_SOURCE_LOCAL {
+				t.Fatalf("key %d, which should have outlived the eviction, is gone", first)
+			}
+			if ch, _ := c.Get(context.Background(), wireKeyN(second), true); ch.Source != p2ppb.Source_SOURCE_MISS {
+				t.Fatalf("key %d was not the one evicted", second)
+			}
+		})
+	}
+}
+
 // A leased key is never evicted, however much is written; once released it can be.
 func TestLeasedKeyIsNeverEvicted(t *testing.T) {
 	e := smallEngine(t, 64)

@@ -247,11 +247,22 @@ func (n *Node) Put(keys []engine.Key, payloads [][]byte) (PutResult, error) {
 			n.c.putFull.Add(1)
 		}
 	}
+	stored := make([]bool, len(r.Results))
 	for _, j := range r.Stored {
 		i := keep[j]
+		stored[j] = true
 		res.Stored = append(res.Stored, i)
 		n.c.putBytes.Add(int64(len(payloads[i])))
 		n.admitted(keys[i])
+	}
+	// A write of a key already held keeps the stored chunk and is a use of it, as a hit
+	// is: with LRU it becomes the most recent. Left where it was, a key written again just
+	// after it was last used by an earlier run was the first a full cache evicted, and a
+	// GET right after its SET missed (a bench run repeating an earlier run's keys).
+	for j, ok := range r.Results {
+		if ok && !stored[j] {
+			n.evict.touch(n.cache.ShardOf(ks[j]), ks[j])
+		}
 	}
 	n.c.puts.Add(int64(len(res.Stored)))
 	return res, err
