@@ -17,8 +17,8 @@ var pageSize = os.Getpagesize()
 // private mmap). The kernel may read or write it asynchronously (O_DIRECT, io_uring, NVMe
 // passthrough) and the garbage collector never moves it. Release it with Free.
 //
-// Buffers of HugePage bytes or more start on a HugePage boundary and are advised
-// MADV_HUGEPAGE, so that where the kernel grants transparent huge pages a transfer is
+// Buffers of HugePage bytes or more start on a HugePage boundary, are mapped in whole huge
+// pages (their tail too) and are advised MADV_HUGEPAGE, so that where the kernel grants transparent huge pages a transfer is
 // physically contiguous: a 1 MiB write from 4 KiB pages is 256 segments, more than a
 // virtio disk takes in one request (max_segments 254), and the block layer splits it in
 // two; from one huge page it is one segment and one request. Without huge pages (THP off,
@@ -27,7 +27,7 @@ func Alloc(n int) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("alloc: size %d must be positive", n)
 	}
-	length := roundUp(n, pageSize)
+	length := mappedLen(n)
 	extra := 0
 	if n >= HugePage {
 		extra = HugePage // room to slide the start to a huge page boundary
@@ -64,7 +64,19 @@ func Free(b []byte) error {
 	if b == nil {
 		return nil
 	}
-	return unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(roundUp(cap(b), pageSize)))
+	return unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(mappedLen(cap(b))))
+}
+
+// mappedLen is the length of Alloc's mapping for n bytes: whole pages, and from HugePage
+// bytes on whole huge pages, so that the buffer's last bytes lie in a huge page too. A
+// 3.75 MiB buffer mapped to the page had its last 1.75 MiB in 4 KiB pages (the kernel backs
+// only whole aligned 2 MiB runs with a huge page), and writes from there reached the disk
+// as a segment per page (docs/io_uring.md, "engine-put 64 KiB: the ring kept full").
+func mappedLen(n int) int {
+	if n >= HugePage {
+		return roundUp(n, HugePage)
+	}
+	return roundUp(n, pageSize)
 }
 
 func roundUp(n, to int) int { return (n + to - 1) / to * to }

@@ -73,6 +73,39 @@ func TestAllocAlignmentAndFree(t *testing.T) {
 	}
 }
 
+// A buffer of HugePage bytes or more is mapped in whole huge pages: its tail lies in one
+// too (the mapping that holds it reaches the next huge page boundary).
+func TestAllocMapsWholeHugePages(t *testing.T) {
+	n := 3*HugePage + HugePage*3/4 + 5
+	b, err := Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Free(b)
+	start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, l := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		a, err1 := strconv.ParseUint(lo, 16, 64)
+		z, err2 := strconv.ParseUint(hi, 16, 64)
+		if !ok || err1 != nil || err2 != nil || start < a || start >= z {
+			continue
+		}
+		if want := start + 4*HugePage; z < want {
+			t.Fatalf("the mapping of a %d-byte buffer at %#x ends at %#x, before %#x (whole huge pages)", n, start, z, want)
+		}
+		return
+	}
+	t.Fatalf("no mapping holds %#x", start)
+}
+
 // Where the kernel grants transparent huge pages for madvised memory, a large buffer gets
 // them (AnonHugePages of its mapping in smaps). Logged, not asserted: THP can be off or out
 // of free huge pages.

@@ -100,10 +100,10 @@ func engineQuota(c config, lay engine.Layout, bs int) (int, error) {
 // is): PutMany writes them without copying (engine "zero-copy puts") unless -engine-vectored
 // is off. free releases the buffer once the engine has closed.
 func submitterPayloads(c config, s, payload, bs int) (out [][]byte, free func(), err error) {
-	// Whole huge pages: Alloc backs only whole 2 MiB-aligned runs with them, and 64
-	// payloads of 60 KiB (3.75 MiB) left 1.75 MiB of them in 4 KiB pages, whose writes went
-	// to the disk as 15 segments each where fio-replay's and rbctl-replay's went as one.
-	mem, err := blockdev.Alloc((c.batch*payload + hugePageBytes - 1) / hugePageBytes * hugePageBytes)
+	// In whole huge pages, as Alloc maps every buffer of 2 MiB or more (64 payloads of 60 KiB
+	// once had their last 1.75 MiB in 4 KiB pages, whose writes went to the disk as 15
+	// segments each where fio-replay's and rbctl-replay's went as one).
+	mem, err := blockdev.Alloc(c.batch * payload)
 	if err != nil {
 		return nil, nil, err
 	}
