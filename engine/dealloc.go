@@ -28,7 +28,8 @@ import (
 // fraction (0.867) but GC victims 28 % instead of 20 % valid; discarding the slot just
 // before rewriting it gave 1.32, and with one-slot batches 1.27 against 1.26 for writing
 // elsewhere. A put that finds no free slot while slots are pending or being deallocated
-// issues what is pending, waits for it, and retries once.
+// issues what is pending, waits for it, and retries (putAttempts in all: another caller's
+// put may take the slots one drain freed).
 //
 // Inline (Config.DeallocateInline): no goroutine and no age; the call that queues the
 // DeallocateBatch-th slot issues the batch before it returns, so deallocates land at the

@@ -10,6 +10,14 @@ import (
 // PutMany: placement, slot allocation under the index lock, then the slot writes in
 // batches of at most maxBatch ops with the lock released.
 
+// putAttempts bounds how often a put that found no free slot while freed slots were
+// waiting for their discard tries again. Once was not enough with concurrent callers: the
+// slots one caller's drain freed could be taken by another's put before its retry (the
+// 3-worker bench of TestBackendEndToEnd failed 1 to 12 of its stores in about one run in
+// 60 on two busy cores, at 2e2634f too). Each retry issues and waits for the discards
+// pending then, so a retry costs only when slots really were waiting.
+const putAttempts = 4
+
 type putJob struct {
 	idx      int
 	slot     int32
@@ -79,7 +87,7 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, o PutOptions) (PutResult
 		}
 		todo = append(todo, i)
 	}
-	for attempt := 0; attempt < 2 && len(todo) > 0; attempt++ {
+	for attempt := 0; attempt < putAttempts && len(todo) > 0; attempt++ {
 		var jobs []putJob
 		var noSlot []int
 		e.mu.Lock()
@@ -132,8 +140,9 @@ func (e *Engine) putMany(keys []Key, payloads [][]byte, o PutOptions) (PutResult
 			jobs = append(jobs, putJob{idx: i, slot: s})
 		}
 		// Freed slots become free only once discarded (dealloc.go): a put that found none
-		// issues the queued discards, waits for them and retries once.
-		retry := len(noSlot) > 0 && (e.dealloc > 0 || len(e.pending) > 0) && attempt == 0
+		// while slots were queued or being discarded issues the queued discards, waits for
+		// them and retries, up to putAttempts times in all.
+		retry := len(noSlot) > 0 && (e.dealloc > 0 || len(e.pending) > 0) && attempt < putAttempts-1
 		e.mu.Unlock()
 		if err := e.writeJobs(keys, payloads, metas, jobs, handles, &res); err != nil && firstErr == nil {
 			firstErr = err
