@@ -18,8 +18,8 @@ var pageSize = os.Getpagesize()
 // passthrough) and the garbage collector never moves it. Release it with Free.
 //
 // Buffers of HugePage bytes or more start on a HugePage boundary, are mapped in whole huge
-// pages (their tail too) and are advised MADV_HUGEPAGE, so that where the kernel grants transparent huge pages a transfer is
-// physically contiguous: a 1 MiB write from 4 KiB pages is 256 segments, more than a
+// pages (their tail too) and are advised MADV_HUGEPAGE, so that where the kernel grants
+// transparent huge pages a transfer is physically contiguous: a 1 MiB write from 4 KiB pages is 256 segments, more than a
 // virtio disk takes in one request (max_segments 254), and the block layer splits it in
 // two; from one huge page it is one segment and one request. Without huge pages (THP off,
 // or none free) the memory is the same as before.

@@ -247,25 +247,45 @@ func (n *Node) Put(keys []engine.Key, payloads [][]byte) (PutResult, error) {
 			n.c.putFull.Add(1)
 		}
 	}
-	stored := make([]bool, len(r.Results))
 	for _, j := range r.Stored {
 		i := keep[j]
-		stored[j] = true
 		res.Stored = append(res.Stored, i)
 		n.c.putBytes.Add(int64(len(payloads[i])))
 		n.admitted(keys[i])
 	}
-	// A write of a key already held keeps the stored chunk and is a use of it, as a hit
-	// is: with LRU it becomes the most recent. Left where it was, a key written again just
-	// after it was last used by an earlier run was the first a full cache evicted, and a
-	// GET right after its SET missed (a bench run repeating an earlier run's keys).
-	for j, ok := range r.Results {
-		if ok && !stored[j] {
+	n.touchHeld(ks, r)
+	n.c.puts.Add(int64(len(res.Stored)))
+	return res, err
+}
+
+// touchHeld makes the keys r found already held (answered stored, not written) the most
+// recent in the eviction order: such a write keeps the stored chunk and is a use of it, as
+// a hit is. Left where it was, a key written again just after an earlier run last used it
+// was the first a full cache evicted, and a GET right after its SET missed (a bench run
+// repeating an earlier run's keys). Nothing is done, and nothing allocated, when every key
+// answered stored was written.
+func (n *Node) touchHeld(ks []engine.Key, r engine.PutResult) {
+	if n.evict == nil {
+		return
+	}
+	ok := 0
+	for _, v := range r.Results {
+		if v {
+			ok++
+		}
+	}
+	if ok == len(r.Stored) {
+		return
+	}
+	written := make(map[int]bool, len(r.Stored))
+	for _, j := range r.Stored {
+		written[j] = true
+	}
+	for j, v := range r.Results {
+		if v && !written[j] {
 			n.evict.touch(n.cache.ShardOf(ks[j]), ks[j])
 		}
 	}
-	n.c.puts.Add(int64(len(res.Stored)))
-	return res, err
 }
 
 // pick returns v's elements at idx, in order.
