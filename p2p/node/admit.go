@@ -112,16 +112,18 @@ func (n *Node) victims(s int) func() *admission.Key {
 	if ev := n.evict; ev != nil {
 		ev.mu.Lock()
 		r := &ev.shards[s]
-		for e := r.l.Back(); e != nil && len(order) < 4096; e = e.Prev() {
-			switch v := e.Value.(type) {
-			case engine.Key:
-				order = append(order, v)
-			case *region:
-				for _, k := range v.members {
-					if r.m[k.String()] == v.self {
+		if ev.mode == EvictRegion {
+			for e := r.l.Back(); e != nil && len(order) < 4096; e = e.Prev() {
+				g := e.Value.(*region)
+				for _, k := range g.members {
+					if r.m[k.String()] == g.self {
 						order = append(order, k)
 					}
 				}
+			}
+		} else {
+			for i := r.keys.tail; i != noNode && len(order) < 4096; i = r.keys.prev[i] {
+				order = append(order, r.keys.keys[i])
 			}
 		}
 		ev.mu.Unlock()

@@ -55,9 +55,12 @@ type evictor struct {
 }
 
 type recency struct {
-	l *list.List               // of engine.Key (lru, fifo) or *region (region)
-	m map[string]*list.Element // by encoded key: its element (lru, fifo) or its region's
-	// open is each cache_salt's region taking its stores (region mode).
+	keys keyList // lru, fifo
+
+	// Region mode: the regions (head = most recent), each key's region element, and each
+	// cache_salt's region taking its stores.
+	l    *list.List // of *region
+	m    map[string]*list.Element
 	open map[string]*region
 }
 
@@ -72,7 +75,11 @@ type region struct {
 func newEvictor(shards int, mode Eviction, regionSlots int) *evictor {
 	ev := &evictor{mode: mode, regionSlots: max(regionSlots, 1), shards: make([]recency, shards)}
 	for i := range ev.shards {
-		ev.shards[i] = recency{l: list.New(), m: map[string]*list.Element{}, open: map[string]*region{}}
+		if mode == EvictRegion {
+			ev.shards[i] = recency{l: list.New(), m: map[string]*list.Element{}, open: map[string]*region{}}
+		} else {
+			ev.shards[i] = recency{keys: newKeyList()}
+		}
 	}
 	return ev
 }
@@ -106,6 +113,16 @@ func (r *recency) leave(k engine.Key) {
 	}
 }
 
+// reserve makes room on shard s for n keys about to be seeded.
+func (ev *evictor) reserve(s, n int) {
+	if ev == nil || ev.mode == EvictRegion {
+		return
+	}
+	ev.mu.Lock()
+	ev.shards[s].keys.reserve(n)
+	ev.mu.Unlock()
+}
+
 // seed adds a key found in the cache at start, as the least recent so far.
 func (ev *evictor) seed(s int, k engine.Key) {
 	if ev == nil {
@@ -113,11 +130,14 @@ func (ev *evictor) seed(s int, k engine.Key) {
 	}
 	ev.mu.Lock()
 	r := &ev.shards[s]
-	if _, ok := r.m[k.String()]; !ok {
-		if ev.mode == EvictRegion {
+	switch {
+	case ev.mode == EvictRegion:
+		if _, ok := r.m[k.String()]; !ok {
 			ev.join(r, k)
-		} else {
-			r.m[k.String()] = r.l.PushBack(k)
+		}
+	default:
+		if _, ok := r.keys.find(k); !ok {
+			r.keys.pushBack(k)
 		}
 	}
 	ev.mu.Unlock()
@@ -130,14 +150,19 @@ func (ev *evictor) touch(s int, k engine.Key) {
 	}
 	ev.mu.Lock()
 	r := &ev.shards[s]
-	switch e, ok := r.m[k.String()]; {
-	case ok && ev.mode != EvictFIFO:
-		r.l.MoveToFront(e) // the key, or its region
-	case ok:
-	case ev.mode == EvictRegion:
-		ev.join(r, k)
-	default:
-		r.m[k.String()] = r.l.PushFront(k)
+	if ev.mode == EvictRegion {
+		if e, ok := r.m[k.String()]; ok {
+			r.l.MoveToFront(e) // its region
+		} else {
+			ev.join(r, k)
+		}
+	} else {
+		switch i, ok := r.keys.find(k); {
+		case ok && ev.mode != EvictFIFO:
+			r.keys.moveToFront(i)
+		case !ok:
+			r.keys.pushFront(k)
+		}
 	}
 	ev.mu.Unlock()
 }
@@ -156,9 +181,8 @@ func (ev *evictor) forget(s int, k engine.Key) {
 }
 
 func (r *recency) remove(k engine.Key) {
-	if e, ok := r.m[k.String()]; ok {
-		r.l.Remove(e)
-		delete(r.m, k.String())
+	if i, ok := r.keys.find(k); ok {
+		r.keys.remove(i)
 	}
 }
 
@@ -191,12 +215,12 @@ func (n *Node) makeRoom(keys []engine.Key) []engine.Key {
 		if want > 0 {
 			want += deallocAhead(eng.Config(), u.SlotsTotal)
 		}
-		for e := r.l.Back(); e != nil && want > 0; {
-			prev := e.Prev()
-			k := e.Value.(engine.Key)
+		for i := r.keys.tail; i != noNode && want > 0; {
+			prev := r.keys.prev[i]
+			k := r.keys.keys[i]
 			switch del := n.cache.Shard(s).DeleteMany([]engine.Key{k}, false); {
 			case del[0]:
-				r.remove(k)
+				r.keys.remove(i)
 				out = append(out, k)
 				ev.evicted++
 				if n.replicas.is(k.Identity()) {
@@ -206,9 +230,9 @@ func (n *Node) makeRoom(keys []engine.Key) []engine.Key {
 			case n.cache.Shard(s).ExistsMany([]engine.Key{k}, false)[0]:
 				ev.pinnedSkips++ // pinned: kept, and so is its place in the order
 			default:
-				r.remove(k) // gone already (deleted by a caller meanwhile)
+				r.keys.remove(i) // gone already (deleted by a caller meanwhile)
 			}
-			e = prev
+			i = prev
 		}
 	}
 	return out

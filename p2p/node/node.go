@@ -162,6 +162,9 @@ func (n *Node) Serve(control, data net.Listener) {
 	}
 	n.mu.Unlock()
 	d := n.opts.Directory
+	for s := range n.cache.Len() {
+		n.evict.reserve(s, int(n.cache.Shard(s).Usage().SlotsUsed))
+	}
 	n.cache.Entries(func(s int, k engine.Key, _ engine.EntryMeta) bool {
 		if d != nil {
 			d.Admitted(k.Identity())

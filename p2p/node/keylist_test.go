@@ -1,0 +1,62 @@
+package node
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/rbctl/rbctl/engine"
+)
+
+// TestKeyListMatchesAModel runs random pushes, moves and removals on a keyList and on a
+// plain slice (head first) and compares the two orders, both ways, after every step; freed
+// nodes are reused, so a stale link would show as a wrong order or a lost key.
+func TestKeyListMatchesAModel(t *testing.T) {
+	keys := make([]engine.Key, 64)
+	for i := range keys {
+		keys[i] = engine.ObjectKey("m", 0, []byte{byte(i)}, "")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	l := newKeyList()
+	l.reserve(8)
+	var model []engine.Key // head first
+	at := func(k engine.Key) int {
+		return slices.IndexFunc(model, func(m engine.Key) bool { return m.String() == k.String() })
+	}
+	for step := range 20000 {
+		k := keys[rng.IntN(len(keys))]
+		i, held := l.find(k)
+		if held != (at(k) >= 0) {
+			t.Fatalf("step %d: find(%s) = %v, the model holds it: %v", step, k, held, at(k) >= 0)
+		}
+		switch op := rng.IntN(4); {
+		case !held && op < 2:
+			l.pushFront(k)
+			model = slices.Insert(model, 0, k)
+		case !held:
+			l.pushBack(k)
+			model = append(model, k)
+		case op < 2:
+			l.moveToFront(i)
+			model = slices.Delete(model, at(k), at(k)+1)
+			model = slices.Insert(model, 0, k)
+		default:
+			l.remove(i)
+			model = slices.Delete(model, at(k), at(k)+1)
+		}
+		var fwd, back []engine.Key
+		for i := l.head; i != noNode; i = l.next[i] {
+			fwd = append(fwd, l.keys[i])
+		}
+		for i := l.tail; i != noNode; i = l.prev[i] {
+			back = append(back, l.keys[i])
+		}
+		slices.Reverse(back)
+		if !slices.Equal(fwd, model) || !slices.Equal(back, model) || l.len() != len(model) {
+			t.Fatalf("step %d: list %v (backwards %v, %d indexed), model %v", step, fwd, back, l.len(), model)
+		}
+		if len(l.keys) > len(keys) {
+			t.Fatalf("step %d: %d nodes for at most %d keys: freed nodes are not reused", step, len(l.keys), len(keys))
+		}
+	}
+}
