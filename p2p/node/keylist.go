@@ -3,12 +3,17 @@ package node
 import "github.com/rbctl/rbctl/engine"
 
 // keyList is one shard's recency order of keys for lru and fifo eviction (head = most
-// recent), with an index by encoded key. Its nodes live in slices and are linked by
-// position, so a key costs no heap object of its own: 4,194,304 keys held 149 B each in a
-// container/list with a map of its elements, two objects per key for the collector to
-// scan, and took seconds to seed at a restart (BenchmarkEvictorSeed).
+// recent), with an index by key. Its nodes live in slices and are linked by position, so a
+// key costs no heap object of its own: in a container/list with a map of its elements by
+// key string, 4,194,304 keys held 149 B each and two objects for the collector to scan,
+// against 84 B and none here, and a 4M-entry restart seeded them for 2 s longer
+// (BenchmarkEvictorSeed, docs/engine.md "Restart time").
 type keyList struct {
-	at         map[string]int32 // by encoded key: its node
+	// at finds a key's node by its 64-bit identity (engine.Key.Identity: no pointers for the
+	// collector to scan, no string to hash); a key whose identity at gives to another key
+	// (legacy keys share their chunk hash across workers) is found in more instead.
+	at         map[uint64]int32
+	more       map[string]int32
 	keys       []engine.Key
 	prev, next []int32
 	head, tail int32 // noNode when empty
@@ -18,7 +23,7 @@ type keyList struct {
 const noNode int32 = -1
 
 func newKeyList() keyList {
-	return keyList{at: map[string]int32{}, head: noNode, tail: noNode, free: noNode}
+	return keyList{at: map[uint64]int32{}, head: noNode, tail: noNode, free: noNode}
 }
 
 // reserve makes room for n more keys at once (a restart's seeding), so that neither the
@@ -28,7 +33,7 @@ func (l *keyList) reserve(n int) {
 		return
 	}
 	if len(l.at) == 0 {
-		l.at = make(map[string]int32, n)
+		l.at = make(map[uint64]int32, n)
 	}
 	l.keys = growTo(l.keys, len(l.keys)+n)
 	l.prev = growTo(l.prev, len(l.prev)+n)
@@ -44,15 +49,23 @@ func growTo[T any](s []T, n int) []T {
 	return t
 }
 
-func (l *keyList) len() int { return len(l.at) }
+func (l *keyList) len() int { return len(l.at) + len(l.more) }
 
 // find returns k's node.
 func (l *keyList) find(k engine.Key) (int32, bool) {
-	i, ok := l.at[k.String()]
+	i, ok := l.at[k.Identity()]
+	if ok && l.keys[i].String() == k.String() {
+		return i, true
+	}
+	if len(l.more) == 0 {
+		return noNode, false
+	}
+	i, ok = l.more[k.String()]
 	return i, ok
 }
 
-// node takes a free node (or a new one) for k and indexes it; it is linked by the caller.
+// node takes a free node (or a new one) for k, which the list must not hold, and indexes
+// it; it is linked by the caller.
 func (l *keyList) node(k engine.Key) int32 {
 	i := l.free
 	if i != noNode {
@@ -64,7 +77,14 @@ func (l *keyList) node(k engine.Key) int32 {
 		l.prev = append(l.prev, noNode)
 		l.next = append(l.next, noNode)
 	}
-	l.at[k.String()] = i
+	if _, taken := l.at[k.Identity()]; taken {
+		if l.more == nil {
+			l.more = map[string]int32{}
+		}
+		l.more[k.String()] = i
+	} else {
+		l.at[k.Identity()] = i
+	}
 	return i
 }
 
@@ -118,10 +138,20 @@ func (l *keyList) moveToFront(i int32) {
 	l.linkFront(i)
 }
 
+// holds reports whether at gives identity id to node i.
+func (l *keyList) holds(id uint64, i int32) bool {
+	j, ok := l.at[id]
+	return ok && j == i
+}
+
 // remove drops node i and frees it.
 func (l *keyList) remove(i int32) {
 	l.unlink(i)
-	delete(l.at, l.keys[i].String())
+	if k := l.keys[i]; l.holds(k.Identity(), i) {
+		delete(l.at, k.Identity())
+	} else {
+		delete(l.more, k.String())
+	}
 	l.keys[i] = engine.Key{} // its string is the collector's again
 	l.prev[i], l.next[i] = noNode, l.free
 	l.free = i

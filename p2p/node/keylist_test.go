@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -12,9 +13,12 @@ import (
 // plain slice (head first) and compares the two orders, both ways, after every step; freed
 // nodes are reused, so a stale link would show as a wrong order or a lost key.
 func TestKeyListMatchesAModel(t *testing.T) {
+	// Object keys, and legacy keys whose identity is their chunk hash: four workers' keys
+	// of one chunk share it, as LMCache's legacy keys of one chunk on different workers do.
 	keys := make([]engine.Key, 64)
-	for i := range keys {
+	for i := range 32 {
 		keys[i] = engine.ObjectKey("m", 0, []byte{byte(i)}, "")
+		keys[32+i] = engine.LegacyKey(fmt.Sprintf("vllm@m@4@%d@%x", i%4, i/4), uint64(i/4))
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	l := newKeyList()
