@@ -130,15 +130,12 @@ func (ev *evictor) seed(s int, k engine.Key) {
 	}
 	ev.mu.Lock()
 	r := &ev.shards[s]
-	switch {
-	case ev.mode == EvictRegion:
+	if ev.mode == EvictRegion {
 		if _, ok := r.m[k.String()]; !ok {
 			ev.join(r, k)
 		}
-	default:
-		if _, ok := r.keys.find(k); !ok {
-			r.keys.pushBack(k)
-		}
+	} else if _, ok := r.keys.find(k); !ok {
+		r.keys.pushBack(k)
 	}
 	ev.mu.Unlock()
 }

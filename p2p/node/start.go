@@ -383,6 +383,7 @@ func (c *Config) openCache() (*sharded.Cache, error) {
 		if err != nil {
 			return fail(err)
 		}
+		logRecovered(c.Logger, p, e.Stats().Recovery)
 		engs = append(engs, e)
 	}
 	sc, err := sharded.New(engs, sharded.Config{Route: c.ShardBy})
