@@ -161,17 +161,21 @@ func (n *Node) Serve(control, data net.Listener) {
 		n.opts.Name = n.ctlAddr
 	}
 	n.mu.Unlock()
-	d := n.opts.Directory
-	for s := range n.cache.Len() {
-		n.evict.reserve(s, int(n.cache.Shard(s).Usage().SlotsUsed))
-	}
-	n.cache.Entries(func(s int, k engine.Key, _ engine.EntryMeta) bool {
-		if d != nil {
-			d.Admitted(k.Identity())
+	// The directory learns every key's identity and the eviction order every key, from one
+	// walk of the index; with neither there is nothing to walk for (at 4M keys the walk alone,
+	// every key spelled, took 0.8 s of a restart).
+	if d := n.opts.Directory; d != nil || n.evict != nil {
+		for s := range n.cache.Len() {
+			n.evict.reserve(s, int(n.cache.Shard(s).Usage().SlotsUsed))
 		}
-		n.evict.seed(s, k)
-		return true
-	})
+		n.cache.Entries(func(s int, k engine.Key, _ engine.EntryMeta) bool {
+			if d != nil {
+				d.Admitted(k.Identity())
+			}
+			n.evict.seed(s, k)
+			return true
+		})
+	}
 	n.wg.Go(func() { n.grpc.Serve(n.limitControl(control)) })
 	n.wg.Go(n.metrics.poll)
 	n.wg.Go(func() { n.data.Serve(data) })
