@@ -194,6 +194,14 @@ func (n *Node) makeRoom(keys []engine.Key) []engine.Key {
 			need[n.cache.ShardOf(k)]++
 		}
 	}
+	if n.seeding.Load() != nil { // Serve is seeding the order: evict from all of it
+		for s, want := range need {
+			if u := n.cache.Shard(s).Usage(); want > 0 && want > u.SlotsTotal-u.SlotsUsed-u.SlotsInflight {
+				n.waitSeeded()
+				break
+			}
+		}
+	}
 	var out []engine.Key
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
