@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
@@ -67,5 +68,19 @@ func TestEntriesWalksInChunks(t *testing.T) {
 	e.Entries(func(engine.Key, engine.EntryMeta) bool { calls++; return calls < 1500 })
 	if calls != 1500 {
 		t.Fatalf("fn called %d times after asking to stop at 1500", calls)
+	}
+
+	// Identities walks the same entries in the same order, without their keys.
+	var want []uint64
+	e.Entries(func(k engine.Key, _ engine.EntryMeta) bool { want = append(want, k.Identity()); return true })
+	var ids []uint64
+	e.Identities(func(id uint64) bool { ids = append(ids, id); return true })
+	if !slices.Equal(ids, want) {
+		t.Fatalf("Identities gave %d identities, Entries %d keys: not the same in the same order", len(ids), len(want))
+	}
+	calls = 0
+	e.Identities(func(uint64) bool { calls++; return calls < 1500 })
+	if calls != 1500 {
+		t.Fatalf("Identities called fn %d times after asking to stop at 1500", calls)
 	}
 }

@@ -108,3 +108,29 @@ func (e *Engine) entries(fn func(Key, EntryMeta) bool) {
 		}
 	}
 }
+
+// identities walks the live entries' identities as entries walks the entries, without
+// spelling any key (a node's start announces them to its cluster directory).
+func (e *Engine) identities(fn func(uint64) bool) {
+	chunk := make([]uint64, 0, entriesChunk)
+	for start := int64(0); ; start += entriesChunk {
+		chunk = chunk[:0]
+		e.mu.Lock()
+		end := min(start+entriesChunk, e.alloc.nextSlot)
+		for s := int32(start); int64(s) < end; s++ {
+			if e.slots[s].state == stLive {
+				chunk = append(chunk, e.slots[s].id)
+			}
+		}
+		done := end >= e.alloc.nextSlot
+		e.mu.Unlock()
+		for _, id := range chunk {
+			if !fn(id) {
+				return
+			}
+		}
+		if done {
+			return
+		}
+	}
+}

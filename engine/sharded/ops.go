@@ -317,6 +317,18 @@ func (c *Cache) Lookup(k engine.Key) (engine.EntryMeta, bool) {
 	return c.shards[s].Lookup(k)
 }
 
+// Identities calls fn with the identity of each indexed entry of every shard, shard by
+// shard, until fn returns false (engine.Engine.Identities).
+func (c *Cache) Identities(fn func(uint64) bool) {
+	for _, e := range c.shards {
+		more := true
+		e.Identities(func(id uint64) bool { more = fn(id); return more })
+		if !more {
+			return
+		}
+	}
+}
+
 // Entries calls fn for each indexed entry of every shard, shard by shard, until fn
 // returns false.
 func (c *Cache) Entries(fn func(shard int, k engine.Key, m engine.EntryMeta) bool) {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/rbctl/rbctl/cache"
@@ -109,4 +110,43 @@ func TestStartOnAFullCacheTakesWritesWhileSeeding(t *testing.T) {
 			t.Fatalf("new key %d missing", i)
 		}
 	}
+}
+
+// admissions is a directory that records what it is told.
+type admissions struct {
+	StaticDirectory
+	mu  sync.Mutex
+	ids map[uint64]int
+}
+
+func (a *admissions) Admitted(id uint64) { a.mu.Lock(); a.ids[id]++; a.mu.Unlock() }
+
+// Serve tells the directory every key the cache holds before it returns (before the node
+// answers anything), each once, from a walk that spells no key.
+func TestServeAnnouncesEveryKeyFirst(t *testing.T) {
+	e := smallEngine(t, 16)
+	var keys []engine.Key
+	var vals [][]byte
+	for i := range 12 {
+		keys, vals = append(keys, keyN(i)), append(vals, payloadN(i, 100))
+	}
+	if r, err := e.PutMany(keys, vals); err != nil || len(r.Stored) != 12 {
+		t.Fatalf("fill: %+v %v", r, err)
+	}
+	e.DeleteMany(keys[:2], false)
+	d := &admissions{ids: map[uint64]int{}}
+	o := fastOptions("a", d)
+	o.Eviction = EvictLRU
+	n := startNode(t, e, o)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.ids) != 10 {
+		t.Fatalf("%d identities announced by the time Serve returned, want the 10 held", len(d.ids))
+	}
+	for i, k := range keys[2:] {
+		if d.ids[k.Identity()] != 1 {
+			t.Fatalf("key %d announced %d times", i+2, d.ids[k.Identity()])
+		}
+	}
+	n.waitSeeded()
 }
