@@ -77,29 +77,25 @@ func (e *Engine) stats() Stats {
 // entriesChunk is how many slots entries reads per hold of the index lock.
 const entriesChunk = 1024
 
-// entries walks the slots in order, entriesChunk at a time: it copies a chunk's live
-// entries under the index lock and calls fn on them with the lock released. Memory stays at
-// one chunk and the lock is never held for the whole index (a walk of millions of entries
-// used to copy them all, and hold the lock while it did).
-func (e *Engine) entries(fn func(Key, EntryMeta) bool) {
-	type kv struct {
-		k Key
-		m EntryMeta
-	}
-	chunk := make([]kv, 0, entriesChunk)
+// walkLive walks the live slots in order, entriesChunk at a time: it copies pick(s) of a
+// chunk's live slots under the index lock and calls fn on them with the lock released.
+// Memory stays at one chunk and the lock is never held for the whole index (a walk of
+// millions of entries used to copy them all, and hold the lock while it did).
+func walkLive[T any](e *Engine, pick func(s int32) T, fn func(T) bool) {
+	chunk := make([]T, 0, entriesChunk)
 	for start := int64(0); ; start += entriesChunk {
 		chunk = chunk[:0]
 		e.mu.Lock()
 		end := min(start+entriesChunk, e.alloc.nextSlot)
 		for s := int32(start); int64(s) < end; s++ {
 			if e.slots[s].state == stLive {
-				chunk = append(chunk, kv{e.keyOf(s), e.metaOf(s)})
+				chunk = append(chunk, pick(s))
 			}
 		}
 		done := end >= e.alloc.nextSlot
 		e.mu.Unlock()
 		for _, x := range chunk {
-			if !fn(x.k, x.m) {
+			if !fn(x) {
 				return
 			}
 		}
@@ -109,28 +105,17 @@ func (e *Engine) entries(fn func(Key, EntryMeta) bool) {
 	}
 }
 
-// identities walks the live entries' identities as entries walks the entries, without
-// spelling any key (a node's start announces them to its cluster directory).
-func (e *Engine) identities(fn func(uint64) bool) {
-	chunk := make([]uint64, 0, entriesChunk)
-	for start := int64(0); ; start += entriesChunk {
-		chunk = chunk[:0]
-		e.mu.Lock()
-		end := min(start+entriesChunk, e.alloc.nextSlot)
-		for s := int32(start); int64(s) < end; s++ {
-			if e.slots[s].state == stLive {
-				chunk = append(chunk, e.slots[s].id)
-			}
-		}
-		done := end >= e.alloc.nextSlot
-		e.mu.Unlock()
-		for _, id := range chunk {
-			if !fn(id) {
-				return
-			}
-		}
-		if done {
-			return
-		}
+// entries walks the live entries, their keys spelled (walkLive).
+func (e *Engine) entries(fn func(Key, EntryMeta) bool) {
+	type kv struct {
+		k Key
+		m EntryMeta
 	}
+	walkLive(e, func(s int32) kv { return kv{e.keyOf(s), e.metaOf(s)} }, func(x kv) bool { return fn(x.k, x.m) })
+}
+
+// identities walks the live entries' identities without spelling any key (a node's start
+// announces them to its cluster directory).
+func (e *Engine) identities(fn func(uint64) bool) {
+	walkLive(e, func(s int32) uint64 { return e.slots[s].id }, fn)
 }
