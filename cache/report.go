@@ -24,9 +24,15 @@ func ChoiceOf(sel engine.Selection) cachereport.Choice {
 		j.LostSample = append(j.LostSample, reports.Escape(k))
 	}
 	for _, c := range sel.Candidates {
-		j.Candidates = append(j.Candidates, cachereport.Candidate{Container: c.Container, Usable: c.Usable, HeaderSeq: c.HeaderSeq, Seq: c.Seq,
-			SeqSource: c.SeqSource, SeqNote: c.SeqNote, Format: string(c.Format), Entries: c.Entries, NextSlot: c.NextSlot,
-			Namespace: string(c.Namespace), Stale: c.Stale, Problem: c.Problem})
+		cd := cachereport.Candidate{Container: c.Container, Usable: c.Usable, HeaderSeq: c.HeaderSeq, Seq: c.Seq,
+			SeqSource: c.SeqSource, SeqNote: c.SeqNote, Format: string(c.Format), Namespace: string(c.Namespace), Problem: c.Problem}
+		if c.Entries >= 0 { // -1: the payload does not decode, so neither it nor next_slot is known
+			cd.Entries, cd.NextSlot = new(c.Entries), new(c.NextSlot)
+		}
+		if c.Stale >= 0 {
+			cd.Stale = new(c.Stale)
+		}
+		j.Candidates = append(j.Candidates, cd)
 	}
 	return j
 }

@@ -33,10 +33,10 @@ type Candidate struct {
 	SeqSource string `json:"seq_source"`
 	SeqNote   string `json:"seq_note,omitempty"`
 	Format    string `json:"format,omitempty"`
-	Entries   int    `json:"entries"` // -1: the payload does not decode
-	NextSlot  int64  `json:"next_slot"`
+	Entries   *int   `json:"entries,omitempty"`   // absent: the payload does not decode
+	NextSlot  *int64 `json:"next_slot,omitempty"` // absent with entries
 	Namespace string `json:"namespace,omitempty"`
-	Stale     int    `json:"stale_entries"` // -1: not checked
+	Stale     *int   `json:"stale_entries,omitempty"` // absent: not checked
 	Problem   string `json:"problem,omitempty"`
 }
 

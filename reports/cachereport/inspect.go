@@ -120,11 +120,11 @@ func (r *Inspection) writeContainers(w io.Writer) {
 				seq += fmt.Sprintf(" (damaged: really %d)", cd.Seq)
 			}
 			seq += " [" + cd.SeqSource + "]"
-			if cd.Entries >= 0 {
-				entries = strconv.Itoa(cd.Entries)
+			if cd.Entries != nil {
+				entries = strconv.Itoa(*cd.Entries)
 			}
-			if cd.Stale > 0 {
-				entries += fmt.Sprintf(" (%d stale)", cd.Stale)
+			if cd.Stale != nil && *cd.Stale > 0 {
+				entries += fmt.Sprintf(" (%d stale)", *cd.Stale)
 			}
 		}
 		rows = append(rows, []string{strconv.Itoa(c.Index), strconv.FormatInt(c.Offset, 10), seq,

@@ -96,7 +96,7 @@ func TestRecoverKeepsLMCacheLegacyHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ins.Layout.Namespace != "legacy" || ins.Choice.Container != 1 || ins.Choice.NamespaceSource != "slot headers" || ins.Entries != 2 ||
-		len(ins.Choice.Candidates) != 2 || ins.Choice.Candidates[0].Entries != 0 || ins.Choice.Candidates[1].Entries != 2 {
+		len(ins.Choice.Candidates) != 2 || *ins.Choice.Candidates[0].Entries != 0 || *ins.Choice.Candidates[1].Entries != 2 {
 		t.Fatalf("inspect: %s", out)
 	}
 	out, err = rbRun(t, "", "recover", "--verify", dev)
@@ -344,5 +344,37 @@ func TestRecoverCountsNeverUsedSlotsAsFree(t *testing.T) {
 	}
 	if rep.Kept != 1 || rep.Total != lay.Layout.MaxSlots-1 || rep.Total != rep.Free+rep.NeverUsed {
 		t.Errorf("kept %d, free %d + never used %d = %d; want %d free of %d slots", rep.Kept, rep.Free, rep.NeverUsed, rep.Total, lay.Layout.MaxSlots-1, lay.Layout.MaxSlots)
+	}
+}
+
+// A container whose checkpoint cannot be read has no entry count, next slot or stale count
+// in the JSON of inspect and recover: absent, not -1 or 0 (docs/cli.md "JSON").
+func TestUnknownCountsAreLeftOut(t *testing.T) {
+	dev := formatted(t, "") // one checkpoint (seq 1, container 0); container 1 never written
+	for _, cmd := range [][]string{{"inspect", "--json", dev}, {"recover", "--json", "--dry-run", dev}} {
+		out, err := rbRun(t, "", cmd...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", cmd[0], err, out)
+		}
+		var doc struct {
+			Choice struct {
+				Candidates []map[string]any `json:"candidates"`
+			} `json:"checkpoint_choice"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Choice.Candidates) != 2 {
+			t.Fatalf("%s: %v\n%s", cmd[0], err, out)
+		}
+		read, empty := doc.Choice.Candidates[0], doc.Choice.Candidates[1]
+		if read["entries"] != 0.0 || read["next_slot"] != 0.0 {
+			t.Errorf("%s: the written container's counts: %v", cmd[0], read)
+		}
+		for _, f := range []string{"entries", "next_slot", "stale_entries"} {
+			if v, ok := empty[f]; ok {
+				t.Errorf("%s: the empty container has %s %v", cmd[0], f, v)
+			}
+		}
+		if strings.Contains(out, "-1") {
+			t.Errorf("%s: a -1 in the JSON:\n%s", cmd[0], out)
+		}
 	}
 }
