@@ -25,3 +25,9 @@ type Directory interface {
 	Admitted(id uint64)
 	Evicted(id uint64)
 }
+
+// ManyAdmitter is a Directory that also takes many admissions at once, as a node's start
+// tells every key it holds; the result is that of Admitted called for each id in turn.
+type ManyAdmitter interface {
+	AdmittedMany(ids []uint64)
+}

@@ -77,7 +77,7 @@ func TestMetadataCost(t *testing.T) {
 					continue
 				}
 				o.local.mu.Lock()
-				v, pending := o.local.version, len(o.local.pending)+btoi(o.local.resized)
+				v, pending := o.local.version, len(o.local.pending)+btoi(o.local.whole)
 				o.local.mu.Unlock()
 				if pending > 0 {
 					return o.cfg.Name + " has changes not yet published"

@@ -67,9 +67,15 @@ func TestBulkChangePublishesAWholeFilter(t *testing.T) {
 	for id := uint64(0); id < 5000; id++ {
 		l.add(id)
 	}
+	if len(l.pending) > maxDeltasPerPublish*maxDeltaPositions {
+		t.Fatalf("%d bits pending: the set grew past what one publish's deltas carry", len(l.pending))
+	}
 	p := l.publish("tx", 1)
 	if p.full == nil || len(p.deltas) != 0 || p.full.version != 1 {
 		t.Fatalf("5000 admits published %d deltas, full %v; want one whole filter at version 1", len(p.deltas), p.full != nil)
+	}
+	if !reflect.DeepEqual(p.full.filter.words, l.counts.snapshot().words) {
+		t.Fatal("the whole filter is not the counters'")
 	}
 	if p := l.publish("tx", 1); p.full != nil || len(p.deltas) != 0 {
 		t.Fatal("a publish with no change sent something")
@@ -219,5 +225,57 @@ func TestDeltasOutOfOrderAreStashedAndApplied(t *testing.T) {
 	rx.applyDelta(&delta{origin: "tx", epoch: 1, from: r.version + 3}, now.Add(2*rx.wantEvery))
 	if len(rx.jobs) != 1 {
 		t.Fatal("a lasting gap did not make the node ask")
+	}
+}
+
+// addMany ends where add one id at a time ends: the same held set, geometry, counters and
+// publication, across growth steps, up to the cap, with ids repeated and ids held before.
+func TestAddManyIsAddOneByOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		expected, maxBytes, before, batch int
+	}{
+		{100, 1 << 20, 0, 50},       // no growth: deltas
+		{100, 1 << 20, 0, 201},      // one step past twice the design load
+		{100, 1 << 20, 30, 5000},    // several steps, keys held before
+		{100, 1 << 20, 150, 60},     // the batch crosses 2x from a held set
+		{100, 128, 10, 3000},        // stops at the cap
+		{1 << 20, 16 << 20, 0, 100}, // a node's default, a few keys
+	} {
+		one, _ := newLocalFilter(tc.expected, 0.01, tc.maxBytes)
+		many, _ := newLocalFilter(tc.expected, 0.01, tc.maxBytes)
+		var pool []uint64
+		for range tc.before {
+			id := rng.Uint64()
+			pool = append(pool, id)
+			one.add(id)
+			many.add(id)
+		}
+		one.publish("tx", 1)
+		many.publish("tx", 1)
+		batch := make([]uint64, tc.batch)
+		for i := range batch {
+			switch r := rng.IntN(10); {
+			case r == 0 && len(pool) > 0: // held before or earlier in the batch
+				batch[i] = pool[rng.IntN(len(pool))]
+			default:
+				batch[i] = rng.Uint64()
+				pool = append(pool, batch[i])
+			}
+		}
+		for _, id := range batch {
+			one.add(id)
+		}
+		many.addMany(batch)
+		if !reflect.DeepEqual(one.held, many.held) || one.expected != many.expected || !reflect.DeepEqual(one.counts, many.counts) {
+			t.Fatalf("%+v: one by one %d held, sized for %d, %d bits; at once %d, %d, %d", tc,
+				len(one.held), one.expected, one.counts.bits, len(many.held), many.expected, many.counts.bits)
+		}
+		p1, pm := one.publish("tx", 1), many.publish("tx", 1)
+		if (p1.full == nil) != (pm.full == nil) || len(p1.deltas) != len(pm.deltas) || one.version != many.version ||
+			!reflect.DeepEqual(one.published.words, many.published.words) {
+			t.Fatalf("%+v: publications differ: whole %v/%v, %d/%d deltas, version %d/%d", tc,
+				p1.full != nil, pm.full != nil, len(p1.deltas), len(pm.deltas), one.version, many.version)
+		}
 	}
 }

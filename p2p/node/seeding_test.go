@@ -8,6 +8,7 @@ import (
 
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/p2p"
 )
 
 // The eviction order is seeded while the node serves: a hit before the seeding reaches its
@@ -121,9 +122,39 @@ type admissions struct {
 
 func (a *admissions) Admitted(id uint64) { a.mu.Lock(); a.ids[id]++; a.mu.Unlock() }
 
+// manyAdmissions also takes admissions at once (p2p.ManyAdmitter), as the cluster does.
+type manyAdmissions struct {
+	admissions
+	calls int
+}
+
+func (a *manyAdmissions) AdmittedMany(ids []uint64) {
+	a.mu.Lock()
+	a.calls++
+	a.mu.Unlock()
+	for _, id := range ids {
+		a.Admitted(id)
+	}
+}
+
 // Serve tells the directory every key the cache holds before it returns (before the node
-// answers anything), each once, from a walk that spells no key.
+// answers anything), each once, from a walk that spells no key; at once, in one call, to a
+// directory that takes many.
 func TestServeAnnouncesEveryKeyFirst(t *testing.T) {
+	t.Run("one by one", func(t *testing.T) {
+		d := &admissions{ids: map[uint64]int{}}
+		announcesEveryKey(t, d, &d.mu, d.ids)
+	})
+	t.Run("at once", func(t *testing.T) {
+		d := &manyAdmissions{admissions: admissions{ids: map[uint64]int{}}}
+		announcesEveryKey(t, d, &d.mu, d.ids)
+		if d.calls != 1 {
+			t.Fatalf("AdmittedMany called %d times, want once", d.calls)
+		}
+	})
+}
+
+func announcesEveryKey(t *testing.T, d p2p.Directory, mu *sync.Mutex, ids map[uint64]int) {
 	e := smallEngine(t, 16)
 	var keys []engine.Key
 	var vals [][]byte
@@ -134,18 +165,17 @@ func TestServeAnnouncesEveryKeyFirst(t *testing.T) {
 		t.Fatalf("fill: %+v %v", r, err)
 	}
 	e.DeleteMany(keys[:2], false)
-	d := &admissions{ids: map[uint64]int{}}
 	o := fastOptions("a", d)
 	o.Eviction = EvictLRU
 	n := startNode(t, e, o)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.ids) != 10 {
-		t.Fatalf("%d identities announced by the time Serve returned, want the 10 held", len(d.ids))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 10 {
+		t.Fatalf("%d identities announced by the time Serve returned, want the 10 held", len(ids))
 	}
 	for i, k := range keys[2:] {
-		if d.ids[k.Identity()] != 1 {
-			t.Fatalf("key %d announced %d times", i+2, d.ids[k.Identity()])
+		if ids[k.Identity()] != 1 {
+			t.Fatalf("key %d announced %d times", i+2, ids[k.Identity()])
 		}
 	}
 	n.waitSeeded()
