@@ -36,6 +36,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/p2p/client"
 )
@@ -79,6 +80,14 @@ func payload(i int) []byte {
 	return b[:]
 }
 
+// serveDevice is how rbctl serve opens a device by default (io_uring, O_DIRECT, buffered
+// only where the filesystem refuses O_DIRECT); read-only for open, which writes nothing.
+func serveDevice(readOnly bool) devices.Options {
+	o := devices.DefaultOptions()
+	o.ReadOnly, o.Exclusive, o.BufferedFallback = readOnly, !readOnly, true
+	return o
+}
+
 func fill(args []string) error {
 	fs := flag.NewFlagSet("fill", flag.ExitOnError)
 	dev := fs.String("dev", "", "formatted cache image (rbctl format)")
@@ -91,7 +100,7 @@ func fill(args []string) error {
 	if *n <= 0 || *from < 0 {
 		return fmt.Errorf("-n %d -from %d: want -n > 0 and -from >= 0", *n, *from)
 	}
-	e, err := cache.Open(*dev, cache.OpenOptions{})
+	e, err := cache.Open(*dev, cache.OpenOptions{Device: serveDevice(false)})
 	if err != nil {
 		return err
 	}
@@ -222,7 +231,7 @@ func openOnly(args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	t0 := time.Now()
-	e, err := cache.Open(*dev, cache.OpenOptions{ReadOnly: true})
+	e, err := cache.Open(*dev, cache.OpenOptions{ReadOnly: true, Device: serveDevice(true)})
 	if err != nil {
 		return err
 	}
