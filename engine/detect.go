@@ -80,8 +80,8 @@ func detect(dev blockdev.Device) (Detection, error) {
 		}
 		for _, off := range candidateOffsets(ba, size) {
 			tried++
-			if st, ok := tryContainer(dev, ba, off, size); ok {
-				return detectFrom(dev, st, size)
+			if f, ok := tryContainer(dev, ba, off, size); ok {
+				return detectFrom(dev, f, size)
 			}
 		}
 	}
@@ -140,8 +140,8 @@ func configFrom(st *ckptState, size int64) Config {
 	return cfg
 }
 
-func detectFrom(dev blockdev.Device, found *ckptState, size int64) (Detection, error) {
-	d := Detection{Config: configFrom(found, size), Selection: Selection{Container: -1, Namespace: NamespaceObject}}
+func detectFrom(dev blockdev.Device, f *found, size int64) (Detection, error) {
+	d := Detection{Config: configFrom(f.st, size), Selection: Selection{Container: -1, Namespace: NamespaceObject}}
 	if err := d.Config.validate(); err != nil {
 		return d, fmt.Errorf("detected layout is invalid: %w", err)
 	}
@@ -151,7 +151,7 @@ func detectFrom(dev blockdev.Device, found *ckptState, size int64) (Detection, e
 		// (a truncated image) or is not the device it was written on.
 		return d, fmt.Errorf("detected layout does not fit the device (%d bytes, smaller than the checkpoint's layout needs: a truncated image, or not the device the cache was written on?): %w", size, err)
 	}
-	sc := scanContainers(dev, d.Config, lay)
+	sc := scanContainersKnowing(dev, d.Config, lay, f)
 	sel, chosen := selectCheckpoint(dev, lay, &sc)
 	d.Selection = sel
 	d.read = &detectRead{path: dev.Info().Path, size: size, lay: lay, magic: d.Config.MetaMagic, version: d.Config.MetaVersion,
@@ -191,7 +191,7 @@ func candidateOffsets(ba, size int64) []int64 {
 	return offs
 }
 
-func tryContainer(dev blockdev.Device, ba, off, size int64) (*ckptState, bool) {
+func tryContainer(dev blockdev.Device, ba, off, size int64) (*found, bool) {
 	hb, err := blockdev.Alloc(int(ba))
 	if err != nil {
 		return nil, false
@@ -208,22 +208,54 @@ func tryContainer(dev blockdev.Device, ba, off, size int64) (*ckptState, bool) {
 	if err != nil || off+ba+int64(h.Len) > size {
 		return nil, false
 	}
-	pb, err := blockdev.Alloc(int(roundUp(int64(h.Len), ba)))
-	if err != nil {
+	// A payload at off+ba starts as a checkpoint does, or ba is not this cache's block
+	// alignment: a 512-aligned cache's header at 0 is also read as a 4096-aligned one's,
+	// whose payload would start 3.5 KiB into the real one (a 4M-entry checkpoint, 247 MB,
+	// was read and checksummed for nothing). Nothing that passes here decodes otherwise.
+	if blockdev.ReadAt(dev, hb, off+ba) != nil || !payloadStart(hb[:min(int64(len(hb)), int64(h.Len))]) {
 		return nil, false
 	}
-	defer blockdev.Free(pb)
-	if blockdev.ReadAt(dev, pb, off+ba) != nil || crc32.ChecksumIEEE(pb[:h.Len]) != h.CRC {
+	p, err := readPayload(dev, off+ba, int64(h.Len), ba)
+	if err != nil || crc32.ChecksumIEEE(p) != h.CRC {
 		return nil, false
 	}
-	st, err := decodeCheckpointLazy(pb[:h.Len]) // only its layout fields are used
+	st, err := decodeCheckpointLazy(p)
 	if err != nil || st.blockAlign != ba || st.metaMagic != magic {
 		return nil, false
 	}
 	if off != 0 && (st.metaTotal/2/ba)*ba != off {
 		return nil, false
 	}
-	return st, true
+	return &found{off: off, len: h.Len, crc: h.CRC, payload: p, st: st}, true
+}
+
+// found is the container detect found first: its payload, checked against its header's
+// CRC, and that payload decoded; the scan of both containers takes them instead of reading
+// and decoding that container again.
+type found struct {
+	off     int64
+	len     uint64
+	crc     uint32
+	payload []byte
+	st      *ckptState
+}
+
+// payloadStart reports whether b, a checkpoint payload's first bytes, can begin one: the
+// compact magic, or a JSON object after white space (all white space: cannot tell).
+func payloadStart(b []byte) bool {
+	if len(b) >= 8 && string(b[:8]) == compactMagic {
+		return true
+	}
+	for _, c := range b {
+		switch c {
+		case ' ', '\n', '\t', '\r':
+			continue
+		case '{':
+			return true
+		}
+		return false
+	}
+	return true
 }
 
 // layoutDiff names the first layout field where a detected config differs from cfg.

@@ -14,16 +14,24 @@ import (
 // scanned is one metadata container as read from the device.
 type scanned struct {
 	info    ContainerInfo
-	hdrOK   bool      // the header decoded: its seq and payload_len mean something
-	damaged bool      // the header or payload is corrupt (ErrCorrupt), not merely empty or unreadable
-	payload []byte    // the payload read: CRC-checked when info.Valid, else kept to count what is lost
-	seal    sealState // rbctl's header seal (checkpoint.go)
+	hdrOK   bool       // the header decoded: its seq and payload_len mean something
+	damaged bool       // the header or payload is corrupt (ErrCorrupt), not merely empty or unreadable
+	payload []byte     // the payload read: CRC-checked when info.Valid, else kept to count what is lost
+	decoded *ckptState // payload decoded already (detect's first container), or nil
+	seal    sealState  // rbctl's header seal (checkpoint.go)
 	sealSeq uint64
 }
 
 // scanContainers reads both container headers and, for those whose header is sound, the
 // payload, checking its CRC. It never writes.
 func scanContainers(dev blockdev.Device, cfg Config, lay Layout) [2]scanned {
+	return scanContainersKnowing(dev, cfg, lay, nil)
+}
+
+// scanContainersKnowing is scanContainers taking the payload of the container detect
+// found (f, when not nil) instead of reading it again, when its header still gives it the
+// same length and CRC.
+func scanContainersKnowing(dev blockdev.Device, cfg Config, lay Layout, f *found) [2]scanned {
 	var out [2]scanned
 	ba := int64(cfg.BlockAlign)
 	for i := 0; i < 2; i++ {
@@ -55,13 +63,17 @@ func scanContainers(dev blockdev.Device, cfg Config, lay Layout) [2]scanned {
 			continue
 		}
 		sc.hdrOK = true
-		p, err := readPayload(dev, ci.Offset+ba, int64(h.Len), ba)
-		if err != nil {
-			ci.Problem = err.Error()
-			continue
+		if f != nil && f.off == ci.Offset && f.len == h.Len && f.crc == h.CRC {
+			sc.payload, sc.decoded, ci.ComputedCRC = f.payload, f.st, f.crc // f's CRC was computed over these bytes
+		} else {
+			p, err := readPayload(dev, ci.Offset+ba, int64(h.Len), ba)
+			if err != nil {
+				ci.Problem = err.Error()
+				continue
+			}
+			sc.payload, ci.ComputedCRC = p, crc32.ChecksumIEEE(p)
 		}
-		sc.payload = p
-		ci.ComputedCRC = crc32.ChecksumIEEE(p)
+		p := sc.payload
 		if ci.ComputedCRC != h.CRC {
 			ci.Problem = fmt.Sprintf("%v: header CRC %08x, payload CRC %08x", ErrChecksum, h.CRC, ci.ComputedCRC)
 			sc.damaged = true

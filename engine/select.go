@@ -110,7 +110,10 @@ func makeCand(i int, s *scanned) cand {
 	o := &c.out
 	o.Container, o.HeaderSeq, o.Entries, o.Stale, o.Problem = i, s.info.Seq, -1, -1, s.info.Problem
 	if s.payload != nil {
-		st, err := decodeCheckpointLazy(s.payload) // keys spelled out only where needed
+		st, err := s.decoded, error(nil)
+		if st == nil {
+			st, err = decodeCheckpointLazy(s.payload) // keys spelled out only where needed
+		}
 		switch {
 		case err == nil:
 			c.st = st
