@@ -98,6 +98,7 @@ type table struct {
 	mask     uint64
 	shift    uint32 // bits for slot+1
 	slotMask uint32
+	touched  uint32 // keeps touch's loads from being optimized away
 }
 
 func newTable(maxSlots int64) table {
@@ -154,6 +155,20 @@ func (e *Engine) findAt(k Key, fp uint32, i uint64) int32 {
 		}
 		i = (i + 1) & t.mask
 	}
+}
+
+// touch loads the home cell of each entry that carries its identity, in a loop whose loads
+// do not wait for each other, so that the CPU has many cache misses in flight at once; the
+// probes of find and insert that follow then find those cells cached. At 4M entries find's
+// probe was a quarter of recovery's CPU, one miss at a time.
+func (t *table) touch(ents []ckptEntry) {
+	var x uint32
+	for i := range ents {
+		if ents[i].hasID {
+			x += t.cells[mix(ents[i].id)&t.mask]
+		}
+	}
+	t.touched += x
 }
 
 // reserve sizes an empty table for n keys at once, so that recovery's inserts do not

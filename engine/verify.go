@@ -26,11 +26,19 @@ func (e *Engine) applyState(st *ckptState) {
 	var rec [96]byte
 	e.tab.reserve(st.count())
 	st.eachChunk(applyChunk, func(ents []ckptEntry) {
-		for i := range ents {
-			e.applyEntry(&ents[i], maxPayload, base, rec[:0], drop)
+		for lo := 0; lo < len(ents); lo += touchGroup {
+			group := ents[lo:min(lo+touchGroup, len(ents))]
+			e.tab.touch(group)
+			for i := range group {
+				e.applyEntry(&group[i], maxPayload, base, rec[:0], drop)
+			}
 		}
 	})
 }
+
+// touchGroup is how many entries' home cells recovery loads ahead of indexing them
+// (table.touch).
+const touchGroup = 64
 
 // applyChunk is how many checkpoint entries recovery builds at a time (ckptState.eachChunk).
 const applyChunk = 1 << 16
