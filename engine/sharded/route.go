@@ -52,7 +52,12 @@ func ShardOf(r Route, k engine.Key, n int) int {
 			return int(rank % uint64(n))
 		}
 	}
-	hi, _ := bits.Mul64(mix(k.Identity()), uint64(n))
+	return shardOfIdentity(k.Identity(), n)
+}
+
+// shardOfIdentity is hash routing's shard, of n > 1, for a key of identity id.
+func shardOfIdentity(id uint64, n int) int {
+	hi, _ := bits.Mul64(mix(id), uint64(n))
 	return int(hi)
 }
 
