@@ -55,12 +55,21 @@ func mix64(x uint64) uint64 {
 // positions calls f with the k bit positions of id (double hashing, Kirsch–Mitzenmacher).
 // Part of the wire contract between nodes: do not change without a new message version.
 func (g geometry) positions(id uint64, f func(pos uint32)) {
+	var b [maxHashes]uint32
+	for _, p := range g.appendPositions(b[:0], id) {
+		f(p)
+	}
+}
+
+// appendPositions appends id's k bit positions to dst (positions' order).
+func (g geometry) appendPositions(dst []uint32, id uint64) []uint32 {
 	h1 := mix64(id)
 	h2 := mix64(id^0x9e3779b97f4a7c15) | 1
 	m := uint64(g.bits)
 	for i := uint64(0); i < uint64(g.hashes); i++ {
-		f(uint32((h1 + i*h2) % m))
+		dst = append(dst, uint32((h1+i*h2)%m))
 	}
+	return dst
 }
 
 // bitFilter is the plain Bloom filter a node publishes and its peers match against.
@@ -109,11 +118,48 @@ func (f *bitFilter) ones() int {
 // negative).
 type countingFilter struct {
 	geometry
-	counts []uint8
+	counts  []uint8
+	touched uint8 // keeps addAll's loads from being optimized away
 }
 
 func newCountingFilter(g geometry) *countingFilter {
 	return &countingFilter{geometry: g, counts: make([]uint8, g.bits)}
+}
+
+// addGroup is how many identities addAll hashes before it counts them in.
+const addGroup = 64
+
+// addAll counts every id in, as add does each in turn (changed, when not nil, is called
+// for each bit that went from 0 to 1): a group of identities at a time, whose counters are
+// loaded before any is changed, so that their cache misses (the counters are tens of MB,
+// the positions random) are in flight together rather than one by one.
+func (c *countingFilter) addAll(ids []uint64, changed func(pos uint32)) {
+	pos := make([]uint32, 0, addGroup*maxHashes)
+	for len(ids) > 0 {
+		group := ids[:min(addGroup, len(ids))]
+		ids = ids[len(group):]
+		pos = pos[:0]
+		for _, id := range group {
+			pos = c.appendPositions(pos, id)
+		}
+		var x uint8
+		for _, p := range pos {
+			x += c.counts[p]
+		}
+		c.touched += x
+		for _, p := range pos {
+			switch c.counts[p] {
+			case 255:
+			case 0:
+				c.counts[p] = 1
+				if changed != nil {
+					changed(p)
+				}
+			default:
+				c.counts[p]++
+			}
+		}
+	}
 }
 
 // add counts id in; changed is called for each bit that went from 0 to 1.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -103,5 +104,25 @@ func TestCountingFilterRemoveClearsOnlyUnsharedBits(t *testing.T) {
 	})
 	if c.counts[pos] != 255 {
 		t.Fatalf("saturated counter went to %d", c.counts[pos])
+	}
+}
+
+// addAll is add for each id in turn: the same counters (saturated ones included) and the
+// same bits reported, in the same order.
+func TestAddAllIsAddInTurn(t *testing.T) {
+	for _, g := range []geometry{{bits: 64, hashes: 7}, {bits: 95872, hashes: 7}, {bits: 1 << 20, hashes: 16}} {
+		one, all := newCountingFilter(g), newCountingFilter(g)
+		ids := make([]uint64, 3000)
+		for i := range ids {
+			ids[i] = uint64(i) * 0x9e3779b97f4a7c15
+		}
+		var want, got []uint32
+		for _, id := range ids {
+			one.add(id, func(p uint32) { want = append(want, p) })
+		}
+		all.addAll(ids, func(p uint32) { got = append(got, p) })
+		if !slices.Equal(one.counts, all.counts) || !slices.Equal(want, got) {
+			t.Fatalf("%+v: addAll differs from add in turn (%d and %d bits reported)", g, len(want), len(got))
+		}
 	}
 }

@@ -99,18 +99,26 @@ func (l *localFilter) addMany(ids []uint64) {
 		expected = next
 	}
 	if expected == l.expected {
-		for _, id := range fresh {
-			l.counts.add(id, l.mark)
-		}
+		l.counts.addAll(fresh, l.mark)
 		return
 	}
 	g, _ := sizeFilter(expected, l.rate) // sized above
 	l.expected, l.counts = expected, newCountingFilter(g)
-	for id := range l.held {
-		l.counts.add(id, func(uint32) {})
-	}
+	l.countHeld()
 	clear(l.pending)
 	l.whole = true
+}
+
+// countHeld counts every held identity into the counters (a rebuild: no bit is noted).
+func (l *localFilter) countHeld() {
+	buf := make([]uint64, 0, 4096)
+	for id := range l.held {
+		if buf = append(buf, id); len(buf) == cap(buf) {
+			l.counts.addAll(buf, nil)
+			buf = buf[:0]
+		}
+	}
+	l.counts.addAll(buf, nil)
 }
 
 // remove forgets id; removing an id not held is a no-op.
@@ -133,9 +141,7 @@ func (l *localFilter) grow() {
 	}
 	l.expected = 2 * len(l.held)
 	l.counts = newCountingFilter(g)
-	for id := range l.held {
-		l.counts.add(id, func(uint32) {})
-	}
+	l.countHeld()
 	clear(l.pending)
 	l.whole = true
 }

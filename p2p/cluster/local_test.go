@@ -267,7 +267,8 @@ func TestAddManyIsAddOneByOne(t *testing.T) {
 			one.add(id)
 		}
 		many.addMany(batch)
-		if !reflect.DeepEqual(one.held, many.held) || one.expected != many.expected || !reflect.DeepEqual(one.counts, many.counts) {
+		if !reflect.DeepEqual(one.held, many.held) || one.expected != many.expected ||
+			one.counts.geometry != many.counts.geometry || !reflect.DeepEqual(one.counts.counts, many.counts.counts) {
 			t.Fatalf("%+v: one by one %d held, sized for %d, %d bits; at once %d, %d, %d", tc,
 				len(one.held), one.expected, one.counts.bits, len(many.held), many.expected, many.counts.bits)
 		}
