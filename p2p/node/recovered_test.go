@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/engine"
@@ -44,8 +45,9 @@ func TestStartLogsWhatRecoveryFound(t *testing.T) {
 		}
 		return log.String()
 	}
-	if got := start(); !strings.Contains(got, `level=INFO msg="cache recovered" device=`+dev+" entries=5 ") {
-		t.Fatalf("a clean start does not log its 5 entries:\n%s", got)
+	if got := start(); !strings.Contains(got, `level=INFO msg="cache recovered" device=`+dev+" entries=5 ") ||
+		!strings.Contains(got, `level=INFO msg="recovering cache" device=`+dev+"\n") {
+		t.Fatalf("a clean start does not log its recovery and its 5 entries:\n%s", got)
 	}
 
 	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
@@ -61,5 +63,24 @@ func TestStartLogsWhatRecoveryFound(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Fatalf("after a slot header was overwritten, no %q in:\n%s", want, got)
 		}
+	}
+}
+
+// A long verification is logged after 5 s, then every 10 s, and not once it is done.
+func TestRecoveryProgressIsThrottled(t *testing.T) {
+	var log syncBuf
+	clock := time.Unix(1000, 0)
+	p := recoveryProgress(slog.New(slog.NewTextHandler(&log, nil)), "/dev/x", func() time.Time { return clock })
+	for _, step := range []struct {
+		at   time.Duration // since the start
+		done int
+	}{{1 * time.Second, 10}, {5 * time.Second, 20}, {7 * time.Second, 30}, {14 * time.Second, 40}, {15 * time.Second, 50}, {30 * time.Second, 100}} {
+		clock = time.Unix(1000, 0).Add(step.at)
+		p(step.done, 100)
+	}
+	got := log.String()
+	if n := strings.Count(got, `msg="recovering cache: verifying slot headers"`); n != 2 ||
+		!strings.Contains(got, "verified=20 of=100") || !strings.Contains(got, "verified=50 of=100") {
+		t.Fatalf("want the reports at 5 s and 15 s only:\n%s", got)
 	}
 }

@@ -365,6 +365,10 @@ func (c *Config) openCache() (*sharded.Cache, error) {
 		// one checkpoint after it.
 		cfg.Periodic, cfg.CheckpointInterval, cfg.ForceAfter = true, interval, interval
 		cfg.IdleQuiet = min(cfg.IdleQuiet, interval/2)
+		if c.Logger != nil && cfg.Progress == nil {
+			c.Logger.Info("recovering cache", "device", dev.Info().Path)
+			cfg.Progress = recoveryProgress(c.Logger, dev.Info().Path, time.Now)
+		}
 		if c.Deallocate.On(dev.Info()) {
 			cfg.DeallocateOnDelete = true
 		} else if c.Deallocate != DeallocateNone && c.Logger != nil {
