@@ -229,6 +229,10 @@ func (n *Node) seedInBackground() {
 	})
 }
 
+// WaitSeeded returns once the eviction order holds every key found at start (at once for a
+// node without one); the node serves meanwhile.
+func (n *Node) WaitSeeded() { n.waitSeeded() }
+
 // waitSeeded returns once the eviction order holds every key found at start.
 func (n *Node) waitSeeded() {
 	if p := n.seeding.Load(); p != nil {
