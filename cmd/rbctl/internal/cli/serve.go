@@ -2,7 +2,6 @@ package cli
 
 import (
 	"log/slog"
-	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
@@ -44,15 +43,7 @@ func newServeCmd() *cobra.Command {
 				return f.Explain(err)
 			}
 			started.Store(n)
-			// Recovery's garbage (both checkpoints read whole, keys spelled while indexing:
-			// 600 MB at 4M entries) and the eviction order's seeding walk would stay
-			// resident until the heap grew back to them; hand them back while the node
-			// already serves.
-			go func() {
-				debug.FreeOSMemory()
-				n.WaitSeeded()
-				debug.FreeOSMemory()
-			}()
+			go flagsets.ReleaseStartMemory(n)
 			if err := f.Announce(n, args, asJSON, rbEscape); err != nil {
 				n.Close()
 				return err

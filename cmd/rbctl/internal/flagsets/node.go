@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -222,4 +223,15 @@ func (f *Node) Announce(n *node.Node, devs []string, asJSON bool, escape func(st
 		fmt.Fprintf(w, "metrics on http://%s/metrics\n", a)
 	}
 	return nil
+}
+
+// ReleaseStartMemory hands the garbage of n's start back to the OS while n serves:
+// recovery's (both checkpoints read whole, keys spelled while indexing: 600 MB at 4M
+// entries) at once, the eviction order's seeding walk once it is done. The runtime would
+// keep those pages until the heap grew back to them (a 4M-entry serve --eviction none: 1.02
+// GB resident instead of 0.41 GB).
+func ReleaseStartMemory(n *node.Node) {
+	debug.FreeOSMemory()
+	n.WaitSeeded()
+	debug.FreeOSMemory()
 }
