@@ -197,7 +197,7 @@ func (n *Node) makeRoom(keys []engine.Key) []engine.Key {
 	if n.seeding.Load() != nil { // Serve is seeding the order: evict from all of it
 		for s, want := range need {
 			if u := n.cache.Shard(s).Usage(); want > 0 && want > u.SlotsTotal-u.SlotsUsed-u.SlotsInflight {
-				n.waitSeeded()
+				n.WaitSeeded()
 				break
 			}
 		}

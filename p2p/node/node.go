@@ -231,10 +231,7 @@ func (n *Node) seedInBackground() {
 
 // WaitSeeded returns once the eviction order holds every key found at start (at once for a
 // node without one); the node serves meanwhile.
-func (n *Node) WaitSeeded() { n.waitSeeded() }
-
-// waitSeeded returns once the eviction order holds every key found at start.
-func (n *Node) waitSeeded() {
+func (n *Node) WaitSeeded() {
 	if p := n.seeding.Load(); p != nil {
 		<-*p
 	}

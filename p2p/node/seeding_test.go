@@ -101,7 +101,7 @@ func TestStartOnAFullCacheTakesWritesWhileSeeding(t *testing.T) {
 			t.Fatalf("put %d into the full cache: %+v, %v", i, r, err)
 		}
 	}
-	n.waitSeeded()
+	n.WaitSeeded()
 	eng := n.cache.Shard(0)
 	if u := eng.Usage(); u.SlotsUsed != int64(slots) {
 		t.Fatalf("%d of %d slots used after the puts", u.SlotsUsed, slots)
@@ -178,5 +178,5 @@ func announcesEveryKey(t *testing.T, d p2p.Directory, mu *sync.Mutex, ids map[ui
 			t.Fatalf("key %d announced %d times", i+2, ids[k.Identity()])
 		}
 	}
-	n.waitSeeded()
+	n.WaitSeeded()
 }
