@@ -272,6 +272,19 @@ vm_stall_report() {
 	tail -n 20 "$1" | sed 's/^/vmtest: | /'
 }
 
+# vm_fail_digest BOOT LOG: the few lines that say why BOOT failed, for repeating at the end of
+# the run (CI shows only its end): the console's last lines when the guest stalled or gave no
+# result, else the failure lines of its steps (a hook's own "FAIL:" lines, its skips, panics).
+vm_fail_digest() {
+	if [ "$VM_END" = stall ] || [ -z "$VM_RESULT" ]; then
+		echo "$1: the console's last lines:"
+		tail -n 12 "$2" | cut -c 1-240 | sed 's/^/  | /'
+	else
+		echo "$1: the console's failure lines:"
+		grep -a -E '^VMTEST FAIL|FAIL:|SKIP:|^panic:' "$2" | tail -n 12 | cut -c 1-240 | sed 's/^/  | /'
+	fi
+}
+
 # vm_probe_kvm QEMU KERNEL LOG: a short boot of KERNEL under KVM, no initramfs, to see
 # whether KVM runs a guest at all. A /dev/kvm that opens is no proof: on some nested hosts
 # the guest stops after "Booting from ROM..." and QEMU never exits; others abort at once

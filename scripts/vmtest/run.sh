@@ -542,6 +542,10 @@ boot_once() {
 }
 FAILED_BOOTS=()
 MATRIX=()
+# DIGEST: for each failed boot, the lines that say why, printed again after the matrix: CI
+# shows only the end of a run's output, and the stall report or the failing step's own
+# lines may be hundreds of lines above it.
+DIGEST=()
 for boot in "${BOOTS[@]}"; do
 	boot_setup "$boot"
 	LOG=$WORK/console-$boot.log
@@ -590,6 +594,7 @@ for boot in "${BOOTS[@]}"; do
 	if [ -n "$bad" ]; then
 		say "FAIL: $boot: $bad"
 		FAILED_BOOTS+=("$boot")
+		mapfile -t -O "${#DIGEST[@]}" DIGEST < <(vm_fail_digest "$boot" "$LOG")
 	else
 		say "PASS $boot (boot-to-result ${wall} s, kernel $B_KVER, $ACCEL)"
 	fi
@@ -616,6 +621,7 @@ for row in "${MATRIX[@]}"; do
 	printf 'vmtest:   %-14s %-10s %-22s %s\n' "${s:-(boot)}" "$boot" "$kv" "$rest"
 done
 total=$(elapsed "$T_START" "$(date +%s.%N)")
+for line in "${DIGEST[@]}"; do say "$line"; done
 if [ ${#FAILED_BOOTS[@]} -gt 0 ]; then
 	die "$(echo "${FAILED_BOOTS[@]}" | tr ' ' '\n' | sort -u | tr '\n' ' ')failed (matrix above; $ACCEL, ${total} s in all)"
 fi

@@ -373,3 +373,52 @@ func TestLimitKnobsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestFailDigest checks the lines run.sh repeats after the matrix for a failed boot: a
+// stalled guest's last console lines, or a finished guest's failure lines and none of its
+// passes (CI shows only the end of a run).
+func TestFailDigest(t *testing.T) {
+	var console strings.Builder
+	console.WriteString("=== VMTEST STEP hook 70-remote-bench.sh\n")
+	console.WriteString("remote-bench hook: FAIL: the bench (b1) did not end in time; what it is doing:\n")
+	console.WriteString("VMTEST FAIL hook 70-remote-bench.sh (exit 1)\n")
+	for i := range 30 {
+		fmt.Fprintf(&console, "VMTEST PASS step %d\n", i)
+	}
+	console.WriteString("panic: runtime error: index out of range\n")
+	console.WriteString(strings.Repeat("x", 300) + "\n")
+	log := filepath.Join(t.TempDir(), "console.log")
+	if err := os.WriteFile(log, []byte(console.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	digest := func(end, result string) []string {
+		out, _ := runBoot(t, nil, `VM_END=$2 VM_RESULT=$3 VM_PHASE= VM_QRC= VM_LAST=; vm_fail_digest host-plain "$1"`, log, end, result)
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if !strings.HasPrefix(l, "VM_") && l != "" {
+				lines = append(lines, l)
+			}
+		}
+		return lines
+	}
+
+	failed := digest("exit", "1")
+	want := []string{"host-plain: the console's failure lines:",
+		"  | remote-bench hook: FAIL: the bench (b1) did not end in time; what it is doing:",
+		"  | VMTEST FAIL hook 70-remote-bench.sh (exit 1)",
+		"  | panic: runtime error: index out of range"}
+	if strings.Join(failed, "\n") != strings.Join(want, "\n") {
+		t.Errorf("a guest with failed steps: digest\n%s\nwant\n%s", strings.Join(failed, "\n"), strings.Join(want, "\n"))
+	}
+
+	stalled := digest("stall", "")
+	if len(stalled) != 13 || stalled[0] != "host-plain: the console's last lines:" {
+		t.Fatalf("a stalled guest: digest of %d lines, want a heading and 12:\n%s", len(stalled), strings.Join(stalled, "\n"))
+	}
+	if last := stalled[12]; last != "  | "+strings.Repeat("x", 240) {
+		t.Errorf("the last line is not the console's last, cut to 240 characters: %q", last)
+	}
+	if stalled[10] != "  | VMTEST PASS step 29" {
+		t.Errorf("a stalled guest's digest is not the console's end: line 10 is %q", stalled[10])
+	}
+}

@@ -46,8 +46,9 @@ port=$cfg/ports/$kport_id
 # Fail fast while a target is away, reconnect every second for up to a minute.
 copts=reconnect_delay=1,ctrl_loss_tmo=60,fast_io_fail_tmo=0
 # One policy run: the checks read the first run's per-device rows. Each bench runs under
-# `timeout -s INT` (90 s, 120 s): a bench that hangs on a device stops with its partial
-# report (exit 130) instead of holding the boot until the step watchdog.
+# `timeout -s INT` (60 s, 75 s; they take 7 s and 25 s under TCG): a bench that hangs on a
+# device stops with its partial report (exit 130) instead of holding the boot until the step
+# watchdog; one that does not stop 20 s after its SIGINT fails the hook (await_bench).
 bargs="--force --quiet --placement none --workload uniform --keys 2000 --value-size 64K --warmup 0 --workers 4 --queue-depth 8 --json"
 
 rc=0
@@ -69,24 +70,111 @@ T0=$(now_cs)
 # it had not logged before this hook: what is left would test the broken kernel, not rbctl.
 kbug='kernel BUG at|BUG: unable to handle|Oops:|usercopy:'
 kbugs0=$(dmesg | grep -c -E "$kbug")
-await_bench() { # PID: waits for it; its exit status
-	while kill -0 "$1" 2>/dev/null; do
-		if [ "$(dmesg | grep -c -E "$kbug")" -gt "$kbugs0" ]; then
-			say "SKIP: the guest kernel logged a BUG while a bench ran (a kernel fault, not rbctl's; the rest would wait on a dead target):"
-			dmesg | grep -E "$kbug|Workqueue:|RIP:" | tail -n 4 | sed 's/^/remote-bench hook: dmesg: /'
-			exit 77
+kernel_bug_check() {
+	if [ "$(dmesg | grep -c -E "$kbug")" -gt "$kbugs0" ]; then
+		say "SKIP: the guest kernel logged a BUG while a bench ran (a kernel fault, not rbctl's; the rest would wait on a dead target):"
+		dmesg | grep -E "$kbug|Workqueue:|RIP:" | tail -n 4 | sed 's/^/remote-bench hook: dmesg: /'
+		exit 77
+	fi
+}
+# Nothing here may hold the boot until the step watchdog (300 s), which kills the guest with
+# no word of where it stood (CI, 2026-12-06: the hook stalled somewhere in its 300 s). Every
+# wait is bounded; one that runs out says what the process is doing (each thread's state and
+# kernel wait, the kernel stacks of threads in uninterruptible sleep, the kernel's last lines,
+# the controllers' states) and fails the hook, or skips it when the kernel holds the process
+# (hung).
+# kids PID: the PIDs of PID's children.
+kids() { awk -v p="$1" '$4 == p { print $1 }' /proc/[0-9]*/stat 2>/dev/null; }
+diag() { # PID: what a process that did not end is doing
+	for t in /proc/$1/task/*; do
+		[ -r "$t/stat" ] || continue
+		st=$(awk '{ print $3 }' "$t/stat" 2>/dev/null)
+		echo "thread ${t##*/} $(tr -d '\0' <"$t/comm" 2>/dev/null): state $st, waiting in $(cat "$t/wchan" 2>/dev/null)"
+		[ "$st" = D ] && sed 's/^/  kernel stack: /' "$t/stack" 2>/dev/null | head -n 10
+	done | head -n 40 | sed "s/^/remote-bench hook:   pid $1: /"
+	for k in $(kids "$1"); do diag "$k"; done
+}
+diag_kernel() { # the controllers' states and the kernel's last lines
+	for c in $kctrl $ectrl; do say "  /dev/$c: $(ctrl_state $c)"; done
+	dmesg | tail -n 10 | sed 's/^/remote-bench hook:   dmesg: /'
+}
+# live PID...: whether any of them is still running (a zombie has ended).
+live() {
+	for p in "$@"; do
+		st=$(awk '{ print $3 }' /proc/$p/stat 2>/dev/null)
+		[ -n "$st" ] && [ "$st" != Z ] && return 0
+	done
+	return 1
+}
+# wait_for SECS PID...: waits until they have all ended (0) or SECS have passed (1).
+wait_for() {
+	wf=$(($(now_cs) + $1 * 100))
+	shift
+	while live "$@"; do
+		[ "$(now_cs)" -lt "$wf" ] || return 1
+		sleep 0.2
+	done
+	return 0
+}
+# hung WHAT PID: PID (WHAT) did not end in time: asks it and its children, Go programs, for
+# their goroutines (SIGQUIT writes them to stderr) and kills them. A process SIGKILL cannot
+# end within 10 s is held by the kernel (I/O it never completes, a configfs write that never
+# returns): the kernel's fault, so the hook stops with a skip, as for a BUG. Otherwise rbctl
+# (or the hook) did not stop in time: a failure.
+hung() {
+	say "$1 did not end in time; what it is doing:" >&2
+	{ diag "$2"; diag_kernel; } >&2
+	hp="$2 $(kids "$2")"
+	kill -QUIT $hp 2>/dev/null
+	wait_for 5 $hp || { kill -KILL $hp 2>/dev/null; wait_for 10 $hp; }
+	if live $hp; then
+		say "SKIP: $1 outlived SIGKILL by 10 s: the guest kernel holds it, not rbctl; now:" >&2
+		diag "$2" >&2
+		exit 77
+	fi
+	say "FAIL: $1 did not end in time (it ended on SIGQUIT or SIGKILL)" >&2
+	rc=1
+}
+# await_bench PID SECS NAME: waits for a bench started under `timeout -s INT` (PID is
+# timeout's) for at most SECS; its exit status. One that runs out ends the hook (hung).
+await_bench() {
+	end=$(($(now_cs) + $2 * 100))
+	while live "$1"; do
+		kernel_bug_check
+		if [ "$(now_cs)" -ge "$end" ]; then
+			hung "the bench ($3, still running $2 s after it started although its SIGINT was due 20 s earlier)" "$1"
+			# Its goroutines (SIGQUIT's dump): each one's state and where it waits.
+			grep -v '^rbctl: [0-9]* I/O errors' /tmp/rb-remote-$3.err | grep -A2 -E '^goroutine |^[a-zA-Z]' | grep -v '^--$' |
+				head -n 80 | sed "s/^/remote-bench hook: $3: stderr: /"
+			teardown
+			exit 1
 		fi
 		sleep 1
 	done
 	wait "$1"
 }
+# bounded SECS WHAT CMD...: runs CMD in the background for at most SECS; its status, or 124.
+# CMD's output goes to stderr: inside $(...) a CMD left running must not hold the pipe.
+bounded() {
+	bs=$1 bw=$2
+	shift 2
+	"$@" >&2 &
+	bp=$!
+	if ! wait_for "$bs" $bp; then
+		hung "$bw (still running after $bs s)" $bp
+		return 124
+	fi
+	wait $bp
+}
+sh_c() { sh -c "$1"; }
 
 kctrl= ectrl= srv=
 teardown() {
-	for c in $kctrl $ectrl; do echo 1 >"/sys/class/nvme/$c/delete_controller" 2>/dev/null; done
-	[ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
-	srv=
-	rm -f "$port/subsystems/$knqn" 2>/dev/null
+	for c in $kctrl $ectrl; do
+		bounded 30 "deleting /dev/$c" sh_c "echo 1 >/sys/class/nvme/$c/delete_controller 2>/dev/null"
+	done
+	stop_emu
+	[ -e "$port/subsystems/$knqn" ] && bounded 30 "unlinking the subsystem from port $kport_id" rm -f "$port/subsystems/$knqn"
 	rmdir "$port" 2>/dev/null
 	for n in 1 2; do
 		[ -d "$sub/namespaces/$n" ] && echo 0 >"$sub/namespaces/$n/enable" 2>/dev/null
@@ -146,6 +234,18 @@ start_emu() {
 	srv=$!
 	for i in $(seq 1 100); do [ "$(grep -c '^serving' $elog 2>/dev/null)" -ge "$1" ] && return 0; sleep 0.1; done
 	return 1
+}
+# stop_emu: SIGTERM, and the process must be gone within 20 s (it closes every connection).
+stop_emu() {
+	[ -n "$srv" ] || return 0
+	kill "$srv" 2>/dev/null
+	if wait_for 20 "$srv"; then
+		wait "$srv" 2>/dev/null
+	else
+		hung "rbctl emu serve (SIGTERM 20 s earlier)" "$srv"
+		grep -A2 -E '^goroutine ' $elog | grep -v '^--$' | head -n 80 | sed 's/^/remote-bench hook: emu serve: /'
+	fi
+	srv=
 }
 : >$elog
 start_emu 1 || die "rbctl emu serve did not start: $(tail -n 5 $elog)"
@@ -231,8 +331,8 @@ gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
 
 # --- 1. one bench over all four ------------------------------------------------------------------
 t1=$(now_cs)
-timeout -s INT 90 /bin/rbctl bench $devs $bargs --duration 6s >/tmp/rb-remote-b1.json 2>/tmp/rb-remote-b1.err &
-await_bench $!
+timeout -s INT 60 /bin/rbctl bench $devs $bargs --duration 6s >/tmp/rb-remote-b1.json 2>/tmp/rb-remote-b1.err &
+await_bench $! 80 b1
 brc=$?
 say "bench over $devs: exit $brc ($(secs $(($(now_cs) - t1))) s)"
 [ $brc = 0 ] || bad "bench exit $brc: $(tail -n 5 /tmp/rb-remote-b1.err)"
@@ -271,7 +371,9 @@ wait_live() { # CTRL: up to 30 s
 # emu_hbmw: host bytes the emulated SSD has written (its FDP statistics log, read through the
 # kernel while the bench runs).
 emu_hbmw() {
-	/bin/rbctl fdp stats "$ng_emu" -e 1 --json 2>/dev/null | tr ',{}' '\n\n\n' | sed -n 's/^ *"hbmw" *: *"\{0,1\}\([0-9]*\)"\{0,1\} *$/\1/p' | head -n 1
+	rm -f /tmp/rb-remote-stats.json
+	bounded 20 "rbctl fdp stats $ng_emu" sh_c "/bin/rbctl fdp stats $ng_emu -e 1 --json >/tmp/rb-remote-stats.json 2>/dev/null" || return 0
+	tr </tmp/rb-remote-stats.json ',{}' '\n\n\n' | sed -n 's/^ *"hbmw" *: *"\{0,1\}\([0-9]*\)"\{0,1\} *$/\1/p' | head -n 1
 }
 # fault NAME CTRL AWAY_CMD BACK_CMD COUNTER AFFECTED...: a 24 s bench; AWAY_CMD runs once the
 # window has started (null_blk's write count moves) plus 3 s, BACK_CMD 5 s later. COUNTER
@@ -281,22 +383,22 @@ fault() {
 	shift 5
 	out=/tmp/rb-remote-$name.json
 	tb=$(now_cs)
-	timeout -s INT 120 /bin/rbctl bench $devs $bargs --duration 24s >$out 2>/tmp/rb-remote-$name.err &
+	timeout -s INT 75 /bin/rbctl bench $devs $bargs --duration 24s >$out 2>/tmp/rb-remote-$name.err &
 	bpid=$!
 	w0=$(nullb_writes)
 	for i in $(seq 1 600); do [ $(($(nullb_writes) - w0)) -gt 32 ] && break; kill -0 $bpid 2>/dev/null || break; sleep 0.1; done
 	sleep 3
 	ta=$(now_cs)
-	eval "$away" || bad "$name: could not take the target away ($away)"
+	$away || bad "$name: could not take the target away ($away)"
 	sleep 1
 	st_away=$(ctrl_state $fctrl)
 	c0=$($counter)
 	sleep 4
 	c1=$($counter)
 	tr_=$(now_cs)
-	eval "$back" || bad "$name: could not bring the target back ($back)"
+	$back || bad "$name: could not bring the target back ($back)"
 	if wait_live $fctrl; then tl=$(now_cs); else tl=; bad "$name: /dev/$fctrl not live 30 s after the target came back (state $(ctrl_state $fctrl))"; fi
-	await_bench $bpid
+	await_bench $bpid 95 $name
 	frc=$?
 	tail -n 4 /tmp/rb-remote-$name.err | sed "s/^/remote-bench hook: $name: stderr: /"
 	[ -n "$c0" ] && [ -n "$c1" ] && [ "$c1" -gt "$c0" ] || bad "$name: $counter did not move while the target was away ($c0, 4 s later $c1): the other devices were not served"
@@ -324,8 +426,13 @@ fault() {
 		esac
 	done
 }
-fault kernel-target "$kctrl" 'rm "$port/subsystems/$knqn"' 'ln -s "$sub" "$port/subsystems/$knqn"' emu_hbmw "$ng_nullb" "$ng_file"
-fault emu-target "$ectrl" 'kill "$srv" && wait "$srv"; srv=' 'start_emu 2' nullb_writes "$ng_emu"
+# The ways a target goes away and comes back (the kernel's: its port stops exporting the
+# subsystem; rbctl's: the process stops and starts again).
+kernel_away() { bounded 30 "unlinking the subsystem from port $kport_id" rm "$port/subsystems/$knqn"; }
+kernel_back() { bounded 30 "linking the subsystem to port $kport_id" ln -s "$sub" "$port/subsystems/$knqn"; }
+emu_back() { start_emu 2; }
+fault kernel-target "$kctrl" kernel_away kernel_back emu_hbmw "$ng_nullb" "$ng_file"
+fault emu-target "$ectrl" stop_emu emu_back nullb_writes "$ng_emu"
 grep -E '^panic|goroutine ' $elog && bad "rbctl emu serve crashed"
 
 teardown
