@@ -512,6 +512,31 @@ func (e *Engine) Entries(fn func(Key, EntryMeta) bool) { e.entries(fn) }
 // walks them, until fn returns false; no key is spelled, so it costs a fraction of Entries.
 func (e *Engine) Identities(fn func(uint64) bool) { e.identities(fn) }
 
+// InStoreOrder walks the indexed entries in the order they were stored, the least recent
+// first (the most recent first with newestFirst), calling fn with each one's identity and,
+// when spell is set, its key (a zero Key otherwise), until fn returns false. Recovery keeps
+// the store order (the checkpoint lists entries in it), so after a restart it is the order
+// the entries were stored in before: an eviction order is seeded from it. Like Entries it
+// never holds the index lock while fn runs; an entry stored or deleted during the walk may
+// or may not be visited.
+func (e *Engine) InStoreOrder(newestFirst, spell bool, fn func(id uint64, k Key) bool) {
+	type ik struct {
+		id uint64
+		k  Key
+	}
+	inStoreOrder(e, newestFirst, func(s int32) ik {
+		if spell {
+			return ik{e.slots[s].id, e.keyOf(s)}
+		}
+		return ik{id: e.slots[s].id}
+	}, func(x ik) bool { return fn(x.id, x.k) })
+}
+
+// KeysOf spells the indexed keys whose identity is id: none, one, or several where keys
+// share an identity (legacy keys of one chunk on several workers). An eviction order that
+// keeps identities instead of keys spells its victims with it.
+func (e *Engine) KeysOf(id uint64) []Key { return e.keysOf(id) }
+
 // Close stops workers and the checkpoint thread, writes a final checkpoint when
 // Config.FinalCheckpoint, and closes the device.
 func (e *Engine) Close() error { return e.close(true) }

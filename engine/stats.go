@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"github.com/rbctl/rbctl/placement"
@@ -118,4 +119,61 @@ func (e *Engine) entries(fn func(Key, EntryMeta) bool) {
 // announces them to its cluster directory).
 func (e *Engine) identities(fn func(uint64) bool) {
 	walkLive(e, func(s int32) uint64 { return e.slots[s].id }, fn)
+}
+
+// inStoreOrder walks the live entries in store order (newest first when newestFirst): it
+// notes every live slot's stamp (puts stamp in store order; recovery stamps entries in the
+// checkpoint's order, which is the stamps' order), sorts them, and picks them a chunk at a
+// time under the index lock as walkLive does. A slot whose stamp changed meanwhile (deleted,
+// or stored to again) is skipped: its entry is new or gone.
+func inStoreOrder[T any](e *Engine, newestFirst bool, pick func(s int32) T, fn func(T) bool) {
+	var order []uint64 // stamp<<32 | slot
+	walkLive(e, func(s int32) uint64 { return uint64(e.slots[s].stamp)<<32 | uint64(uint32(s)) },
+		func(x uint64) bool { order = append(order, x); return true })
+	slices.Sort(order)
+	if newestFirst {
+		slices.Reverse(order)
+	}
+	chunk := make([]T, 0, entriesChunk)
+	for len(order) > 0 {
+		n := min(len(order), entriesChunk)
+		chunk = chunk[:0]
+		e.mu.Lock()
+		for _, x := range order[:n] {
+			s := int32(uint32(x))
+			if r := &e.slots[s]; r.state == stLive && r.stamp == uint32(x>>32) {
+				chunk = append(chunk, pick(s))
+			}
+		}
+		e.mu.Unlock()
+		order = order[n:]
+		for _, x := range chunk {
+			if !fn(x) {
+				return
+			}
+		}
+	}
+}
+
+// keysOf walks id's probe sequence in the table: every cell up to the first empty one may
+// hold a slot of that identity (insertions and backward-shift deletions keep them there).
+func (e *Engine) keysOf(id uint64) []Key {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := &e.tab
+	h := mix(id)
+	fp, fpMask := t.fp(h), ^t.slotMask
+	var out []Key
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		c := t.cells[i]
+		if c == 0 {
+			return out
+		}
+		if c&fpMask != fp {
+			continue
+		}
+		if s := e.cellSlot(c); e.slots[s].id == id && e.slots[s].state == stLive {
+			out = append(out, e.keyOf(s))
+		}
+	}
 }

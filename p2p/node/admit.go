@@ -109,6 +109,7 @@ func (n *Node) admitWrites(keys []engine.Key) (keep, declined []int) {
 // or at once when the node does not evict.
 func (n *Node) victims(s int) func() *admission.Key {
 	var order []engine.Key
+	var nodes [][2]uint64 // lru, fifo: identity and sum, spelled when asked for
 	if ev := n.evict; ev != nil {
 		ev.mu.Lock()
 		r := &ev.shards[s]
@@ -122,15 +123,20 @@ func (n *Node) victims(s int) func() *admission.Key {
 				}
 			}
 		} else {
-			for i := r.keys.tail; i != noNode && len(order) < 4096; i = r.keys.prev[i] {
-				order = append(order, r.keys.keys[i])
+			for i := r.keys.tail; i != noNode && len(nodes) < 4096; i = r.keys.prev[i] {
+				nodes = append(nodes, [2]uint64{r.keys.ids[i], r.keys.sums[i]})
 			}
 		}
 		ev.mu.Unlock()
 	}
 	eng := n.cache.Shard(s)
 	return func() *admission.Key {
-		for len(order) > 0 {
+		for len(order) > 0 || len(nodes) > 0 {
+			if len(order) == 0 {
+				order = spell(eng, nodes[0][0], nodes[0][1])
+				nodes = nodes[1:]
+				continue
+			}
 			k := order[0]
 			order = order[1:]
 			if m, ok := eng.Lookup(k); ok && m.Locks == 0 {

@@ -128,14 +128,25 @@ func (ev *evictor) seed(s int, k engine.Key) {
 	if ev == nil {
 		return
 	}
+	if ev.mode != EvictRegion {
+		ev.seedSum(s, k.Identity(), orderSum(k))
+		return
+	}
 	ev.mu.Lock()
 	r := &ev.shards[s]
-	if ev.mode == EvictRegion {
-		if _, ok := r.m[k.String()]; !ok {
-			ev.join(r, k)
-		}
-	} else if _, ok := r.keys.find(k); !ok {
-		r.keys.pushBack(k)
+	if _, ok := r.m[k.String()]; !ok {
+		ev.join(r, k)
+	}
+	ev.mu.Unlock()
+}
+
+// seedSum is seed for lru and fifo, given the key's identity and sum (orderSum): a shard
+// of object keys is seeded from its identities alone, no key spelled.
+func (ev *evictor) seedSum(s int, id, sum uint64) {
+	ev.mu.Lock()
+	r := &ev.shards[s]
+	if _, ok := r.keys.find(sum); !ok {
+		r.keys.pushBack(id, sum)
 	}
 	ev.mu.Unlock()
 }
@@ -154,11 +165,12 @@ func (ev *evictor) touch(s int, k engine.Key) {
 			ev.join(r, k)
 		}
 	} else {
-		switch i, ok := r.keys.find(k); {
+		sum := orderSum(k)
+		switch i, ok := r.keys.find(sum); {
 		case ok && ev.mode != EvictFIFO:
 			r.keys.moveToFront(i)
 		case !ok:
-			r.keys.pushFront(k)
+			r.keys.pushFront(k.Identity(), sum)
 		}
 	}
 	ev.mu.Unlock()
@@ -178,7 +190,7 @@ func (ev *evictor) forget(s int, k engine.Key) {
 }
 
 func (r *recency) remove(k engine.Key) {
-	if i, ok := r.keys.find(k); ok {
+	if i, ok := r.keys.find(orderSum(k)); ok {
 		r.keys.remove(i)
 	}
 }
@@ -222,20 +234,28 @@ func (n *Node) makeRoom(keys []engine.Key) []engine.Key {
 		}
 		for i := r.keys.tail; i != noNode && want > 0; {
 			prev := r.keys.prev[i]
-			k := r.keys.keys[i]
-			switch del := n.cache.Shard(s).DeleteMany([]engine.Key{k}, false); {
-			case del[0]:
-				r.keys.remove(i)
-				out = append(out, k)
-				ev.evicted++
-				if n.replicas.is(k.Identity()) {
-					ev.evictedReplicas++
+			ks := spell(eng, r.keys.ids[i], r.keys.sums[i]) // none: gone already (deleted by a caller meanwhile)
+			kept := false
+			if len(ks) > 0 {
+				del := eng.DeleteMany(ks, false)
+				for j, k := range ks {
+					switch {
+					case del[j]:
+						out = append(out, k)
+						ev.evicted++
+						if n.replicas.is(k.Identity()) {
+							ev.evictedReplicas++
+						}
+						want--
+					case eng.ExistsMany(ks[j:j+1], false)[0]:
+						kept = true // pinned: kept, and so is its place in the order
+					}
 				}
-				want--
-			case n.cache.Shard(s).ExistsMany([]engine.Key{k}, false)[0]:
-				ev.pinnedSkips++ // pinned: kept, and so is its place in the order
-			default:
-				r.keys.remove(i) // gone already (deleted by a caller meanwhile)
+			}
+			if kept {
+				ev.pinnedSkips++
+			} else {
+				r.keys.remove(i)
 			}
 			i = prev
 		}

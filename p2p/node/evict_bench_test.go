@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 )
 
@@ -52,4 +53,45 @@ func BenchmarkEvictorSeed(b *testing.B) {
 	b.ReportMetric(heap, "heap-B/key")
 	b.ReportMetric(objects, "objects/key")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/key")
+}
+
+// BenchmarkEvictingPut: puts of one new 100-byte key each into a full LRU node of 16,384
+// slots, each evicting the least recent key (the order spells it from the engine, spell).
+func BenchmarkEvictingPut(b *testing.B) {
+	const slots = 16384
+	cfg := engine.DefaultConfig()
+	cfg.SlotBytes, cfg.MetaTotalBytes, cfg.Periodic, cfg.QueueDepth = 8192, 8<<20, false, 8
+	e, err := engine.Format(blockdev.NewMem(8<<20+slots*8192, 512), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	o := fastOptions("a", nil)
+	o.Eviction = EvictLRU
+	n, err := New(e, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { n.Close() })
+	if got := e.Layout().MaxSlots; got != slots {
+		b.Fatalf("%d slots, want %d", got, slots)
+	}
+	val := [][]byte{payloadN(0, 100)}
+	i := 0
+	put := func() {
+		if r, err := n.Put([]engine.Key{keyN(i)}, val); err != nil || len(r.Stored) != 1 {
+			b.Fatalf("put %d: %+v %v", i, r, err)
+		}
+		i++
+	}
+	for range slots {
+		put()
+	}
+	ev0, _, _ := n.evict.stats()
+	for b.Loop() {
+		put()
+	}
+	if ev, _, _ := n.evict.stats(); ev-ev0 != int64(b.N) {
+		b.Fatalf("%d puts into a full node evicted %d keys", b.N, ev-ev0)
+	}
 }

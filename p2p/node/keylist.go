@@ -1,26 +1,56 @@
 package node
 
-import "github.com/rbctl/rbctl/engine"
+import (
+	"hash/maphash"
+
+	"github.com/rbctl/rbctl/engine"
+)
 
 // keyList is one shard's recency order of keys for lru and fifo eviction (head = most
-// recent), with an index by key. Its nodes live in slices and are linked by position, so a
-// key costs no heap object of its own: in a container/list with a map of its elements by
-// key string, 4,194,304 keys held 149 B each and two objects for the collector to scan,
-// against 84 B and none here, and a 4M-entry restart seeded them for 2 s longer
-// (BenchmarkEvictorSeed, docs/engine.md "Restart time").
+// recent). It holds no key: a node is the key's identity and its sum (orderSum), 24 bytes
+// with its links, and an eviction spells the key from the engine (spell). Holding the keys
+// cost a 4M-entry node 880 MB (the recovered keys' strings, 128 B each, live for as long as
+// the order; docs/engine.md "Restart time"). Its nodes live in slices and are linked by
+// position, so a key costs no heap object of its own and nothing for the collector to scan.
 type keyList struct {
-	// at finds a key's node by its 64-bit identity (engine.Key.Identity: no pointers for the
-	// collector to scan, no string to hash); a key whose identity at gives to another key
-	// (legacy keys share their chunk hash across workers) is found in more instead.
-	at         map[uint64]int32
-	more       map[string]int32
-	keys       []engine.Key
+	at         map[uint64]int32 // a node by its key's sum
+	ids, sums  []uint64
 	prev, next []int32
 	head, tail int32 // noNode when empty
 	free       int32 // a free node, the rest linked through next; noNode: none
 }
 
 const noNode int32 = -1
+
+// sumSeed keys orderSum's hash of legacy keys; a sum lives only in this process's memory.
+var sumSeed = maphash.MakeSeed()
+
+// orderSum tells keys apart in an eviction order. An object key's identity is already a
+// 64-bit hash of the whole key (BLAKE2b), so it is its own sum; legacy keys of one chunk on
+// several workers share their identity (the chunk hash), so theirs is a hash of the whole
+// key. Two keys of one sum share one place in the order and are evicted together: for
+// distinct keys that takes a 64-bit collision (about one in 2^25 at 4M keys on a shard,
+// for the whole lifetime of the order), and costs a cache entry, never a write.
+func orderSum(k engine.Key) uint64 {
+	if k.Namespace() == engine.NamespaceLegacy {
+		return maphash.String(sumSeed, k.String())
+	}
+	return k.Identity()
+}
+
+// spell returns the keys of eng that a node of identity id and sum sum stands for: one,
+// or none once the key has left the cache (more only after a collision, orderSum).
+func spell(eng *engine.Engine, id, sum uint64) []engine.Key {
+	ks := eng.KeysOf(id)
+	n := 0
+	for _, k := range ks {
+		if orderSum(k) == sum {
+			ks[n] = k
+			n++
+		}
+	}
+	return ks[:n]
+}
 
 func newKeyList() keyList {
 	return keyList{at: map[uint64]int32{}, head: noNode, tail: noNode, free: noNode}
@@ -35,7 +65,8 @@ func (l *keyList) reserve(n int) {
 	if len(l.at) == 0 {
 		l.at = make(map[uint64]int32, n)
 	}
-	l.keys = growTo(l.keys, len(l.keys)+n)
+	l.ids = growTo(l.ids, len(l.ids)+n)
+	l.sums = growTo(l.sums, len(l.sums)+n)
 	l.prev = growTo(l.prev, len(l.prev)+n)
 	l.next = growTo(l.next, len(l.next)+n)
 }
@@ -49,53 +80,40 @@ func growTo[T any](s []T, n int) []T {
 	return t
 }
 
-func (l *keyList) len() int { return len(l.at) + len(l.more) }
+func (l *keyList) len() int { return len(l.at) }
 
-// find returns k's node.
-func (l *keyList) find(k engine.Key) (int32, bool) {
-	i, ok := l.at[k.Identity()]
-	if ok && l.keys[i].String() == k.String() {
-		return i, true
-	}
-	if len(l.more) == 0 {
-		return noNode, false
-	}
-	i, ok = l.more[k.String()]
+// find returns the node of the key of sum sum.
+func (l *keyList) find(sum uint64) (int32, bool) {
+	i, ok := l.at[sum]
 	return i, ok
 }
 
-// node takes a free node (or a new one) for k, which the list must not hold, and indexes
-// it; it is linked by the caller.
-func (l *keyList) node(k engine.Key) int32 {
+// node takes a free node (or a new one) for a key the list does not hold, and indexes it;
+// it is linked by the caller.
+func (l *keyList) node(id, sum uint64) int32 {
 	i := l.free
 	if i != noNode {
 		l.free = l.next[i]
-		l.keys[i] = k
+		l.ids[i], l.sums[i] = id, sum
 	} else {
-		i = int32(len(l.keys))
-		l.keys = append(l.keys, k)
+		i = int32(len(l.ids))
+		l.ids = append(l.ids, id)
+		l.sums = append(l.sums, sum)
 		l.prev = append(l.prev, noNode)
 		l.next = append(l.next, noNode)
 	}
-	if _, taken := l.at[k.Identity()]; taken {
-		if l.more == nil {
-			l.more = map[string]int32{}
-		}
-		l.more[k.String()] = i
-	} else {
-		l.at[k.Identity()] = i
-	}
+	l.at[sum] = i
 	return i
 }
 
-// pushFront adds k, which the list must not hold, as the most recent.
-func (l *keyList) pushFront(k engine.Key) {
-	l.linkFront(l.node(k))
+// pushFront adds a key the list does not hold as the most recent.
+func (l *keyList) pushFront(id, sum uint64) {
+	l.linkFront(l.node(id, sum))
 }
 
-// pushBack adds k, which the list must not hold, as the least recent.
-func (l *keyList) pushBack(k engine.Key) {
-	i := l.node(k)
+// pushBack adds a key the list does not hold as the least recent.
+func (l *keyList) pushBack(id, sum uint64) {
+	i := l.node(id, sum)
 	l.prev[i], l.next[i] = l.tail, noNode
 	if l.tail != noNode {
 		l.next[l.tail] = i
@@ -138,21 +156,10 @@ func (l *keyList) moveToFront(i int32) {
 	l.linkFront(i)
 }
 
-// holds reports whether at gives identity id to node i.
-func (l *keyList) holds(id uint64, i int32) bool {
-	j, ok := l.at[id]
-	return ok && j == i
-}
-
 // remove drops node i and frees it.
 func (l *keyList) remove(i int32) {
 	l.unlink(i)
-	if k := l.keys[i]; l.holds(k.Identity(), i) {
-		delete(l.at, k.Identity())
-	} else {
-		delete(l.more, k.String())
-	}
-	l.keys[i] = engine.Key{} // its string is the collector's again
+	delete(l.at, l.sums[i])
 	l.prev[i], l.next[i] = noNode, l.free
 	l.free = i
 }

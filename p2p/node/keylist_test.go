@@ -29,16 +29,16 @@ func TestKeyListMatchesAModel(t *testing.T) {
 	}
 	for step := range 20000 {
 		k := keys[rng.IntN(len(keys))]
-		i, held := l.find(k)
+		i, held := l.find(orderSum(k))
 		if held != (at(k) >= 0) {
 			t.Fatalf("step %d: find(%s) = %v, the model holds it: %v", step, k, held, at(k) >= 0)
 		}
 		switch op := rng.IntN(4); {
 		case !held && op < 2:
-			l.pushFront(k)
+			l.pushFront(k.Identity(), orderSum(k))
 			model = slices.Insert(model, 0, k)
 		case !held:
-			l.pushBack(k)
+			l.pushBack(k.Identity(), orderSum(k))
 			model = append(model, k)
 		case op < 2:
 			l.moveToFront(i)
@@ -49,18 +49,25 @@ func TestKeyListMatchesAModel(t *testing.T) {
 			model = slices.Delete(model, at(k), at(k)+1)
 		}
 		var fwd, back []engine.Key
+		byNode := func(i int32) engine.Key { // the model's key of node i's identity and sum
+			j := slices.IndexFunc(keys, func(k engine.Key) bool { return k.Identity() == l.ids[i] && orderSum(k) == l.sums[i] })
+			if j < 0 {
+				t.Fatalf("step %d: node %d holds identity %#x and sum %#x, no key's", step, i, l.ids[i], l.sums[i])
+			}
+			return keys[j]
+		}
 		for i := l.head; i != noNode; i = l.next[i] {
-			fwd = append(fwd, l.keys[i])
+			fwd = append(fwd, byNode(i))
 		}
 		for i := l.tail; i != noNode; i = l.prev[i] {
-			back = append(back, l.keys[i])
+			back = append(back, byNode(i))
 		}
 		slices.Reverse(back)
 		if !slices.Equal(fwd, model) || !slices.Equal(back, model) || l.len() != len(model) {
 			t.Fatalf("step %d: list %v (backwards %v, %d indexed), model %v", step, fwd, back, l.len(), model)
 		}
-		if len(l.keys) > len(keys) {
-			t.Fatalf("step %d: %d nodes for at most %d keys: freed nodes are not reused", step, len(l.keys), len(keys))
+		if len(l.ids) > len(keys) {
+			t.Fatalf("step %d: %d nodes for at most %d keys: freed nodes are not reused", step, len(l.ids), len(keys))
 		}
 	}
 }

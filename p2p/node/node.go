@@ -204,8 +204,11 @@ func (n *Node) announce(d p2p.Directory) {
 }
 
 // seedInBackground puts every key found at start into the eviction order while the node
-// already serves (at 4M keys the seeding took 3 s of a restart). Meanwhile a hit or a store
-// puts its key in front, and the seeding, which adds keys at the back, skips a key the
+// already serves (at 4M keys the seeding took 3 s of a restart), in the order the keys
+// were stored (engine.InStoreOrder): the least recently stored is the next evicted, as
+// before the restart (its hits are not known). lru and fifo add each key behind the ones
+// before it, newest first; region mode puts each key's region in front, oldest first, so
+// that a salt's open region is its newest. Meanwhile a hit or a store puts its key in front, and the seeding, which adds keys at the back, skips a key the
 // order already holds; a key deleted before the seeding reaches it is added all the same
 // and dropped by the first eviction that finds it gone (makeRoom, evictRegions). A write
 // that must evict waits for the seeding to finish (makeRoom), so that it evicts from the
@@ -218,14 +221,30 @@ func (n *Node) seedInBackground() {
 	}
 	n.wg.Go(func() {
 		defer func() { close(done); n.seeding.Store(nil) }()
+		start := time.Now()
 		seen := 0
-		n.cache.Entries(func(s int, k engine.Key, _ engine.EntryMeta) bool {
-			if seen++; seen%4096 == 0 && n.isClosed() {
-				return false
+		defer func() {
+			if l := n.opts.Logger; l != nil && !n.isClosed() {
+				l.Info("eviction order seeded", "eviction", string(n.evict.mode), "keys", seen, "took", time.Since(start).Round(time.Millisecond))
 			}
-			n.evict.seed(s, k)
-			return true
-		})
+		}()
+		for s := range n.cache.Len() {
+			if n.isClosed() {
+				return
+			}
+			eng := n.cache.Shard(s)
+			// An object key's identity is its sum: no key to spell.
+			spell := n.evict.mode == EvictRegion || eng.Config().Namespace == engine.NamespaceLegacy
+			eng.InStoreOrder(n.evict.mode != EvictRegion, spell, func(id uint64, k engine.Key) bool {
+				if spell {
+					n.evict.seed(s, k)
+				} else {
+					n.evict.seedSum(s, id, id)
+				}
+				seen++
+				return seen%4096 != 0 || !n.isClosed()
+			})
+		}
 	})
 }
 

@@ -13,8 +13,9 @@ import (
 	"github.com/rbctl/rbctl/engine"
 )
 
-// A node's start says what recovery found: "cache recovered" at info with the entries kept;
-// after one entry's slot header is overwritten, a warning with one dropped and which.
+// A node's start says what recovery found: "cache recovered" at info with the entries kept,
+// and "eviction order seeded" once its LRU order holds them; after one entry's slot header
+// is overwritten, a warning with one dropped and which.
 func TestStartLogsWhatRecoveryFound(t *testing.T) {
 	dev := filepath.Join(t.TempDir(), "c.img")
 	formatDevs(t, 16<<20, 64<<10, dev)
@@ -40,14 +41,16 @@ func TestStartLogsWhatRecoveryFound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		n.WaitSeeded()
 		if err := n.Close(); err != nil {
 			t.Fatal(err)
 		}
 		return log.String()
 	}
 	if got := start(); !strings.Contains(got, `level=INFO msg="cache recovered" device=`+dev+" entries=5 ") ||
-		!strings.Contains(got, `level=INFO msg="recovering cache" device=`+dev+"\n") {
-		t.Fatalf("a clean start does not log its recovery and its 5 entries:\n%s", got)
+		!strings.Contains(got, `level=INFO msg="recovering cache" device=`+dev+"\n") ||
+		!strings.Contains(got, `level=INFO msg="eviction order seeded" eviction=lru keys=5 took=`) {
+		t.Fatalf("a clean start does not log its recovery, its 5 entries and the seeding of its LRU order with them:\n%s", got)
 	}
 
 	f, err := os.OpenFile(dev, os.O_WRONLY, 0)

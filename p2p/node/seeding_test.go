@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/p2p"
@@ -179,4 +181,133 @@ func announcesEveryKey(t *testing.T, d p2p.Directory, mu *sync.Mutex, ids map[ui
 		}
 	}
 	n.WaitSeeded()
+}
+
+// Legacy keys of one chunk on several workers share their identity; the order tells them
+// apart (orderSum) and spells each victim from the engine. A node started on a full cache of
+// 2 chunks × 4 workers seeds them from the cache; each is then used in put order (the
+// seeded keys must be found, not added again), a hit moves one of the least recent to the
+// front, and 3 new puts evict exactly the next 3 by recency, although workers of their
+// chunk stay.
+func TestLegacyKeysOfOneChunkAreEvictedApart(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	cfg.SlotBytes, cfg.MetaTotalBytes, cfg.Periodic, cfg.QueueDepth = 8192, 1<<20, false, 8
+	cfg.Namespace = engine.NamespaceLegacy
+	e, err := engine.Format(blockdev.NewMem(1<<20+8*8192, 512), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	legacy := func(chunk, worker int) engine.Key {
+		return engine.LegacyKey(fmt.Sprintf("vllm@m@4@%d@%x@bfloat16", worker, 0xc0+chunk), uint64(0xc0+chunk))
+	}
+	var keys []engine.Key
+	for ch := range 2 {
+		for w := range 4 {
+			keys = append(keys, legacy(ch, w))
+		}
+	}
+	for i, k := range keys { // one at a time: slot order is put order
+		if r, err := e.PutMany([]engine.Key{k}, [][]byte{payloadN(i, 100)}); err != nil || len(r.Stored) != 1 {
+			t.Fatalf("fill %s: %+v %v", k, r, err)
+		}
+	}
+	o := fastOptions("a", nil)
+	o.Eviction = EvictLRU
+	n := startNode(t, e, o)
+	n.WaitSeeded()
+	if got := n.evict.shards[0].keys.len(); got != 8 {
+		t.Fatalf("the order holds %d keys after seeding, want 8", got)
+	}
+	for _, k := range keys { // uses in put order: the seeded keys are found, none added
+		n.evict.touch(0, k)
+	}
+	if got := n.evict.shards[0].keys.len(); got != 8 {
+		t.Fatalf("the order holds %d keys after a use of each, want 8: the seeding's sums are not the uses'", got)
+	}
+	n.evict.touch(0, legacy(0, 1)) // a hit on chunk 0's worker 1
+	var nk []engine.Key
+	var nv [][]byte
+	for i := range 3 {
+		nk, nv = append(nk, legacy(5, i)), append(nv, payloadN(50+i, 100))
+	}
+	if r, err := n.Put(nk, nv); err != nil || len(r.Stored) != 3 {
+		t.Fatalf("3 puts into a full cache: %+v %v", r, err)
+	}
+	// Least recent first: chunk 0's workers 0, 2, 3 go; worker 1 (hit) and chunk 1 stay.
+	for _, c := range []struct {
+		chunk, worker int
+		held          bool
+	}{{0, 0, false}, {0, 1, true}, {0, 2, false}, {0, 3, false}, {1, 0, true}, {1, 1, true}, {1, 2, true}, {1, 3, true}} {
+		if _, ok := e.Lookup(legacy(c.chunk, c.worker)); ok != c.held {
+			t.Errorf("chunk %d worker %d held: %v, want %v", c.chunk, c.worker, ok, c.held)
+		}
+	}
+	if ev, _, _ := n.evict.stats(); ev != 3 {
+		t.Errorf("evicted %d, want 3", ev)
+	}
+}
+
+// After a restart the order is the store order from before it (engine.InStoreOrder), not
+// the slot order: a cache of 16 slots whose first 4 slots were freed and taken again by the
+// 4 newest stores, restarted; 6 new puts evict the 6 least recently stored (keys 4..9),
+// not the keys of the highest slots (the newest before they were freed and stored again).
+// lru and fifo seed alike (newest first, each behind); region mode puts each key's region
+// in front, oldest first, and must keep the same order across regions.
+func TestRestartKeepsStoreOrder(t *testing.T) {
+	for _, mode := range []Eviction{EvictLRU, EvictFIFO, EvictRegion} {
+		t.Run(string(mode), func(t *testing.T) {
+			cfg := engine.DefaultConfig()
+			cfg.SlotBytes, cfg.MetaTotalBytes, cfg.Periodic, cfg.QueueDepth = 8192, 1<<20, false, 8
+			mem := blockdev.NewMem(1<<20+16*8192, 512)
+			e, err := engine.Format(mem, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			putOne := func(e *engine.Engine, i int) {
+				if r, err := e.PutMany([]engine.Key{keyN(i)}, [][]byte{payloadN(i, 100)}); err != nil || len(r.Stored) != 1 {
+					t.Fatalf("put %d: %+v %v", i, r, err)
+				}
+			}
+			for i := range 16 {
+				putOne(e, i)
+			}
+			del := e.DeleteMany([]engine.Key{keyN(0), keyN(1), keyN(2), keyN(3)}, false)
+			if !del[0] || !del[1] || !del[2] || !del[3] {
+				t.Fatalf("deletes refused: %v", del)
+			}
+			e.FlushDeallocates()
+			for i := 16; i < 20; i++ { // into the freed low slots
+				putOne(e, i)
+			}
+			if m, _ := e.Lookup(keyN(19)); m.Slot >= 4 {
+				t.Fatalf("key 19 in slot %d: the freed low slots were not taken again", m.Slot)
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			re, err := engine.Open(mem.Reopen(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { re.Close() })
+			o := fastOptions("a", nil)
+			o.Eviction, o.RegionSlots = mode, 2
+			n := startNode(t, re, o)
+			n.WaitSeeded()
+			var nk []engine.Key
+			var nv [][]byte
+			for i := 100; i < 106; i++ {
+				nk, nv = append(nk, keyN(i)), append(nv, payloadN(i, 100))
+			}
+			if r, err := n.Put(nk, nv); err != nil || len(r.Stored) != 6 {
+				t.Fatalf("6 puts into a full cache: %+v %v", r, err)
+			}
+			for i := 4; i < 20; i++ {
+				if _, ok := re.Lookup(keyN(i)); ok != (i >= 10) {
+					t.Errorf("key %d held: %v, want %v (keys 4..9 were the least recently stored)", i, ok, i >= 10)
+				}
+			}
+		})
+	}
 }
