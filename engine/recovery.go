@@ -312,12 +312,16 @@ func (e *Engine) applyCheckpoint(st *ckptState, sel Selection, opts OpenOptions)
 	if e.cfg.DevicePath == "" && st.hasDevPath {
 		e.cfg.DevicePath = st.devicePath
 	}
+	var pre *headerPrefetch
+	if cfg.VerifyOnLoad { // the headers are read while the entries are applied
+		pre = e.startPrefetch(opts.Context, st.count(), st.nextSlot)
+	}
 	e.applyState(st)
 	if cfg.VerifyOnLoad && sel.rejected != nil {
 		e.applyRescue(sel.rejected)
 	}
 	if cfg.VerifyOnLoad {
-		if err := e.verifyEntries(opts.Context); err != nil {
+		if err := e.verifyEntries(opts.Context, pre); err != nil {
 			return err
 		}
 		e.recovery.Verified = true

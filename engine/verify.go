@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/placement"
@@ -117,7 +120,8 @@ func (e *Engine) applyEntry(ce *ckptEntry, maxPayload, base int64, rec []byte, d
 // with RecoveryReaders goroutines over contiguous ranges, and drops entries whose header
 // has the wrong magic, identity or length, or a checksum that differs from the checkpoint's.
 // A cancelled ctx stops the readers within one batch; the error then wraps ctx.Err().
-func (e *Engine) verifyEntries(ctx context.Context) error {
+// Headers pre read already (startPrefetch; nil: none) are not read again.
+func (e *Engine) verifyEntries(ctx context.Context, pre *headerPrefetch) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -148,6 +152,21 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 			e.cfg.Progress(int(done.Load()), total)
 			progMu.Unlock()
 		}
+	}
+	if pre != nil { // its reads are this verification's: report them as its progress
+		tick := time.NewTicker(100 * time.Millisecond)
+	wait:
+		for {
+			select {
+			case <-pre.done:
+				break wait
+			case <-tick.C:
+				done.Store(min(pre.read.Load()*int64(total)/pre.slots, int64(total)))
+				report()
+			}
+		}
+		tick.Stop()
+		done.Store(0)
 	}
 	const batch = 32
 	hb := int64(e.cfg.HeaderBytes)
@@ -232,6 +251,23 @@ func (e *Engine) verifyEntries(ctx context.Context) error {
 				} else {
 					defer rel()
 				}
+			}
+			if pre != nil { // the headers read already; the others are read below
+				rest := part[:0:0]
+				for _, s := range part {
+					if hdr := pre.header(s); hdr != nil {
+						check(s, hdr, nil)
+					} else {
+						rest = append(rest, s)
+					}
+				}
+				if done.Add(int64(len(part) - len(rest))); len(rest) < len(part) {
+					report()
+				}
+				if len(rest) > 0 && len(rest) < len(part) { // verdicts in slot order, as without
+					defer slices.SortFunc(results[w], func(a, b verdict) int { return cmp.Compare(a.slot, b.slot) })
+				}
+				part = rest
 			}
 			ops := make([]blockdev.Op, 0, batch)
 			for len(part) > 0 && ctx.Err() == nil {

@@ -21,10 +21,27 @@ fi
 say() { echo "emu-nvmetcp hook: $*"; }
 rc=0
 bad() { say "FAIL: $*"; rc=1; }
+# stop PID LOG: SIGTERM to a target, which must be gone within 20 s (it closes every
+# connection); else SIGQUIT (its goroutines go to LOG and are shown) and SIGKILL, a failure.
+# No wait here is unbounded: the step watchdog (300 s) would kill the guest with no word of
+# where it stood.
+stop() {
+	kill "$1" 2>/dev/null || return 0
+	for i in $(seq 1 200); do
+		st=$(awk '{ print $3 }' /proc/$1/stat 2>/dev/null)
+		[ -z "$st" ] || [ "$st" = Z ] && { wait "$1" 2>/dev/null; return 0; }
+		sleep 0.1
+	done
+	bad "rbctl emu serve (pid $1) still running 20 s after SIGTERM; its goroutines:"
+	kill -QUIT "$1" 2>/dev/null
+	sleep 2
+	grep -A2 -E '^goroutine ' "$2" | grep -v '^--$' | head -n 60 | sed 's/^/emu-nvmetcp hook:   /'
+	kill -KILL "$1" 2>/dev/null
+}
 ctrl=
 teardown() {
 	[ -n "$ctrl" ] && echo 1 >"/sys/class/nvme/$ctrl/delete_controller" 2>/dev/null
-	[ -n "${srv:-}" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
+	[ -n "${srv:-}" ] && stop "$srv" $log
 	echo "--- rbctl emu serve log:"; tail -n 20 $log
 }
 die() { bad "$*"; teardown; exit 1; }
@@ -116,7 +133,7 @@ else
 	bad "connect with hdr_digest,data_digest failed: $(cat /tmp/err); $(dmesg | tail -n 2)"
 fi
 exec 4<&-
-kill "$dsrv" 2>/dev/null && wait "$dsrv" 2>/dev/null
+stop "$dsrv" /tmp/rbctl-emu-digest.log
 grep -E 'panic|goroutine' /tmp/rbctl-emu-digest.log && bad "the digest target crashed"
 /bin/rbctl fdp stats "$ng" -e 1 --json >/dev/null 2>&1 || bad "the first controller stopped answering"
 
@@ -309,7 +326,7 @@ if [ -n "$lctrl" ] && [ -e "$lns" ]; then
 else
 	bad "load: attaching the third target failed: $(cat /tmp/err 2>/dev/null); $(dmesg | tail -n 2)"
 fi
-kill "$lsrv" 2>/dev/null && wait "$lsrv" 2>/dev/null
+stop "$lsrv" $llog
 grep -E 'panic|goroutine' $llog && bad "the load target crashed"
 
 teardown
