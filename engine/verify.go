@@ -265,7 +265,7 @@ func (e *Engine) verifyEntries(ctx context.Context, pre *headerPrefetch) error {
 					report()
 				}
 				if len(rest) > 0 && len(rest) < len(part) { // verdicts in slot order, as without
-					defer slices.SortFunc(results[w], func(a, b verdict) int { return cmp.Compare(a.slot, b.slot) })
+					defer func() { slices.SortFunc(results[w], func(a, b verdict) int { return cmp.Compare(a.slot, b.slot) }) }()
 				}
 				part = rest
 			}
