@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,6 +213,32 @@ func TestTLSRefusesOutsidersOnBothPlanes(t *testing.T) {
 	}
 }
 
+// lateDirectory is a directory whose peers are given after the node using it has started
+// (before that it has none); safe for the node's goroutines to read meanwhile (assigning
+// the node's Directory after Start raced with its accept loop, which asks it who is trusted).
+type lateDirectory struct {
+	d atomic.Pointer[StaticDirectory]
+}
+
+func (l *lateDirectory) set(d *StaticDirectory) { l.d.Store(d) }
+
+func (l *lateDirectory) Candidates(id uint64) []p2p.Peer {
+	if d := l.d.Load(); d != nil {
+		return d.Candidates(id)
+	}
+	return nil
+}
+
+func (l *lateDirectory) Peers() []p2p.Peer {
+	if d := l.d.Load(); d != nil {
+		return d.Peers()
+	}
+	return nil
+}
+
+func (l *lateDirectory) Admitted(uint64) {}
+func (l *lateDirectory) Evicted(uint64)  {}
+
 // startTLSNode starts a node on loopback with m.
 func startTLSNode(t testing.TB, m *secure.Material, name string, dir p2p.Directory) *Node {
 	o := fastOptions(name, dir)
@@ -224,9 +251,10 @@ func startTLSNode(t testing.TB, m *secure.Material, name string, dir p2p.Directo
 // cluster's CA) gets misses, counted as peer failures, and the holder serves it nothing.
 func TestTLSPeersFetchAndStrangersCannot(t *testing.T) {
 	p := newPKI(t)
-	a := startTLSNode(t, p.material("a", "127.0.0.1"), "a", nil)
+	var aDir lateDirectory // b's address is known once b has started
+	a := startTLSNode(t, p.material("a", "127.0.0.1"), "a", &aDir)
 	b := startTLSNode(t, p.material("b", "127.0.0.1"), "b", NewStaticDirectory(a.Peer()))
-	a.opts.Directory = NewStaticDirectory(b.Peer()) // read only on a miss, after Start
+	aDir.set(NewStaticDirectory(b.Peer()))
 	ca, err := client.DialTLS(a.Peer().Control, 10*time.Second, p.material("client-a"))
 	if err != nil {
 		t.Fatal(err)
