@@ -125,7 +125,9 @@ func (e *Engine) identities(fn func(uint64) bool) {
 // notes every live slot's stamp (puts stamp in store order; recovery stamps entries in the
 // checkpoint's order, which is the stamps' order), sorts them, and picks them a chunk at a
 // time under the index lock as walkLive does. A slot whose stamp changed meanwhile (deleted,
-// or stored to again) is skipped: its entry is new or gone.
+// or stored to again) is skipped: its entry is new or gone. Stamps are 32 bits: after 2^32
+// puts in one process the order wraps (recovery numbers them afresh, so a walk right after
+// a restart, as a node's seeding is, is exact).
 func inStoreOrder[T any](e *Engine, newestFirst bool, pick func(s int32) T, fn func(T) bool) {
 	var order []uint64 // stamp<<32 | slot
 	walkLive(e, func(s int32) uint64 { return uint64(e.slots[s].stamp)<<32 | uint64(uint32(s)) },

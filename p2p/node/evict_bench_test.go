@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 )
 
@@ -59,13 +58,7 @@ func BenchmarkEvictorSeed(b *testing.B) {
 // slots, each evicting the least recent key (the order spells it from the engine, spell).
 func BenchmarkEvictingPut(b *testing.B) {
 	const slots = 16384
-	cfg := engine.DefaultConfig()
-	cfg.SlotBytes, cfg.MetaTotalBytes, cfg.Periodic, cfg.QueueDepth = 8192, 8<<20, false, 8
-	e, err := engine.Format(blockdev.NewMem(8<<20+slots*8192, 512), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { e.Close() })
+	e := memEngine(b, slots, 8<<20)
 	o := fastOptions("a", nil)
 	o.Eviction = EvictLRU
 	n, err := New(e, o)
@@ -73,9 +66,6 @@ func BenchmarkEvictingPut(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { n.Close() })
-	if got := e.Layout().MaxSlots; got != slots {
-		b.Fatalf("%d slots, want %d", got, slots)
-	}
 	val := [][]byte{payloadN(0, 100)}
 	i := 0
 	put := func() {

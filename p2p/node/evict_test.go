@@ -18,9 +18,16 @@ import (
 // smallEngine formats an in-memory cache of exactly slots slots of 4 KiB payload.
 func smallEngine(t testing.TB, slots int64) *engine.Engine {
 	t.Helper()
+	return memEngine(t, slots, 1<<20)
+}
+
+// memEngine formats an in-memory cache of exactly slots slots of 4 KiB payload with meta
+// bytes of checkpoint area (a 1 MiB one holds about 5,000 of these tests' keys).
+func memEngine(t testing.TB, slots, meta int64) *engine.Engine {
+	t.Helper()
 	cfg := engine.DefaultConfig()
-	cfg.SlotBytes, cfg.MetaTotalBytes, cfg.Periodic, cfg.QueueDepth = 8192, 1<<20, false, 8
-	e, err := engine.Format(blockdev.NewMem(1<<20+slots*8192, 512), cfg)
+	cfg.SlotBytes, cfg.MetaTotalBytes, cfg.Periodic, cfg.QueueDepth = 8192, meta, false, 8
+	e, err := engine.Format(blockdev.NewMem(meta+slots*8192, 512), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

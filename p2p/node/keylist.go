@@ -38,11 +38,15 @@ var sumSeed = maphash.MakeSeed()
 // distinct keys that takes a 64-bit collision (about one in 2^25 at 4M keys on a shard,
 // for the whole lifetime of the order), and costs a cache entry, never a write.
 func orderSum(k engine.Key) uint64 {
-	if k.Namespace() == engine.NamespaceLegacy {
+	if !identityIsSum(k.Namespace()) {
 		return maphash.String(sumSeed, k.String())
 	}
 	return k.Identity()
 }
+
+// identityIsSum reports whether a key of namespace ns has its identity as its sum
+// (orderSum): then an order is seeded from identities alone, no key spelled.
+func identityIsSum(ns engine.Namespace) bool { return ns != engine.NamespaceLegacy }
 
 // spell returns the keys of eng that a node of identity id and sum sum stands for: one,
 // or none once the key has left the cache (more only after a collision, orderSum).

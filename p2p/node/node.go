@@ -208,8 +208,9 @@ func (n *Node) announce(d p2p.Directory) {
 // were stored (engine.InStoreOrder): the least recently stored is the next evicted, as
 // before the restart (its hits are not known). lru and fifo add each key behind the ones
 // before it, newest first; region mode puts each key's region in front, oldest first, so
-// that a salt's open region is its newest. Meanwhile a hit or a store puts its key in front, and the seeding, which adds keys at the back, skips a key the
-// order already holds; a key deleted before the seeding reaches it is added all the same
+// that a salt's open region is its newest. Meanwhile a hit or a store puts its key in
+// front, and the seeding, which adds keys at the back, skips a key the order already
+// holds; a key deleted before the seeding reaches it is added all the same
 // and dropped by the first eviction that finds it gone (makeRoom, evictRegions). A write
 // that must evict waits for the seeding to finish (makeRoom), so that it evicts from the
 // whole order; the others do not wait.
@@ -233,8 +234,7 @@ func (n *Node) seedInBackground() {
 				return
 			}
 			eng := n.cache.Shard(s)
-			// An object key's identity is its sum: no key to spell.
-			spell := n.evict.mode == EvictRegion || eng.Config().Namespace == engine.NamespaceLegacy
+			spell := n.evict.mode == EvictRegion || !identityIsSum(eng.Config().Namespace)
 			eng.InStoreOrder(n.evict.mode != EvictRegion, spell, func(id uint64, k engine.Key) bool {
 				if spell {
 					n.evict.seed(s, k)
