@@ -26,7 +26,8 @@ type replyWriter struct {
 	vec     [3][]byte
 	bufs    net.Buffers
 	err     error
-	failed  func() // called once, when a write first fails (ends the connection's context)
+	failed  func()     // called once, when a write first fails (ends the connection's context)
+	raw     *rawWriter // large replies' writev (nil: through net.Buffers)
 }
 
 const replyBufBytes = 64 << 10
@@ -37,7 +38,7 @@ func newReplyWriter(c net.Conn, timeout time.Duration) *replyWriter {
 	if ac, ok := c.(*admitConn); ok {
 		c = ac.Conn
 	}
-	return &replyWriter{c: c, timeout: timeout, buf: make([]byte, 0, replyBufBytes)}
+	return &replyWriter{c: c, timeout: timeout, buf: make([]byte, 0, replyBufBytes), raw: newRawWriter(c)}
 }
 
 // arm gives the write about to start timeout to make progress: a slow reader is served, one
@@ -123,7 +124,12 @@ func (w *replyWriter) direct(b []byte) {
 	w.vec = [3][]byte{w.buf, b, crlf}
 	w.bufs = w.vec[:]
 	w.arm()
-	_, err := w.bufs.WriteTo(w.c)
+	var err error
+	if w.raw != nil {
+		err = w.raw.writev(w.bufs)
+	} else {
+		_, err = w.bufs.WriteTo(w.c)
+	}
 	w.fail(err)
 	w.vec = [3][]byte{}
 	w.buf = w.buf[:0]
