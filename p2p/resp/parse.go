@@ -86,9 +86,10 @@ type Reader struct {
 	Ctx        context.Context
 	BudgetWait time.Duration
 
-	held    int64    // bytes of the current request's kept arguments
-	charged int64    // what the current request took from Budget: held plus argOverhead per argument
-	args    [][]byte // the last request's argument array, reused by the next (at most 64)
+	held    int64      // bytes of the current request's kept arguments
+	charged int64      // what the current request took from Budget: held plus argOverhead per argument
+	args    [][]byte   // the last request's argument array, reused by the next (at most 64)
+	lent    []*bulkBuf // the buffers its values were read into (bulkpool.go), given back by Release
 }
 
 // argOverhead is what one argument of a request holds besides its bytes, which the server's
@@ -111,20 +112,27 @@ func (rd *Reader) Buffered() int { return rd.r.Buffered() }
 // Held is how many bytes the arguments of the last request hold until Release.
 func (rd *Reader) Held() int64 { return rd.held }
 
-// Release gives the last request's bytes back to the budget (its arguments must no longer
-// be used).
+// Release gives the last request's bytes back to the budget and its lent buffers back to
+// their pool (its arguments must no longer be used).
 func (rd *Reader) Release() {
 	if rd.Budget != nil {
 		rd.Budget.release(rd.charged)
 	}
 	rd.held, rd.charged = 0, 0
 	clear(rd.args[:cap(rd.args)]) // the array is kept; what it pointed at is not
+	for i, bb := range rd.lent {
+		returnBulk(bb)
+		rd.lent[i] = nil
+	}
+	rd.lent = rd.lent[:0]
 }
 
 // Next reads one request: its arguments (an empty request, a blank inline line or "*0",
 // gives none; an argument past MaxKeep is nil), io.EOF at a clean end of input, or an error
 // wrapping ErrProtocol (or ErrBusy). It releases the previous request's bytes first; the
-// array of arguments is reused by the next request (the arguments' bytes are not).
+// array of arguments is reused by the next request, and so are the bytes of a SET's or
+// MSET's values of pooledBulk bytes or more (lent buffers): nothing of a request may be
+// used after the next Next or Release.
 func (rd *Reader) Next() ([][]byte, error) {
 	rd.Release()
 	c, err := rd.r.ReadByte()
@@ -174,7 +182,7 @@ func (rd *Reader) Next() ([][]byte, error) {
 			return nil, protoErr("invalid bulk length")
 		}
 		if l > rd.lim.MaxKeep {
-			if err := rd.take(0); err != nil { // its place in args
+			if err := rd.take(0, 0); err != nil { // its place in args
 				return nil, err
 			}
 			if err := rd.discard(l); err != nil {
@@ -183,7 +191,27 @@ func (rd *Reader) Next() ([][]byte, error) {
 			args = append(args, nil)
 			continue
 		}
-		if err := rd.take(l); err != nil {
+		if l >= pooledBulk && len(args) > 0 && valueArg(args[0], len(args)) {
+			_, size := bulkClass(l)
+			if err := rd.take(l, size-l); err != nil {
+				return nil, err
+			}
+			bb := lendBulk(l)
+			rd.lent = append(rd.lent, bb)
+			if _, err := io.ReadFull(rd.r, bb.b); err != nil {
+				return nil, eof(err)
+			}
+			var crlf [2]byte
+			if _, err := io.ReadFull(rd.r, crlf[:]); err != nil {
+				return nil, eof(err)
+			}
+			if crlf != [2]byte{'\r', '\n'} {
+				return nil, protoErr("bulk string not terminated by CRLF")
+			}
+			args = append(args, bb.b[:l:l])
+			continue
+		}
+		if err := rd.take(l, 0); err != nil {
 			return nil, err
 		}
 		b := make([]byte, l+2)
@@ -199,9 +227,9 @@ func (rd *Reader) Next() ([][]byte, error) {
 }
 
 // take accounts one more argument of l bytes of the current request: its bytes within
-// MaxRequest, and they and argOverhead from the budget (waiting, without reading, while it
-// is full).
-func (rd *Reader) take(l int64) error {
+// MaxRequest, and they, slack (what its lent buffer holds past them) and argOverhead from
+// the budget (waiting, without reading, while it is full).
+func (rd *Reader) take(l, slack int64) error {
 	if rd.held+l > rd.lim.MaxRequest {
 		return protoErr("request larger than %d bytes", rd.lim.MaxRequest)
 	}
@@ -210,10 +238,10 @@ func (rd *Reader) take(l int64) error {
 		if rd.charged > 0 {
 			wait = rd.BudgetWait
 		}
-		if err := rd.Budget.acquire(rd.Ctx, l+argOverhead, wait); err != nil {
+		if err := rd.Budget.acquire(rd.Ctx, l+slack+argOverhead, wait); err != nil {
 			return err
 		}
-		rd.charged += l + argOverhead
+		rd.charged += l + slack + argOverhead
 	}
 	rd.held += l
 	return nil
