@@ -13,7 +13,9 @@
 # measures the disk's own rate for the GET pattern (fio random reads on the cache file at the
 # row's depth: the "rbctl/disk" line; and in the clients' own pattern, one fio job per client
 # at the row's pipeline depth: the "disk-jobs" line, with disk-jobs/valkey), since valkey
-# answers from RAM and rbctl from the disk.
+# answers from RAM and rbctl from the disk; and the disk's own rate for the SET pattern (fio
+# random writes, one job per client at its pipeline depth, to a scratch file beside the cache:
+# the "disk-write-jobs" line), since rbctl answers a SET once its value is on the disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VALKEY=$(command -v valkey-server || command -v redis-server || true)
@@ -40,7 +42,9 @@ disk_args=()
 if command -v fio >/dev/null; then
 	dd if=/dev/zero of="$dir/cache.img" bs=1052672 count=$((size / 1052672)) oflag=direct status=none
 	"$dir/rbctl" format --slot-bytes 1028K "$dir/cache.img" >/dev/null
-	disk_args=(-disk-file "$dir/cache.img")
+	# The SET rows' disk reference writes here (the cache file is rbctl's while it serves).
+	dd if=/dev/zero of="$dir/scratch.img" bs=1052672 count=$((bytes / 1052672 + 1)) oflag=direct status=none
+	disk_args=(-disk-file "$dir/cache.img" -disk-scratch "$dir/scratch.img")
 else
 	"$dir/rbctl" format --create "$size" --slot-bytes 1028K "$dir/cache.img" >/dev/null
 fi

@@ -22,6 +22,12 @@
 // depth: the "disk-jobs" lines): for LMCache's 8x1 that is 8 readers with one read in
 // flight each, which the disk serves more slowly than one reader at depth 8, and
 // disk-jobs/valkey says whether the disk alone, with no network at all, reaches valkey.
+//
+// With -disk-scratch (a file beside the cache, overwritten), each round also measures what
+// the disk gives the SET pattern: fio writing as many bytes as the SETs moved, in random
+// O_DIRECT writes of the value size, one job per client at its pipeline depth (the
+// "disk-write-jobs" lines). rbctl answers a SET once its value is on the disk; valkey once it
+// is in RAM.
 package main
 
 import (
@@ -65,7 +71,8 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds per size")
 	rowsFlag := flag.String("rows", "", "client patterns CxP, comma-separated (default: -clients x -pipeline, then LMCache's 8x1)")
 	diskFile := flag.String("disk-file", "", "rbctl's cache file: measure the disk's own rate for each GET pattern with fio ('' to skip)")
-	fioBin := flag.String("fio", "fio", "fio binary for -disk-file")
+	fioBin := flag.String("fio", "fio", "fio binary for -disk-file and -disk-scratch")
+	scratch := flag.String("disk-scratch", "", "a scratch file on the cache file's filesystem (overwritten): measure the disk's own write rate for each SET pattern with fio ('' to skip)")
 	flag.Parse()
 	t.name, ref.name = "rbctl", "valkey"
 	if *clients < 1 || *pipeline < 1 || *rounds < 1 || *total < 1 {
@@ -83,6 +90,14 @@ func main() {
 		}
 		if _, err := exec.LookPath(*fioBin); err != nil {
 			fail(fmt.Errorf("-disk-file needs fio: %w", err))
+		}
+	}
+	if *scratch != "" {
+		if _, err := os.Stat(*scratch); err != nil {
+			fail(fmt.Errorf("-disk-scratch: %w (make it first, as large as the bytes SET per round)", err))
+		}
+		if _, err := exec.LookPath(*fioBin); err != nil {
+			fail(fmt.Errorf("-disk-scratch needs fio: %w", err))
 		}
 	}
 	if len(rows) > 3 {
@@ -103,6 +118,7 @@ func main() {
 			var jobsRef []float64  // the disk's rate in the clients' pattern ÷ valkey's GET rate
 			var serial []float64   // rbctl's GET rate ÷ the read-then-send model's (readThenSend)
 			var serialRef []float64
+			var wjobs, wjobsRef []float64 // rbctl's SET rate ÷ the disk's writes in the clients' pattern; those ÷ valkey's SET
 			for r := 0; r < *rounds; r++ {
 				order := []target{t, ref}
 				if r%2 == 1 {
@@ -143,9 +159,21 @@ func main() {
 							fmt.Printf("  size %s %s round %d disk   read (fio, %d jobs at depth %d): %.2f GB/s\n", s, row, r+1, row.clients, row.pipeline, jb)
 						}
 					}
+					if tg.name == t.name && *scratch != "" {
+						wb, err := diskWrite(ctx, *fioBin, *scratch, int64(n)*int64(size), size, row.clients, row.pipeline)
+						if err != nil {
+							fail(fmt.Errorf("fio on %s, %s %s round %d: %w", *scratch, s, row, r+1, err))
+						}
+						rate["diskwrite"] = wb
+						wjobs = append(wjobs, rate[t.name+"SET"]/wb)
+						fmt.Printf("  size %s %s round %d disk   write (fio, %d jobs at depth %d): %.2f GB/s\n", s, row, r+1, row.clients, row.pipeline, wb)
+					}
 				}
 				for _, op := range []string{"SET", "GET"} {
 					ratios[op] = append(ratios[op], rate[t.name+op]/rate[ref.name+op])
+				}
+				if wb, ok := rate["diskwrite"]; ok {
+					wjobsRef = append(wjobsRef, wb/rate[ref.name+"SET"])
 				}
 				if jb, ok := rate["diskjobs"]; ok {
 					jobsRef = append(jobsRef, jb/rate[ref.name+"GET"])
@@ -163,6 +191,10 @@ func main() {
 			if len(diskJobs) > 0 {
 				fmt.Printf("resp-bench GET %s clients=%d pipeline=%d: ratio rbctl/disk-jobs median %.2f (rounds %s), disk-jobs/valkey median %.2f (rounds %s); disk-jobs: fio, %d jobs each reading %s at depth %d (the clients' own pattern, no network)\n",
 					s, row.clients, row.pipeline, median(diskJobs), list(diskJobs), median(jobsRef), list(jobsRef), row.clients, s, row.pipeline)
+			}
+			if len(wjobs) > 0 {
+				fmt.Printf("resp-bench SET %s clients=%d pipeline=%d: ratio rbctl/disk-write-jobs median %.2f (rounds %s), disk-write-jobs/valkey median %.2f (rounds %s); disk-write-jobs: fio, %d jobs each writing %s at depth %d to a scratch file beside the cache (the clients' own pattern, no network)\n",
+					s, row.clients, row.pipeline, median(wjobs), list(wjobs), median(wjobsRef), list(wjobsRef), row.clients, s, row.pipeline)
 			}
 			if len(serial) > 0 {
 				fmt.Printf("resp-bench GET %s clients=%d pipeline=%d: ratio rbctl/read-then-send median %.2f (rounds %s), read-then-send/valkey median %.2f (rounds %s); read-then-send: a model, not a run: each connection's GET takes the disk's time per read in the clients' pattern (disk-jobs) plus valkey's time per GET, one after the other\n",
@@ -416,25 +448,61 @@ func diskRead(ctx context.Context, fio, file string, total int64, size, jobs, de
 	return fioReadGBps(out)
 }
 
+// diskWrite runs fio writing total bytes to file (which must exist: fio would lay it out
+// first) in random O_DIRECT writes of size, jobs jobs at depth each, and returns the group's
+// GB/s: what the disk alone gives a SET pattern, each SET being one write of its value.
+func diskWrite(ctx context.Context, fio, file string, total int64, size, jobs, depth int) (float64, error) {
+	st, err := os.Stat(file)
+	if err != nil {
+		return 0, err
+	}
+	span := st.Size() / int64(size) * int64(size)
+	if span < int64(size) {
+		return 0, fmt.Errorf("%s holds less than one %d-byte write", file, size)
+	}
+	per := max(total/int64(jobs)/int64(size), 1) * int64(size)
+	cmd := exec.CommandContext(ctx, fio, "--name=disk", "--filename="+file, fmt.Sprintf("--size=%d", span),
+		"--ioengine=io_uring", "--direct=1", "--rw=randwrite", fmt.Sprintf("--bs=%d", size),
+		fmt.Sprintf("--numjobs=%d", jobs), "--group_reporting",
+		fmt.Sprintf("--iodepth=%d", depth), fmt.Sprintf("--io_size=%d", per), "--output-format=json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return fioGBps(out, "write")
+}
+
 // fioReadGBps is the read rate of the first job of fio's JSON output (with
 // --group_reporting, the group's).
-func fioReadGBps(out []byte) (float64, error) {
+func fioReadGBps(out []byte) (float64, error) { return fioGBps(out, "read") }
+
+// fioGBps is the rate of the first job's dir ("read" or "write") in fio's JSON output.
+func fioGBps(out []byte, dir string) (float64, error) {
 	// fio may print notes before its JSON.
 	if i := bytes.IndexByte(out, '{'); i > 0 {
 		out = out[i:]
 	}
+	type rate struct {
+		BwBytes float64 `json:"bw_bytes"`
+	}
 	var r struct {
-		Jobs []struct {
-			Read struct {
-				BwBytes float64 `json:"bw_bytes"`
-			} `json:"read"`
-		} `json:"jobs"`
+		Jobs []map[string]json.RawMessage `json:"jobs"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
 		return 0, fmt.Errorf("fio output: %w", err)
 	}
-	if len(r.Jobs) == 0 || r.Jobs[0].Read.BwBytes <= 0 {
-		return 0, errors.New("fio output: no read rate")
+	var got rate
+	if len(r.Jobs) > 0 {
+		if raw, ok := r.Jobs[0][dir]; ok {
+			if err := json.Unmarshal(raw, &got); err != nil {
+				return 0, fmt.Errorf("fio output: %w", err)
+			}
+		}
 	}
-	return r.Jobs[0].Read.BwBytes / 1e9, nil
+	if got.BwBytes <= 0 {
+		return 0, fmt.Errorf("fio output: no %s rate", dir)
+	}
+	return got.BwBytes / 1e9, nil
 }

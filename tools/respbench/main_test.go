@@ -21,6 +21,19 @@ func TestFioReadGBps(t *testing.T) {
 	}
 }
 
+// A write run's rate is its "write" object's; its zero "read" is not taken for it, nor the
+// other way round.
+func TestFioWriteGBps(t *testing.T) {
+	out := []byte(`{"jobs": [{"jobname": "disk", "read": {"bw_bytes": 0}, "write": {"io_bytes": 268435456, "bw_bytes": 912000000}}]}`)
+	got, err := fioGBps(out, "write")
+	if err != nil || math.Abs(got-0.912) > 1e-9 {
+		t.Fatalf("got %v, %v; want 0.912", got, err)
+	}
+	if _, err := fioReadGBps(out); err == nil {
+		t.Error("a write run's zero read rate was taken")
+	}
+}
+
 func TestReadThenSend(t *testing.T) {
 	for _, c := range []struct{ disk, ref, want float64 }{
 		{2, 2, 1},        // equal times per GET: half of either
