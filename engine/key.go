@@ -296,7 +296,20 @@ func keyText(encoded string) error {
 }
 
 func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
+	// Eight bytes at a time (recovery asks this of every key it indexes): a word has a byte
+	// below 0x20 iff (w - 0x20…) & ^w & 0x80… is not zero, and a byte above 0x7e iff
+	// ((w + 0x01…) | w) & 0x80… is not zero (the "hasless" and "hasmore" tests: exact for
+	// whether any byte qualifies, though not for which).
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if ((w-0x20*ones)&^w|(w+ones)|w)&highs != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f {
 			return false
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -103,6 +104,49 @@ func TestCompactKeyEncodingRoundTrips(t *testing.T) {
 		}
 		if keyEqual(rec, enc+"x", pre.strs, salts.strs) {
 			t.Errorf("%q: keyEqual true for a longer key", enc)
+		}
+	}
+}
+
+// The word-at-a-time printableASCII agrees with the byte-at-a-time definition: every byte
+// value at every position of strings of 1 to 19 bytes (a word, its tail, and both), over
+// printable backgrounds at both ends of the range.
+func TestPrintableASCIIWordAtATime(t *testing.T) {
+	slow := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if s[i] < 0x20 || s[i] >= 0x7f {
+				return false
+			}
+		}
+		return true
+	}
+	for n := 1; n < 20; n++ {
+		for _, bg := range []byte{0x20, 'a', 0x7e} {
+			b := bytes.Repeat([]byte{bg}, n)
+			for pos := range n {
+				for c := range 256 {
+					b[pos] = byte(c)
+					if got, want := printableASCII(string(b)), slow(string(b)); got != want {
+						t.Fatalf("printableASCII(%q) = %v, want %v", b, got, want)
+					}
+				}
+				b[pos] = bg
+			}
+		}
+	}
+	if !printableASCII("") {
+		t.Fatal("the empty string has no unprintable byte")
+	}
+}
+
+// BenchmarkPrintableASCII: the check recovery makes of every key it indexes, on an object
+// key of LMCache's shape (a model name, a rank and a 32-byte hash in hex: 97 bytes).
+func BenchmarkPrintableASCII(b *testing.B) {
+	k := ObjectKey("meta-llama/Llama-3.1-8B", 3, seq32(), "").String()
+	b.SetBytes(int64(len(k)))
+	for b.Loop() {
+		if !printableASCII(k) {
+			b.Fatal("not printable")
 		}
 	}
 }

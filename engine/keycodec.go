@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // The compact key encoding of the index arena, also used verbatim in the compact checkpoint:
@@ -258,18 +259,23 @@ func decodeKey(b []byte, pre, salts []string) (string, bool) {
 	if sid > uint64(len(salts)) {
 		return "", false
 	}
-	var sb strings.Builder
-	sb.Grow(len(pre[pid]) + 2*hl + 16)
-	sb.WriteString(pre[pid])
+	// Spelled into one allocation of the key's exact length (recovery spells every key of a
+	// checkpoint): the prefix, two hex digits a byte, '@' and the salt.
+	n = len(pre[pid]) + 2*hl
+	if sid > 0 {
+		n += 1 + len(salts[sid-1])
+	}
+	k := make([]byte, n)
+	j := copy(k, pre[pid])
 	for _, c := range h {
-		sb.WriteByte(hexdigits[c>>4])
-		sb.WriteByte(hexdigits[c&15])
+		k[j], k[j+1] = hexdigits[c>>4], hexdigits[c&15]
+		j += 2
 	}
 	if sid > 0 {
-		sb.WriteByte('@')
-		sb.WriteString(salts[sid-1])
+		k[j] = '@'
+		copy(k[j+1:], salts[sid-1])
 	}
-	return sb.String(), true
+	return unsafe.String(unsafe.SliceData(k), len(k)), true // k is not written again
 }
 
 // hexWord returns the lower-case hex digits of the 4 bytes of x (little-endian: byte 0 of
