@@ -434,18 +434,7 @@ func fail(err error) {
 // job at the row's whole depth, or one per client at its pipeline depth (the clients' own
 // pattern).
 func diskRead(ctx context.Context, fio, file string, total int64, size, jobs, depth int) (float64, error) {
-	per := max(total/int64(jobs)/int64(size), 1) * int64(size)
-	cmd := exec.CommandContext(ctx, fio, "--name=disk", "--filename="+file, "--readonly",
-		"--ioengine=io_uring", "--direct=1", "--rw=randread", fmt.Sprintf("--bs=%d", size),
-		fmt.Sprintf("--numjobs=%d", jobs), "--group_reporting",
-		fmt.Sprintf("--iodepth=%d", depth), fmt.Sprintf("--io_size=%d", per), "--output-format=json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return 0, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	return fioReadGBps(out)
+	return runFio(ctx, fio, "read", total, size, jobs, depth, "--filename="+file, "--readonly", "--rw=randread")
 }
 
 // diskWrite runs fio writing total bytes to file (which must exist: fio would lay it out
@@ -460,18 +449,26 @@ func diskWrite(ctx context.Context, fio, file string, total int64, size, jobs, d
 	if span < int64(size) {
 		return 0, fmt.Errorf("%s holds less than one %d-byte write", file, size)
 	}
+	return runFio(ctx, fio, "write", total, size, jobs, depth, "--filename="+file, fmt.Sprintf("--size=%d", span), "--rw=randwrite")
+}
+
+// runFio runs one fio job group of total bytes in requests of size, jobs jobs (io_uring,
+// O_DIRECT) at depth each, with args for the file and direction, and returns the group's
+// GB/s in dir ("read" or "write").
+func runFio(ctx context.Context, fio, dir string, total int64, size, jobs, depth int, args ...string) (float64, error) {
 	per := max(total/int64(jobs)/int64(size), 1) * int64(size)
-	cmd := exec.CommandContext(ctx, fio, "--name=disk", "--filename="+file, fmt.Sprintf("--size=%d", span),
-		"--ioengine=io_uring", "--direct=1", "--rw=randwrite", fmt.Sprintf("--bs=%d", size),
+	args = append([]string{"--name=disk"}, args...)
+	args = append(args, "--ioengine=io_uring", "--direct=1", fmt.Sprintf("--bs=%d", size),
 		fmt.Sprintf("--numjobs=%d", jobs), "--group_reporting",
 		fmt.Sprintf("--iodepth=%d", depth), fmt.Sprintf("--io_size=%d", per), "--output-format=json")
+	cmd := exec.CommandContext(ctx, fio, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return 0, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	return fioGBps(out, "write")
+	return fioGBps(out, dir)
 }
 
 // fioReadGBps is the read rate of the first job of fio's JSON output (with
