@@ -70,13 +70,13 @@ func (w *rawWriter) write(fd uintptr) bool {
 			return true
 		}
 		r, _, errno := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&w.iov[0])), uintptr(n))
-		switch errno {
-		case 0:
+		switch {
+		case errno == 0 && r > 0:
 			w.rest = advance(w.rest, int(r))
-		case unix.EAGAIN:
+		case errno == 0 || errno == unix.EAGAIN: // nothing taken (a socket never says 0 otherwise): wait
 			w.full++
 			return false
-		case unix.EINTR:
+		case errno == unix.EINTR:
 		default:
 			w.err = errno
 			return true
