@@ -12,16 +12,26 @@ import (
 // TestEntriesWalksInChunks: Entries over more slots than one chunk (1024) visits every live
 // entry exactly once, in slot order, skips deleted ones, stops when fn says so, and lets fn
 // call the engine (the index lock is not held while fn runs).
-func TestEntriesWalksInChunks(t *testing.T) {
+// walkEngine formats a memory device with room for n entries of 8 KiB slots in namespace ns
+// (no periodic checkpoints): the cache the walks' tests fill.
+func walkEngine(t *testing.T, ns engine.Namespace, n int) (*engine.Engine, *blockdev.Mem, engine.Config) {
+	t.Helper()
 	c := engine.DefaultConfig()
 	c.SlotBytes = 8 << 10
 	c.MetaTotalBytes = 4 << 20
 	c.Periodic = false
-	const n = 2600 // three chunks, the last one partial
-	e, err := engine.Format(blockdev.NewMem(int64(c.MetaTotalBytes)+int64(n+10)*c.SlotBytes, 4096), c)
+	c.Namespace = ns
+	mem := blockdev.NewMem(int64(c.MetaTotalBytes)+int64(n+10)*c.SlotBytes, 4096)
+	e, err := engine.Format(mem, c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, mem, c
+}
+
+func TestEntriesWalksInChunks(t *testing.T) {
+	const n = 2600 // three chunks, the last one partial
+	e, _, _ := walkEngine(t, engine.DefaultConfig().Namespace, n)
 	defer e.Close()
 	keys := make([]engine.Key, n)
 	pay := make([][]byte, n)
@@ -90,16 +100,8 @@ func TestEntriesWalksInChunks(t *testing.T) {
 // (the table's backward shifts move cells along their probe sequences), and none for an
 // identity nobody holds.
 func TestKeysOfSpellsEveryKeyOfAnIdentity(t *testing.T) {
-	c := engine.DefaultConfig()
-	c.SlotBytes = 8 << 10
-	c.MetaTotalBytes = 4 << 20
-	c.Periodic = false
-	c.Namespace = engine.NamespaceLegacy
 	const chunks, workers = 500, 4
-	e, err := engine.Format(blockdev.NewMem(int64(c.MetaTotalBytes)+int64(chunks*workers+10)*c.SlotBytes, 4096), c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, _, _ := walkEngine(t, engine.NamespaceLegacy, chunks*workers)
 	defer e.Close()
 	var keys []engine.Key
 	for ch := range chunks {
@@ -153,16 +155,8 @@ func TestKeysOfSpellsEveryKeyOfAnIdentity(t *testing.T) {
 // stored, both ways, although slot order differs (deleted slots are taken again by later
 // stores), a key stored again counts from its new store, and a restart keeps the order.
 func TestInStoreOrderKeepsStoreOrderAcrossARestart(t *testing.T) {
-	c := engine.DefaultConfig()
-	c.SlotBytes = 8 << 10
-	c.MetaTotalBytes = 4 << 20
-	c.Periodic = false
 	const n = 1500 // beyond one chunk of the walk (1024)
-	mem := blockdev.NewMem(int64(c.MetaTotalBytes)+int64(n+10)*c.SlotBytes, 4096)
-	e, err := engine.Format(mem, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, mem, c := walkEngine(t, engine.DefaultConfig().Namespace, n)
 	key := func(i int) engine.Key {
 		return engine.ObjectKey("order/model", 0, []byte(fmt.Sprintf("chunk-%05d", i)), "")
 	}
