@@ -93,8 +93,8 @@ func main() {
 		}
 	}
 	if *scratch != "" {
-		if _, err := os.Stat(*scratch); err != nil {
-			fail(fmt.Errorf("-disk-scratch: %w (make it first, as large as the bytes SET per round)", err))
+		if err := checkScratch(*scratch, *diskFile); err != nil {
+			fail(err)
 		}
 		if _, err := exec.LookPath(*fioBin); err != nil {
 			fail(fmt.Errorf("-disk-scratch needs fio: %w", err))
@@ -427,6 +427,22 @@ func list(v []float64) string {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "respbench:", err)
 	os.Exit(1)
+}
+
+// checkScratch refuses a -disk-scratch file that does not exist (fio would lay it out first,
+// writing it whole) or that is the cache file itself (cache; fio would overwrite rbctl's
+// cache under the running server).
+func checkScratch(scratch, cache string) error {
+	st, err := os.Stat(scratch)
+	if err != nil {
+		return fmt.Errorf("-disk-scratch: %w (make it first, as large as the bytes SET per round)", err)
+	}
+	if cache != "" {
+		if ct, err := os.Stat(cache); err == nil && os.SameFile(st, ct) {
+			return fmt.Errorf("-disk-scratch %s is the cache file given as -disk-file: fio's writes would overwrite rbctl's cache", scratch)
+		}
+	}
+	return nil
 }
 
 // diskRead runs fio reading total bytes from file in random reads of size, jobs jobs (each

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"testing"
 )
 
@@ -43,6 +44,31 @@ func TestReadThenSend(t *testing.T) {
 	} {
 		if got := readThenSend(c.disk, c.ref); math.Abs(got-c.want) > 1e-3 {
 			t.Errorf("readThenSend(%v, %v) = %v, want %v", c.disk, c.ref, got, c.want)
+		}
+	}
+}
+
+// The scratch file fio writes must exist and must not be the cache file, by any name.
+func TestCheckScratch(t *testing.T) {
+	dir := t.TempDir()
+	cache, scratch, link := dir+"/cache.img", dir+"/scratch.img", dir+"/link.img"
+	for _, f := range []string{cache, scratch} {
+		if err := os.WriteFile(f, make([]byte, 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(cache, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkScratch(scratch, cache); err != nil {
+		t.Fatalf("a scratch file beside the cache: %v", err)
+	}
+	if err := checkScratch(scratch, ""); err != nil {
+		t.Fatalf("a scratch file without -disk-file: %v", err)
+	}
+	for _, bad := range []string{cache, link, dir + "/missing.img"} {
+		if err := checkScratch(bad, cache); err == nil {
+			t.Errorf("checkScratch(%s) took it", bad)
 		}
 	}
 }
