@@ -253,6 +253,24 @@ func (d *UringDevice) Occupancy() uring.Occupancy {
 	return o
 }
 
+// RingTiming is where a device's batches of ops spent their time (uring.Timing): queued for
+// the ring's thread, running (the device and the completion's way back), and waking the
+// caller.
+type RingTiming = uring.Timing
+
+// Timing sums the rings' Timing (uring.Executor.Timing).
+func (d *UringDevice) Timing() RingTiming {
+	var t RingTiming
+	for _, e := range d.execs {
+		x := e.Timing()
+		t.Batches += x.Batches
+		t.QueuedNs += x.QueuedNs
+		t.RunNs += x.RunNs
+		t.WakeNs += x.WakeNs
+	}
+	return t
+}
+
 // FixedFile reports whether the device fd is registered with every ring.
 func (d *UringDevice) FixedFile() bool { return d.fixedFile }
 

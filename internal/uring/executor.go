@@ -63,6 +63,9 @@ type Executor struct {
 	inflight atomic.Int64
 	areaNs   atomic.Int64
 	lastNs   atomic.Int64
+
+	// Timing's sums, added by each timed batch's Wait.
+	timed, queuedNs, runNs, wakeNs atomic.Int64
 }
 
 // Occupancy is how full an Executor kept its ring since it started: the integral over time
@@ -96,7 +99,34 @@ func (e *Executor) account(inflight int) {
 	e.inflight.Store(int64(inflight))
 }
 
+// Timing is where an Executor's batches spent their time, summed over the batches whose Wait
+// has returned since it started (a batch failed with the ring is not counted). Each batch's
+// time is cut in three, one after the other:
+//
+//   - Queued: from Start until the owner prepares its first item: the hand-off of the work
+//     to the ring's thread, and its wait behind other batches;
+//   - Run: from then until its last completion is reaped: the device, and the completion's
+//     way back to the ring's thread (the kernel's signal, the netpoller, the thread's wake-up);
+//   - Wake: from the owner waking the caller until the caller's Wait returns: the hand-off
+//     back.
+//
+// The device's own share of Run is what the kernel's block statistics count for the same
+// reads (/sys/block/DEV/stat); docs/resp.md shows both for a RESP GET.
+type Timing struct {
+	Batches                 int64
+	QueuedNs, RunNs, WakeNs int64
+}
+
+// Timing reads the Executor's sums (see Timing).
+func (e *Executor) Timing() Timing {
+	return Timing{Batches: e.timed.Load(), QueuedNs: e.queuedNs.Load(), RunNs: e.runNs.Load(), WakeNs: e.wakeNs.Load()}
+}
+
+// since is the monotonic time since the Executor started, the clock of its stamps.
+func (e *Executor) since() int64 { return int64(time.Since(e.start)) }
+
 type job struct {
+	e    *Executor
 	b    Batch
 	n    int // items
 	next int // next item never prepared
@@ -104,6 +134,10 @@ type job struct {
 	fn   func(*Ring) error
 	err  error
 	done chan struct{}
+
+	// Stamps for Timing (Executor.since): queued, first item prepared, last completion
+	// reaped, caller woken; 0 until then.
+	tQueued, tPrep, tReap, tWoken int64
 }
 
 var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
@@ -179,7 +213,8 @@ func (e *Executor) Start(b Batch) Pending {
 		return Pending{}
 	}
 	j := jobPool.Get().(*job)
-	j.b, j.n, j.next, j.left, j.fn, j.err = b, n, 0, n, nil, nil
+	j.e, j.b, j.n, j.next, j.left, j.fn, j.err = e, b, n, 0, n, nil, nil
+	j.tQueued, j.tPrep, j.tReap, j.tWoken = e.since(), 0, 0, 0
 	if err := e.enqueue(j); err != nil {
 		j.b = nil
 		jobPool.Put(j)
@@ -195,8 +230,14 @@ func (p Pending) Wait() error {
 		return p.err
 	}
 	<-j.done
+	if e := j.e; j.tWoken > 0 {
+		e.queuedNs.Add(j.tPrep - j.tQueued)
+		e.runNs.Add(j.tReap - j.tPrep)
+		e.wakeNs.Add(e.since() - j.tWoken)
+		e.timed.Add(1)
+	}
 	err := j.err
-	j.b, j.err = nil, nil
+	j.e, j.b, j.err = nil, nil, nil
 	jobPool.Put(j)
 	return err
 }
@@ -340,6 +381,9 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 			idx := free[len(free)-1]
 			free = free[:len(free)-1]
 			table[idx] = s
+			if s.j.tPrep == 0 {
+				s.j.tPrep = e.since()
+			}
 			s.j.b.Prep(s.i, sqe)
 			sqe.SetUserData(uint64(idx))
 			inflight++
@@ -364,7 +408,9 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 					return
 				}
 			}
+			now := e.since()
 			for i, j := range finished {
+				j.tWoken = now
 				j.done <- struct{}{}
 				finished[i] = nil
 			}
@@ -429,6 +475,7 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 					continue
 				}
 				if s.j.left--; s.j.left == 0 {
+					s.j.tReap = e.since()
 					finished = append(finished, s.j)
 				}
 			}

@@ -561,3 +561,60 @@ func TestExecutorWaitsInPollerWhileOthersRun(t *testing.T) {
 	}
 	t.Logf("%d waits in the netpoller while the pipe read was in flight", parked)
 }
+
+// TestExecutorTiming: Timing cuts a batch's time into queued, run and wake stamps that lie
+// inside its Run, in that order: a pipe read that only completes once the test writes, 50 ms
+// after the read was prepared, puts at least those 50 ms in Run (the read cannot complete
+// earlier), and the three never add up to more than the Run call took. Do and empty
+// batches are not batches of ops and are not counted. Both of the owner's waits (the
+// netpoller where the ring has DEFER_TASKRUN, the kernel) are covered.
+func TestExecutorTiming(t *testing.T) {
+	for _, kw := range []bool{false, true} {
+		t.Run(fmt.Sprintf("KernelWait=%v", kw), func(t *testing.T) {
+			e := newExecutorOrSkip(t, Options{SingleIssuer: true, DeferTaskrun: true, BestEffort: true, KernelWait: kw}, 4)
+			defer e.Close()
+			if got := e.Timing(); got != (Timing{}) {
+				t.Fatalf("Timing before any batch = %+v", got)
+			}
+			const hold = 50 * time.Millisecond
+			for k := 1; k <= 2; k++ {
+				b, w := newPipeBatch(t, 1)
+				before := e.Timing()
+				t0 := time.Now()
+				done := runAsync(e, b)
+				<-b.prepared
+				time.Sleep(hold)
+				if _, err := unix.Write(w, []byte{1}); err != nil {
+					t.Fatal(err)
+				}
+				if err := waitRun(t, done); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(t0)
+				got := e.Timing()
+				d := Timing{Batches: got.Batches - before.Batches, QueuedNs: got.QueuedNs - before.QueuedNs,
+					RunNs: got.RunNs - before.RunNs, WakeNs: got.WakeNs - before.WakeNs}
+				if d.Batches != 1 {
+					t.Fatalf("batch %d: counted %d batches, want 1", k, d.Batches)
+				}
+				if d.RunNs < int64(hold) {
+					t.Errorf("batch %d: Run %v, less than the %v the read was held", k, time.Duration(d.RunNs), hold)
+				}
+				if d.QueuedNs < 0 || d.WakeNs < 0 || d.QueuedNs+d.RunNs+d.WakeNs > int64(took) {
+					t.Errorf("batch %d: queued %v + run %v + wake %v, against the %v Run took",
+						k, time.Duration(d.QueuedNs), time.Duration(d.RunNs), time.Duration(d.WakeNs), took)
+				}
+			}
+			before := e.Timing()
+			if err := e.Do(func(*Ring) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Run(newRW(0, false, nil, 0, 4096)); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.Timing(); got.Batches != before.Batches {
+				t.Errorf("a Do and an empty batch were counted: %d -> %d batches", before.Batches, got.Batches)
+			}
+		})
+	}
+}

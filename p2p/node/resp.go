@@ -134,7 +134,7 @@ func (r respNode) MaxPayload() int                  { return r.n.MaxPayload() }
 
 func (r respNode) Info() map[string]string {
 	c := r.n.Stats().Counters
-	return map[string]string{
+	m := map[string]string{
 		"rbctl_node":               r.n.Peer().Name,
 		"rbctl_evicted":            strconv.FormatInt(c["evicted"], 10),
 		"rbctl_admission_declined": strconv.FormatInt(c["admission_declined"], 10),
@@ -147,6 +147,12 @@ func (r respNode) Info() map[string]string {
 		"maxmemory_policy":                 maxmemoryPolicy(r.n.opts.Eviction),
 		"rbctl_eviction":                   evictionName(r.n.opts.Eviction),
 	}
+	for _, k := range []string{"ring_batches", "ring_queued_us", "ring_run_us", "ring_wake_us"} {
+		if v, ok := c[k]; ok { // devices with io_uring rings (docs/resp.md, "Where a GET's time goes")
+			m["rbctl_"+k] = strconv.FormatInt(v, 10)
+		}
+	}
+	return m
 }
 
 // maxmemoryPolicy names the node's eviction as INFO's maxmemory_policy does: valkey's name

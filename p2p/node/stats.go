@@ -9,6 +9,7 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
 )
@@ -54,10 +55,34 @@ func (n *Node) cacheStats(m map[string]int64) {
 	add("", sharded.SumUsage(us), sum)
 	n.healthStats(m, sum)
 	m["devices"] = int64(len(us))
+	n.ringStats(m)
 	if len(us) > 1 {
 		for i := range us {
 			add(fmt.Sprintf("dev%d_", i), us[i], ss[i])
 		}
+	}
+}
+
+// ringStats adds where the devices' io_uring batches spent their time (blockdev.RingTiming,
+// summed over the devices that have rings; absent when none has): ring_batches, and
+// ring_queued_us, ring_run_us and ring_wake_us, the time from a batch's start until the
+// ring's thread took it, until its last completion was reaped, and until its caller woke.
+func (n *Node) ringStats(m map[string]int64) {
+	var t blockdev.RingTiming
+	rings := false
+	for i := range n.cache.Len() {
+		if d, ok := n.cache.Shard(i).Device().(interface{ Timing() blockdev.RingTiming }); ok {
+			x := d.Timing()
+			rings = true
+			t.Batches += x.Batches
+			t.QueuedNs += x.QueuedNs
+			t.RunNs += x.RunNs
+			t.WakeNs += x.WakeNs
+		}
+	}
+	if rings {
+		m["ring_batches"] = t.Batches
+		m["ring_queued_us"], m["ring_run_us"], m["ring_wake_us"] = t.QueuedNs/1e3, t.RunNs/1e3, t.WakeNs/1e3
 	}
 }
 

@@ -92,6 +92,11 @@ type Server struct {
 	getLogged  atomic.Bool
 	replyBytes atomic.Int64 // reply values loaded and not yet written, all connections
 	connPeak   atomic.Int64 // the most one connection held at once (request + reply value)
+
+	// Where found values' GETs spend their time (resp_get_*, docs/resp.md): how many, their
+	// time in the server from the parsed request to the written reply, and the part of it
+	// the reply's write took (for a value under directBulk: its copy into the reply buffer).
+	getTimed, getNs, getWriteNs atomic.Int64
 }
 
 // session is one connection's state.
@@ -220,6 +225,7 @@ func (s *Server) stopped(ss *session, r reply) bool {
 // is written (Server.connPeak, resp_reply_bytes).
 func (s *Server) getOne(ss *session, k Key, r reply) {
 	defer s.giveBack(ss)
+	t0 := time.Now()
 	v, ok, err := s.get(ss, k)
 	if err != nil && !errors.Is(err, ErrKey) {
 		s.getFailed(k.Raw, err)
@@ -232,8 +238,13 @@ func (s *Server) getOne(ss *session, k Key, r reply) {
 	n := int64(len(v))
 	s.replyBytes.Add(n)
 	s.noteHeld(ss.held + n)
+	t1 := time.Now()
 	r.bulk(v)
+	t2 := time.Now()
 	s.replyBytes.Add(-n)
+	s.getTimed.Add(1)
+	s.getNs.Add(int64(t2.Sub(t0)))
+	s.getWriteNs.Add(int64(t2.Sub(t1)))
 }
 
 // noteHeld records what a connection holds now (its request's kept arguments, plus a reply

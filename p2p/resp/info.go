@@ -71,6 +71,7 @@ func (s *Server) Stats() map[string]int64 {
 		"resp_auth_failed": s.authFailed.Load(), "resp_auth_cut": s.authCut.Load(),
 		"resp_get_failed": s.getErrs.Load(), "resp_reply_bytes": s.replyBytes.Load(),
 		"resp_conn_peak_bytes": s.connPeak.Load(),
+		"resp_get_timed":       s.getTimed.Load(), "resp_get_us": s.getNs.Load() / 1e3, "resp_get_write_us": s.getWriteNs.Load() / 1e3,
 	}
 	for i, r := range DropReasons {
 		m["resp_set_dropped/"+r] = s.drops.n[i].Load()

@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -113,4 +114,36 @@ func (s intoOnly) Get(k Key) ([]byte, bool, error) {
 		s.t.Errorf("Get(%q) loaded a value outside the value pool", k.Raw)
 	}
 	return s.EngineStore.Get(k)
+}
+
+// A GET's time in the server is counted for each value found and written (resp_get_timed,
+// resp_get_us, and the reply's write, resp_get_write_us, a part of it), for GET and each key
+// of MGET alike; misses and refused keys are not, and INFO shows the same counters.
+func TestGetTimings(t *testing.T) {
+	srv := &Server{Store: newMem(1 << 20)}
+	c, err := net.Dial("tcp", serve(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k1, k2 := "my/model@00000001@0@00a1", "my/model@00000001@0@00a2"
+	v1, v2 := strings.Repeat("a", 100), strings.Repeat("b", 200<<10) // a copied and a direct bulk
+	exchange(t, c, cmd("SET", k1, v1)+cmd("SET", k2, v2), "+OK\r\n+OK\r\n")
+	if st := srv.Stats(); st["resp_get_timed"] != 0 || st["resp_get_us"] != 0 || st["resp_get_write_us"] != 0 {
+		t.Fatalf("GET timings before any GET: %v", st)
+	}
+	exchange(t, c, cmd("GET", k1)+cmd("GET", "my/model@00000001@0@00ff")+cmd("GET", k2),
+		"$100\r\n"+v1+"\r\n$-1\r\n$204800\r\n"+v2+"\r\n")
+	exchange(t, c, cmd("MGET", k2, "my/model@00000001@0@00fe", k1), "*3\r\n$204800\r\n"+v2+"\r\n$-1\r\n$100\r\n"+v1+"\r\n")
+	eventually(t, "four found values timed", func() bool { return srv.Stats()["resp_get_timed"] == 4 })
+	st := srv.Stats()
+	if st["resp_get_write_us"] < 0 || st["resp_get_write_us"] > st["resp_get_us"] {
+		t.Fatalf("reply writes took %d µs of the GETs' %d", st["resp_get_write_us"], st["resp_get_us"])
+	}
+	info := bulkReply(t, c, cmd("INFO", "stats"))
+	for _, k := range []string{"resp_get_timed", "resp_get_us", "resp_get_write_us"} {
+		if want := fmt.Sprintf("\r\nrbctl_%s:%d\r\n", k, srv.Stats()[k]); !strings.Contains(info, want) {
+			t.Errorf("INFO stats lacks %q:\n%s", strings.TrimSpace(want), info)
+		}
+	}
 }

@@ -119,6 +119,7 @@ func main() {
 			var serial []float64   // rbctl's GET rate ÷ the read-then-send model's (readThenSend)
 			var serialRef []float64
 			var wjobs, wjobsRef []float64 // rbctl's SET rate ÷ the disk's writes in the clients' pattern; those ÷ valkey's SET
+			var st stages                 // where rbctl's GET time goes (stages.go)
 			for r := 0; r < *rounds; r++ {
 				order := []target{t, ref}
 				if r%2 == 1 {
@@ -129,10 +130,18 @@ func main() {
 					id := 0xaa + 0x11*((ti+r)%2) + 0x22*ri // hex, so that the key's hash field stays hex
 					prefix := fmt.Sprintf("%02x%02x%04x", id, r, (size>>10)&0xffff)
 					for _, op := range []string{"SET", "GET"} {
+						timed := tg.name == t.name && op == "GET"
+						var s0 sample
+						if timed {
+							s0 = takeSample(ctx, tg.addr, *diskFile)
+						}
 						c0 := cpuTicks(tg.pid)
 						gbps, l, err := phase(ctx, tg.addr, op, prefix, n, size, row.clients, row.pipeline)
 						if err != nil {
 							fail(fmt.Errorf("%s %s %s %s round %d: %w", tg.name, op, s, row, r+1, err))
+						}
+						if timed {
+							st.add(s0, takeSample(ctx, tg.addr, *diskFile), l)
 						}
 						rate[tg.name+op] = gbps
 						lat[tg.name+op] = append(lat[tg.name+op], l...)
@@ -199,6 +208,9 @@ func main() {
 			if len(serial) > 0 {
 				fmt.Printf("resp-bench GET %s clients=%d pipeline=%d: ratio rbctl/read-then-send median %.2f (rounds %s), read-then-send/valkey median %.2f (rounds %s); read-then-send: a model, not a run: each connection's GET takes the disk's time per read in the clients' pattern (disk-jobs) plus valkey's time per GET, one after the other\n",
 					s, row.clients, row.pipeline, median(serial), list(serial), median(serialRef), list(serialRef))
+			}
+			if line := st.String(); line != "" {
+				fmt.Printf("resp-bench GET %s clients=%d pipeline=%d: where rbctl's GET time goes, means over the rounds: %s\n", s, row.clients, row.pipeline, line)
 			}
 			for _, op := range []string{"SET", "GET"} {
 				fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio rbctl/valkey median %.2f (rounds %s); CPU s/GB rbctl %s, valkey %s; latency p50/p99/p99.9 rbctl %s, valkey %s\n",

@@ -3,7 +3,9 @@ package main
 import (
 	"math"
 	"os"
+	"strings"
 	"testing"
+	"time"
 )
 
 // fio's JSON (trimmed from fio-3.33), after a note fio printed first.
@@ -70,5 +72,54 @@ func TestCheckScratch(t *testing.T) {
 		if err := checkScratch(bad, cache); err == nil {
 			t.Errorf("checkScratch(%s) took it", bad)
 		}
+	}
+}
+
+// The breakdown line is built from the differences of INFO's counters and the disk's
+// statistics around each GET phase, per GET, per batch and per disk read; a phase whose INFO
+// lacks the ring counters, or a disk without statistics, makes the line say "not measured"
+// rather than print a zero.
+func TestStages(t *testing.T) {
+	info := parseInfo("# Stats\r\ntotal_commands_processed:7\r\nrbctl_resp_get_timed:10\r\nrbctl_resp_get_us:5000\r\nrbctl_resp_get_write_us:800\r\n" +
+		"rbctl_ring_batches:10\r\nrbctl_ring_queued_us:1000\r\nrbctl_ring_run_us:2500\r\nrbctl_ring_wake_us:700\r\nrbctl_node:t\r\n")
+	if len(info) != 8 || info["rbctl_ring_run_us"] != 2500 {
+		t.Fatalf("parseInfo = %v", info)
+	}
+	zero := map[string]int64{}
+	for k := range info {
+		zero[k] = 0
+	}
+	d0 := parseBlockStat("  100 0 2000 50 0 0 0 0 0 0 0\n")
+	d1 := parseBlockStat("  110 0 7120 54 0 0 0 0 0 0 0\n")
+	if !d0.ok || d1.reads != 110 || d1.sectors != 7120 || d1.ms != 54 {
+		t.Fatalf("parseBlockStat = %+v", d1)
+	}
+	if parseBlockStat("1 2 3").ok || parseBlockStat("1 2 x 4").ok {
+		t.Fatal("a short or malformed stat line was taken")
+	}
+	lat := make([]time.Duration, 10)
+	for i := range lat {
+		lat[i] = 900 * time.Microsecond
+	}
+	var s stages
+	s.add(sample{info: zero, disk: d0}, sample{info: info, disk: d1}, lat)
+	want := "seen by the client 900 µs; in the server 500 µs (reply write 80); per device batch (10 batches for 10 GETs): queued for the ring's thread 100, device and completion 250, caller's wake-up 70; the disk (kernel block statistics): 400 µs per read of 256 KiB (10 reads); outside the server (network, client, requests behind others on their connection) 400 µs"
+	if got := s.String(); got != want {
+		t.Fatalf("line\n got %s\nwant %s", got, want)
+	}
+	var bare stages // no rings, no disk statistics
+	noRing := map[string]int64{"rbctl_resp_get_timed": 4, "rbctl_resp_get_us": 400, "rbctl_resp_get_write_us": 40}
+	bare.add(sample{info: map[string]int64{"rbctl_resp_get_timed": 0, "rbctl_resp_get_us": 0, "rbctl_resp_get_write_us": 0}}, sample{info: noRing}, lat[:4])
+	if got := bare.String(); strings.Contains(got, "batch") || !strings.Contains(got, "the disk's own time not measured") {
+		t.Fatalf("without rings or disk statistics: %s", got)
+	}
+	s.add(sample{info: zero}, sample{info: noRing}, lat[:4]) // a phase without them turns them off
+	if got := s.String(); strings.Contains(got, "batch") || !strings.Contains(got, "not measured") {
+		t.Fatalf("after a phase without rings or disk statistics: %s", got)
+	}
+	var none stages
+	none.add(sample{}, sample{info: info}, lat) // INFO failed before the phase
+	if none.String() != "" {
+		t.Fatalf("a phase without INFO gave %q", none.String())
 	}
 }
