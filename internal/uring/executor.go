@@ -354,7 +354,9 @@ func (e *Executor) loop(opt Options, ready chan<- error) {
 		}
 		clear(spare)
 		if closing && inflight == 0 && len(active) == 0 && len(retry) == 0 {
+			now := e.since()
 			for _, j := range finished {
+				j.tWoken = now
 				j.done <- struct{}{}
 			}
 			return
