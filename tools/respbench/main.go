@@ -212,6 +212,10 @@ func main() {
 			if line := st.String(); line != "" {
 				fmt.Printf("resp-bench GET %s clients=%d pipeline=%d: where rbctl's GET time goes, means over the rounds: %s\n", s, row.clients, row.pipeline, line)
 			}
+			if cycle, measured, ok := st.direct(); ok && row.pipeline == 1 && len(ratios["GET"]) > 0 {
+				fmt.Printf("resp-bench GET %s clients=%d pipeline=1: direct/valkey %.2f, direct/rbctl %.2f; direct: a model, not a run: rbctl with no time in the server but the disk's own per read and the reply's write (the kernel's and the server's counters above), everything outside the server as measured: %.0f µs per GET against %.0f\n",
+					s, row.clients, median(ratios["GET"])*measured/cycle, measured/cycle, cycle, measured)
+			}
 			for _, op := range []string{"SET", "GET"} {
 				fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio rbctl/valkey median %.2f (rounds %s); CPU s/GB rbctl %s, valkey %s; latency p50/p99/p99.9 rbctl %s, valkey %s\n",
 					op, s, row.clients, row.pipeline, median(ratios[op]), list(ratios[op]), medianOr(cpu[t.name+op]), medianOr(cpu[ref.name+op]),

@@ -107,11 +107,19 @@ func TestStages(t *testing.T) {
 	if got := s.String(); got != want {
 		t.Fatalf("line\n got %s\nwant %s", got, want)
 	}
+	// With no time in the server but the disk's (400 µs a read) and the write (80), and the
+	// 400 µs outside it as measured, a GET's cycle would be 880 µs against the 900 seen.
+	if cycle, measured, ok := s.direct(); !ok || math.Abs(cycle-880) > 1e-9 || math.Abs(measured-900) > 1e-9 {
+		t.Fatalf("direct = %v, %v, %v; want 880, 900, true", cycle, measured, ok)
+	}
 	var bare stages // no rings, no disk statistics
 	noRing := map[string]int64{"rbctl_resp_get_timed": 4, "rbctl_resp_get_us": 400, "rbctl_resp_get_write_us": 40}
 	bare.add(sample{info: map[string]int64{"rbctl_resp_get_timed": 0, "rbctl_resp_get_us": 0, "rbctl_resp_get_write_us": 0}}, sample{info: noRing}, lat[:4])
 	if got := bare.String(); strings.Contains(got, "batch") || !strings.Contains(got, "the disk's own time not measured") {
 		t.Fatalf("without rings or disk statistics: %s", got)
+	}
+	if _, _, ok := bare.direct(); ok {
+		t.Fatal("direct estimated without the disk's statistics")
 	}
 	s.add(sample{info: zero}, sample{info: noRing}, lat[:4]) // a phase without them turns them off
 	if got := s.String(); strings.Contains(got, "batch") || !strings.Contains(got, "not measured") {

@@ -113,6 +113,21 @@ func (s *stages) String() string {
 	return b.String()
 }
 
+// direct estimates a GET's cycle (µs) for a server whose only time per GET is the disk's own
+// time per read and the reply's write, with the time outside the server as measured: a
+// model of the measured parts, for rows with one GET in flight per connection, where the
+// cycle is the client's latency and the rate its inverse. ok is false without the disk's
+// statistics or GET timings.
+func (s *stages) direct() (cycle, measured float64, ok bool) {
+	if s.phases == 0 || s.gets == 0 || s.clientN == 0 || !s.disk || s.diskReads == 0 {
+		return 0, 0, false
+	}
+	measured = float64(s.clientNs) / float64(s.clientN) / 1e3
+	outside := measured - float64(s.getUs)/float64(s.gets)
+	cycle = outside + float64(s.diskMs)*1e3/float64(s.diskReads) + float64(s.writeUs)/float64(s.gets)
+	return cycle, measured, cycle > 0
+}
+
 // takeSample reads the server's INFO and the disk's counters (file: the cache file, "" for
 // none); either may be missing, and then the line says so.
 func takeSample(ctx context.Context, addr, file string) sample {
