@@ -258,17 +258,20 @@ func (d *UringDevice) Occupancy() uring.Occupancy {
 // caller.
 type RingTiming = uring.Timing
 
-// Timing sums the rings' Timing (uring.Executor.Timing).
-func (d *UringDevice) Timing() RingTiming {
+// RingTimed is a device that can say where its io_uring batches spent their time; ok is
+// false for one that runs none (an NVMe device over the ioctl transport), whose figures
+// were not measured rather than 0.
+type RingTimed interface {
+	RingTiming() (t RingTiming, ok bool)
+}
+
+// RingTiming sums the rings' Timing (uring.Executor.Timing).
+func (d *UringDevice) RingTiming() (RingTiming, bool) {
 	var t RingTiming
 	for _, e := range d.execs {
-		x := e.Timing()
-		t.Batches += x.Batches
-		t.QueuedNs += x.QueuedNs
-		t.RunNs += x.RunNs
-		t.WakeNs += x.WakeNs
+		t = t.Plus(e.Timing())
 	}
-	return t
+	return t, true
 }
 
 // FixedFile reports whether the device fd is registered with every ring.

@@ -49,6 +49,16 @@ type Device struct {
 
 var _ blockdev.Device = (*Device)(nil)
 var _ blockdev.BufferRegistrar = (*Device)(nil)
+var _ blockdev.RingTimed = (*Device)(nil)
+
+// RingTiming is where the transport's io_uring batches spent their time (blockdev.RingTimed):
+// the URING_CMD transport's; not ok over a transport without rings (the ioctl one).
+func (d *Device) RingTiming() (blockdev.RingTiming, bool) {
+	if rt, ok := d.t.(blockdev.RingTimed); ok {
+		return rt.RingTiming()
+	}
+	return blockdev.RingTiming{}, false
+}
 
 var (
 	// ErrBadHandle: a write's placement handle has no entry in the PID table.

@@ -268,3 +268,32 @@ func TestDeviceTailWrites(t *testing.T) {
 		t.Fatalf("err %v N %d, want N %d", err, ops[0].N, len(head)+16<<10)
 	}
 }
+
+// timedCtrl is a transport with rings that reports a fixed Timing.
+type timedCtrl struct {
+	*fakeCtrl
+	t blockdev.RingTiming
+}
+
+func (c timedCtrl) RingTiming() (blockdev.RingTiming, bool) { return c.t, true }
+
+// A device says where its transport's ring batches spent their time when the transport has
+// rings (the URING_CMD one), and that it has none over any other (the ioctl one): not ok,
+// rather than zeros it did not measure.
+func TestDeviceRingTiming(t *testing.T) {
+	d, err := NewDevice(newFakeCtrl(1024, 12, 0), DeviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm, ok := d.RingTiming(); ok {
+		t.Fatalf("a transport without rings reported %+v", tm)
+	}
+	want := blockdev.RingTiming{Batches: 3, QueuedNs: 10, RunNs: 200, WakeNs: 30}
+	d, err = NewDevice(timedCtrl{newFakeCtrl(1024, 12, 0), want}, DeviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm, ok := d.RingTiming(); !ok || tm != want {
+		t.Fatalf("RingTiming = %+v, %v; want the transport's %+v", tm, ok, want)
+	}
+}

@@ -306,6 +306,16 @@ func (t *UringCmdTransport) retryFixedEINVAL(e *uring.Executor, cmds []Command, 
 	}
 }
 
+// RingTiming sums where the I/O rings' batches spent their time (uring.Executor.Timing; the
+// controller ring's admin commands are not counted).
+func (t *UringCmdTransport) RingTiming() (uring.Timing, bool) {
+	var s uring.Timing
+	for _, e := range t.io {
+		s = s.Plus(e.Timing())
+	}
+	return s, true
+}
+
 // FixedDisabled reports whether the transport stopped using fixed buffers because the
 // kernel refused them (see retryFixedEINVAL).
 func (t *UringCmdTransport) FixedDisabled() bool { return t.fixedOff.Load() }

@@ -252,4 +252,9 @@ func TestUringCmdReadWrite(t *testing.T) {
 			t.Fatalf("fixed=%d: read back differs", fixed)
 		}
 	}
+	// Each IO call above is at least one timed batch on an I/O ring (the stages the node
+	// reports as ring_*), and a real device's commands take time to run.
+	if tm, ok := tr.RingTiming(); !ok || tm.Batches < 4 || tm.RunNs <= 0 {
+		t.Fatalf("RingTiming after 4 IO calls = %+v, %v", tm, ok)
+	}
 }

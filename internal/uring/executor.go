@@ -117,6 +117,11 @@ type Timing struct {
 	QueuedNs, RunNs, WakeNs int64
 }
 
+// Plus is t and x added, stage by stage (the Timing of several rings).
+func (t Timing) Plus(x Timing) Timing {
+	return Timing{Batches: t.Batches + x.Batches, QueuedNs: t.QueuedNs + x.QueuedNs, RunNs: t.RunNs + x.RunNs, WakeNs: t.WakeNs + x.WakeNs}
+}
+
 // Timing reads the Executor's sums (see Timing).
 func (e *Executor) Timing() Timing {
 	return Timing{Batches: e.timed.Load(), QueuedNs: e.queuedNs.Load(), RunNs: e.runNs.Load(), WakeNs: e.wakeNs.Load()}

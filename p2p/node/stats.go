@@ -71,13 +71,10 @@ func (n *Node) ringStats(m map[string]int64) {
 	var t blockdev.RingTiming
 	rings := false
 	for i := range n.cache.Len() {
-		if d, ok := n.cache.Shard(i).Device().(interface{ Timing() blockdev.RingTiming }); ok {
-			x := d.Timing()
-			rings = true
-			t.Batches += x.Batches
-			t.QueuedNs += x.QueuedNs
-			t.RunNs += x.RunNs
-			t.WakeNs += x.WakeNs
+		if d, ok := n.cache.Shard(i).Device().(blockdev.RingTimed); ok {
+			if x, ok := d.RingTiming(); ok {
+				t, rings = t.Plus(x), true
+			}
 		}
 	}
 	if rings {

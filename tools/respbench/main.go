@@ -151,31 +151,36 @@ func main() {
 						}
 						fmt.Printf("  size %s %s round %d %-6s %s: %.2f GB/s\n", s, row, r+1, tg.name, op, gbps)
 					}
-					if tg.name == t.name && *diskFile != "" {
-						gbps, err := diskRead(ctx, *fioBin, *diskFile, int64(n)*int64(size), size, 1, row.clients*row.pipeline)
+					// fio runs the disk's own pattern right after rbctl's phases; it stops the
+					// bench with fio's error.
+					fio := func(file, what string, run func() (float64, error)) float64 {
+						v, err := run()
 						if err != nil {
-							fail(fmt.Errorf("fio on %s, %s %s round %d: %w", *diskFile, s, row, r+1, err))
+							fail(fmt.Errorf("fio on %s, %s %s round %d: %w", file, s, row, r+1, err))
 						}
+						fmt.Printf("  size %s %s round %d disk   %s: %.2f GB/s\n", s, row, r+1, what, v)
+						return v
+					}
+					moved := int64(n) * int64(size)
+					if tg.name == t.name && *diskFile != "" {
+						gbps := fio(*diskFile, fmt.Sprintf("read (fio, depth %d)", row.clients*row.pipeline), func() (float64, error) {
+							return diskRead(ctx, *fioBin, *diskFile, moved, size, 1, row.clients*row.pipeline)
+						})
 						disk = append(disk, rate[t.name+"GET"]/gbps)
-						fmt.Printf("  size %s %s round %d disk   read (fio, depth %d): %.2f GB/s\n", s, row, r+1, row.clients*row.pipeline, gbps)
 						if row.clients > 1 {
-							jb, err := diskRead(ctx, *fioBin, *diskFile, int64(n)*int64(size), size, row.clients, row.pipeline)
-							if err != nil {
-								fail(fmt.Errorf("fio on %s, %s %s round %d: %w", *diskFile, s, row, r+1, err))
-							}
+							jb := fio(*diskFile, fmt.Sprintf("read (fio, %d jobs at depth %d)", row.clients, row.pipeline), func() (float64, error) {
+								return diskRead(ctx, *fioBin, *diskFile, moved, size, row.clients, row.pipeline)
+							})
 							rate["diskjobs"] = jb
 							diskJobs = append(diskJobs, rate[t.name+"GET"]/jb)
-							fmt.Printf("  size %s %s round %d disk   read (fio, %d jobs at depth %d): %.2f GB/s\n", s, row, r+1, row.clients, row.pipeline, jb)
 						}
 					}
 					if tg.name == t.name && *scratch != "" {
-						wb, err := diskWrite(ctx, *fioBin, *scratch, int64(n)*int64(size), size, row.clients, row.pipeline)
-						if err != nil {
-							fail(fmt.Errorf("fio on %s, %s %s round %d: %w", *scratch, s, row, r+1, err))
-						}
+						wb := fio(*scratch, fmt.Sprintf("write (fio, %d jobs at depth %d)", row.clients, row.pipeline), func() (float64, error) {
+							return diskWrite(ctx, *fioBin, *scratch, moved, size, row.clients, row.pipeline)
+						})
 						rate["diskwrite"] = wb
 						wjobs = append(wjobs, rate[t.name+"SET"]/wb)
-						fmt.Printf("  size %s %s round %d disk   write (fio, %d jobs at depth %d): %.2f GB/s\n", s, row, r+1, row.clients, row.pipeline, wb)
 					}
 				}
 				for _, op := range []string{"SET", "GET"} {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"math"
 	"os"
 	"strings"
@@ -125,9 +126,17 @@ func TestStages(t *testing.T) {
 	if got := s.String(); strings.Contains(got, "batch") || !strings.Contains(got, "not measured") {
 		t.Fatalf("after a phase without rings or disk statistics: %s", got)
 	}
-	var none stages
-	none.add(sample{}, sample{info: info}, lat) // INFO failed before the phase
-	if none.String() != "" {
-		t.Fatalf("a phase without INFO gave %q", none.String())
+	var none stages // INFO failed before the phase: the line says why, and nothing is counted
+	none.add(sample{err: errors.New("dial tcp: connection refused")}, sample{info: info}, lat)
+	if got, want := none.String(), "not measured: dial tcp: connection refused"; got != want {
+		t.Fatalf("a phase without INFO gave %q, want %q", got, want)
+	}
+	if _, _, ok := none.direct(); ok {
+		t.Fatal("direct estimated without INFO")
+	}
+	var other stages // a server that is not rbctl serve
+	other.add(sample{info: map[string]int64{"total_commands_processed": 1}}, sample{info: map[string]int64{"total_commands_processed": 9}}, lat)
+	if got := other.String(); !strings.Contains(got, "not measured: the server's INFO has no rbctl_resp_get_timed") {
+		t.Fatalf("a server without GET timings gave %q", got)
 	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +24,7 @@ import (
 // sample is what is read before and after a GET phase.
 type sample struct {
 	info map[string]int64 // INFO's integer fields, nil if INFO failed
+	err  error            // why INFO failed
 	disk blockStat        // zero if the file's disk has no statistics
 }
 
@@ -42,11 +45,15 @@ type stages struct {
 	batches, queuedUs, runUs, wakeUs int64
 	disk                             bool // the disk's counters were there, every phase
 	diskReads, diskSectors, diskMs   int64
+	why                              error // why a phase was not counted (the first)
 }
 
 // add takes one phase: the samples around it and the client's latencies.
 func (s *stages) add(a, b sample, lat []time.Duration) {
 	if a.info == nil || b.info == nil {
+		if s.why == nil {
+			s.why = cmp.Or(a.err, b.err)
+		}
 		return
 	}
 	d := func(k string) (int64, bool) {
@@ -56,6 +63,9 @@ func (s *stages) add(a, b sample, lat []time.Duration) {
 	}
 	n, ok := d("rbctl_resp_get_timed")
 	if !ok {
+		if s.why == nil {
+			s.why = errors.New("the server's INFO has no rbctl_resp_get_timed (not rbctl serve, or a build before 2026-12-07)")
+		}
 		return
 	}
 	us, _ := d("rbctl_resp_get_us")
@@ -88,11 +98,14 @@ func (s *stages) add(a, b sample, lat []time.Duration) {
 }
 
 // String is the row's line: means per GET of a found value (the server's, the client's) and
-// per batch of device ops (the ring's), per read the disk completed (the kernel's); "" when
-// the server gave no GET timings.
+// per batch of device ops (the ring's), per read the disk completed (the kernel's); why not,
+// when no phase could be counted.
 func (s *stages) String() string {
 	if s.phases == 0 || s.gets == 0 || s.clientN == 0 {
-		return ""
+		if s.why != nil {
+			return "not measured: " + s.why.Error()
+		}
+		return "not measured: no GET found a value"
 	}
 	per := func(us, n int64) float64 { return float64(us) / float64(n) }
 	client := float64(s.clientNs) / float64(s.clientN) / 1e3
@@ -132,7 +145,7 @@ func (s *stages) direct() (cycle, measured float64, ok bool) {
 // none); either may be missing, and then the line says so.
 func takeSample(ctx context.Context, addr, file string) sample {
 	var s sample
-	s.info, _ = readInfo(ctx, addr)
+	s.info, s.err = readInfo(ctx, addr)
 	if file != "" {
 		s.disk = readBlockStat(file)
 	}
@@ -158,7 +171,7 @@ func readInfo(ctx context.Context, addr string) (map[string]int64, error) {
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
 	if !strings.HasPrefix(head, "$") || err != nil || n < 0 || n > 1<<20 {
-		return nil, fmt.Errorf("INFO: unexpected reply %q", strings.TrimSpace(head))
+		return nil, fmt.Errorf("INFO answered %q", strings.TrimSpace(head))
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
