@@ -96,3 +96,25 @@ func TestEnginePutLoadOnUringLoopDevice(t *testing.T) {
 	defer e.Close()
 	check(e, "after reopen")
 }
+
+// TestEngineSuiteOnAio runs the engine's behaviour suite on the native AIO backend (O_DIRECT
+// file, a context of 16 events: the suite's larger batches wait for slots).
+func TestEngineSuiteOnAio(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short (the QEMU VM run): the full unit run covers the suite on aio")
+	}
+	enginetest.RunEngineSuite(t, func(t *testing.T) blockdev.Device {
+		p := filepath.Join(t.TempDir(), "engine-aio.img")
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, enginetest.MinDeviceBytes); err != nil {
+			t.Fatal(err)
+		}
+		d, err := blockdev.OpenAio(p, blockdev.FileOptions{Direct: true, QueueDepth: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	})
+}

@@ -21,6 +21,7 @@ const (
 	PathAuto     = ""         // io_uring, or posix where the kernel gives no io_uring
 	PathUring    = "uring"    // io_uring only
 	PathPosix    = "posix"    // pread/pwrite workers
+	PathAio      = "aio"      // Linux native AIO, completions reaped in the netpoller
 	PathPassthru = "passthru" // NVMe passthrough (always used for /dev/ngXnY and emu:)
 )
 
@@ -29,8 +30,8 @@ const MemPrefix = "mem:"
 
 // Options chooses how a device path is opened.
 type Options struct {
-	IOPath     string // PathAuto (""), PathUring, PathPosix, PathPassthru
-	Direct     bool   // O_DIRECT (posix, uring)
+	IOPath     string // PathAuto (""), PathUring, PathPosix, PathAio, PathPassthru
+	Direct     bool   // O_DIRECT (posix, uring, aio)
 	QueueDepth int    // ops in flight per Submit (0: backend default)
 	ReadOnly   bool   // open read-only, sharing the device with other readers
 	Exclusive  bool   // O_EXCL on block devices (and on the block device of /dev/ngXnY)
@@ -49,7 +50,7 @@ func DefaultOptions() Options {
 type Opened struct {
 	Path   string
 	Block  blockdev.Device
-	IOPath string // the I/O path in use: posix, uring, passthru, emu or mem
+	IOPath string // the I/O path in use: posix, uring, aio, passthru, emu or mem
 	// FDP is the device's FDP view; nil when it has none, and NoFDP says why (an error
 	// wrapping fdp.ErrFDPNotSupported, "FDP is disabled", or "no NVMe transport").
 	FDP   *FDP
@@ -92,10 +93,10 @@ func OpenDevice(path string, opt Options) (*Opened, error) {
 	switch opt.IOPath {
 	case PathAuto, PathUring, "io_uring":
 		return openUring(path, opt)
-	case PathPosix:
+	case PathPosix, PathAio:
 		return openFile(path, opt)
 	}
-	return nil, fmt.Errorf("io engine %q is not one of uring, posix, passthru", opt.IOPath)
+	return nil, fmt.Errorf("io engine %q is not one of uring, posix, aio, passthru", opt.IOPath)
 }
 
 // openMem makes a memory device of SIZE (rounded down to 4 KiB blocks).
@@ -177,6 +178,7 @@ func openUring(path string, opt Options) (*Opened, error) {
 		}
 	}
 	if err != nil && opt.IOPath == PathAuto && uringUnavailable(err) {
+		opt.IOPath = PathPosix
 		o, ferr := openFile(path, opt)
 		if ferr != nil {
 			return nil, ferr
@@ -197,14 +199,18 @@ func uringUnavailable(err error) bool {
 	return errors.Is(err, blockdev.ErrNotSupported) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS)
 }
 
-// openFile opens a file or block device with the posix engine.
+// openFile opens a file or block device with the posix engine, or native AIO (opt.IOPath).
 func openFile(path string, opt Options) (*Opened, error) {
+	open := func(fopt blockdev.FileOptions) (blockdev.Device, error) { return blockdev.OpenFile(path, fopt) }
+	if opt.IOPath == PathAio {
+		open = func(fopt blockdev.FileOptions) (blockdev.Device, error) { return blockdev.OpenAio(path, fopt) }
+	}
 	fopt := blockdev.FileOptions{Direct: opt.Direct, ReadOnly: opt.ReadOnly, Exclusive: opt.Exclusive, QueueDepth: opt.QueueDepth}
-	d, err := blockdev.OpenFile(path, fopt)
+	d, err := open(fopt)
 	if err != nil && opt.Direct && opt.BufferedFallback && directRefused(path, err) {
 		fopt.Direct = false
-		if d, err = blockdev.OpenFile(path, fopt); err == nil {
-			o := blockOpened(path, d, PathPosix)
+		if d, err = open(fopt); err == nil {
+			o := blockOpened(path, d, opt.IOPath)
 			o.Notes = append(o.Notes, "the filesystem refuses O_DIRECT: opened buffered")
 			return o, nil
 		}
@@ -212,7 +218,7 @@ func openFile(path string, opt Options) (*Opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	return blockOpened(path, d, PathPosix), nil
+	return blockOpened(path, d, opt.IOPath), nil
 }
 
 // directRefused reports whether err is a regular file's filesystem refusing O_DIRECT.

@@ -50,6 +50,7 @@ func TestOpenEverySpelling(t *testing.T) {
 	}{
 		{file, "uring", DefaultOptions(), blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
 		{file, "posix", Options{IOPath: PathPosix, Direct: true}, blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
+		{file, "aio", Options{IOPath: PathAio, Direct: true}, blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
 		{file, "uring", Options{ReadOnly: true, Direct: true}, blockdev.KindFile, 0, false, fdp.ErrFDPNotSupported},
 		{"mem:16M", "mem", DefaultOptions(), blockdev.KindMemory, 8, false, fdp.ErrFDPNotSupported}, // Mem takes 8 handles, unplaced
 		{spec, "emu", DefaultOptions(), blockdev.KindEmulated, 4, true, nil},

@@ -522,6 +522,15 @@ func TestExecutorSerialBatchesNeverStall(t *testing.T) {
 			if e.WaitsInPoller() && e.parked.Load() == 0 {
 				t.Fatal("never waited in the netpoller")
 			}
+			// ... and its eventfd is still non-blocking (os.File.Fd keeps it so only because it
+			// was created non-blocking): a blocking one would make each of those waits a
+			// read(2) holding a thread, not a netpoller park.
+			if e.WaitsInPoller() {
+				fl, err := unix.FcntlInt(uintptr(e.cfd), unix.F_GETFL, 0)
+				if err != nil || fl&unix.O_NONBLOCK == 0 {
+					t.Fatalf("the netpoller's eventfd has flags %#x (%v): not O_NONBLOCK", fl, err)
+				}
+			}
 			if !e.WaitsInPoller() && e.parked.Load() != 0 {
 				t.Fatalf("waited in the netpoller %d times without WaitsInPoller", e.parked.Load())
 			}

@@ -104,7 +104,7 @@ func TestStages(t *testing.T) {
 	}
 	var s stages
 	s.add(sample{info: zero, disk: d0}, sample{info: info, disk: d1}, lat)
-	want := "seen by the client 900 µs; in the server 500 µs (reply write 80); per device batch (10 batches for 10 GETs): queued for the ring's thread 100, device and completion 250, caller's wake-up 70; the disk (kernel block statistics): 400 µs per read of 256 KiB (10 reads); outside the server (network, client, requests behind others on their connection) 400 µs"
+	want := "seen by the client 900 µs; in the server 500 µs (reply write 80); per device batch (10 batches for 10 GETs): queued (for the ring's thread; with aio, io_submit) 100, device and completion 250, caller's wake-up 70; the disk (kernel block statistics): 400 µs per read of 256 KiB (10 reads); outside the server (network, client, requests behind others on their connection) 400 µs"
 	if got := s.String(); got != want {
 		t.Fatalf("line\n got %s\nwant %s", got, want)
 	}

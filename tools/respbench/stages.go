@@ -113,7 +113,7 @@ func (s *stages) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seen by the client %.0f µs; in the server %.0f µs (reply write %.0f)", client, server, per(s.writeUs, s.gets))
 	if s.ring && s.batches > 0 {
-		fmt.Fprintf(&b, "; per device batch (%d batches for %d GETs): queued for the ring's thread %.0f, device and completion %.0f, caller's wake-up %.0f",
+		fmt.Fprintf(&b, "; per device batch (%d batches for %d GETs): queued (for the ring's thread; with aio, io_submit) %.0f, device and completion %.0f, caller's wake-up %.0f",
 			s.batches, s.gets, per(s.queuedUs, s.batches), per(s.runUs, s.batches), per(s.wakeUs, s.batches))
 	}
 	if s.disk && s.diskReads > 0 {

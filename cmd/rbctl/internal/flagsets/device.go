@@ -24,7 +24,7 @@ type Device struct {
 // Add defines --io-engine, --direct and --queue-depth on cmd.
 func (f *Device) Add(cmd *cobra.Command) {
 	f.cmd = cmd
-	cmd.Flags().StringVar(&f.IOPath, "io-engine", "uring", "I/O engine: uring (posix where the kernel has no io_uring), posix or passthru (NVMe /dev/ngXnY); emu:... paths open the emulated FDP SSD")
+	cmd.Flags().StringVar(&f.IOPath, "io-engine", "uring", "I/O engine: uring (posix where the kernel has no io_uring), posix, aio (Linux native AIO: fewest thread hand-offs per read, no write streams) or passthru (NVMe /dev/ngXnY); emu:... paths open the emulated FDP SSD")
 	cmd.Flags().BoolVar(&f.Direct, "direct", true, "open with O_DIRECT (aligned I/O, bypasses the page cache; by default a filesystem that refuses it gets buffered I/O)")
 	cmd.Flags().IntVar(&f.QueueDepth, "queue-depth", 32, "operations in flight per batch")
 }
