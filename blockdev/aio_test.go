@@ -3,9 +3,7 @@ package blockdev
 import (
 	"bytes"
 	"errors"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,82 +66,16 @@ func TestAioRoundTrip(t *testing.T) {
 
 // TestAioConcurrentSubmitters: several goroutines share the context's slots.
 func TestAioConcurrentSubmitters(t *testing.T) {
-	d := openAio(t, uringTestFile(t, 8<<20), FileOptions{Direct: true, QueueDepth: 8})
-	const workers, per, bs = 8, 16, 16 << 10
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := uringAlloc(t, per*bs)
-			uringPattern(buf, w)
-			ops := make([]Op, per)
-			for i := range ops {
-				ops[i] = Op{Write: true, Off: int64((w*per + i) * bs), Buf: buf[i*bs : (i+1)*bs], Handle: placement.None}
-			}
-			if err := d.Submit(ops); err != nil {
-				t.Error(err)
-				return
-			}
-			got := uringAlloc(t, per*bs)
-			if err := ReadAt(d, got, int64(w*per*bs)); err != nil {
-				t.Error(err)
-				return
-			}
-			if !bytes.Equal(got, buf) {
-				t.Errorf("worker %d read back different bytes", w)
-			}
-		}()
-	}
-	wg.Wait()
+	checkConcurrentSubmitters(t, openAio(t, uringTestFile(t, 8<<20), FileOptions{Direct: true, QueueDepth: 8}))
 }
 
 func TestAioErrors(t *testing.T) {
 	p := uringTestFile(t, 1<<20)
-	d := openAio(t, p, FileOptions{Direct: true, QueueDepth: 4})
-	buf := uringAlloc(t, 8192)
-	lb := int64(d.Info().LogicalBlock)
-	cases := []struct {
-		name string
-		op   Op
-		want error
-	}{
-		{"past end", Op{Off: 1 << 20, Buf: buf[:lb]}, ErrOutOfRange},
-		{"negative", Op{Off: -lb, Buf: buf[:lb]}, ErrOutOfRange},
-		{"misaligned offset", Op{Off: 1, Buf: buf[:lb]}, ErrMisaligned},
-		{"misaligned length", Op{Off: 0, Buf: buf[:lb+1]}, ErrMisaligned},
-		{"misaligned buffer", Op{Off: 0, Buf: buf[1 : 1+lb]}, ErrMisaligned},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ops := []Op{tc.op, {Off: 0, Buf: buf[4096:8192]}}
-			err := d.Submit(ops)
-			if !errors.Is(err, tc.want) || !errors.Is(ops[0].Err, tc.want) {
-				t.Fatalf("Submit = %v, op err %v; want %v", err, ops[0].Err, tc.want)
-			}
-			if ops[1].Err != nil || ops[1].N != 4096 {
-				t.Fatalf("the valid op of the batch: N=%d err=%v", ops[1].N, ops[1].Err)
-			}
-		})
-	}
-	// The file shrinks under the device: the kernel reads 0 bytes past the new end.
-	if err := os.Truncate(p, 512<<10); err != nil {
-		t.Fatal(err)
-	}
-	if err := ReadAt(d, buf[:4096], 768<<10); !errors.Is(err, ErrUnexpectedEOF) {
-		t.Fatalf("read past a shrunk file = %v, want ErrUnexpectedEOF", err)
-	}
+	checkOpErrors(t, openAio(t, p, FileOptions{Direct: true, QueueDepth: 4}), p, true)
 }
 
 func TestAioReadOnly(t *testing.T) {
-	d := openAio(t, uringTestFile(t, 1<<20), FileOptions{Direct: true, ReadOnly: true})
-	buf := uringAlloc(t, 4096)
-	if err := WriteAt(d, buf, 0, placement.None); err == nil || !strings.Contains(err.Error(), "read-only") {
-		t.Fatalf("write on a read-only device = %v", err)
-	}
-	if err := ReadAt(d, buf, 0); err != nil {
-		t.Fatal(err)
-	}
+	checkReadOnly(t, openAio(t, uringTestFile(t, 1<<20), FileOptions{Direct: true, ReadOnly: true}))
 }
 
 // TestAioCompleteRetries drives complete by hand: a short transfer is resubmitted for its
