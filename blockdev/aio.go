@@ -116,6 +116,12 @@ func OpenAio(path string, opt FileOptions) (*AioDevice, error) {
 		return nil, fmt.Errorf("open %s: native aio: %w", path, err)
 	}
 	if _, _, e := unix.Syscall(unix.SYS_IO_SETUP, uintptr(d.depth), uintptr(unsafe.Pointer(&d.ctx)), 0); e != 0 {
+		switch e {
+		case unix.EAGAIN:
+			return fail(fmt.Errorf("io_setup(%d): %w: the system's AIO events are used up (fs.aio-nr has reached fs.aio-max-nr)", d.depth, e))
+		case unix.ENOSYS:
+			return fail(fmt.Errorf("io_setup(%d): %w: %w (the kernel has no native AIO)", d.depth, e, ErrNotSupported))
+		}
 		return fail(fmt.Errorf("io_setup(%d): %w", d.depth, e))
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
@@ -176,20 +182,7 @@ func (d *AioDevice) Start(ops []Op) Started {
 	items := make([]int32, 0, len(ops))
 	for i := range ops {
 		op := &ops[i]
-		op.N, op.Err = 0, nil
-		if err := CheckOp(d.info, op); err != nil {
-			op.Err = err
-			continue
-		}
-		if op.Write && d.ro {
-			op.Err = fmt.Errorf("%s: write on a read-only device", d.info.Path)
-			continue
-		}
-		if d.info.Direct && (!Aligned(op.Buf, d.info.LogicalBlock) || !Aligned(op.Tail, d.info.LogicalBlock)) {
-			op.Err = fmt.Errorf("%w: buffer address not aligned to %d (use blockdev.Alloc)", ErrMisaligned, d.info.LogicalBlock)
-			continue
-		}
-		if op.Len() == 0 {
+		if op.Err = d.check(op); op.Err != nil || op.Len() == 0 {
 			continue
 		}
 		if len(op.Buf) > 0 {

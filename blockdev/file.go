@@ -251,19 +251,24 @@ func (d *File) Submit(ops []Op) error {
 	return nil
 }
 
-// do runs one op, resuming short transfers; a transfer of 0 bytes is ErrUnexpectedEOF.
-func (d *File) do(op *Op) {
+// check resets op's outcome and says why the device cannot take op (nil: it can).
+func (d *File) check(op *Op) error {
 	op.N, op.Err = 0, nil
 	if err := CheckOp(d.info, op); err != nil {
-		op.Err = err
-		return
+		return err
 	}
 	if op.Write && d.ro {
-		op.Err = fmt.Errorf("%s: write on a read-only device", d.info.Path)
-		return
+		return fmt.Errorf("%s: write on a read-only device", d.info.Path)
 	}
 	if d.info.Direct && (!Aligned(op.Buf, d.info.LogicalBlock) || !Aligned(op.Tail, d.info.LogicalBlock)) {
-		op.Err = fmt.Errorf("%w: buffer address not aligned to %d (use blockdev.Alloc)", ErrMisaligned, d.info.LogicalBlock)
+		return fmt.Errorf("%w: buffer address not aligned to %d (use blockdev.Alloc)", ErrMisaligned, d.info.LogicalBlock)
+	}
+	return nil
+}
+
+// do runs one op, resuming short transfers; a transfer of 0 bytes is ErrUnexpectedEOF.
+func (d *File) do(op *Op) {
+	if op.Err = d.check(op); op.Err != nil {
 		return
 	}
 	for op.N < op.Len() {

@@ -21,14 +21,7 @@ func TestEngineSuiteOnUring(t *testing.T) {
 		t.Skip("-short (the QEMU VM run): the full unit run covers the suite on io_uring")
 	}
 	enginetest.RunEngineSuite(t, func(t *testing.T) blockdev.Device {
-		p := filepath.Join(t.TempDir(), "engine-uring.img")
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(p, enginetest.MinDeviceBytes); err != nil {
-			t.Fatal(err)
-		}
-		d, err := blockdev.OpenUring(p, blockdev.UringOptions{QueueDepth: 16, Rings: 2})
+		d, err := blockdev.OpenUring(suiteFile(t), blockdev.UringOptions{QueueDepth: 16, Rings: 2})
 		if errors.Is(err, uring.ErrNotSupported) {
 			t.Skipf("kernel lacks io_uring: %v", err)
 		}
@@ -104,17 +97,22 @@ func TestEngineSuiteOnAio(t *testing.T) {
 		t.Skip("-short (the QEMU VM run): the full unit run covers the suite on aio")
 	}
 	enginetest.RunEngineSuite(t, func(t *testing.T) blockdev.Device {
-		p := filepath.Join(t.TempDir(), "engine-aio.img")
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(p, enginetest.MinDeviceBytes); err != nil {
-			t.Fatal(err)
-		}
-		d, err := blockdev.OpenAio(p, blockdev.FileOptions{Direct: true, QueueDepth: 16})
+		d, err := blockdev.OpenAio(suiteFile(t), blockdev.FileOptions{Direct: true, QueueDepth: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	})
+}
+
+// suiteFile is a sparse file of the suite's device size.
+func suiteFile(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "engine.img")
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, enginetest.MinDeviceBytes); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
