@@ -108,9 +108,9 @@ func Run(opts Options) (*Summary, error) {
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x7047))
 	sum := &Summary{Seed: opts.Seed}
 	// Rotate the writer's backend; io_uring only where the kernel offers it.
-	backends := []string{BackendPosix, BackendPosixDirect, BackendUring}
+	backends := []string{BackendPosix, BackendPosixDirect, BackendAio, BackendUring}
 	if d, err := openBackend(devPath, BackendUring); err != nil {
-		backends = backends[:2]
+		backends = backends[:3]
 		sum.UringSkipped = err.Error()
 	} else {
 		d.Close()

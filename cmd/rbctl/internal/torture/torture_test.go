@@ -186,6 +186,13 @@ func TestTortureShort(t *testing.T) {
 	if sum.Kills != kills || sum.KeysVerified == 0 || sum.Puts == 0 || sum.Deletes == 0 || sum.Checkpoints == 0 {
 		t.Fatalf("the run did not exercise the engine: %+v", *sum)
 	}
+	if kills >= 8 { // the rotation (two cycles each) reaches every backend by cycle 8
+		for _, b := range sum.Backends {
+			if sum.CyclesByBackend[b] == 0 {
+				t.Fatalf("no cycle through backend %s: %v", b, sum.CyclesByBackend)
+			}
+		}
+	}
 	if sum.CorruptUsedOther+sum.CorruptBothRefused != sum.CorruptRuns {
 		t.Fatalf("corrupt-container recoveries: %d + %d of %d behaved", sum.CorruptUsedOther, sum.CorruptBothRefused, sum.CorruptRuns)
 	}

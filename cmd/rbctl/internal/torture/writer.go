@@ -53,7 +53,7 @@ type WriterConfig struct {
 	Geometry   Geometry
 	Format     engine.CheckpointFormat
 	Deallocate bool
-	Backend    string // BackendPosix, BackendPosixDirect or BackendUring
+	Backend    string // BackendPosix, BackendPosixDirect, BackendUring or BackendAio
 	// TornMetaWrite > 0 tears the Nth write into the metadata region (a prefix of
 	// TornFraction of it reaches the file) and then SIGKILLs the process: a power cut in
 	// the middle of a checkpoint.
@@ -72,6 +72,7 @@ const (
 	BackendPosix       = "posix"        // pread/pwrite, buffered
 	BackendPosixDirect = "posix-direct" // pread/pwrite, O_DIRECT
 	BackendUring       = "io_uring"     // io_uring, O_DIRECT
+	BackendAio         = "aio"          // Linux native AIO, O_DIRECT
 )
 
 func openBackend(path, backend string) (blockdev.Device, error) {
@@ -82,6 +83,8 @@ func openBackend(path, backend string) (blockdev.Device, error) {
 		return blockdev.OpenFile(path, blockdev.FileOptions{Direct: true, QueueDepth: 8})
 	case BackendUring:
 		return blockdev.OpenUring(path, blockdev.UringOptions{QueueDepth: 16, Rings: 1})
+	case BackendAio:
+		return blockdev.OpenAio(path, blockdev.FileOptions{Direct: true, QueueDepth: 16})
 	}
 	return nil, fmt.Errorf("torture: unknown backend %q", backend)
 }
