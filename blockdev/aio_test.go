@@ -3,7 +3,6 @@ package blockdev
 import (
 	"bytes"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -207,41 +206,14 @@ func TestAioLoopDevice(t *testing.T) {
 }
 
 // TestAioRealBlockDevices runs the data path on null_blk and QEMU's NVMe in the VM test:
-// a batch of 32 writes, a flush, the read back, BLKDISCARD.
+// a batch of 32 writes, a flush, the read back (one event per op), BLKDISCARD.
 func TestAioRealBlockDevices(t *testing.T) {
-	for _, env := range []string{"RBCTL_TEST_NULLB", "RBCTL_TEST_NVME_BLK"} {
-		t.Run(env, func(t *testing.T) {
-			dev := os.Getenv(env)
-			if dev == "" {
-				t.Skipf("%s not set (runs inside the QEMU VM test)", env)
-			}
-			d := openAio(t, dev, FileOptions{Direct: true, QueueDepth: 16})
-			info := d.Info()
-			if info.Kind != KindBlock || info.Size < 8<<20 || info.LogicalBlock < 512 {
-				t.Fatalf("Info = %+v", info)
-			}
-			src, dst := uringAlloc(t, 2<<20), uringAlloc(t, 2<<20)
-			uringPattern(src, 13)
-			base := info.Size - 6<<20 // near the end, away from other tests' data (the io_uring test's last 4 MiB too)
-			var ops []Op
-			for i := 0; i < 32; i++ {
-				ops = append(ops, Op{Write: true, Off: base + int64(i)*64<<10, Buf: src[i*64<<10 : (i+1)*64<<10], Handle: placement.None})
-			}
-			if err := d.Submit(ops); err != nil {
-				t.Fatalf("write batch: %v", err)
-			}
-			if err := d.Flush(); err != nil {
-				t.Fatalf("Flush: %v", err)
-			}
-			if err := ReadAt(d, dst, base); err != nil || !bytes.Equal(dst, src) {
-				t.Fatalf("read back: err %v, equal %v", err, bytes.Equal(dst, src))
-			}
-			if ev := d.events.Load(); ev != 33 {
-				t.Fatalf("%d events for 33 ops", ev)
-			}
-			if err := d.Deallocate([]Range{{Off: base, Len: 2 << 20}}); err != nil && !errors.Is(err, ErrNotSupported) {
-				t.Fatalf("BLKDISCARD: %v", err)
-			}
-		})
-	}
+	forRealBlockDevices(t, func(t *testing.T, dev string) {
+		d := openAio(t, dev, FileOptions{Direct: true, QueueDepth: 16})
+		// 6 MiB from the end: clear of the io_uring test's last 4 MiB.
+		checkRealBlockDevice(t, d, uringAlloc(t, 2<<20), uringAlloc(t, 2<<20), 6<<20)
+		if ev := d.events.Load(); ev != 33 {
+			t.Fatalf("%d events for 33 ops", ev)
+		}
+	})
 }

@@ -343,44 +343,57 @@ func TestUringLoopDevice(t *testing.T) {
 // TestUringRealBlockDevices runs the io_uring backend on the block devices the QEMU VM test
 // provides: null_blk (with discard) and the emulated NVMe namespace's block device.
 func TestUringRealBlockDevices(t *testing.T) {
+	forRealBlockDevices(t, func(t *testing.T, dev string) {
+		d := openUringOrSkip(t, dev, UringOptions{QueueDepth: 32, Rings: 2})
+		pool := uringAlloc(t, 4<<20)
+		if err := d.RegisterBuffers([][]byte{pool}); err != nil {
+			t.Fatalf("RegisterBuffers: %v", err)
+		}
+		checkRealBlockDevice(t, d, pool[:2<<20], pool[2<<20:], 4<<20)
+		if st := d.Stats(); st.FixedOps < 33 {
+			t.Fatalf("stats %+v: expected every op fixed", st)
+		}
+	})
+}
+
+// forRealBlockDevices runs fn on null_blk and QEMU's NVMe namespace, which the VM test names
+// in RBCTL_TEST_NULLB and RBCTL_TEST_NVME_BLK (skipped elsewhere).
+func forRealBlockDevices(t *testing.T, fn func(t *testing.T, dev string)) {
 	for _, env := range []string{"RBCTL_TEST_NULLB", "RBCTL_TEST_NVME_BLK"} {
 		t.Run(env, func(t *testing.T) {
 			dev := os.Getenv(env)
 			if dev == "" {
 				t.Skipf("%s not set (runs inside the QEMU VM test)", env)
 			}
-			d := openUringOrSkip(t, dev, UringOptions{QueueDepth: 32, Rings: 2})
-			info := d.Info()
-			if info.Kind != KindBlock || info.Size < 8<<20 || info.LogicalBlock < 512 {
-				t.Fatalf("Info = %+v", info)
-			}
-			pool := uringAlloc(t, 4<<20)
-			if err := d.RegisterBuffers([][]byte{pool}); err != nil {
-				t.Fatalf("RegisterBuffers: %v", err)
-			}
-			src, dst := pool[:2<<20], pool[2<<20:]
-			uringPattern(src, 7)
-			base := info.Size - 4<<20 // the end of the device, away from other tests' data
-			var ops []Op
-			for i := 0; i < 32; i++ {
-				ops = append(ops, Op{Write: true, Off: base + int64(i)*64<<10, Buf: src[i*64<<10 : (i+1)*64<<10], Handle: placement.None})
-			}
-			if err := d.Submit(ops); err != nil {
-				t.Fatalf("write batch: %v", err)
-			}
-			if err := d.Flush(); err != nil {
-				t.Fatalf("Flush: %v", err)
-			}
-			if err := ReadAt(d, dst, base); err != nil || !bytes.Equal(dst, src) {
-				t.Fatalf("read back: err %v, equal %v", err, bytes.Equal(dst, src))
-			}
-			if st := d.Stats(); st.FixedOps < 33 {
-				t.Fatalf("stats %+v: expected every op fixed", st)
-			}
-			if err := d.Deallocate([]Range{{Off: base, Len: 2 << 20}}); err != nil && !errors.Is(err, ErrNotSupported) {
-				t.Fatalf("BLKDISCARD: %v", err)
-			}
+			fn(t, dev)
 		})
+	}
+}
+
+// checkRealBlockDevice writes 32 ops of 64 KiB from src (2 MiB) fromEnd bytes before the
+// end of the block device d, flushes, reads them back into dst and discards them.
+func checkRealBlockDevice(t *testing.T, d Device, src, dst []byte, fromEnd int64) {
+	info := d.Info()
+	if info.Kind != KindBlock || info.Size < 8<<20 || info.LogicalBlock < 512 {
+		t.Fatalf("Info = %+v", info)
+	}
+	uringPattern(src, int(fromEnd>>20))
+	base := info.Size - fromEnd // near the end, away from other tests' data
+	var ops []Op
+	for i := 0; i < 32; i++ {
+		ops = append(ops, Op{Write: true, Off: base + int64(i)*64<<10, Buf: src[i*64<<10 : (i+1)*64<<10], Handle: placement.None})
+	}
+	if err := d.Submit(ops); err != nil {
+		t.Fatalf("write batch: %v", err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if err := ReadAt(d, dst, base); err != nil || !bytes.Equal(dst, src) {
+		t.Fatalf("read back: err %v, equal %v", err, bytes.Equal(dst, src))
+	}
+	if err := d.Deallocate([]Range{{Off: base, Len: 2 << 20}}); err != nil && !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("BLKDISCARD: %v", err)
 	}
 }
 
