@@ -3,3 +3,9 @@
 .PHONY: bench-resp
 bench-resp:
 	bash scripts/resp-bench.sh
+
+# bench-resp-ab: two rbctl serve configurations against each other (scripts/resp-ab.sh),
+# e.g. make bench-resp-ab BENCH_B_ARGS="--io-engine aio". Measures, does not assert.
+.PHONY: bench-resp-ab
+bench-resp-ab:
+	bash scripts/resp-ab.sh

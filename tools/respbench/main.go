@@ -73,8 +73,12 @@ func main() {
 	diskFile := flag.String("disk-file", "", "rbctl's cache file: measure the disk's own rate for each GET pattern with fio ('' to skip)")
 	fioBin := flag.String("fio", "fio", "fio binary for -disk-file and -disk-scratch")
 	scratch := flag.String("disk-scratch", "", "a scratch file on the cache file's filesystem (overwritten): measure the disk's own write rate for each SET pattern with fio ('' to skip)")
+	flag.StringVar(&t.name, "name", "rbctl", "the measured server's name in the output")
+	flag.StringVar(&ref.name, "ref-name", "valkey", "the reference's name in the output (another rbctl serve, for an A/B of two builds or flags: scripts/resp-ab.sh)")
 	flag.Parse()
-	t.name, ref.name = "rbctl", "valkey"
+	if t.name == "" || ref.name == "" || t.name == ref.name {
+		fail(errors.New("-name and -ref-name must be two different, non-empty names"))
+	}
 	if *clients < 1 || *pipeline < 1 || *rounds < 1 || *total < 1 {
 		fail(errors.New("-clients, -pipeline, -rounds and -bytes must be positive"))
 	}
@@ -222,9 +226,9 @@ func main() {
 					s, row.clients, median(ratios["GET"])*measured/cycle, measured/cycle, cycle, measured)
 			}
 			for _, op := range []string{"SET", "GET"} {
-				fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio rbctl/valkey median %.2f (rounds %s); CPU s/GB rbctl %s, valkey %s; latency p50/p99/p99.9 rbctl %s, valkey %s\n",
-					op, s, row.clients, row.pipeline, median(ratios[op]), list(ratios[op]), medianOr(cpu[t.name+op]), medianOr(cpu[ref.name+op]),
-					percentiles(lat[t.name+op]), percentiles(lat[ref.name+op]))
+				fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio %s/%s median %.2f (rounds %s); CPU s/GB %s %s, %s %s; latency p50/p99/p99.9 %s %s, %s %s\n",
+					op, s, row.clients, row.pipeline, t.name, ref.name, median(ratios[op]), list(ratios[op]), t.name, medianOr(cpu[t.name+op]), ref.name, medianOr(cpu[ref.name+op]),
+					t.name, percentiles(lat[t.name+op]), ref.name, percentiles(lat[ref.name+op]))
 			}
 		}
 	}
