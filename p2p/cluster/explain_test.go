@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,13 +36,8 @@ func (s *syncBuf) String() string {
 // is logged dead, listed as failed and joined again when it returns; a second node under a
 // taken name is logged as a conflict.
 func TestMembershipExplainsItself(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed := ln.Addr().String()
-	ln.Close()
-	_, port, _ := net.SplitHostPort(seed)
+	port := strconv.Itoa(portNoOneGets(t))
+	seed := net.JoinHostPort("127.0.0.1", port)
 	var logA syncBuf
 	cfg := Config{Name: "a", Timing: TimingFast, NoRegistry: true, ExpectedKeys: 100, Seeds: []string{seed},
 		Events: slog.New(slog.NewTextHandler(&logA, nil))}
@@ -98,4 +95,32 @@ func TestPersistentName(t *testing.T) {
 	if n3 == n1 {
 		t.Fatal("two name files got the same name")
 	}
+}
+
+// portNoOneGets is a free TCP port on 127.0.0.1 below the kernel's ephemeral range, which
+// stays free while the test needs it down: a port closed after a bind to :0 goes back to
+// that range, where another test binary of the same go test run binding :0 can take it (so
+// the seed "answered" once in a gate run, and a's log had no "no seed answered").
+func portNoOneGets(t *testing.T) int {
+	t.Helper()
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				lo = n
+			}
+		}
+	}
+	if lo <= 10000 {
+		t.Skipf("the ephemeral port range starts at %d: no free range below it", lo)
+	}
+	for range 200 {
+		p := 10000 + rand.IntN(lo-10000)
+		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			ln.Close()
+			return p
+		}
+	}
+	t.Fatalf("no free port in 10000..%d", lo)
+	return 0
 }
