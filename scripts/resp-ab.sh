@@ -11,14 +11,7 @@
 # BENCH_ROUNDS (5), BENCH_ROWS (16x4,8x1), BENCH_SIZES (256K,1M).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rbctl-resp-ab.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
+. scripts/resp-lib.sh resp-ab
 go build -o "$dir/rbctl" ./cmd/rbctl
 go build -o "$dir/respbench" ./tools/respbench
 a_bin=${BENCH_A_RBCTL:-$dir/rbctl}
@@ -32,15 +25,12 @@ for x in a b; do
 done
 "$a_bin" format --slot-bytes 1028K "$dir/a.img" >/dev/null
 "$b_bin" format --slot-bytes 1028K "$dir/b.img" >/dev/null
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ra=$(free_port); rb=$(free_port); ca=$(free_port); cb=$(free_port)
 "$a_bin" serve "$dir/a.img" --listen "127.0.0.1:$ca" --cluster none --resp "127.0.0.1:$ra" ${BENCH_A_ARGS:-} >"$dir/a.log" 2>&1 &
 pids+=($!); apid=$!
 "$b_bin" serve "$dir/b.img" --listen "127.0.0.1:$cb" --cluster none --resp "127.0.0.1:$rb" ${BENCH_B_ARGS:-} >"$dir/b.log" 2>&1 &
 pids+=($!); bpid=$!
-for p in $ra $rb; do
-	for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
-done
+for p in $ra $rb; do wait_port "$p"; done
 an=${BENCH_A_NAME:-A}; bn=${BENCH_B_NAME:-B}
 echo "bench-resp-ab: $an = ${BENCH_A_RBCTL:-this tree} serve ${BENCH_A_ARGS:-(defaults)}; $bn = ${BENCH_B_RBCTL:-this tree} serve ${BENCH_B_ARGS:-(defaults)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$dir/respbench" -addr "127.0.0.1:$ra" -pid "$apid" -name "$an" -ref "127.0.0.1:$rb" -ref-pid "$bpid" -ref-name "$bn" \

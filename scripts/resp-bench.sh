@@ -23,14 +23,7 @@ if [ -z "$VALKEY" ]; then
 	echo "bench-resp: needs valkey-server (Debian bookworm-backports: apt-get install -t bookworm-backports valkey-server)" >&2
 	exit 1
 fi
-dir=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rbctl-resp-bench.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
+. scripts/resp-lib.sh resp-bench
 if [ -n "${BENCH_RBCTL:-}" ]; then cp "$BENCH_RBCTL" "$dir/rbctl"; else go build -o "$dir/rbctl" ./cmd/rbctl; fi
 go build -o "$dir/respbench" ./tools/respbench
 bytes=${BENCH_BYTES:-1073741824}
@@ -48,15 +41,12 @@ if command -v fio >/dev/null; then
 else
 	"$dir/rbctl" format --create "$size" --slot-bytes 1028K "$dir/cache.img" >/dev/null
 fi
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 rp=$(free_port); vp=$(free_port); cp=$(free_port)
 "$dir/rbctl" serve "$dir/cache.img" --listen "127.0.0.1:$cp" --cluster none --resp "127.0.0.1:$rp" ${BENCH_SERVE_ARGS:-} >"$dir/serve.log" 2>&1 &
 pids+=($!); rpid=$!
 "$VALKEY" --port "$vp" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --proto-max-bulk-len 2mb >"$dir/valkey.log" 2>&1 &
 pids+=($!); vpid=$!
-for p in $rp $vp; do
-	for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
-done
+for p in $rp $vp; do wait_port "$p"; done
 echo "bench-resp: rbctl ${BENCH_RBCTL:-$(git describe --always --dirty 2>/dev/null)} serve --resp ${BENCH_SERVE_ARGS:+$BENCH_SERVE_ARGS }on $dir/cache.img vs $("$VALKEY" --version | head -1)"
 "$dir/respbench" -addr "127.0.0.1:$rp" -pid "$rpid" -ref "127.0.0.1:$vp" -ref-pid "$vpid" \
 	-bytes "$bytes" -rounds "${BENCH_ROUNDS:-3}" \
