@@ -1,7 +1,6 @@
 package blockdev
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -404,5 +403,5 @@ func (d *AioDevice) Close() error {
 	d.efd.Close()
 	<-d.reaped
 	unix.Syscall(unix.SYS_IO_DESTROY, d.ctx, 0, 0)
-	return errors.Join(d.File.Close())
+	return d.File.Close()
 }

@@ -30,7 +30,8 @@ ra=$(free_port); rb=$(free_port); ca=$(free_port); cb=$(free_port)
 pids+=($!); apid=$!
 "$b_bin" serve "$dir/b.img" --listen "127.0.0.1:$cb" --cluster none --resp "127.0.0.1:$rb" ${BENCH_B_ARGS:-} >"$dir/b.log" 2>&1 &
 pids+=($!); bpid=$!
-for p in $ra $rb; do wait_port "$p"; done
+wait_serving "A (rbctl serve)" "$ra" "$apid" "$dir/a.log"
+wait_serving "B (rbctl serve)" "$rb" "$bpid" "$dir/b.log"
 an=${BENCH_A_NAME:-A}; bn=${BENCH_B_NAME:-B}
 echo "bench-resp-ab: $an = ${BENCH_A_RBCTL:-this tree} serve ${BENCH_A_ARGS:-(defaults)}; $bn = ${BENCH_B_RBCTL:-this tree} serve ${BENCH_B_ARGS:-(defaults)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$dir/respbench" -addr "127.0.0.1:$ra" -pid "$apid" -name "$an" -ref "127.0.0.1:$rb" -ref-pid "$bpid" -ref-name "$bn" \

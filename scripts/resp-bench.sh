@@ -46,7 +46,8 @@ rp=$(free_port); vp=$(free_port); cp=$(free_port)
 pids+=($!); rpid=$!
 "$VALKEY" --port "$vp" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --proto-max-bulk-len 2mb >"$dir/valkey.log" 2>&1 &
 pids+=($!); vpid=$!
-for p in $rp $vp; do wait_port "$p"; done
+wait_serving "rbctl serve" "$rp" "$rpid" "$dir/serve.log"
+wait_serving valkey "$vp" "$vpid" "$dir/valkey.log"
 echo "bench-resp: rbctl ${BENCH_RBCTL:-$(git describe --always --dirty 2>/dev/null)} serve --resp ${BENCH_SERVE_ARGS:+$BENCH_SERVE_ARGS }on $dir/cache.img vs $("$VALKEY" --version | head -1)"
 "$dir/respbench" -addr "127.0.0.1:$rp" -pid "$rpid" -ref "127.0.0.1:$vp" -ref-pid "$vpid" \
 	-bytes "$bytes" -rounds "${BENCH_ROUNDS:-3}" \

@@ -2,7 +2,9 @@
 # Sourced by resp-bench.sh and resp-ab.sh (". scripts/resp-lib.sh NAME"): $dir, a scratch
 # directory under $BENCH_DIR (default /var/tmp) named after NAME and removed on exit, after
 # the processes whose ids the caller appends to pids are interrupted; free_port, a port free
-# on 127.0.0.1 now; wait_port PORT, which waits up to 10 s for a listener there.
+# on 127.0.0.1 now; wait_serving NAME PORT PID LOG, which waits up to 10 s for the server
+# PID to listen on PORT and, if it exits or does not, prints its LOG and fails the script
+# (a mistyped flag in BENCH_SERVE_ARGS shows serve's own error, not a refused connection).
 dir=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rbctl-$1.XXXXXX")
 pids=()
 cleanup() {
@@ -12,6 +14,17 @@ cleanup() {
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-	for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done
+wait_serving() {
+	for _ in $(seq 100); do
+		(exec 3<>/dev/tcp/127.0.0.1/"$2") 2>/dev/null && return 0
+		if ! kill -0 "$3" 2>/dev/null; then
+			echo "$(basename "$0"): $1 exited before it listened on port $2; its log:" >&2
+			cat "$4" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+	echo "$(basename "$0"): $1 is not listening on port $2 after 10 s; its log:" >&2
+	cat "$4" >&2
+	exit 1
 }

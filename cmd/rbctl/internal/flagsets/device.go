@@ -42,6 +42,11 @@ func (f *Device) Options(readOnly bool) (devices.Options, error) {
 	if f.QueueDepth < 1 {
 		return devices.Options{}, fmt.Errorf("--queue-depth %d: must be at least 1", f.QueueDepth)
 	}
+	switch f.IOPath {
+	case devices.PathUring, "io_uring", devices.PathPosix, devices.PathAio, devices.PathPassthru, "nvme":
+	default: // refused before anything starts (serve would otherwise log its start first)
+		return devices.Options{}, fmt.Errorf("--io-engine %q: want uring, posix, aio or passthru", f.IOPath)
+	}
 	chosen := func(name string) bool { return f.cmd != nil && f.cmd.Flags().Changed(name) }
 	opt := devices.Options{IOPath: f.IOPath, Direct: f.Direct, QueueDepth: f.QueueDepth,
 		ReadOnly: readOnly, Exclusive: !readOnly, BufferedFallback: !chosen("direct")}

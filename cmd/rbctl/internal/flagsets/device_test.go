@@ -3,6 +3,7 @@ package flagsets
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -56,4 +57,38 @@ func uringMissing(t *testing.T, file string) bool {
 		d.Close()
 	}
 	return err != nil
+}
+
+// TestDevFlagsEngine: --io-engine aio opens the native AIO engine; a name of no engine is
+// refused by Options, before any device is opened, with the flag and the choices.
+func TestDevFlagsEngine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	set := func(engine string) *Device {
+		cmd := &cobra.Command{Use: "x"}
+		f := &Device{}
+		f.Add(cmd)
+		if err := cmd.Flags().Set("io-engine", engine); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	dev, err := set("aio").Open(file, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := dev.(*blockdev.AioDevice); !ok {
+		t.Errorf("--io-engine aio opened %T", dev)
+	}
+	dev.Close()
+	for _, bad := range []string{"aoi", "", "URING"} {
+		if _, err := set(bad).Options(false); err == nil || !strings.Contains(err.Error(), "--io-engine") || !strings.Contains(err.Error(), "aio") {
+			t.Errorf("--io-engine %q: %v", bad, err)
+		}
+	}
 }
