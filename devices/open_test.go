@@ -231,6 +231,56 @@ func TestFallbackDecisions(t *testing.T) {
 	}
 }
 
+// TestAutoFile: PathAuto with AutoFile aio (serve's default) opens a regular file with
+// native AIO; without AutoFile, or for other spellings, PathAuto is unchanged; EngineOf
+// names each engine as Opened.IOPath does; aioUnavailable falls back only on what says
+// native AIO cannot be had.
+func TestAutoFile(t *testing.T) {
+	file := sizedFile(t, t.TempDir(), 1<<20)
+	for _, c := range []struct {
+		opt  Options
+		path string
+		want string
+	}{
+		{Options{IOPath: PathAuto, AutoFile: PathAio, Direct: true}, file, PathAio},
+		{Options{IOPath: PathAuto, AutoFile: PathAio, Direct: true, ReadOnly: true}, file, PathAio},
+		{Options{IOPath: PathAuto, Direct: true}, file, PathUring},
+		{Options{IOPath: PathPosix, AutoFile: PathAio, Direct: true}, file, PathPosix},
+		{Options{IOPath: PathUring, AutoFile: PathAio, Direct: true}, file, PathUring},
+		{Options{IOPath: PathAuto, AutoFile: PathAio}, "mem:1M", "mem"},
+	} {
+		o, err := OpenDevice(c.path, c.opt)
+		if err != nil {
+			t.Fatalf("%s %+v: %v", c.path, c.opt, err)
+		}
+		got := EngineOf(o.Block)
+		if got != o.IOPath {
+			t.Errorf("%s %+v: EngineOf %q, Opened.IOPath %q", c.path, c.opt, got, o.IOPath)
+		}
+		if got != c.want && !(c.want == PathUring && got == PathPosix && len(o.Notes) > 0) {
+			t.Errorf("%s %+v: opened %s, want %s (notes %q)", c.path, c.opt, got, c.want, o.Notes)
+		}
+		o.Close()
+	}
+	if _, err := OpenDevice(file+".missing", Options{IOPath: PathAuto, AutoFile: PathAio}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
+	}
+	for err, want := range map[error]bool{
+		fmt.Errorf("io_setup: %w", blockdev.ErrNotSupported): true,
+		fmt.Errorf("io_setup(32): %w", unix.EAGAIN):          true,
+		unix.EPERM:     true,
+		unix.EINVAL:    false,
+		os.ErrNotExist: false,
+	} {
+		if aioUnavailable(err) != want {
+			t.Errorf("aioUnavailable(%v) = %v", err, !want)
+		}
+	}
+	if EngineOf(nil) != "" {
+		t.Error("EngineOf(nil) names an engine")
+	}
+}
+
 // countingTransport counts the Get Log Page commands for the FDP configurations log.
 type countingTransport struct {
 	nvme.Transport

@@ -33,7 +33,7 @@ pids+=($!); bpid=$!
 wait_serving "A (rbctl serve)" "$ra" "$apid" "$dir/a.log"
 wait_serving "B (rbctl serve)" "$rb" "$bpid" "$dir/b.log"
 an=${BENCH_A_NAME:-A}; bn=${BENCH_B_NAME:-B}
-echo "bench-resp-ab: $an = ${BENCH_A_RBCTL:-this tree} serve ${BENCH_A_ARGS:-(defaults)}; $bn = ${BENCH_B_RBCTL:-this tree} serve ${BENCH_B_ARGS:-(defaults)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "bench-resp-ab: $an = ${BENCH_A_RBCTL:-this tree} serve ${BENCH_A_ARGS:-(defaults)} (I/O engine $(io_engine "$dir/a.log")); $bn = ${BENCH_B_RBCTL:-this tree} serve ${BENCH_B_ARGS:-(defaults)} (I/O engine $(io_engine "$dir/b.log")); load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$dir/respbench" -addr "127.0.0.1:$ra" -pid "$apid" -name "$an" -ref "127.0.0.1:$rb" -ref-pid "$bpid" -ref-name "$bn" \
 	-bytes "$bytes" -rounds "${BENCH_ROUNDS:-5}" -sizes "${BENCH_SIZES:-256K,1M}" -rows "${BENCH_ROWS:-16x4,8x1}"
 echo "bench-resp-ab: done; load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -4,7 +4,8 @@
 # (tools/respbench): 16 clients with 4 requests in flight each, and LMCache's own client (8
 # connections, one command in flight each, distinct keys); per-request latency percentiles
 # for both servers. rbctl's cache is a file in $BENCH_DIR (default /var/tmp) opened with
-# O_DIRECT through io_uring; valkey keeps everything in RAM. Measures, does not assert.
+# O_DIRECT through serve's default engine (native AIO for a file); valkey keeps everything
+# in RAM. Measures, does not assert.
 # Knobs: BENCH_DIR, BENCH_BYTES (per size, row, round and server; default 1 GiB),
 # BENCH_ROUNDS (3), BENCH_CLIENTS (16), BENCH_PIPELINE (4), BENCH_ROWS (default
 # "${BENCH_CLIENTS}x${BENCH_PIPELINE},8x1"), BENCH_SIZES (256K,1M), BENCH_RBCTL (an rbctl
@@ -48,7 +49,7 @@ pids+=($!); rpid=$!
 pids+=($!); vpid=$!
 wait_serving "rbctl serve" "$rp" "$rpid" "$dir/serve.log"
 wait_serving valkey "$vp" "$vpid" "$dir/valkey.log"
-echo "bench-resp: rbctl ${BENCH_RBCTL:-$(git describe --always --dirty 2>/dev/null)} serve --resp ${BENCH_SERVE_ARGS:+$BENCH_SERVE_ARGS }on $dir/cache.img vs $("$VALKEY" --version | head -1)"
+echo "bench-resp: rbctl ${BENCH_RBCTL:-$(git describe --always --dirty 2>/dev/null)} serve --resp ${BENCH_SERVE_ARGS:+$BENCH_SERVE_ARGS }on $dir/cache.img (I/O engine $(io_engine "$dir/serve.log")) vs $("$VALKEY" --version | head -1)"
 "$dir/respbench" -addr "127.0.0.1:$rp" -pid "$rpid" -ref "127.0.0.1:$vp" -ref-pid "$vpid" \
 	-bytes "$bytes" -rounds "${BENCH_ROUNDS:-3}" \
 	-sizes "${BENCH_SIZES:-256K,1M}" -rows "${BENCH_ROWS:-${BENCH_CLIENTS:-16}x${BENCH_PIPELINE:-4},8x1}" \

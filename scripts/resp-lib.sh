@@ -4,7 +4,8 @@
 # the processes whose ids the caller appends to pids are interrupted; free_port, a port free
 # on 127.0.0.1 now; wait_serving NAME PORT PID LOG, which waits up to 10 s for the server
 # PID to listen on PORT and, if it exits or does not, prints its LOG and fails the script
-# (a mistyped flag in BENCH_SERVE_ARGS shows serve's own error, not a refused connection).
+# (a mistyped flag in BENCH_SERVE_ARGS shows serve's own error, not a refused connection);
+# io_engine LOG, the I/O engine a serve's LOG says it opened its cache with.
 dir=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rbctl-$1.XXXXXX")
 pids=()
 cleanup() {
@@ -28,3 +29,4 @@ wait_serving() {
 	cat "$4" >&2
 	exit 1
 }
+io_engine() { local e; e=$(grep -o 'io_engine=[a-z,]*' "$1" | head -1 | cut -d= -f2); echo "${e:-not in its log}"; }

@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rbctl/rbctl/internal/testnet"
 )
 
 type syncBuf struct {
@@ -36,7 +36,7 @@ func (s *syncBuf) String() string {
 // is logged dead, listed as failed and joined again when it returns; a second node under a
 // taken name is logged as a conflict.
 func TestMembershipExplainsItself(t *testing.T) {
-	port := strconv.Itoa(portNoOneGets(t))
+	port := strconv.Itoa(testnet.Port(t)) // a port no other test can take meanwhile
 	seed := net.JoinHostPort("127.0.0.1", port)
 	var logA syncBuf
 	cfg := Config{Name: "a", Timing: TimingFast, NoRegistry: true, ExpectedKeys: 100, Seeds: []string{seed},
@@ -95,32 +95,4 @@ func TestPersistentName(t *testing.T) {
 	if n3 == n1 {
 		t.Fatal("two name files got the same name")
 	}
-}
-
-// portNoOneGets is a free TCP port on 127.0.0.1 below the kernel's ephemeral range, which
-// stays free while the test needs it down: a port closed after a bind to :0 goes back to
-// that range, where another test binary of the same go test run binding :0 can take it (so
-// the seed "answered" once in a gate run, and a's log had no "no seed answered").
-func portNoOneGets(t *testing.T) int {
-	t.Helper()
-	lo := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				lo = n
-			}
-		}
-	}
-	if lo <= 10000 {
-		t.Skipf("the ephemeral port range starts at %d: no free range below it", lo)
-	}
-	for range 200 {
-		p := 10000 + rand.IntN(lo-10000)
-		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
-			ln.Close()
-			return p
-		}
-	}
-	t.Fatalf("no free port in 10000..%d", lo)
-	return 0
 }

@@ -48,7 +48,7 @@ func TestStartLogsWhatRecoveryFound(t *testing.T) {
 		return log.String()
 	}
 	if got := start(); !strings.Contains(got, `level=INFO msg="cache recovered" device=`+dev+" entries=5 ") ||
-		!strings.Contains(got, `level=INFO msg="recovering cache" device=`+dev+"\n") ||
+		!strings.Contains(got, `level=INFO msg="recovering cache" device=`+dev+" io_engine=") ||
 		!strings.Contains(got, `level=INFO msg="eviction order seeded" eviction=lru keys=5 took=`) {
 		t.Fatalf("a clean start does not log its recovery, its 5 entries and the seeding of its LRU order with them:\n%s", got)
 	}

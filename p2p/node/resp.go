@@ -146,6 +146,7 @@ func (r respNode) Info() map[string]string {
 		"rbctl_index_room_refused":         strconv.FormatInt(c["index_room_refused"], 10),
 		"maxmemory_policy":                 maxmemoryPolicy(r.n.opts.Eviction),
 		"rbctl_eviction":                   evictionName(r.n.opts.Eviction),
+		"rbctl_io_engine":                  r.n.IOEngines(),
 	}
 	for _, k := range []string{"ring_batches", "ring_queued_us", "ring_run_us", "ring_wake_us"} {
 		if v, ok := c[k]; ok { // devices with io_uring rings (docs/resp.md, "Where a GET's time goes")

@@ -128,6 +128,10 @@ func TestStartRESPWithRedisCli(t *testing.T) {
 	if out, _ := redis(ra, nil, "INFO", "memory"); !strings.Contains(out, "maxmemory_policy:allkeys-lru") || !strings.Contains(out, "rbctl_eviction:lru") || strings.Count(out, "maxmemory_policy") != 1 {
 		t.Errorf("INFO memory of an LRU node:\n%s", out)
 	}
+	// INFO names the engine the node's device was opened with, as the start-up log does.
+	if out, _ := redis(ra, nil, "INFO", "memory"); na.IOEngines() == "" || !strings.Contains(out, "rbctl_io_engine:"+na.IOEngines()+"\r\n") && !strings.Contains(out, "rbctl_io_engine:"+na.IOEngines()+"\n") {
+		t.Errorf("INFO memory: no rbctl_io_engine:%s in\n%s", na.IOEngines(), out)
+	}
 	// Over a slot's payload (256 KiB - 4 KiB): OK, dropped, counted.
 	big := make([]byte, 253<<10)
 	if out, _ := redis(ra, big, "-x", "SET", "my/model@00000000@0@02ff"); strings.TrimSpace(out) != "OK" {

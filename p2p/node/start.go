@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -366,7 +367,7 @@ func (c *Config) openCache() (*sharded.Cache, error) {
 		cfg.Periodic, cfg.CheckpointInterval, cfg.ForceAfter = true, interval, interval
 		cfg.IdleQuiet = min(cfg.IdleQuiet, interval/2)
 		if c.Logger != nil && cfg.Progress == nil {
-			c.Logger.Info("recovering cache", "device", dev.Info().Path)
+			c.Logger.Info("recovering cache", "device", dev.Info().Path, "io_engine", cmp.Or(devices.EngineOf(dev), "other"))
 			cfg.Progress = recoveryProgress(c.Logger, dev.Info().Path, time.Now)
 		}
 		if c.Deallocate.On(dev.Info()) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/internal/looptest"
@@ -334,5 +335,23 @@ func TestMaxmemoryPolicy(t *testing.T) {
 		if got := maxmemoryPolicy(e); got != want {
 			t.Errorf("eviction %q: maxmemory_policy %q, want %q", e, got, want)
 		}
+	}
+}
+
+// TestStartIOEngines: a node names its devices' I/O engines (INFO's rbctl_io_engine, the
+// "recovering cache" log line): serve's options open its regular files with native AIO.
+func TestStartIOEngines(t *testing.T) {
+	dir := t.TempDir()
+	a, b := formatFile(t, dir, "a.img"), formatFile(t, dir, "b.img")
+	cfg := startConfig(a, b)
+	cfg.Open.Device = devices.Options{IOPath: devices.PathAuto, AutoFile: devices.PathAio, Direct: true, QueueDepth: 32}
+	var log bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	n := startT(t, cfg)
+	if got := n.IOEngines(); got != "aio" {
+		t.Errorf("two files opened with AutoFile aio: IOEngines %q, want aio", got)
+	}
+	if c := strings.Count(log.String(), "io_engine=aio"); c != 2 {
+		t.Errorf("%d log lines name io_engine=aio, want one per device:\n%s", c, log.String())
 	}
 }

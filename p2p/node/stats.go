@@ -1,8 +1,11 @@
 package node
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +13,7 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
 )
@@ -81,6 +85,20 @@ func (n *Node) ringStats(m map[string]int64) {
 		m["ring_batches"] = t.Batches
 		m["ring_queued_us"], m["ring_run_us"], m["ring_wake_us"] = t.QueuedNs/1e3, t.RunNs/1e3, t.WakeNs/1e3
 	}
+}
+
+// IOEngines names the I/O engines of the node's devices (devices.EngineOf), distinct, in
+// device order, comma-separated: "aio", or "uring,aio" for a node over a block device and a
+// file.
+func (n *Node) IOEngines() string {
+	var names []string
+	for i := range n.cache.Len() {
+		e := cmp.Or(devices.EngineOf(n.cache.Shard(i).Device()), "other")
+		if !slices.Contains(names, e) {
+			names = append(names, e)
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // latency is a concurrent histogram of durations in microseconds.

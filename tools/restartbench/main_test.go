@@ -1,10 +1,11 @@
 package main
 
 import (
-	"net"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/rbctl/rbctl/internal/testnet"
 )
 
 // TestTimeAgainstTheRealServe fills a small cache and times the real rbctl serve on it,
@@ -38,13 +39,5 @@ func TestTimeAgainstTheRealServe(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address with a port nothing listens on just now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr returns a loopback address for the server about to be started (testnet.Addr).
+func freeAddr(t *testing.T) string { return testnet.Addr(t) }

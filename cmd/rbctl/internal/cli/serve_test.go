@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbctl/rbctl/internal/testnet"
 	"github.com/rbctl/rbctl/p2p/p2ptest"
 )
 
@@ -67,16 +68,9 @@ func startServeCmd(t *testing.T, dir string, cmd *exec.Cmd) (*exec.Cmd, string, 
 	return cmd, ready.Control, ready.Data
 }
 
-// freeAddr is a loopback address no one listened on a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is a loopback address for a server about to be started (testnet.Addr: below the
+// ephemeral range, so no other test's bind to :0 takes it meanwhile).
+func freeAddr(t *testing.T) string { return testnet.Addr(t) }
 
 func TestServeRemoteAcrossProcesses(t *testing.T) {
 	if testing.Short() {

@@ -17,14 +17,21 @@ type Device struct {
 	IOPath     string
 	Direct     bool
 	QueueDepth int
-	Choices    OpenChoices    // --key-namespace and recovery choices (cache.go)
-	cmd        *cobra.Command // to tell defaults from choices
+	Choices    OpenChoices // --key-namespace and recovery choices (cache.go)
+	// AutoFile, set before Add, is the engine --io-engine auto (the default) opens a regular
+	// file with (devices.Options.AutoFile): "" for io_uring, devices.PathAio for serve.
+	AutoFile string
+	cmd      *cobra.Command // to tell defaults from choices
 }
 
 // Add defines --io-engine, --direct and --queue-depth on cmd.
 func (f *Device) Add(cmd *cobra.Command) {
 	f.cmd = cmd
-	cmd.Flags().StringVar(&f.IOPath, "io-engine", "uring", "I/O engine: uring (posix where the kernel has no io_uring), posix, aio (Linux native AIO: fewest thread hand-offs per read, no write streams) or passthru (NVMe /dev/ngXnY); emu:... paths open the emulated FDP SSD")
+	def, auto := "uring", "auto (uring), "
+	if f.AutoFile == devices.PathAio {
+		def, auto = "auto", "auto (aio for a regular file, uring for a block device: docs/resp.md), "
+	}
+	cmd.Flags().StringVar(&f.IOPath, "io-engine", def, "I/O engine: "+auto+"uring (posix where the kernel has no io_uring), posix, aio (Linux native AIO: fewest thread hand-offs per read, no write streams) or passthru (NVMe /dev/ngXnY); emu:... paths open the emulated FDP SSD")
 	cmd.Flags().BoolVar(&f.Direct, "direct", true, "open with O_DIRECT (aligned I/O, bypasses the page cache; by default a filesystem that refuses it gets buffered I/O)")
 	cmd.Flags().IntVar(&f.QueueDepth, "queue-depth", 32, "operations in flight per batch")
 }
@@ -35,8 +42,9 @@ func TransportFlag(fs *pflag.FlagSet, dst *string) {
 	fs.Var(Parsed(dst, "", devices.ParseTransport), "transport", "passthrough transport: uring or ioctl (default: uring when available)")
 }
 
-// Options are the devices.Options the flags choose. Left at their defaults, --io-engine
-// falls back to posix without io_uring and --direct to buffered I/O on a filesystem that
+// Options are the devices.Options the flags choose. Left at their defaults (or given as
+// auto), --io-engine opens a regular file as AutoFile says and falls back to posix without
+// io_uring; --direct left at its default falls back to buffered I/O on a filesystem that
 // refuses O_DIRECT.
 func (f *Device) Options(readOnly bool) (devices.Options, error) {
 	if f.QueueDepth < 1 {
@@ -44,13 +52,14 @@ func (f *Device) Options(readOnly bool) (devices.Options, error) {
 	}
 	switch f.IOPath {
 	case devices.PathUring, "io_uring", devices.PathPosix, devices.PathAio, devices.PathPassthru, "nvme":
+	case "auto": // the command's default, spelled out
 	default: // refused before anything starts (serve would otherwise log its start first)
-		return devices.Options{}, fmt.Errorf("--io-engine %q: want uring, posix, aio or passthru", f.IOPath)
+		return devices.Options{}, fmt.Errorf("--io-engine %q: want auto, uring, posix, aio or passthru", f.IOPath)
 	}
 	chosen := func(name string) bool { return f.cmd != nil && f.cmd.Flags().Changed(name) }
 	opt := devices.Options{IOPath: f.IOPath, Direct: f.Direct, QueueDepth: f.QueueDepth,
-		ReadOnly: readOnly, Exclusive: !readOnly, BufferedFallback: !chosen("direct")}
-	if !chosen("io-engine") {
+		ReadOnly: readOnly, Exclusive: !readOnly, BufferedFallback: !chosen("direct"), AutoFile: f.AutoFile}
+	if !chosen("io-engine") || f.IOPath == "auto" {
 		opt.IOPath = devices.PathAuto
 	}
 	return opt, nil
