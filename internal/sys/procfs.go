@@ -45,3 +45,34 @@ func CPUTicks(pid int) int64 {
 	}
 	return u + s
 }
+
+// MachineTicks is the time all CPUs of the machine have spent busy and in all, in clock
+// ticks of USER_HZ, from /proc/stat's first line (busy: everything but idle and iowait;
+// guest time is inside user time and not counted twice); ok false when it cannot be read.
+func MachineTicks() (busy, total int64, ok bool) {
+	b, err := ReadFileBounded("/proc/stat", 4096)
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return parseCPULine(line)
+}
+
+// parseCPULine reads /proc/stat's "cpu" line: user nice system idle iowait irq softirq
+// steal [guest guest_nice].
+func parseCPULine(line string) (busy, total int64, ok bool) {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	var v [8]int64
+	for i := range v {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil || n < 0 {
+			return 0, 0, false
+		}
+		v[i] = n
+		total += n
+	}
+	return total - v[3] - v[4], total, true
+}

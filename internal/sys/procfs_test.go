@@ -19,3 +19,20 @@ func TestCPUTicks(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCPULine: busy is everything but idle and iowait, guest time not added twice;
+// a line that is not the machine's cpu line, or short, or not numbers, is refused.
+func TestParseCPULine(t *testing.T) {
+	busy, total, ok := parseCPULine("cpu  100 5 50 800 20 3 2 10 40 0")
+	if !ok || total != 990 || busy != 170 {
+		t.Errorf("got busy %d total %d ok %v, want 170 990 true", busy, total, ok)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3", "cpu a b c d e f g h", "cpu 1 2 3 -4 5 6 7 8"} {
+		if _, _, ok := parseCPULine(bad); ok {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if b, tot, ok := MachineTicks(); ok && (b < 0 || b > tot) {
+		t.Errorf("this machine: busy %d of %d", b, tot)
+	}
+}

@@ -6,7 +6,10 @@
 // operation and value size, and each server's CPU seconds per GB moved (from
 // /proc/PID/stat, when -pid and -ref-pid are given), and each server's per-request latency
 // percentiles (p50, p99, p99.9: from the request's write to its reply's last byte, pooled
-// over the rounds). Each row is a client pattern, CxP: C connections with P requests in
+// over the rounds), the clients' own CPU seconds per GB (this process's) and how busy the
+// machine's CPUs were in each server's phases (/proc/stat): with clients and servers on one
+// machine, a row whose CPUs are all busy is bounded by CPU, not by the disk or the server's
+// waits. Each row is a client pattern, CxP: C connections with P requests in
 // flight each; the default rows are -clients x -pipeline (16x4) and LMCache's own client
 // (8x1: its resp adapter keeps 8 connections with one command in flight each, distinct
 // keys). Every GET is checked: length and the value's first and last bytes, which encode
@@ -116,6 +119,8 @@ func main() {
 			n := int(max(*total/int64(size), int64(row.clients)))
 			ratios := map[string][]float64{}
 			cpu := map[string][]float64{}
+			clientCPU := map[string][]float64{} // this process's (the clients') CPU s/GB in each server's phases
+			busy := map[string][]float64{}      // the machine's CPUs busy in each server's phases, percent
 			lat := map[string][]time.Duration{}
 			var disk []float64     // rbctl's GET rate ÷ the disk's, per round
 			var diskJobs []float64 // rbctl's GET rate ÷ the disk's in the clients' own pattern
@@ -139,7 +144,8 @@ func main() {
 						if timed {
 							s0 = takeSample(ctx, tg.addr, *diskFile)
 						}
-						c0 := cpuTicks(tg.pid)
+						c0, me0 := cpuTicks(tg.pid), cpuTicks(os.Getpid())
+						b0, t0, m0 := sys.MachineTicks()
 						gbps, l, err := phase(ctx, tg.addr, op, prefix, n, size, row.clients, row.pipeline)
 						if err != nil {
 							fail(fmt.Errorf("%s %s %s %s round %d: %w", tg.name, op, s, row, r+1, err))
@@ -149,9 +155,16 @@ func main() {
 						}
 						rate[tg.name+op] = gbps
 						lat[tg.name+op] = append(lat[tg.name+op], l...)
+						gb := float64(n) * float64(size) / 1e9
 						if c1 := cpuTicks(tg.pid); c0 >= 0 && c1 >= 0 {
 							secs := float64(c1-c0) / 100 // USER_HZ
-							cpu[tg.name+op] = append(cpu[tg.name+op], secs/(float64(n)*float64(size)/1e9))
+							cpu[tg.name+op] = append(cpu[tg.name+op], secs/gb)
+						}
+						if me1 := cpuTicks(os.Getpid()); me0 >= 0 && me1 >= 0 {
+							clientCPU[tg.name+op] = append(clientCPU[tg.name+op], float64(me1-me0)/100/gb)
+						}
+						if b1, t1, m1 := sys.MachineTicks(); m0 && m1 && t1 > t0 {
+							busy[tg.name+op] = append(busy[tg.name+op], 100*float64(b1-b0)/float64(t1-t0))
 						}
 						fmt.Printf("  size %s %s round %d %-6s %s: %.2f GB/s\n", s, row, r+1, tg.name, op, gbps)
 					}
@@ -226,9 +239,11 @@ func main() {
 					s, row.clients, median(ratios["GET"])*measured/cycle, measured/cycle, cycle, measured)
 			}
 			for _, op := range []string{"SET", "GET"} {
-				fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio %s/%s median %.2f (rounds %s); CPU s/GB %s %s, %s %s; latency p50/p99/p99.9 %s %s, %s %s\n",
+				fmt.Printf("resp-bench %s %s clients=%d pipeline=%d: ratio %s/%s median %.2f (rounds %s); CPU s/GB %s %s, %s %s; latency p50/p99/p99.9 %s %s, %s %s; clients' CPU s/GB with %s %s, with %s %s; machine's CPUs busy with %s %s %%, with %s %s %%\n",
 					op, s, row.clients, row.pipeline, t.name, ref.name, median(ratios[op]), list(ratios[op]), t.name, medianOr(cpu[t.name+op]), ref.name, medianOr(cpu[ref.name+op]),
-					t.name, percentiles(lat[t.name+op]), ref.name, percentiles(lat[ref.name+op]))
+					t.name, percentiles(lat[t.name+op]), ref.name, percentiles(lat[ref.name+op]),
+					t.name, medianOr(clientCPU[t.name+op]), ref.name, medianOr(clientCPU[ref.name+op]),
+					t.name, percentOr(busy[t.name+op]), ref.name, percentOr(busy[ref.name+op]))
 			}
 		}
 	}
@@ -439,6 +454,14 @@ func medianOr(v []float64) string {
 		return "not measured"
 	}
 	return fmt.Sprintf("%.3f", median(v))
+}
+
+// percentOr is the median of percentages, with no decimals; "not measured" when none.
+func percentOr(v []float64) string {
+	if len(v) == 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.0f", median(v))
 }
 
 func list(v []float64) string {
