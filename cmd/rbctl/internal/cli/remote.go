@@ -86,10 +86,10 @@ func remotePut(cmd *cobra.Command, cl *client.Client, rf *remoteFlags, args []st
 	switch err := cl.Store(cmd.Context(), rf.kf.Wire(), data); {
 	case err != nil:
 		return err
-	case rf.json:
-		return printJSON(cmd, map[string]int{"size_bytes": len(data)}) // as put's size_bytes
+	case rf.json: // as put's
+		return printJSON(cmd, map[string]any{"stored": rbEscape(rf.kf.Stored()), "size_bytes": len(data)})
 	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "stored %d bytes\n", len(data))
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "stored %d bytes under %s\n", len(data), rbEscape(rf.kf.Stored()))
 	return err
 }
 

@@ -96,11 +96,27 @@ func TestServeRemoteAcrossProcesses(t *testing.T) {
 	remote := func(args ...string) (int, string, string) {
 		return runRbctl(t, dir, 30*time.Second, append([]string{"remote"}, args...)...)
 	}
+	var stored []string
 	for _, h := range []string{"00ff", "01ff"} {
-		// The confirmation is the command's output: stdout, nothing on stderr.
-		if code, so, se := remote(append([]string{"put", "--server", ctlA, "-"}, "--model", "m", "--hash", h, "--salt", "t")...); code != 0 || so != "stored 8 bytes\n" || se != "" {
+		// The confirmation is the command's output: stdout, nothing on stderr; it names the
+		// key as the node lists it, as a local put does.
+		code, so, se := remote(append([]string{"put", "--server", ctlA, "-"}, "--model", "m", "--hash", h, "--salt", "t")...)
+		name, ok := strings.CutPrefix(strings.TrimSuffix(so, "\n"), "stored 8 bytes under ")
+		if code != 0 || !ok || !strings.Contains(name, h) || se != "" {
 			t.Fatalf("remote put: exit %d, stdout %q, stderr %q", code, so, se)
 		}
+		stored = append(stored, name)
+	}
+	if code, so, se := remote("ls", "--server", ctlA); code != 0 || !strings.Contains(so, stored[0]) || !strings.Contains(so, stored[1]) {
+		t.Fatalf("remote ls does not list what put named %q: exit %d, stdout %q, stderr %q", stored, code, so, se)
+	}
+	var doc struct {
+		Stored string
+		Size   int `json:"size_bytes"`
+	}
+	if code, so, se := remote("put", "--server", ctlA, "--json", "-", "--model", "m", "--hash", "04ff", "--salt", "t"); code != 0 || json.Unmarshal([]byte(so), &doc) != nil ||
+		strings.Replace(doc.Stored, "04ff", "00ff", 1) != stored[0] || doc.Size != 8 {
+		t.Fatalf("remote put --json: exit %d, stdout %q (want the key of %q with hash 04ff, size_bytes 8), stderr %q", code, so, stored[0], se)
 	}
 	if code, so, se := remote(append([]string{"get", "--server", ctlB}, key...)...); code != 0 || so != "payload\n" {
 		t.Fatalf("remote get on b: exit %d, stdout %q, stderr %q", code, so, se)

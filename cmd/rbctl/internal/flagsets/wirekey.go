@@ -25,3 +25,13 @@ func (k *Key) Wire() *p2ppb.ObjectKey {
 	h, _ := hex.DecodeString(strings.TrimPrefix(k.Hash, "0x")) // Precheck validated it
 	return client.Key(k.Model, uint32(k.Rank), h, k.Salt)
 }
+
+// Stored is the key's spelling as the node stores it (after Precheck): --key as given, else
+// the object-namespace key the other flags build, as a local put would name it.
+func (k *Key) Stored() string {
+	if k.Key != "" {
+		return k.Key
+	}
+	key, _ := k.Build(engine.NamespaceObject) // Precheck validated it
+	return key.String()
+}
