@@ -96,6 +96,9 @@ func OpenDevice(path string, opt Options) (*Opened, error) {
 		// /dev/ngXnY is reachable only through NVMe passthrough.
 		return openPassthru(path, opt)
 	}
+	if opt.IOPath == "auto" { // the CLI's spelling of the default
+		opt.IOPath = PathAuto
+	}
 	switch opt.IOPath {
 	case PathAuto, PathUring, "io_uring":
 		if opt.IOPath == PathAuto && opt.AutoFile == PathAio && isRegular(path) {
@@ -105,7 +108,7 @@ func OpenDevice(path string, opt Options) (*Opened, error) {
 	case PathPosix, PathAio:
 		return openFile(path, opt)
 	}
-	return nil, fmt.Errorf("io engine %q is not one of uring, posix, aio, passthru", opt.IOPath)
+	return nil, fmt.Errorf("io engine %q is not one of auto, uring, posix, aio, passthru", opt.IOPath)
 }
 
 // openMem makes a memory device of SIZE (rounded down to 4 KiB blocks).

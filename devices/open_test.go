@@ -248,6 +248,8 @@ func TestAutoFile(t *testing.T) {
 		{Options{IOPath: PathPosix, AutoFile: PathAio, Direct: true}, file, PathPosix},
 		{Options{IOPath: PathUring, AutoFile: PathAio, Direct: true}, file, PathUring},
 		{Options{IOPath: PathAuto, AutoFile: PathAio}, "mem:1M", "mem"},
+		{Options{IOPath: "auto", AutoFile: PathAio, Direct: true}, file, PathAio}, // the CLI's spelling
+		{Options{IOPath: "auto", Direct: true}, file, PathUring},
 	} {
 		o, err := OpenDevice(c.path, c.opt)
 		if err != nil {

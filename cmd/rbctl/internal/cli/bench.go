@@ -70,7 +70,7 @@ goes on and bench exits 1 after the report. --lmcache-config FILE takes the devi
 	flagcheck.SizeVar(fs, &o.MetaBytes, "meta-bytes", "auto", "metadata region (meta_total_bytes); auto sizes it for a full index", "auto")
 	fs.DurationVar(&o.CheckpointInterval, "checkpoint-interval", time.Second, "engine checkpoint interval")
 	fs.IntVar(&o.QueueDepth, "queue-depth", 32, "device queue depth")
-	fs.StringVar(&o.IOPath, "io-engine", "uring", "I/O engine for files and block devices: posix, uring, aio or passthru (/dev/ng* always uses passthru)")
+	fs.StringVar(&o.IOPath, "io-engine", "uring", "I/O engine for files and block devices: posix, uring, aio, passthru (/dev/ng* always uses passthru) or auto (uring, posix where the kernel has no io_uring)")
 	fs.BoolVar(&o.Force, "force", false, flagsets.ForceHelp("format a block or character device, or a file that holds data (never one in use)"))
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	flagsets.DriveFlag(fs, &o.Drive)

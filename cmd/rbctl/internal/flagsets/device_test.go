@@ -16,13 +16,7 @@ import (
 // TestDevFlagsDefaultUring: left at its default, --io-engine opens files through io_uring,
 // read-only too (inspect, get); an explicit --io-engine posix gets the posix engine.
 func TestDevFlagsDefaultUring(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "img")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(file, 4<<20); err != nil {
-		t.Fatal(err)
-	}
+	file := imageFile(t)
 	for _, c := range []struct {
 		engine   string // "" keeps the default
 		readOnly bool
@@ -51,6 +45,19 @@ func TestDevFlagsDefaultUring(t *testing.T) {
 	}
 }
 
+// imageFile is an empty 4 MiB file to open.
+func imageFile(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
 // uringMissing reports whether io_uring refuses to open file here (the default engine then
 // falls back to posix).
 func uringMissing(t *testing.T, file string) bool {
@@ -64,13 +71,7 @@ func uringMissing(t *testing.T, file string) bool {
 // TestDevFlagsEngine: --io-engine aio opens the native AIO engine; a name of no engine is
 // refused by Options, before any device is opened, with the flag and the choices.
 func TestDevFlagsEngine(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "img")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(file, 4<<20); err != nil {
-		t.Fatal(err)
-	}
+	file := imageFile(t)
 	set := func(engine string) *Device {
 		cmd := &cobra.Command{Use: "x"}
 		f := &Device{}
@@ -100,13 +101,7 @@ func TestDevFlagsEngine(t *testing.T) {
 // io_uring (its write streams); an explicit engine is kept; the help names the default.
 // Without AutoFile, auto is the uring default spelled out.
 func TestDevFlagsServeDefault(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "img")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(file, 4<<20); err != nil {
-		t.Fatal(err)
-	}
+	file := imageFile(t)
 	open := func(autoFile, engine, path string) blockdev.Device {
 		t.Helper()
 		cmd := &cobra.Command{Use: "x"}
