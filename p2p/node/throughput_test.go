@@ -99,9 +99,18 @@ func throughputDevice(b *testing.B, kind, dir string, size int64) blockdev.Devic
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { os.Remove(p) })
-	d, err := blockdev.OpenFile(p, blockdev.DefaultFileOptions())
+	var d blockdev.Device
+	var err error
+	switch kind {
+	case "file-aio": // native AIO, what rbctl serve opens a file with
+		d, err = blockdev.OpenAio(p, blockdev.DefaultFileOptions())
+	case "file-uring":
+		d, err = blockdev.OpenUring(p, blockdev.UringOptions{QueueDepth: 32})
+	default: // "file": the posix engine
+		d, err = blockdev.OpenFile(p, blockdev.DefaultFileOptions())
+	}
 	if err != nil {
-		b.Skipf("O_DIRECT file in %s: %v", dir, err)
+		b.Skipf("O_DIRECT file in %s (%s): %v", dir, kind, err)
 	}
 	return d
 }
@@ -120,14 +129,15 @@ func throughputDevice(b *testing.B, kind, dir string, size int64) blockdev.Devic
 // The requester's caller hands each Get's payloads back (Node.Recycle) once it has counted
 // them, as the reference's client reuses its buffers; the "-fresh" cases do not, so every
 // chunk is read into fresh memory. The holder's device is memory; RBCTL_BENCH_FILE_DIR=DIR adds a file on DIR opened with
-// O_DIRECT (not a tmpfs: it refuses O_DIRECT).
+// O_DIRECT (not a tmpfs: it refuses O_DIRECT) through each engine: posix ("file"), native
+// AIO ("file-aio", what rbctl serve opens a file with) and io_uring ("file-uring").
 //
 //	go test -run '^$' -bench PeerFetchThroughput -benchtime 1x -count 3 ./p2p/node/
 func BenchmarkPeerFetchThroughput(b *testing.B) {
 	devs := []string{"mem", "mem100us"}
 	dir := os.Getenv("RBCTL_BENCH_FILE_DIR")
 	if dir != "" {
-		devs = append(devs, "file")
+		devs = append(devs, "file", "file-aio", "file-uring")
 	}
 	for _, dev := range devs {
 		for _, tc := range []struct {
