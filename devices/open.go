@@ -224,6 +224,12 @@ func openAutoAio(path string, opt Options) (*Opened, error) {
 	return o, nil
 }
 
+// openAio opens a device with native AIO (a variable: tests make it fail as a kernel
+// without AIO would).
+var openAio = func(path string, fopt blockdev.FileOptions) (blockdev.Device, error) {
+	return blockdev.OpenAio(path, fopt)
+}
+
 // aioUnavailable reports whether err says native AIO cannot be used here: a kernel without
 // it (ENOSYS, wrapped as ErrNotSupported), io_setup out of fs.aio-max-nr (EAGAIN), or a
 // policy forbidding it (EPERM; opening the file itself fails the same way in every engine).
@@ -267,7 +273,7 @@ func uringUnavailable(err error) bool {
 func openFile(path string, opt Options) (*Opened, error) {
 	open := func(fopt blockdev.FileOptions) (blockdev.Device, error) { return blockdev.OpenFile(path, fopt) }
 	if opt.IOPath == PathAio {
-		open = func(fopt blockdev.FileOptions) (blockdev.Device, error) { return blockdev.OpenAio(path, fopt) }
+		open = func(fopt blockdev.FileOptions) (blockdev.Device, error) { return openAio(path, fopt) }
 	}
 	fopt := blockdev.FileOptions{Direct: opt.Direct, ReadOnly: opt.ReadOnly, Exclusive: opt.Exclusive, QueueDepth: opt.QueueDepth}
 	d, err := open(fopt)

@@ -281,6 +281,29 @@ func TestAutoFile(t *testing.T) {
 	if EngineOf(nil) != "" {
 		t.Error("EngineOf(nil) names an engine")
 	}
+
+	// Where native AIO cannot be set up, the file opens as PathAuto would and Notes says
+	// why; any other failure is the caller's error, with nothing opened in its place.
+	real := openAio
+	t.Cleanup(func() { openAio = real })
+	openAio = func(string, blockdev.FileOptions) (blockdev.Device, error) {
+		return nil, fmt.Errorf("io_setup(32): %w: %w (the kernel has no native AIO)", unix.ENOSYS, blockdev.ErrNotSupported)
+	}
+	o, err := OpenDevice(file, Options{IOPath: PathAuto, AutoFile: PathAio, Direct: true})
+	if err != nil {
+		t.Fatalf("AIO unavailable: %v", err)
+	}
+	if o.IOPath == PathAio || EngineOf(o.Block) != o.IOPath || len(o.Notes) == 0 || !strings.Contains(o.Notes[len(o.Notes)-1], "native AIO is not available") {
+		t.Errorf("AIO unavailable: opened %s (%s), notes %q", o.IOPath, EngineOf(o.Block), o.Notes)
+	}
+	o.Close()
+	openAio = func(string, blockdev.FileOptions) (blockdev.Device, error) { return nil, unix.EBUSY }
+	if o, err := OpenDevice(file, Options{IOPath: PathAuto, AutoFile: PathAio, Direct: true}); !errors.Is(err, unix.EBUSY) {
+		if err == nil {
+			o.Close()
+		}
+		t.Errorf("AIO refused with EBUSY: %v, want the error", err)
+	}
 }
 
 // countingTransport counts the Get Log Page commands for the FDP configurations log.
