@@ -25,7 +25,8 @@
 # -engine=false to skip the engine rows, -engine-deallocate all|none (default devices: not a file), -engine-register=false,
 # -engine-vectored=false (puts copy each payload behind its header instead of zero-copy),
 # -tools LIST, -gap DURATION, -lead fio|DURATION (idle before an in-process run's first I/O;
-# fio: as long as fio's own start-up), -cpuprofile FILE, -fio-mem auto|shmhuge|malloc).
+# fio: as long as fio's own start-up), -cpuprofile FILE, -fio-mem auto|shmhuge|malloc,
+# -ring aio -fio-ioengine libaio: rbctl's native AIO engine against fio's libaio).
 # Buffers: rbctl's come from huge pages (blockdev.Alloc), so fio gets huge pages too
 # (--mem=shmhuge): as root the script reserves the few fio needs in /proc/sys/vm/nr_hugepages
 # and gives them back at exit (BENCH_HUGEPAGES=0: do not; then both sides use 4 KiB pages).

@@ -150,6 +150,9 @@ func runCase(c config, bs int, rw string) ([]row, bool) {
 			tools = append(tools, toolRbctlReplay)
 		}
 	}
+	if c.fioEngine == "libaio" { // libaio has no registered buffers or files
+		tools = slices.DeleteFunc(tools, func(t int) bool { return t == toolFioFixed || t == toolFioPayloadFixed })
+	}
 	if len(c.tools) > 0 { // -tools: a subset, for diagnosis
 		tools = slices.DeleteFunc(tools, func(t int) bool { return !slices.Contains(c.tools, toolNames[t]) })
 	}

@@ -58,6 +58,7 @@ type engineStats struct {
 	// SQEs of the whole run (fill included) that used a registered buffer, and that did not.
 	fixedOps, plainOps, vectoredOps int64
 	dealloc                         string // whether freed slots were deallocated, and why
+	ring                            bool   // the device issues SQEs (false: native AIO)
 }
 
 // deallocWhy says whether the engine rows deallocate on d, and why.
@@ -120,11 +121,11 @@ func submitterPayloads(c config, s, payload, bs int) (out [][]byte, free func(),
 // engineDevice is what the engine runs on: d, without vectored writes under
 // -engine-vectored=false (the engine copies every payload behind its header, as it did before
 // zero-copy puts), recording its writes into log when log is not nil (replay.go).
-func engineDevice(c config, d *blockdev.UringDevice, log *writeLog) blockdev.Device {
+func engineDevice(c config, d rbDev, log *writeLog) blockdev.Device {
 	if c.vectored && log == nil {
 		return d
 	}
-	return benchDevice{UringDevice: d, copying: !c.vectored, log: log}
+	return benchDevice{rbDev: d, copying: !c.vectored, log: log}
 }
 
 // fillEngine stores every submitter's first quota keys, the submitters running concurrently
@@ -162,11 +163,7 @@ func fillEngine(c config, e *engine.Engine, quota, payload, bs int, st *runState
 // which then only open it: the reads of the other tools leave it intact, and no round
 // measures right after writing 90 % of the file.
 func prepareLoads(c config, bs int) error {
-	uopt, err := uringOptions(c)
-	if err != nil {
-		return err
-	}
-	d, err := blockdev.OpenUring(c.file, uopt)
+	d, err := openDev(c)
 	if err != nil {
 		return err
 	}
@@ -197,14 +194,11 @@ func prepareLoads(c config, bs int) error {
 // With log not nil, the writes of the measured window are recorded into it (replacing what it held).
 func engineRun(c config, bs int, write bool, log *writeLog) (result, engineStats, error) {
 	var es engineStats
-	uopt, err := uringOptions(c)
+	d, err := openDev(c)
 	if err != nil {
 		return result{}, es, err
 	}
-	d, err := blockdev.OpenUring(c.file, uopt)
-	if err != nil {
-		return result{}, es, err
-	}
+	es.ring = isRing(d)
 	cfg := engineCfg(c, d, bs)
 	es.dealloc = deallocWhy(c, d)
 	open := engine.Open
@@ -433,7 +427,7 @@ func fillHoles(path string) (int64, error) {
 
 // add accumulates one run's engine counters (summed) and failures (averaged over rounds).
 func (es *engineStats) add(o engineStats, rounds int) {
-	es.payload, es.slots, es.dealloc = o.payload, o.slots, o.dealloc
+	es.payload, es.slots, es.dealloc, es.ring = o.payload, o.slots, o.dealloc, o.ring
 	es.failed += o.failed
 	es.holesGiB += o.holesGiB / float64(rounds)
 	es.st.Puts += o.st.Puts
@@ -460,6 +454,9 @@ func (es *engineStats) detail(write, registered bool) string {
 			es.dealloc, es.st.DeallocatedSlots, es.st.DeallocateCalls, es.st.DeallocateRanges, es.st.DeallocateErrors, es.holesGiB)
 	} else {
 		s += fmt.Sprintf("; checksum errors %d; load buffers registered (RegisterMemory): %v", es.st.ChecksumErrors, registered)
+	}
+	if !es.ring {
+		return s + fmt.Sprintf("; staging-pool misses %d; SQEs: none (native AIO)", es.st.BufferPoolMisses)
 	}
 	return s + fmt.Sprintf("; staging-pool misses %d; SQEs fixed %d, plain %d, vectored (WRITEV) %d", es.st.BufferPoolMisses, es.fixedOps, es.plainOps, es.vectoredOps)
 }

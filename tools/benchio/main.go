@@ -75,6 +75,7 @@ type config struct {
 	lead          time.Duration // idle before an in-process run's first I/O (runCase sets it per run)
 	tools         []string      // nil: every tool
 	fioMem        string        // fio's --mem: shmhuge or malloc (hugepages.go)
+	fioEngine     string        // fio's --ioengine: io_uring or libaio (-fio-ioengine)
 }
 
 func main() {
@@ -93,7 +94,8 @@ func main() {
 	flag.BoolVar(&c.fixed, "fixed", true, "register the buffer pool (fixed reads/writes, as the engine does)")
 	flag.StringVar(&c.fio, "fio", "fio", "fio binary ('' to skip fio)")
 	flag.IntVar(&c.rounds, "rounds", 8, "rounds per case (the order rotates; each round is printed, the rows give medians)")
-	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN, waiting in the Go netpoller: the default's wait), defer-kwait (the same, waiting inside io_uring_enter), coop, sqpoll")
+	flag.StringVar(&c.ring, "ring", "default", "rbctl ring setup: default (the device's), plain, single (SINGLE_ISSUER), defer (SINGLE_ISSUER|DEFER_TASKRUN, waiting in the Go netpoller: the default's wait), defer-kwait (the same, waiting inside io_uring_enter), coop, sqpoll; or aio: rbctl's native AIO engine instead of a ring (no registered buffers: -fixed and -engine-register are off; compare with -fio-ioengine libaio)")
+	flag.StringVar(&c.fioEngine, "fio-ioengine", "io_uring", "fio's I/O engine: io_uring (its fixedbufs jobs too) or libaio (the reference for -ring aio; no fixedbufs jobs)")
 	flag.BoolVar(&c.engine, "engine", true, "add the engine-put/engine-get rows (engine.PutMany/LoadManyInto, deallocating as -engine-deallocate says)")
 	flag.DurationVar(&c.gap, "gap", 0, "idle time before every run (the kernel finishes tearing down the last run's rings and registrations)")
 	leadFlag := flag.String("lead", "fio", "idle between settling the file and an in-process run's first I/O: fio (as long as fio took from its launch to its first I/O, the median of its runs so far in the case, so that every tool starts on a disk idle for as long), or a duration (0: start at once)")
@@ -124,6 +126,16 @@ func main() {
 	}
 	if c.deviceBatch <= 0 {
 		c.deviceBatch = max(1, c.qd/max(1, c.submitters))
+	}
+	if c.fioEngine != "io_uring" && c.fioEngine != "libaio" {
+		fmt.Fprintf(os.Stderr, "benchio: -fio-ioengine %q: want io_uring or libaio\n", c.fioEngine)
+		os.Exit(2)
+	}
+	if c.ring == "aio" { // no registered buffers in native AIO
+		c.fixed, c.register = false, false
+	} else if _, err := uringOptions(c); err != nil {
+		fmt.Fprintln(os.Stderr, "benchio:", err)
+		os.Exit(2)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -199,8 +211,8 @@ func main() {
 		if c.leadFio {
 			lead = "fio's start-up"
 		}
-		fmt.Printf("bench-io fio_version=%s file=%s runtime=%s ramp=%s lead=%s rbctl: rings=%d ring=%s submitters=%d batch=%d device-batch=%d fixed=%v; buffers: %s; settle=%v\n",
-			strings.TrimSpace(string(out)), c.file, c.runtime, c.ramp, lead, c.rings, c.ring, c.submitters, c.batch, c.deviceBatch, c.fixed, pages, c.settle)
+		fmt.Printf("bench-io fio_version=%s fio_ioengine=%s file=%s runtime=%s ramp=%s lead=%s rbctl: rings=%d ring=%s submitters=%d batch=%d device-batch=%d fixed=%v; buffers: %s; settle=%v\n",
+			strings.TrimSpace(string(out)), c.fioEngine, c.file, c.runtime, c.ramp, lead, c.rings, c.ring, c.submitters, c.batch, c.deviceBatch, c.fixed, pages, c.settle)
 	}
 	failed := false
 	var rows []row
@@ -255,13 +267,16 @@ func payloadJob(bs int, fixed bool) fioJob {
 // fioRun runs one fio job (io_uring, O_DIRECT, random, time based) and returns bytes/s.
 // j.fixed adds --fixedbufs --registerfiles (the registered buffers and files rbctl uses).
 func fioRun(c config, j fioJob) (result, error) {
+	if c.fioEngine != "io_uring" && j.fixed {
+		return result{}, fmt.Errorf("fio --ioengine=%s has no fixedbufs", c.fioEngine)
+	}
 	write := j.write
 	rw := "randread"
 	if write {
 		rw = "randwrite"
 	}
 	args := []string{
-		"--name=benchio", "--ioengine=io_uring", "--direct=1",
+		"--name=benchio", "--ioengine=" + c.fioEngine, "--direct=1",
 		"--bs=" + strconv.Itoa(j.bs), "--iodepth=" + strconv.Itoa(c.qd), "--numjobs=1",
 		fmt.Sprintf("--runtime=%dms", c.runtime.Milliseconds()),
 		fmt.Sprintf("--ramp_time=%dms", c.ramp.Milliseconds()),

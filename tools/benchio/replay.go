@@ -164,7 +164,7 @@ func (l *writeLog) writeIolog(file string, piece int, want int64, flushes bool) 
 // vectored writes (-engine-vectored=false: the engine copies every payload behind its
 // header), recording writes into log when it is set.
 type benchDevice struct {
-	*blockdev.UringDevice
+	rbDev
 	copying bool
 	log     *writeLog
 }
@@ -178,7 +178,7 @@ func (d benchDevice) Start(ops []blockdev.Op) blockdev.Started {
 	if d.log != nil {
 		d.log.add(ops)
 	}
-	return d.UringDevice.Start(ops)
+	return d.rbDev.Start(ops)
 }
 
 // Deallocate records the deallocation too (DeallocateOnDelete).
@@ -186,7 +186,7 @@ func (d benchDevice) Deallocate(ranges []blockdev.Range) error {
 	if d.log != nil {
 		d.log.addDealloc(ranges)
 	}
-	return d.UringDevice.Deallocate(ranges)
+	return d.rbDev.Deallocate(ranges)
 }
 
 // Flush records the flush too: the engine's checkpoints end with one.
@@ -194,7 +194,7 @@ func (d benchDevice) Flush() error {
 	if d.log != nil {
 		d.log.addFlush()
 	}
-	return d.UringDevice.Flush()
+	return d.rbDev.Flush()
 }
 
 // fioReplay runs fio over the engine's recorded writes: io_uring, O_DIRECT, the same queue
@@ -213,7 +213,7 @@ func fioReplay(c config, bs int, log *writeLog) (result, error) {
 	flushes := c.replayFlushes && log.flushes() > 0
 	statPath := diskStatPath(c.file)
 	d0, ok0 := readDiskStat(statPath)
-	r, err := fioRun(c, fioJob{bs: bs, write: true, fixed: !flushes, iolog: path})
+	r, err := fioRun(c, fioJob{bs: bs, write: true, fixed: !flushes && c.fioEngine == "io_uring", iolog: path})
 	d1, ok1 := readDiskStat(statPath)
 	if err == nil && flushes && ok0 && ok1 && d1.flushIOs == d0.flushIOs {
 		return result{}, fmt.Errorf("fio replayed a log with %d flushes and the disk received none", log.flushes())

@@ -74,12 +74,8 @@ func (w window) result(write bool) result {
 // openPool opens the io_uring device as the rbctl row does and allocates n bytes of
 // incompressible buffers for it (registered with -fixed; in 4 KiB pages when fio's are),
 // seeded with seed. close releases both.
-func openPool(c config, n int, seed [32]byte) (d *blockdev.UringDevice, pool []byte, close func(), err error) {
-	uopt, err := uringOptions(c)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if d, err = blockdev.OpenUring(c.file, uopt); err != nil {
+func openPool(c config, n int, seed [32]byte) (d rbDev, pool []byte, close func(), err error) {
+	if d, err = openDev(c); err != nil {
 		return nil, nil, nil, err
 	}
 	if pool, err = blockdev.Alloc(n); err != nil {
@@ -91,8 +87,8 @@ func openPool(c config, n int, seed [32]byte) (d *blockdev.UringDevice, pool []b
 		blockdev.Free(pool)
 	}
 	smallPages(c, pool)
-	if c.fixed {
-		if err := d.RegisterBuffers([][]byte{pool}); err != nil {
+	if r, ok := d.(*blockdev.UringDevice); ok && c.fixed {
+		if err := r.RegisterBuffers([][]byte{pool}); err != nil {
 			close()
 			return nil, nil, nil, fmt.Errorf("registering %d bytes of buffers: %w", n, err)
 		}
