@@ -60,6 +60,10 @@ type OpenOptions struct {
 	Placement string
 	// Tweak, when set, adjusts the detected config for the open device before recovery.
 	Tweak func(dev blockdev.Device, cfg *engine.Config)
+	// Opened, when set, is told what Open opened before recovery begins: the I/O engine
+	// chosen and the notes of any fallback taken (devices.Opened.Notes), for the caller to
+	// report.
+	Opened func(*devices.Opened)
 }
 
 // ErrNamespaceUnknown refuses a writer when nothing tells the key namespace: a guess would
@@ -95,11 +99,14 @@ func Open(path string, o OpenOptions) (*engine.Engine, error) {
 	}
 	opt := o.Device
 	opt.ReadOnly, opt.Exclusive = o.ReadOnly, !o.ReadOnly
-	dev, err := devices.Open(path, opt)
+	od, err := devices.OpenDevice(path, opt)
 	if err != nil {
 		return nil, err
 	}
-	return OpenDevice(dev, path, o)
+	if o.Opened != nil {
+		o.Opened(od)
+	}
+	return OpenDevice(od.Block, path, o)
 }
 
 // OpenDevice recovers the cache on the open dev (named path in errors) as o chooses, and

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rbctl/rbctl/blockdev"
+	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/placement"
 )
@@ -195,4 +196,29 @@ func lmcacheEmptyV1(t *testing.T) *blockdev.Mem {
 	binary.LittleEndian.PutUint32(b[28:], crc32.ChecksumIEEE(js))
 	copy(b[4096:], js)
 	return mem
+}
+
+// TestOpenTellsWhatItOpened: Opened is called once, before recovery, with the engine the
+// device options chose (a file through native AIO with AutoFile, as serve opens it).
+func TestOpenTellsWhatItOpened(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.img")
+	cfg := engine.DefaultConfig()
+	cfg.SlotBytes, cfg.MetaTotalBytes = 64<<10, 0
+	if _, _, err := Format(FormatOptions{Path: p, Create: 8 << 20, Config: cfg,
+		Open: func() (blockdev.Device, error) { return blockdev.OpenFile(p, blockdev.FileOptions{}) }}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	e, err := Open(p, OpenOptions{
+		Device: devices.Options{IOPath: devices.PathAuto, AutoFile: devices.PathAio, Direct: true, QueueDepth: 8},
+		Opened: func(od *devices.Opened) { got = append(got, od.IOPath) },
+		Tweak:  func(blockdev.Device, *engine.Config) { got = append(got, "tweak") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if strings.Join(got, ",") != "aio,tweak" || devices.EngineOf(e.Device()) != devices.PathAio {
+		t.Errorf("calls %q, engine %s; want aio before tweak, and aio", got, devices.EngineOf(e.Device()))
+	}
 }

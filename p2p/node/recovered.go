@@ -4,8 +4,18 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/engine"
 )
+
+// logOpened says which fallbacks opening a device took (devices.Opened.Notes: a filesystem
+// that refused O_DIRECT, a kernel without native AIO or io_uring), one line each, so that an
+// operator whose node runs buffered or on another engine than asked is told so.
+func logOpened(log *slog.Logger, od *devices.Opened) {
+	for _, n := range od.Notes {
+		log.Info("device opened with a fallback", "device", od.Path, "io_engine", od.IOPath, "note", n)
+	}
+}
 
 // logRecovered says what opening a device found, so that an operator who restarted a node
 // knows before the first request: at info a recovery that kept every entry (how many, the

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rbctl/rbctl/cache"
+	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/engine"
 )
 
@@ -85,5 +87,20 @@ func TestRecoveryProgressIsThrottled(t *testing.T) {
 	if n := strings.Count(got, `msg="recovering cache: verifying slot headers"`); n != 2 ||
 		!strings.Contains(got, "verified=20 of=100") || !strings.Contains(got, "verified=50 of=100") {
 		t.Fatalf("want the reports at 5 s and 15 s only:\n%s", got)
+	}
+}
+
+// TestLogOpenedFallbacks: each note of a fallback the opener took is one log line naming
+// the device and the engine that runs; an open without fallbacks logs nothing here.
+func TestLogOpenedFallbacks(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	logOpened(log, &devices.Opened{Path: "c.img", IOPath: "aio"})
+	if buf.Len() != 0 {
+		t.Fatalf("an open without fallbacks logged:\n%s", buf.String())
+	}
+	logOpened(log, &devices.Opened{Path: "c.img", IOPath: "aio", Notes: []string{"the filesystem refuses O_DIRECT: opened buffered"}})
+	if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, `msg="device opened with a fallback" device=c.img io_engine=aio note="the filesystem refuses O_DIRECT: opened buffered"`) {
+		t.Errorf("a buffered fallback logged:\n%s", got)
 	}
 }

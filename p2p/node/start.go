@@ -376,6 +376,9 @@ func (c *Config) openCache() (*sharded.Cache, error) {
 			c.Logger.Info("freed slots are not deallocated", "device", dev.Info().Path, "why", c.Deallocate.why(dev.Info()))
 		}
 	}
+	if c.Logger != nil && o.Opened == nil {
+		o.Opened = func(od *devices.Opened) { logOpened(c.Logger, od) }
+	}
 	engs := make([]*engine.Engine, 0, len(c.Devices))
 	fail := func(err error) (*sharded.Cache, error) {
 		for _, e := range engs {
