@@ -117,11 +117,11 @@ func OpenAio(path string, opt FileOptions) (*AioDevice, error) {
 	if _, _, e := unix.Syscall(unix.SYS_IO_SETUP, uintptr(d.depth), uintptr(unsafe.Pointer(&d.ctx)), 0); e != 0 {
 		switch e {
 		case unix.EAGAIN:
-			return fail(fmt.Errorf("io_setup(%d): %w: the system's AIO events are used up (fs.aio-nr has reached fs.aio-max-nr)", d.depth, e))
+			return fail(fmt.Errorf("%w: io_setup(%d): %w: the system's AIO events are used up (fs.aio-nr has reached fs.aio-max-nr)", ErrAioUnavailable, d.depth, e))
 		case unix.ENOSYS:
-			return fail(fmt.Errorf("io_setup(%d): %w: %w (the kernel has no native AIO)", d.depth, e, ErrNotSupported))
+			return fail(fmt.Errorf("%w: io_setup(%d): %w: %w (the kernel has no native AIO)", ErrAioUnavailable, d.depth, e, ErrNotSupported))
 		}
-		return fail(fmt.Errorf("io_setup(%d): %w", d.depth, e))
+		return fail(fmt.Errorf("%w: io_setup(%d): %w", ErrAioUnavailable, d.depth, e))
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {

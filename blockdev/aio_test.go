@@ -3,6 +3,8 @@ package blockdev
 import (
 	"bytes"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +178,30 @@ func TestAioCloseWaits(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+}
+
+// TestAioSetupRefused: a context larger than fs.aio-max-nr is refused by io_setup with
+// EAGAIN; OpenAio says so as ErrAioUnavailable (what lets serve's default fall back to
+// another engine) and closes the file it had opened, so that it opens again exclusively.
+func TestAioSetupRefused(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/fs/aio-max-nr")
+	if err != nil {
+		t.Skipf("no fs.aio-max-nr: %v", err)
+	}
+	max, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || max >= 1<<24 {
+		t.Skipf("fs.aio-max-nr %q: no depth above it to ask for", b)
+	}
+	p := uringTestFile(t, 1<<20)
+	_, err = OpenAio(p, FileOptions{Direct: true, Exclusive: true, QueueDepth: max + 1})
+	if !errors.Is(err, ErrAioUnavailable) || !errors.Is(err, unix.EAGAIN) || !strings.Contains(err.Error(), "fs.aio-max-nr") {
+		t.Fatalf("io_setup(%d) over fs.aio-max-nr %d: %v", max+1, max, err)
+	}
+	d, err := OpenAio(p, FileOptions{Direct: true, Exclusive: true, QueueDepth: 4})
+	if err != nil {
+		t.Fatalf("the file after a refused context: %v", err)
+	}
+	d.Close()
 }
 
 // TestAioLoopDevice runs the data path on a real loop device with direct I/O.

@@ -137,6 +137,10 @@ var (
 	ErrOutOfRange = errors.New("offset out of device range")
 	// ErrMisaligned: an op on a Direct device is not aligned to the logical block size.
 	ErrMisaligned = errors.New("misaligned transfer")
+	// ErrAioUnavailable: OpenAio could not set up a native AIO context (io_setup failed: no
+	// AIO in the kernel, fs.aio-max-nr reached, a policy forbidding it); the file itself
+	// opened, and another engine may open it.
+	ErrAioUnavailable = errors.New("native AIO unavailable")
 )
 
 // ReadAt reads len(p) bytes at off through d.

@@ -230,12 +230,10 @@ var openAio = func(path string, fopt blockdev.FileOptions) (blockdev.Device, err
 	return blockdev.OpenAio(path, fopt)
 }
 
-// aioUnavailable reports whether err says native AIO cannot be used here: a kernel without
-// it (ENOSYS, wrapped as ErrNotSupported), io_setup out of fs.aio-max-nr (EAGAIN), or a
-// policy forbidding it (EPERM; opening the file itself fails the same way in every engine).
-func aioUnavailable(err error) bool {
-	return errors.Is(err, blockdev.ErrNotSupported) || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS)
-}
+// aioUnavailable reports whether err says native AIO cannot be set up here
+// (blockdev.ErrAioUnavailable: io_setup failed); any other failure, of opening the file
+// itself (busy, missing, not permitted), would fail every engine the same way.
+func aioUnavailable(err error) bool { return errors.Is(err, blockdev.ErrAioUnavailable) }
 
 // isRegular reports whether path names a regular file (after symlinks).
 func isRegular(path string) bool {

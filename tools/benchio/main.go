@@ -132,6 +132,12 @@ func main() {
 		os.Exit(2)
 	}
 	if c.ring == "aio" { // no registered buffers in native AIO
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if (set["fixed"] && c.fixed) || (set["engine-register"] && c.register) {
+			fmt.Fprintln(os.Stderr, "benchio: -ring aio has no registered buffers: drop -fixed and -engine-register (they are off with it)")
+			os.Exit(2)
+		}
 		c.fixed, c.register = false, false
 	} else if _, err := uringOptions(c); err != nil {
 		fmt.Fprintln(os.Stderr, "benchio:", err)
