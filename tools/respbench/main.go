@@ -110,6 +110,8 @@ func main() {
 	if len(rows) > 3 {
 		fail(errors.New("-rows: at most 3 rows (each round's keys carry the row in one hex digit pair)"))
 	}
+	handOff("before the phases")
+	defer handOff("after the phases")
 	for _, s := range strings.Split(*sizes, ",") {
 		size, err := parseSize(s)
 		if err != nil {
@@ -247,6 +249,13 @@ func main() {
 			}
 		}
 	}
+}
+
+// handOff prints the machine's hand-off latency (wakeWaits), 100 hand-offs in at most 0.5 s.
+func handOff(when string) {
+	const limit = 3 * time.Millisecond
+	waits, censored := wakeWaits(100, 2*time.Millisecond, limit)
+	fmt.Println(wakeLine(when, waits, censored, limit))
 }
 
 // readThenSend is the GET rate of a model server that, on every connection with one GET in
