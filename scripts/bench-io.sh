@@ -16,7 +16,9 @@
 # starts on a settled disk (the file flushed first), idle for as long as fio's start-up
 # keeps it before fio's first I/O (-lead). Every run also reports what reached
 # the disk (requests, merges per MiB, flushes and their time). Every
-# row has a detail line. A summary line ends the run. docs/io_uring.md explains it.
+# row has a detail line. A summary line ends the run; a line on the machine (load, hand-off
+# latency: internal/handoff) comes before the first run and after the summary.
+# docs/io_uring.md explains it.
 # Knobs (environment): BENCH_DIR (default /var/tmp), BENCH_SIZE (2G), BENCH_RUNTIME (1s per
 # run), BENCH_RAMP (0.3s), BENCH_QD (32), BENCH_BS (1M,64K), BENCH_ROUNDS (8), BENCH_KEEP=1 to
 # keep the file, BENCH_ARGS for extra benchio flags (-submitters, -batch (engine rows, keys per

@@ -76,3 +76,27 @@ func parseCPULine(line string) (busy, total int64, ok bool) {
 	}
 	return total - v[3] - v[4], total, true
 }
+
+// LoadAvg is the machine's load average over 1, 5 and 15 minutes, as /proc/loadavg gives
+// them ("0.37 1.40 1.76"); ok false when it cannot be read.
+func LoadAvg() (string, bool) {
+	b, err := ReadFileBounded("/proc/loadavg", 256)
+	if err != nil {
+		return "", false
+	}
+	return parseLoadAvg(string(b))
+}
+
+// parseLoadAvg takes /proc/loadavg's first three fields, each a non-negative number.
+func parseLoadAvg(s string) (string, bool) {
+	f := strings.Fields(s)
+	if len(f) < 3 {
+		return "", false
+	}
+	for _, x := range f[:3] {
+		if v, err := strconv.ParseFloat(x, 64); err != nil || v < 0 {
+			return "", false
+		}
+	}
+	return strings.Join(f[:3], " "), true
+}

@@ -36,3 +36,19 @@ func TestParseCPULine(t *testing.T) {
 		t.Errorf("this machine: busy %d of %d", b, tot)
 	}
 }
+
+func TestParseLoadAvg(t *testing.T) {
+	if got, ok := parseLoadAvg("0.37 1.40 1.76 2/345 6789\n"); !ok || got != "0.37 1.40 1.76" {
+		t.Fatalf("got %q %v", got, ok)
+	}
+	for _, bad := range []string{"", "0.37 1.40", "a b c", "0.1 -1 0.2"} {
+		if _, ok := parseLoadAvg(bad); ok {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if l, ok := LoadAvg(); ok {
+		if _, ok := parseLoadAvg(l); !ok {
+			t.Errorf("this machine's %q does not parse again", l)
+		}
+	}
+}

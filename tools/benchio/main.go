@@ -44,6 +44,7 @@ import (
 
 	"github.com/rbctl/rbctl/blockdev"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/internal/handoff"
 	"github.com/rbctl/rbctl/internal/uring"
 	"github.com/rbctl/rbctl/p2p/node"
 	"github.com/rbctl/rbctl/placement"
@@ -220,6 +221,7 @@ func main() {
 		fmt.Printf("bench-io fio_version=%s fio_ioengine=%s file=%s runtime=%s ramp=%s lead=%s rbctl: rings=%d ring=%s submitters=%d batch=%d device-batch=%d fixed=%v; buffers: %s; settle=%v\n",
 			strings.TrimSpace(string(out)), c.fioEngine, c.file, c.runtime, c.ramp, lead, c.rings, c.ring, c.submitters, c.batch, c.deviceBatch, c.fixed, pages, c.settle)
 	}
+	fmt.Println(handoff.MachineLine("bench-io", "before the runs", handoff.Probe()))
 	failed := false
 	var rows []row
 	for _, bsStr := range strings.Split(bsList, ",") {
@@ -235,6 +237,7 @@ func main() {
 		}
 	}
 	printSummary(rows, 0.95)
+	fmt.Println(handoff.MachineLine("bench-io", "after the runs", handoff.Probe()))
 	if failed {
 		pprof.StopCPUProfile()
 		trace.Stop()

@@ -53,6 +53,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rbctl/rbctl/internal/handoff"
 	"github.com/rbctl/rbctl/internal/sys"
 )
 
@@ -251,11 +252,12 @@ func main() {
 	}
 }
 
-// handOff prints the machine's hand-off latency (wakeWaits), 100 hand-offs in at most 0.5 s.
+// handOff prints the machine's load and hand-off latency (handoff.Probe: at most 0.5 s):
+// with two CPUs, a multi-threaded server waits that long for its second CPU in a
+// latency-bound row, and a one-thread server (valkey) never does (docs/resp.md, "The
+// machine's hand-off latency").
 func handOff(when string) {
-	const limit = 3 * time.Millisecond
-	waits, censored := wakeWaits(100, 2*time.Millisecond, limit)
-	fmt.Println(wakeLine(when, waits, censored, limit))
+	fmt.Println(handoff.MachineLine("resp-bench", when, handoff.Probe()))
 }
 
 // readThenSend is the GET rate of a model server that, on every connection with one GET in

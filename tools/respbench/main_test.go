@@ -2,10 +2,8 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -140,53 +138,5 @@ func TestStages(t *testing.T) {
 	other.add(sample{info: map[string]int64{"total_commands_processed": 1}}, sample{info: map[string]int64{"total_commands_processed": 9}}, lat)
 	if got := other.String(); !strings.Contains(got, "not measured: the server's INFO has no rbctl_resp_get_timed") {
 		t.Fatalf("a server without GET timings gave %q", got)
-	}
-}
-
-func TestWakeWaits(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	const limit = 3 * time.Millisecond
-	waits, censored := wakeWaits(5, time.Millisecond, limit)
-	if len(waits) != 5 {
-		t.Fatalf("%d waits, want 5", len(waits))
-	}
-	at := 0
-	for i, w := range waits {
-		if w <= 0 || w > limit || (i > 0 && w < waits[i-1]) {
-			t.Fatalf("waits %v: each in (0, %s], sorted", waits, limit)
-		}
-		if w == limit {
-			at++
-		}
-	}
-	if censored > at {
-		t.Fatalf("%d censored but only %d waits at the limit", censored, at)
-	}
-	line := wakeLine("before", waits, censored, limit)
-	for _, want := range []string{"resp-bench machine before:", "p50 ", "5 hand-offs", fmt.Sprintf("%d not started within 3ms", censored)} {
-		if !strings.Contains(line, want) {
-			t.Errorf("line %q lacks %q", line, want)
-		}
-	}
-
-	runtime.GOMAXPROCS(1)
-	if w, c := wakeWaits(5, time.Millisecond, limit); w != nil || c != 0 {
-		t.Fatalf("GOMAXPROCS 1: %v %d, want nothing measured", w, c)
-	}
-	if line := wakeLine("after", nil, 0, limit); !strings.Contains(line, "not measured (GOMAXPROCS 1") {
-		t.Fatalf("GOMAXPROCS 1: %q", line)
-	}
-}
-
-func TestWakeLinePercentiles(t *testing.T) {
-	var waits []time.Duration
-	for i := 1; i <= 10; i++ {
-		waits = append(waits, time.Duration(i)*300*time.Microsecond)
-	}
-	line := wakeLine("after", waits, 1, 3*time.Millisecond)
-	for _, want := range []string{"p10 600 µs", "p50 1800 µs", "p90 3000 µs", "10 hand-offs, 7 took 1 ms or more, 1 not started within 3ms"} {
-		if !strings.Contains(line, want) {
-			t.Errorf("line %q lacks %q", line, want)
-		}
 	}
 }
