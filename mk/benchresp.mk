@@ -5,7 +5,8 @@ bench-resp:
 	bash scripts/resp-bench.sh
 
 # bench-resp-ab: two rbctl serve configurations against each other (scripts/resp-ab.sh),
-# e.g. make bench-resp-ab BENCH_B_ARGS="--io-engine aio". Measures, does not assert.
+# e.g. make bench-resp-ab BENCH_B_ARGS="--io-engine aio" or BENCH_A_ENV="GOMAXPROCS=1".
+# Measures, does not assert.
 .PHONY: bench-resp-ab
 bench-resp-ab:
 	bash scripts/resp-ab.sh

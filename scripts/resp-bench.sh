@@ -10,7 +10,9 @@
 # BENCH_ROUNDS (3), BENCH_CLIENTS (16), BENCH_PIPELINE (4), BENCH_ROWS (default
 # "${BENCH_CLIENTS}x${BENCH_PIPELINE},8x1"), BENCH_SIZES (256K,1M), BENCH_RBCTL (an rbctl
 # binary to measure instead of this tree's, e.g. an older commit's build), BENCH_SERVE_ARGS
-# (more `rbctl serve` flags, e.g. "--io-engine posix"). With fio installed, every round also
+# (more `rbctl serve` flags, e.g. "--io-engine posix"), BENCH_SERVE_ENV (environment for
+# rbctl serve alone, e.g. "GOMAXPROCS=1": docs/resp.md, "The machine's hand-off latency").
+# With fio installed, every round also
 # measures the disk's own rate for the GET pattern (fio random reads on the cache file at the
 # row's depth: the "rbctl/disk" line; and in the clients' own pattern, one fio job per client
 # at the row's pipeline depth: the "disk-jobs" line, with disk-jobs/valkey), since valkey
@@ -25,6 +27,7 @@ if [ -z "$VALKEY" ]; then
 	exit 1
 fi
 . scripts/resp-lib.sh resp-bench
+check_env BENCH_SERVE_ENV "${BENCH_SERVE_ENV:-}"
 if [ -n "${BENCH_RBCTL:-}" ]; then cp "$BENCH_RBCTL" "$dir/rbctl"; else go build -o "$dir/rbctl" ./cmd/rbctl; fi
 go build -o "$dir/respbench" ./tools/respbench
 bytes=${BENCH_BYTES:-1073741824}
@@ -43,13 +46,13 @@ else
 	"$dir/rbctl" format --create "$size" --slot-bytes 1028K "$dir/cache.img" >/dev/null
 fi
 rp=$(free_port); vp=$(free_port); cp=$(free_port)
-"$dir/rbctl" serve "$dir/cache.img" --listen "127.0.0.1:$cp" --cluster none --resp "127.0.0.1:$rp" ${BENCH_SERVE_ARGS:-} >"$dir/serve.log" 2>&1 &
+env ${BENCH_SERVE_ENV:-} "$dir/rbctl" serve "$dir/cache.img" --listen "127.0.0.1:$cp" --cluster none --resp "127.0.0.1:$rp" ${BENCH_SERVE_ARGS:-} >"$dir/serve.log" 2>&1 &
 pids+=($!); rpid=$!
 "$VALKEY" --port "$vp" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --proto-max-bulk-len 2mb >"$dir/valkey.log" 2>&1 &
 pids+=($!); vpid=$!
 wait_serving "rbctl serve" "$rp" "$rpid" "$dir/serve.log"
 wait_serving valkey "$vp" "$vpid" "$dir/valkey.log"
-echo "bench-resp: rbctl ${BENCH_RBCTL:-$(git describe --always --dirty 2>/dev/null)} serve --resp ${BENCH_SERVE_ARGS:+$BENCH_SERVE_ARGS }on $dir/cache.img (I/O engine $(io_engine "$dir/serve.log")) vs $("$VALKEY" --version | head -1)"
+echo "bench-resp: rbctl ${BENCH_RBCTL:-$(git describe --always --dirty 2>/dev/null)} serve --resp ${BENCH_SERVE_ARGS:+$BENCH_SERVE_ARGS }${BENCH_SERVE_ENV:+(env $BENCH_SERVE_ENV) }on $dir/cache.img (I/O engine $(io_engine "$dir/serve.log")) vs $("$VALKEY" --version | head -1)"
 "$dir/respbench" -addr "127.0.0.1:$rp" -pid "$rpid" -ref "127.0.0.1:$vp" -ref-pid "$vpid" \
 	-bytes "$bytes" -rounds "${BENCH_ROUNDS:-3}" \
 	-sizes "${BENCH_SIZES:-256K,1M}" -rows "${BENCH_ROWS:-${BENCH_CLIENTS:-16}x${BENCH_PIPELINE:-4},8x1}" \
