@@ -19,6 +19,7 @@ import (
 	"github.com/rbctl/rbctl/engine"
 	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/internal/sys"
 	"github.com/rbctl/rbctl/lmcache"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
@@ -223,7 +224,9 @@ func runAll(ctx context.Context, rep *reports.Report, policies []string, window 
 				return err
 			}
 		}
+		load0, _ := sys.LoadAvg()
 		run, err := runOne(pol)
+		load1, _ := sys.LoadAvg()
 		if err != nil && ctx.Err() != nil {
 			// Stopped before its window began (preconditioning, formatting): nothing measured.
 			rep.Partial = partial(rep.Runs, policies[i:], window)
@@ -232,6 +235,7 @@ func runAll(ctx context.Context, rep *reports.Report, policies []string, window 
 		if err != nil {
 			run = reports.Run{Policy: pol, Error: err.Error()}
 		}
+		run.LoadStart, run.LoadEnd = load0, load1
 		rep.Runs = append(rep.Runs, run)
 		if ctx.Err() != nil {
 			rep.Partial = partial(rep.Runs, policies[i+1:], window)

@@ -62,6 +62,17 @@ func TestRunOnAnOpenDevice(t *testing.T) {
 	if rep.Device.Handles != 8 || rep.Device.RUBytes != 256<<10 || rep.Workload.Slots == 0 || rep.Window.MeasuredBytes == 0 {
 		t.Fatalf("device %+v, workload %+v, window %+v", rep.Device, rep.Workload, rep.Window)
 	}
+	// The machine and its load around each run, for reading the figures.
+	if h := rep.Host; h == nil || h.CPUs < 1 || h.GOMAXPROCS < 1 || h.Kernel == "" {
+		t.Fatalf("host %+v", rep.Host)
+	}
+	if _, err := os.Stat("/proc/loadavg"); err == nil {
+		for _, r := range rep.Runs {
+			if len(strings.Fields(r.LoadStart)) != 3 || len(strings.Fields(r.LoadEnd)) != 3 {
+				t.Fatalf("%s: load %q → %q", r.Policy, r.LoadStart, r.LoadEnd)
+			}
+		}
+	}
 	// Still open: a second comparison on the same device is possible and deterministic.
 	rep2, err := Run(context.Background(), o)
 	if err != nil {
@@ -176,6 +187,9 @@ func TestRunAllFailuresAndInterruption(t *testing.T) {
 	err := runAll(context.Background(), rep, []string{"none", "cache-salt", "hotness"}, time.Second, func() error { resets++; return nil }, run)
 	if err != nil || len(rep.Runs) != 3 || !rep.Runs[1].Failed() || rep.Runs[1].Error != "format: device went away" || resets != 2 || rep.Interrupted {
 		t.Fatalf("err %v, runs %+v, %d resets, interrupted %v", err, rep.Runs, resets, rep.Interrupted)
+	}
+	if _, err := os.Stat("/proc/loadavg"); err == nil && (rep.Runs[1].LoadStart == "" || rep.Runs[1].LoadEnd == "") {
+		t.Fatalf("a failed run's load: %+v", rep.Runs[1]) // recorded for it too
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/rbctl/rbctl/engine/sharded"
 	"github.com/rbctl/rbctl/fdp"
 	"github.com/rbctl/rbctl/ftl"
+	"github.com/rbctl/rbctl/internal/sys"
 	"github.com/rbctl/rbctl/placement"
 	"github.com/rbctl/rbctl/reports"
 	"github.com/rbctl/rbctl/workloads"
@@ -85,6 +87,7 @@ func plan(o *Options, ts []*target, names []string, src *workloads.Source) (*pla
 func (p *planned) report() *reports.Report {
 	o, s0, fc := p.o, p.shards[0], p.shards[0].fc
 	rep := reports.New("bench")
+	rep.Host = &reports.Host{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Kernel: sys.KernelRelease()}
 	var size, slots int64
 	fdpAll := true
 	for _, s := range p.shards {

@@ -215,10 +215,41 @@ func footer(r *Report) []string {
 	for _, n := range r.Notes {
 		out = append(out, "note: "+n)
 	}
+	if line := hostLine(r); line != "" {
+		out = append(out, line)
+	}
 	if r.Interrupted {
 		out = append(out, "interrupted: partial result ("+r.Partial+")")
 	}
 	return out
+}
+
+// hostLine says what machine a bench ran on and its load around each run ("" without Host).
+func hostLine(r *Report) string {
+	h := r.Host
+	if h == nil {
+		return ""
+	}
+	s := fmt.Sprintf("host: %d CPUs (GOMAXPROCS %d)", h.CPUs, h.GOMAXPROCS)
+	if h.Kernel != "" {
+		s += ", Linux " + h.Kernel
+	}
+	var loads []string
+	notRead := func(l string) string {
+		if l == "" {
+			return "not read"
+		}
+		return l
+	}
+	for _, run := range r.Runs {
+		if run.LoadStart != "" || run.LoadEnd != "" {
+			loads = append(loads, fmt.Sprintf("%s %s → %s", run.Policy, notRead(run.LoadStart), notRead(run.LoadEnd)))
+		}
+	}
+	if len(loads) > 0 {
+		s += "; load average (1, 5, 15 min) at each run's start → end: " + strings.Join(loads, ", ")
+	}
+	return s
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -42,8 +42,19 @@ type Report struct {
 	Interrupted bool   `json:"interrupted"`
 	Partial     string `json:"partial,omitempty"`
 
+	// Host is the machine a bench ran on (nil for simulate, which measures no time): its
+	// figures are read with the machine's load, which each run records (Run.LoadStart).
+	Host *Host `json:"host,omitempty"`
+
 	// PerHandle asks Table and Markdown for the per-handle WAF table too (JSON always has it).
 	PerHandle bool `json:"-"`
+}
+
+// Host describes the machine of a bench.
+type Host struct {
+	CPUs       int    `json:"cpus"`             // runtime.NumCPU
+	GOMAXPROCS int    `json:"gomaxprocs"`       // the Go scheduler's processors during the runs
+	Kernel     string `json:"kernel,omitempty"` // uname's release; empty when it could not be read
 }
 
 // Device describes what the runs wrote to (or, for simulate, what was modelled).
@@ -224,6 +235,10 @@ type Run struct {
 	// DevicesTotal their sum (devices.go).
 	Devices      []DeviceRun `json:"devices,omitempty"`
 	DevicesTotal *DeviceRun  `json:"devices_total,omitempty"`
+	// LoadStart and LoadEnd are the machine's load average (1, 5 and 15 minutes, as
+	// /proc/loadavg gives them) when the run began and ended (bench; empty when not read).
+	LoadStart string `json:"load_start,omitempty"`
+	LoadEnd   string `json:"load_end,omitempty"`
 }
 
 // Failed reports whether the run ended in an error; tables leave it out and print the error

@@ -28,8 +28,10 @@ func sample() *Report {
 			DeviceWAF:  &WAF{Value: 2.1, Source: SourceEmulatorModel, HostBytes: 2e9, MediaBytes: 4.2e9},
 			Tenants:    []Tenant{{Salt: "chat", Requests: 60, BytesWritten: 1e9, HitRatio: 0.5}},
 			Timeline:   []Point{{Seconds: F64(1), PayloadBytes: 1e9, OpsPerSec: F64(50), WriteGBps: F64(1), ReadGBps: F64(0.5), WAF: F64(2)}},
-			RequestCDF: []CDFPoint{{Us: 800, Fraction: 0.5}, {Us: 12000, Fraction: 1}}})
+			RequestCDF: []CDFPoint{{Us: 800, Fraction: 0.5}, {Us: 12000, Fraction: 1}},
+			LoadStart:  "0.37 1.40 1.76", LoadEnd: "1.10 1.30 1.70"})
 	}
+	r.Host = &Host{CPUs: 2, GOMAXPROCS: 2, Kernel: "6.18.44"}
 	return r
 }
 
@@ -57,13 +59,14 @@ func TestJSONSchemaV1(t *testing.T) {
 		t.Fatalf("schema %v version %v", doc["schema"], doc["schema_version"])
 	}
 	want := map[string][]string{
-		"top":      {"command", "created", "device", "interrupted", "runs", "schema", "schema_version", "window", "workload"},
+		"top":      {"command", "created", "device", "host", "interrupted", "runs", "schema", "schema_version", "window", "workload"},
 		"device":   {"deallocate", "fdp", "gc", "handles", "isolation", "kind", "mapping_unit", "op", "path", "precondition", "ru_bytes", "size_bytes"},
 		"workload": {"chunk_bytes", "eviction", "name", "seed", "slot_bytes", "slots", "target_util", "tenants", "workers"},
 		"window":   {"description", "measured_bytes", "warmup_bytes"},
 		"run": {"deallocated_bytes", "device_waf", "elapsed_seconds", "evicted", "expired", "hit_ratio", "host_waf", "latency", "ops",
 			"ops_per_sec", "read_bytes", "read_gbps", "request_cdf", "requests", "policy", "store_failed", "tenants", "timeline",
-			"utilisation", "write_gbps", "written_bytes"},
+			"utilisation", "write_gbps", "written_bytes", "load_start", "load_end"},
+		"host":    {"cpus", "gomaxprocs", "kernel"},
 		"latency": {"count", "max_us", "mean_us", "op", "p50_us", "p999_us", "p99_us"},
 		"waf":     {"handles", "host_bytes", "media_bytes", "source", "steady", "value"},
 		"handle":  {"handle", "label", "host_bytes", "host_share", "media_bytes", "relocated_bytes", "waf"},
@@ -79,6 +82,7 @@ func TestJSONSchemaV1(t *testing.T) {
 		"tenant": keys(run["tenants"].([]any)[0].(map[string]any)), "point": keys(run["timeline"].([]any)[0].(map[string]any)),
 		"cdf":    keys(run["request_cdf"].([]any)[0].(map[string]any)),
 		"handle": keys(run["host_waf"].(map[string]any)["handles"].([]any)[0].(map[string]any)),
+		"host":   keys(doc["host"].(map[string]any)),
 	}
 	for k := range want {
 		sort.Strings(want[k])
@@ -151,5 +155,34 @@ func TestHandlesOf(t *testing.T) {
 		{Handle: 2, HostBytes: 100, MediaBytes: 300, RelocatedBytes: 200, HostShare: 0.25, WAF: 3}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("HandlesOf:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// A bench's report says what machine it ran on and its load around each run; simulate's
+// (no Host) says nothing, and a load not read is said to be not read.
+func TestHostLine(t *testing.T) {
+	r := sample()
+	r.Runs[1].LoadEnd = ""
+	for _, f := range []string{"table", "markdown"} {
+		var buf bytes.Buffer
+		if err := Write(&buf, r, f); err != nil {
+			t.Fatal(err)
+		}
+		want := "host: 2 CPUs (GOMAXPROCS 2), Linux 6.18.44; load average (1, 5, 15 min) at each run's start → end: none 0.37 1.40 1.76 → 1.10 1.30 1.70, cache-salt 0.37 1.40 1.76 → not read"
+		if !strings.Contains(strings.Join(strings.Fields(buf.String()), " "), want) {
+			t.Errorf("%s lacks %q:\n%s", f, want, buf.String())
+		}
+	}
+	r.Host = nil
+	var buf bytes.Buffer
+	if err := Table(&buf, r); err != nil || strings.Contains(buf.String(), "host:") {
+		t.Fatalf("no Host: %v\n%s", err, buf.String())
+	}
+	r.Host = &Host{CPUs: 4, GOMAXPROCS: 1}
+	for i := range r.Runs {
+		r.Runs[i].LoadStart, r.Runs[i].LoadEnd = "", ""
+	}
+	if got := hostLine(r); got != "host: 4 CPUs (GOMAXPROCS 1)" {
+		t.Fatalf("%q", got)
 	}
 }

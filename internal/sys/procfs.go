@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // ReadFileBounded reads at most max bytes of a kernel file (procfs, sysfs): their sizes are
@@ -99,4 +101,13 @@ func parseLoadAvg(s string) (string, bool) {
 		}
 	}
 	return strings.Join(f[:3], " "), true
+}
+
+// KernelRelease is uname's release ("6.18.44"), or "" when it cannot be read.
+func KernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }

@@ -2,6 +2,7 @@ package sys
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -50,5 +51,12 @@ func TestParseLoadAvg(t *testing.T) {
 		if _, ok := parseLoadAvg(l); !ok {
 			t.Errorf("this machine's %q does not parse again", l)
 		}
+	}
+}
+
+func TestKernelRelease(t *testing.T) {
+	r := KernelRelease()
+	if r == "" || strings.ContainsAny(r, "\x00\n ") || r[0] < '0' || r[0] > '9' {
+		t.Fatalf("kernel release %q", r)
 	}
 }
