@@ -22,6 +22,7 @@ import (
 	"github.com/rbctl/rbctl/devices"
 	"github.com/rbctl/rbctl/emu"
 	"github.com/rbctl/rbctl/engine"
+	"github.com/rbctl/rbctl/internal/sys"
 	"github.com/rbctl/rbctl/p2p"
 	"github.com/rbctl/rbctl/p2p/cluster"
 	"github.com/rbctl/rbctl/p2p/node"
@@ -310,6 +311,7 @@ func runMode(ctx context.Context, o Options, mode Mode, tl bool, step func(frac 
 	}
 	w := newWorkload(o)
 	cpu0 := cpuSeconds()
+	load0, _ := sys.LoadAvg()
 	t0 := time.Now()
 	done := 0
 	for r := 0; r < o.Requests && ctx.Err() == nil; r++ {
@@ -333,6 +335,8 @@ func runMode(ctx context.Context, o Options, mode Mode, tl bool, step func(frac 
 	res := Result{Mode: mode, Gossip: o.Gossip && mode != Off, Requests: done, Interrupted: ctx.Err() != nil, Seconds: time.Since(t0).Seconds(),
 		Route: o.Route, Admission: cmp.Or(o.Admission, "all"), Deallocate: cmp.Or(o.Deallocate, "none"), TLS: tl}
 	res.CPUSeconds = cpuSeconds() - cpu0
+	load1, _ := sys.LoadAvg()
+	res.LoadStart, res.LoadEnd = load0, load1
 	if o.trace != nil {
 		st := o.trace.Stats
 		res.Workload, res.Trace = o.Workload, &st

@@ -3,6 +3,7 @@ package clusterbench
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,16 @@ func TestSharingFetchesPrefixesInsteadOfComputing(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "dev WAF (model)") {
 		t.Errorf("text lacks the model label:\n%s", b.String())
+	}
+	if _, err := os.Stat("/proc/loadavg"); err == nil {
+		for _, r := range rs {
+			if len(strings.Fields(r.LoadStart)) != 3 || len(strings.Fields(r.LoadEnd)) != 3 {
+				t.Errorf("%s: load %q → %q", r.Mode, r.LoadStart, r.LoadEnd)
+			}
+		}
+		if n := strings.Count(b.String(), "  load average (1, 5, 15 min) "); n != len(rs) {
+			t.Errorf("%d load lines for %d modes:\n%s", n, len(rs), b.String())
+		}
 	}
 	for _, l := range strings.Split(b.String(), "\n") {
 		if len(l) > reports.TextWidth {

@@ -71,7 +71,11 @@ type Result struct {
 	// CPUSeconds is the process's CPU time during the requests (user + system; nodes,
 	// emulated SSDs and driver share the process).
 	CPUSeconds float64 `json:"process_cpu_seconds"`
-	Workload   string  `json:"workload,omitempty"` // mooncake:FILE; empty for the built-in tenants
+	// LoadStart and LoadEnd are the machine's load average (1, 5 and 15 minutes, as
+	// /proc/loadavg gives them) when the requests began and ended; empty when not read.
+	LoadStart string `json:"load_start,omitempty"`
+	LoadEnd   string `json:"load_end,omitempty"`
+	Workload  string `json:"workload,omitempty"` // mooncake:FILE; empty for the built-in tenants
 	// Recorded is the replayed recording's account of itself (l2trace:); nil otherwise.
 	Recorded *workloads.Recorded `json:"recorded,omitempty"`
 	// Notes say what a recording's replay took from the recording node (Options.Fit).
@@ -184,6 +188,9 @@ func WriteText(w io.Writer, rs []Result) error {
 			dir += fmt.Sprintf(", admission %s (%d writes declined)", r.Admission, r.Total.Declined)
 		}
 		fmt.Fprintf(w, "mode %s%s, %s routing: %d requests in %.1f s%s\n", r.Mode, dir, r.Route, r.Requests, r.Seconds, map[bool]string{true: " (interrupted: partial)"}[r.Interrupted])
+		if r.LoadStart != "" && r.LoadEnd != "" {
+			fmt.Fprintf(w, "  load average (1, 5, 15 min) %s → %s\n", r.LoadStart, r.LoadEnd)
+		}
 		for _, n := range r.Notes {
 			fmt.Fprintf(w, "  %s\n", n)
 		}
