@@ -13,8 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/resp-lib.sh resp-ab
-check_env BENCH_A_ENV "${BENCH_A_ENV:-}"
-check_env BENCH_B_ENV "${BENCH_B_ENV:-}"
+env_words a_env BENCH_A_ENV
+env_words b_env BENCH_B_ENV
 go build -o "$dir/rbctl" ./cmd/rbctl
 go build -o "$dir/respbench" ./tools/respbench
 a_bin=${BENCH_A_RBCTL:-$dir/rbctl}
@@ -29,9 +29,9 @@ done
 "$a_bin" format --slot-bytes 1028K "$dir/a.img" >/dev/null
 "$b_bin" format --slot-bytes 1028K "$dir/b.img" >/dev/null
 ra=$(free_port); rb=$(free_port); ca=$(free_port); cb=$(free_port)
-env ${BENCH_A_ENV:-} "$a_bin" serve "$dir/a.img" --listen "127.0.0.1:$ca" --cluster none --resp "127.0.0.1:$ra" ${BENCH_A_ARGS:-} >"$dir/a.log" 2>&1 &
+env "${a_env[@]}" "$a_bin" serve "$dir/a.img" --listen "127.0.0.1:$ca" --cluster none --resp "127.0.0.1:$ra" ${BENCH_A_ARGS:-} >"$dir/a.log" 2>&1 &
 pids+=($!); apid=$!
-env ${BENCH_B_ENV:-} "$b_bin" serve "$dir/b.img" --listen "127.0.0.1:$cb" --cluster none --resp "127.0.0.1:$rb" ${BENCH_B_ARGS:-} >"$dir/b.log" 2>&1 &
+env "${b_env[@]}" "$b_bin" serve "$dir/b.img" --listen "127.0.0.1:$cb" --cluster none --resp "127.0.0.1:$rb" ${BENCH_B_ARGS:-} >"$dir/b.log" 2>&1 &
 pids+=($!); bpid=$!
 wait_serving "A (rbctl serve)" "$ra" "$apid" "$dir/a.log"
 wait_serving "B (rbctl serve)" "$rb" "$bpid" "$dir/b.log"

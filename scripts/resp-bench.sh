@@ -27,7 +27,7 @@ if [ -z "$VALKEY" ]; then
 	exit 1
 fi
 . scripts/resp-lib.sh resp-bench
-check_env BENCH_SERVE_ENV "${BENCH_SERVE_ENV:-}"
+env_words serve_env BENCH_SERVE_ENV
 if [ -n "${BENCH_RBCTL:-}" ]; then cp "$BENCH_RBCTL" "$dir/rbctl"; else go build -o "$dir/rbctl" ./cmd/rbctl; fi
 go build -o "$dir/respbench" ./tools/respbench
 bytes=${BENCH_BYTES:-1073741824}
@@ -46,7 +46,7 @@ else
 	"$dir/rbctl" format --create "$size" --slot-bytes 1028K "$dir/cache.img" >/dev/null
 fi
 rp=$(free_port); vp=$(free_port); cp=$(free_port)
-env ${BENCH_SERVE_ENV:-} "$dir/rbctl" serve "$dir/cache.img" --listen "127.0.0.1:$cp" --cluster none --resp "127.0.0.1:$rp" ${BENCH_SERVE_ARGS:-} >"$dir/serve.log" 2>&1 &
+env "${serve_env[@]}" "$dir/rbctl" serve "$dir/cache.img" --listen "127.0.0.1:$cp" --cluster none --resp "127.0.0.1:$rp" ${BENCH_SERVE_ARGS:-} >"$dir/serve.log" 2>&1 &
 pids+=($!); rpid=$!
 "$VALKEY" --port "$vp" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --proto-max-bulk-len 2mb >"$dir/valkey.log" 2>&1 &
 pids+=($!); vpid=$!

@@ -5,9 +5,10 @@
 # on 127.0.0.1 now; wait_serving NAME PORT PID LOG, which waits up to 10 s for the server
 # PID to listen on PORT and, if it exits or does not, prints its LOG and fails the script
 # (a mistyped flag in BENCH_SERVE_ARGS shows serve's own error, not a refused connection);
-# io_engine LOG, the I/O engine a serve's LOG says it opened its cache with; check_env KNOB
-# VALUE, which fails the script unless VALUE is environment assignments (NAME=VALUE words,
-# e.g. BENCH_SERVE_ENV="GOMAXPROCS=1") to run a serve with.
+# io_engine LOG, the I/O engine a serve's LOG says it opened its cache with; env_words ARRAY
+# KNOB, which reads the environment variable KNOB into ARRAY as assignments (NAME=VALUE
+# words, e.g. BENCH_SERVE_ENV="GOMAXPROCS=1") to run a serve with, and fails the script on
+# any other word.
 dir=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rbctl-$1.XXXXXX")
 pids=()
 cleanup() {
@@ -32,11 +33,15 @@ wait_serving() {
 	exit 1
 }
 io_engine() { local e; e=$(grep -o 'io_engine=[a-z,]*' "$1" | head -1 | cut -d= -f2); echo "${e:-not in its log}"; }
-check_env() {
+env_words() {
+	# env_words ARRAY KNOB: KNOB's value split into ARRAY at blanks, without glob expansion
+	# ("X=*" stays "X=*"); each word must be NAME=VALUE, else the script fails with exit 2.
+	local -n out=$1
 	local w
-	for w in $2; do
+	read -ra out <<<"${!2:-}"
+	for w in "${out[@]}"; do
 		if ! [[ $w =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]]; then
-			echo "$(basename "$0"): $1: \"$w\" is not NAME=VALUE (want environment assignments for rbctl serve, e.g. $1=\"GOMAXPROCS=1\")" >&2
+			echo "$(basename "$0"): $2: \"$w\" is not NAME=VALUE (want environment assignments for rbctl serve, e.g. $2=\"GOMAXPROCS=1\")" >&2
 			exit 2
 		fi
 	done

@@ -105,9 +105,5 @@ func Probe() Result { return Measure(100, 2*time.Millisecond, 3*time.Millisecond
 // MachineLine is the benches' line about the machine: "BENCH machine WHEN: load L1 L5 L15;"
 // and r.
 func MachineLine(bench, when string, r Result) string {
-	load, ok := sys.LoadAvg()
-	if !ok {
-		load = "not read"
-	}
-	return fmt.Sprintf("%s machine %s: load %s; %s", bench, when, load, r)
+	return fmt.Sprintf("%s machine %s: load %s; %s", bench, when, sys.LoadAvgText(), r)
 }

@@ -89,6 +89,14 @@ func LoadAvg() (string, bool) {
 	return parseLoadAvg(string(b))
 }
 
+// LoadAvgText is LoadAvg for a line beside a figure: the three averages, or "not read".
+func LoadAvgText() string {
+	if l, ok := LoadAvg(); ok {
+		return l
+	}
+	return "not read"
+}
+
 // parseLoadAvg takes /proc/loadavg's first three fields, each a non-negative number.
 func parseLoadAvg(s string) (string, bool) {
 	f := strings.Fields(s)

@@ -189,7 +189,7 @@ func timeRestart(args []string) error {
 		got[r.name] = r.d
 	}
 	if firstErr == nil {
-		fmt.Printf("first GET: resp %.3f s, grpc %.3f s; load %s\n", got["resp"].Seconds(), got["grpc"].Seconds(), loadAvg())
+		fmt.Printf("first GET: resp %.3f s, grpc %.3f s; load %s\n", got["resp"].Seconds(), got["grpc"].Seconds(), sys.LoadAvgText())
 		firstErr = dirty(*respAddr)
 	}
 	sig := syscall.SIGINT
@@ -238,7 +238,7 @@ func openOnly(args []string) error {
 	}
 	d := time.Since(t0)
 	rep := e.Stats().Recovery
-	fmt.Printf("open %.3f s (engine recovery %.3f s), %d entries kept, %d dropped; load %s\n", d.Seconds(), rep.Duration.Seconds(), rep.Kept, len(rep.Dropped), loadAvg())
+	fmt.Printf("open %.3f s (engine recovery %.3f s), %d entries kept, %d dropped; load %s\n", d.Seconds(), rep.Duration.Seconds(), rep.Kept, len(rep.Dropped), sys.LoadAvgText())
 	if *walk {
 		t1 := time.Now()
 		n, bytes := 0, 0
@@ -343,12 +343,4 @@ func needDev(dev string, fs *flag.FlagSet) error {
 		return fmt.Errorf("%s: unexpected arguments %q (flags only)", fs.Name(), fs.Args())
 	}
 	return nil
-}
-
-// loadAvg is the machine's load average (1, 5, 15 minutes) to print beside a time.
-func loadAvg() string {
-	if l, ok := sys.LoadAvg(); ok {
-		return l
-	}
-	return "not read"
 }
