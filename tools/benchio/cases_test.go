@@ -114,3 +114,33 @@ func TestRunOrderIsBalanced(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveFioMem: without fio, benchio's buffers keep their huge pages unless -fio-mem
+// malloc asks otherwise (a run with an empty -fio had put them in 4 KiB pages), and a bad mode is
+// refused either way.
+func TestResolveFioMem(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		withFio bool
+		want    string
+	}{
+		{"auto", false, "shmhuge"},
+		{"shmhuge", false, "shmhuge"},
+		{"malloc", false, "malloc"},
+		{"malloc", true, "malloc"},
+	} {
+		got, err := resolveFioMem(tc.mode, tc.withFio, 32, 1<<20)
+		if err != nil || got != tc.want {
+			t.Errorf("resolveFioMem(%q, fio %v) = %q, %v; want %q", tc.mode, tc.withFio, got, err, tc.want)
+		}
+	}
+	for _, withFio := range []bool{false, true} {
+		if got, err := resolveFioMem("huge", withFio, 32, 1<<20); err == nil {
+			t.Errorf("resolveFioMem(\"huge\", fio %v) = %q, want an error", withFio, got)
+		}
+	}
+	// With fio and auto, the choice follows the free huge pages; it is one of the two.
+	if got, err := resolveFioMem("auto", true, 32, 1<<20); err != nil || (got != "shmhuge" && got != "malloc") {
+		t.Errorf("resolveFioMem(auto, fio) = %q, %v", got, err)
+	}
+}

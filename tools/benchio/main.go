@@ -196,13 +196,10 @@ func main() {
 		}
 		maxBS = max(maxBS, bs)
 	}
-	c.fioMem = "malloc"
-	if c.fio != "" {
-		var err error
-		if c.fioMem, err = chooseFioMem(*fioMem, c.qd, maxBS); err != nil {
-			fmt.Fprintln(os.Stderr, "benchio:", err)
-			os.Exit(2)
-		}
+	var err error
+	if c.fioMem, err = resolveFioMem(*fioMem, c.fio != "", c.qd, maxBS); err != nil {
+		fmt.Fprintln(os.Stderr, "benchio:", err)
+		os.Exit(2)
 	}
 	if c.fio != "" {
 		out, err := exec.Command(c.fio, "--version").Output()
@@ -220,6 +217,13 @@ func main() {
 		}
 		fmt.Printf("bench-io fio_version=%s fio_ioengine=%s file=%s runtime=%s ramp=%s lead=%s rbctl: rings=%d ring=%s submitters=%d batch=%d device-batch=%d fixed=%v; buffers: %s; settle=%v\n",
 			strings.TrimSpace(string(out)), c.fioEngine, c.file, c.runtime, c.ramp, lead, c.rings, c.ring, c.submitters, c.batch, c.deviceBatch, c.fixed, pages, c.settle)
+	} else {
+		pages := "huge pages (Alloc with THP)"
+		if c.fioMem == "malloc" {
+			pages = "4 KiB pages (-fio-mem malloc: MADV_NOHUGEPAGE)"
+		}
+		fmt.Printf("bench-io without fio file=%s runtime=%s ramp=%s rbctl: rings=%d ring=%s submitters=%d batch=%d device-batch=%d fixed=%v; buffers: %s; settle=%v\n",
+			c.file, c.runtime, c.ramp, c.rings, c.ring, c.submitters, c.batch, c.deviceBatch, c.fixed, pages, c.settle)
 	}
 	fmt.Println(handoff.MachineLine("bench-io", "before the runs", handoff.Probe()))
 	failed := false
