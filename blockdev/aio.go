@@ -78,6 +78,12 @@ type AioDevice struct {
 
 	submits, events atomic.Int64
 
+	// started holds finished batches for the next Start: a GET's batch, its channel and
+	// its Pinner are reused instead of allocated (Wait puts a batch back once it has read
+	// everything it returns; the contract that Wait is called exactly once keeps the
+	// caller's handle from reaching it again).
+	started sync.Pool
+
 	// RingTiming's sums (see RingTiming), added by each batch's Wait.
 	start                          time.Time
 	timed, queuedNs, runNs, wakeNs atomic.Int64
@@ -177,8 +183,13 @@ func (d *AioDevice) Submit(ops []Op) error { return d.Start(ops).Wait() }
 // Start implements Starter: the ops are submitted from the calling goroutine, as many as
 // free slots allow; the rest wait for slots, which the reaper fills as events come in.
 func (d *AioDevice) Start(ops []Op) Started {
-	s := &aioStarted{d: d, ops: ops, done: make(chan struct{}, 1), tStart: d.since()}
-	items := make([]int32, 0, len(ops))
+	s, _ := d.started.Get().(*aioStarted)
+	if s == nil {
+		s = &aioStarted{d: d, done: make(chan struct{}, 1)}
+	}
+	s.ops, s.tStart = ops, d.since()
+	var itemsBuf [8]int32
+	items := itemsBuf[:0]
 	for i := range ops {
 		op := &ops[i]
 		if op.Err = d.check(op); op.Err != nil || op.Len() == 0 {
@@ -286,11 +297,12 @@ func (d *AioDevice) reap() {
 	var again []*iocb
 	var buf [8]byte
 	zero := unix.Timespec{}
+	drain := func(fd uintptr) bool { // made once: a closure per wake-up allocates
+		_, err := unix.Read(int(fd), buf[:])
+		return err != unix.EAGAIN
+	}
 	for {
-		err := d.rc.Read(func(fd uintptr) bool {
-			_, err := unix.Read(int(fd), buf[:])
-			return err != unix.EAGAIN
-		})
+		err := d.rc.Read(drain)
 		if err != nil {
 			return // closed
 		}
@@ -371,21 +383,26 @@ func (d *AioDevice) complete(k int32, res int64, again []*iocb) []*iocb {
 func (s *aioStarted) Wait() error {
 	<-s.done
 	s.pin.Unpin()
-	if d := s.d; s.tReaped > 0 && s.tSubmitted > 0 {
+	d := s.d
+	if s.tReaped > 0 && s.tSubmitted > 0 {
 		d.queuedNs.Add(s.tSubmitted - s.tStart)
 		d.runNs.Add(max(0, s.tReaped-s.tSubmitted))
 		d.wakeNs.Add(d.since() - s.tReaped)
 		d.timed.Add(1)
 	}
-	if s.err != nil {
-		return s.err
-	}
+	err := s.err
 	for i := range s.ops {
-		if s.ops[i].Err != nil {
-			return s.ops[i].Err
+		if err != nil {
+			break
 		}
+		err = s.ops[i].Err
 	}
-	return nil
+	// The reaper is done with s (its last touch was the send on done) and so is this
+	// caller: back to the pool for the next Start.
+	s.ops, s.err = nil, nil
+	s.tStart, s.tSubmitted, s.tReaped = 0, 0, 0
+	d.started.Put(s)
+	return err
 }
 
 // Close waits for the ops in flight, then tears the context down and closes the file.

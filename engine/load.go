@@ -65,7 +65,7 @@ func (e *Engine) runLoads(jobs []loadJob, bufs [][]byte, out []bool) error {
 		n := min(len(jobs), e.maxBatch())
 		lc := e.prepareLoad(jobs[:n], bufs)
 		jobs = jobs[n:]
-		if err := e.readAndVerify(lc, bufs, out); err != nil && firstErr == nil {
+		if err := e.readAndVerify(&lc, bufs, out); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -81,8 +81,8 @@ type loadChunk struct {
 
 // prepareLoad builds the read ops of batch: straight into the caller's buffer when it is
 // aligned (or the device is buffered), through a staging buffer otherwise.
-func (e *Engine) prepareLoad(batch []loadJob, bufs [][]byte) *loadChunk {
-	lc := &loadChunk{batch: batch, ops: make([]blockdev.Op, len(batch))}
+func (e *Engine) prepareLoad(batch []loadJob, bufs [][]byte) loadChunk {
+	lc := loadChunk{batch: batch, ops: make([]blockdev.Op, len(batch))}
 	hb := int64(e.cfg.HeaderBytes)
 	for j := range batch {
 		lj := &batch[j]
@@ -127,7 +127,7 @@ func (e *Engine) readAndVerify(lc *loadChunk, bufs [][]byte, out []bool) error {
 		e.finishLoad(lc.batch, lc.ops, false, bufs, out)
 		return lc.prepErr
 	}
-	s := newOpStream(e.dev, len(lc.ops))
+	s := newOpStreamIn(e.dev, lc.ops) // the stream takes lc.ops' array over
 	e.ioStart()
 	for _, op := range lc.ops {
 		s.add(op)

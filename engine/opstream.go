@@ -29,12 +29,26 @@ type opStream struct {
 	runs    []blockdev.Started // chunk k's run, on a Starter
 	waited  int                // runs[:waited] have been waited for
 	pending int                // bytes of the ops not in a chunk yet
+
+	// Room for the chunks of a small batch (a GET's one read, a put batch of up to
+	// 2 MiB), so that ends and runs are not allocated apiece; a larger batch's grow.
+	endsBuf [2]int
+	runsBuf [2]blockdev.Started
 }
 
 // newOpStream is an empty stream of at most n ops to dev.
 func newOpStream(dev blockdev.Device, n int) *opStream {
+	return newOpStreamIn(dev, make([]blockdev.Op, 0, n))
+}
+
+// newOpStreamIn is an empty stream of at most cap(ops) ops to dev, kept in ops' array. The
+// ops already there may be added again in order, each overwriting itself (a load's
+// prepared reads: no second array per batch).
+func newOpStreamIn(dev blockdev.Device, ops []blockdev.Op) *opStream {
 	st, _ := dev.(blockdev.Starter)
-	return &opStream{dev: dev, st: st, ops: make([]blockdev.Op, 0, n)}
+	s := &opStream{dev: dev, st: st, ops: ops[:0]}
+	s.ends, s.runs = s.endsBuf[:0], s.runsBuf[:0]
+	return s
 }
 
 // add appends op and, on a Starter, starts the ops added since the last chunk once they
