@@ -400,6 +400,7 @@ func (s *aioStarted) Wait() error {
 	// The reaper is done with s (its last touch was the send on done) and so is this
 	// caller: back to the pool for the next Start.
 	s.ops, s.err = nil, nil
+	s.left.Store(0) // a batch refused on a closing device never counted down
 	s.tStart, s.tSubmitted, s.tReaped = 0, 0, 0
 	d.started.Put(s)
 	return err

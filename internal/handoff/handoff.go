@@ -89,8 +89,11 @@ func (r Result) Over(d time.Duration) int {
 
 // String says what was measured, or why nothing was.
 func (r Result) String() string {
-	if len(r.Waits) == 0 {
+	switch {
+	case len(r.Waits) == 0 && r.Procs < 2:
 		return fmt.Sprintf("hand-off to an idle CPU not measured (GOMAXPROCS %d: no other CPU)", r.Procs)
+	case len(r.Waits) == 0:
+		return "hand-off to an idle CPU not measured (no hand-offs asked for)"
 	}
 	return fmt.Sprintf("an idle CPU started work a busy one handed it after p10 %s, p50 %s, p90 %s (%d hand-offs, %d took 1 ms or more, %d not started within %s)",
 		us(r.Quantile(0.10)), us(r.Quantile(0.50)), us(r.Quantile(0.90)), len(r.Waits), r.Over(time.Millisecond), r.Censored, r.Limit)

@@ -50,6 +50,9 @@ func TestResultFigures(t *testing.T) {
 	if r.Quantile(0) != 300*time.Microsecond || r.Quantile(1) != 3*time.Millisecond || r.Over(time.Millisecond) != 7 {
 		t.Fatalf("quantiles %s %s, over 1 ms %d", r.Quantile(0), r.Quantile(1), r.Over(time.Millisecond))
 	}
+	if s := (Result{Procs: 2}).String(); !strings.Contains(s, "not measured (no hand-offs") {
+		t.Errorf("no waits at GOMAXPROCS 2: %q", s)
+	}
 	s := r.String()
 	for _, want := range []string{"p10 600 µs", "p50 1800 µs", "p90 3000 µs", "10 hand-offs, 7 took 1 ms or more, 1 not started within 3ms"} {
 		if !strings.Contains(s, want) {

@@ -82,7 +82,7 @@ func chooseFioMem(mode string, qd, maxBS int) (string, error) {
 // else shmhuge (benchio's buffers keep their huge pages: there is no fio memory to match)
 // unless mode is malloc. Before this, a run without fio (an empty -fio) silently put benchio's
 // payloads in 4 KiB pages, which on a virtio disk halved the engine's 1 MiB vectored puts
-// (docs/io_uring.md, "Payloads in 4 KiB pages").
+// (docs/io_uring.md, "engine-put 64 KiB again; payloads in 4 KiB pages").
 func resolveFioMem(mode string, withFio bool, qd, maxBS int) (string, error) {
 	if withFio {
 		return chooseFioMem(mode, qd, maxBS)
